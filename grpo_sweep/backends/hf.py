@@ -1,0 +1,163 @@
+"""The transformers + PEFT backend (``backend=trl``): runs anywhere, CPU included."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+ADAPTER_DIR = "lora"
+FULL_MODEL_DIR = "model"
+
+
+class ModelConfigError(ValueError):
+    """The model config asks for something this machine or model cannot do."""
+
+
+def model_source(model_cfg: Any) -> str:
+    """Where to load the base model from: the cached tiny build, or ``name_or_path``."""
+    if model_cfg.tiny is not None:
+        from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
+
+        spec = TinySpec(**dict(model_cfg.tiny), max_position_embeddings=model_cfg.max_seq_length)
+        return str(ensure_tiny_model(spec))
+    return model_cfg.name_or_path
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in dtypes:
+        raise ModelConfigError(f"model.dtype={name!r}; use one of: auto, {', '.join(dtypes)}")
+    if dtypes[name] is not torch.float32 and not torch.cuda.is_available():
+        raise ModelConfigError(f"model.dtype={name} needs a CUDA GPU; on CPU use model.dtype=float32 (or auto)")
+    return dtypes[name]
+
+
+def load_tokenizer(source: str, trust_remote_code: bool = False):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"  # decoder-only generation pads on the left
+    return tokenizer
+
+
+def load_base_model(model_cfg: Any, source: str):
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(model_cfg.dtype), "trust_remote_code": model_cfg.trust_remote_code}
+    if model_cfg.load_in_4bit:
+        if not torch.cuda.is_available():
+            raise ModelConfigError("model.load_in_4bit=true needs a CUDA GPU; set model.load_in_4bit=false on CPU")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_compute_dtype=kwargs["dtype"], bnb_4bit_quant_type="nf4"
+        )
+    return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+
+
+def linear_module_names(model) -> list[str]:
+    return sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+
+
+def apply_lora(model, lora_cfg: Any):
+    from peft import LoraConfig, get_peft_model
+
+    targets = lora_cfg.target_modules
+    targets = targets if isinstance(targets, str) else list(targets)
+    if not isinstance(targets, str):
+        available = linear_module_names(model)
+        missing = [t for t in targets if t not in available]
+        if missing:
+            raise ModelConfigError(
+                f"lora.target_modules: {missing} not in the model; its linear modules are {available} "
+                "(or use lora.target_modules=all-linear)"
+            )
+    config = LoraConfig(
+        r=lora_cfg.r,
+        lora_alpha=lora_cfg.alpha,
+        lora_dropout=lora_cfg.dropout,
+        target_modules=targets,
+        bias=lora_cfg.bias,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+def load(cfg: Any):
+    """(model, tokenizer) ready for GRPOTrainer: base model, with a LoRA adapter when lora.enabled."""
+    source = model_source(cfg.model)
+    tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
+    model = load_base_model(cfg.model, source)
+    if cfg.lora.enabled:
+        model = apply_lora(model, cfg.lora)
+    return model, tokenizer
+
+
+def save(model, tokenizer, run_dir: Path) -> Path:
+    """Save the LoRA adapter (``lora/``) or the full model (``model/``) with its tokenizer."""
+    out = run_dir / (ADAPTER_DIR if hasattr(model, "peft_config") else FULL_MODEL_DIR)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def load_trained(cfg: Any, run_dir: Path):
+    """The trained model of a finished run: base + saved adapter, or the saved full model."""
+    adapter = run_dir / ADAPTER_DIR
+    if adapter.is_dir():
+        from peft import PeftModel
+
+        source = model_source(cfg.model)
+        model = PeftModel.from_pretrained(load_base_model(cfg.model, source), adapter)
+        return model, load_tokenizer(str(adapter))
+    full = run_dir / FULL_MODEL_DIR
+    if full.is_dir():
+        model = load_base_model(cfg.model, str(full)) if cfg.model.tiny is None else _load_plain(full)
+        return model, load_tokenizer(str(full))
+    raise FileNotFoundError(f"{run_dir} holds no trained weights ({ADAPTER_DIR}/ or {FULL_MODEL_DIR}/); did the run finish?")
+
+
+def _load_plain(path: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokenizer,
+    prompts: list[list[dict]],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    batch_size: int = 32,
+) -> list[str]:
+    """Batched chat generation; greedy when temperature is 0."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
+    outputs: list[str] = []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(
+            texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
+        ).to(device)
+        generated = model.generate(
+            **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+        )
+        new_tokens = generated[:, batch["input_ids"].shape[1] :]
+        outputs.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+    model.train(was_training)
+    return outputs

@@ -1,0 +1,204 @@
+"""The configuration schema: dataclasses registered in Hydra's ConfigStore.
+
+Every YAML file under ``conf/`` is merged onto these, so a typo'd key or a wrongly typed value fails at
+compose time. Field names that exist in TRL's ``GRPOConfig`` keep TRL's names and meaning.
+No heavy imports here: a login node composes and validates configs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING
+
+WALKTHROUGH_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class TinyModelConfig:
+    """A random-initialised Llama built locally (no download), with a byte-level BPE tokenizer."""
+
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    intermediate_size: int = 128
+    # 10x Llama's default, so a LoRA adapter can move the outputs of a random model.
+    initializer_range: float = 0.2
+    bpe_merges: int = 512
+    seed: int = 0
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = MISSING
+    # auto | float32 | bfloat16 | float16
+    dtype: str = "auto"
+    max_seq_length: int = 1024
+    # bitsandbytes 4-bit base weights (QLoRA); GPU only
+    load_in_4bit: bool = False
+    trust_remote_code: bool = False
+    # When set, the model is built locally from this spec and cached (name_or_path is then only a label).
+    tiny: Optional[TinyModelConfig] = None
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = True
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    # a list of module names, or "all-linear"
+    target_modules: Any = field(default_factory=lambda: list(WALKTHROUGH_TARGET_MODULES))
+    bias: str = "none"
+
+
+@dataclass
+class RewardTerm:
+    """One reward in a mix. Its key in the mix is the name TRL logs (``rewards/<key>/mean``)."""
+
+    weight: float = 1.0
+    # built-in name or import path; default: the key itself
+    fn: Optional[str] = None
+    # keyword arguments bound to the function (e.g. think_tag, answer_tag)
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OptimizerConfig:
+    """Mapped 1:1 onto GRPOConfig (transformers TrainingArguments) fields of the same name."""
+
+    optim: str = "adamw_torch"
+    learning_rate: float = 5e-6
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.99
+    weight_decay: float = 0.1
+    # an int is a step count, a float in [0, 1) a ratio of max_steps (transformers 5 dropped warmup_ratio)
+    warmup_steps: float = 0.1
+    lr_scheduler_type: str = "cosine"
+    max_grad_norm: float = 0.1
+
+
+@dataclass
+class ArithmeticConfig:
+    n_train: int = 512
+    n_eval: int = 64
+    min_operands: int = 2
+    max_operands: int = 3
+    max_operand: int = 9
+    seed: int = 0
+
+
+@dataclass
+class DataConfig:
+    # arithmetic (built-in generator) | hub (datasets.load_dataset) | file (local jsonl/csv/parquet)
+    source: str = "arithmetic"
+    # hub dataset id, or local file path (for file)
+    path: Optional[str] = None
+    # hub subset, e.g. "main" for openai/gsm8k
+    subset: Optional[str] = None
+    train_split: str = "train"
+    # for hub data: the held-out split; for file data without one, eval_fraction of the rows are held out
+    eval_split: Optional[str] = "test"
+    eval_fraction: float = 0.1
+    # column holding the question text (or a ready list of chat messages)
+    prompt_column: str = "prompt"
+    ground_truth_column: Optional[str] = "ground_truth"
+    # keep only the text after this marker in the ground truth (GSM8K: "####")
+    ground_truth_after: Optional[str] = None
+    system_prompt: str = (
+        "Respond in the following format:\n<think>\n...\n</think>\n<answer>\n...\n</answer>"
+    )
+    max_train_samples: Optional[int] = None
+    max_eval_samples: Optional[int] = 64
+    seed: int = 0
+    arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation after training."""
+
+    # the reward whose held-out mean is `eval_accuracy` (its params are taken from the mix when it is there)
+    accuracy_reward: str = "correct"
+    # greedy decoding when 0
+    temperature: float = 0.0
+    # default: trainer.max_completion_length
+    max_new_tokens: Optional[int] = None
+    batch_size: int = 32
+    # how many held-out prompts go to samples.jsonl
+    num_samples: int = 8
+
+
+@dataclass
+class TrainerConfig:
+    """GRPOConfig knobs, under GRPOConfig's own names; `args` passes any other GRPOConfig field through."""
+
+    num_generations: int = 4
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: Optional[int] = None
+    # TRL 1.14 dropped this field; grpo-sweep enforces it by filtering over-long prompts out of the data.
+    max_prompt_length: Optional[int] = 256
+    max_completion_length: int = 256
+    max_steps: int = 250
+    save_steps: int = 250
+    beta: float = 0.0
+    loss_type: str = "dapo"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    logging_steps: int = 1
+    seed: int = 42
+    # random tiny models never emit EOS: masking truncated completions would zero their loss
+    mask_truncated_completions: bool = False
+    gradient_checkpointing: bool = False
+    # null: bf16 when a CUDA GPU supports it, else fp32
+    bf16: Optional[bool] = None
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"
+    disable_tqdm: bool = False
+    args: Dict[str, Any] = field(default_factory=dict)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+@dataclass
+class BackendConfig:
+    # trl (transformers + PEFT); unsloth plugs in here (FastLanguageModel)
+    name: str = "trl"
+    fast_inference: bool = False
+    gpu_memory_utilization: float = 0.6
+    use_gradient_checkpointing: Any = False
+    random_state: int = 3407
+
+
+@dataclass
+class LoggerConfig:
+    # none: metrics.jsonl and summary.json only (always written)
+    name: str = "none"
+    project: str = "grpo-sweep"
+    entity: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    reward_mix: Dict[str, RewardTerm] = field(default_factory=dict)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    task_name: str = "grpo"
+    # summary.json key the task returns to sweepers (dotted paths reach nested keys)
+    optimized_metric: str = "eval_accuracy"
+    # where run directories go (Hydra's run dir is taken from here)
+    output_root: str = "outputs"
+
+
+def register_configs() -> None:
+    """Put the schema into Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="grpo_sweep_schema", node=Config)

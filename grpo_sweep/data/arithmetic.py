@@ -1,0 +1,43 @@
+"""The built-in task: integer arithmetic expressions such as ``(1 + 2) * 4`` with their values."""
+from __future__ import annotations
+
+import random
+
+_OPS = ("+", "-", "*")
+
+
+def random_expression(rng: random.Random, min_operands: int, max_operands: int, max_operand: int) -> tuple[str, int]:
+    """A random expression over 1..max_operand with +, -, * and random parentheses, and its value."""
+    terms = [str(rng.randint(1, max_operand)) for _ in range(rng.randint(min_operands, max_operands))]
+    expression = terms[0]
+    for term in terms[1:]:
+        if rng.random() < 0.4 and any(op in expression for op in _OPS):
+            expression = f"({expression})"
+        expression = f"{expression} {rng.choice(_OPS)} {term}"
+    # Safe: the string is built above from digits, spaces, parentheses and + - * only.
+    return expression, int(eval(expression, {"__builtins__": {}}))
+
+
+def arithmetic_splits(
+    n_train: int, n_eval: int, min_operands: int, max_operands: int, max_operand: int, seed: int
+) -> tuple[list[dict], list[dict]]:
+    """Seeded, disjoint train and held-out lists of ``{"question", "ground_truth"}`` rows."""
+    if min_operands < 2 or max_operands < min_operands:
+        raise ValueError(
+            f"data.arithmetic: min_operands={min_operands}, max_operands={max_operands}; "
+            "need 2 <= min_operands <= max_operands"
+        )
+    rng = random.Random(seed)
+    seen: dict[str, int] = {}
+    attempts = 0
+    while len(seen) < n_train + n_eval:
+        expression, value = random_expression(rng, min_operands, max_operands, max_operand)
+        seen.setdefault(expression, value)
+        attempts += 1
+        if attempts > 50 * (n_train + n_eval) + 1000:
+            raise ValueError(
+                f"data.arithmetic: only {len(seen)} distinct expressions exist for these settings, "
+                f"asked for n_train + n_eval = {n_train + n_eval}; raise max_operand or max_operands"
+            )
+    rows = [{"question": f"What is the result of {e}?", "ground_truth": str(v)} for e, v in seen.items()]
+    return rows[n_eval:], rows[:n_eval]

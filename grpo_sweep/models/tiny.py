@@ -1,0 +1,135 @@
+"""A tiny random-initialised Llama and a byte-level BPE tokenizer, built locally (no hub) and cached.
+
+Tests and the CPU main job train this for real. The answer-format tags are single, *non-special* tokens:
+TRL decodes completions with ``skip_special_tokens=True``, which would silently delete special ones.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Bump when the build changes in a way that must invalidate cached models.
+BUILD_VERSION = 3
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TAG_TOKENS = ["<think>", "</think>", "<answer>", "</answer>", "<reasoning>", "</reasoning>"]
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    intermediate_size: int = 128
+    initializer_range: float = 0.2
+    bpe_merges: int = 512
+    seed: int = 0
+    max_position_embeddings: int = 512
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GRPO_SWEEP_CACHE", Path.home() / ".cache" / "grpo_sweep"))
+
+
+def tiny_model_path(spec: TinySpec) -> Path:
+    key = json.dumps({"v": BUILD_VERSION, **asdict(spec)}, sort_keys=True)
+    return cache_root() / f"tiny-llama-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def ensure_tiny_model(spec: TinySpec) -> Path:
+    """The cached model directory for ``spec``, built on first use (safe when runs race to build it)."""
+    path = tiny_model_path(spec)
+    if (path / "config.json").exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    try:
+        _build(spec, staging)
+        try:
+            os.rename(staging, path)  # atomic; fails if another process finished first
+        except OSError:
+            if not (path / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def _corpus(seed: int, n: int = 3000) -> list[str]:
+    """Text like the prompts and answers the model will see, so BPE merges are useful."""
+    from grpo_sweep.data.arithmetic import random_expression
+
+    rng = random.Random(seed)
+    words = (
+        "Respond in the following format think answer What is the result of Calculate the value "
+        "The sum of and is which we multiply by to get so first then step result equals"
+    ).split()
+    lines = []
+    for _ in range(n):
+        expression, value = random_expression(rng, 2, 3, 9)
+        reasoning = " ".join(rng.choice(words) for _ in range(rng.randint(3, 10)))
+        lines.append(f"What is {expression}?")
+        lines.append(f"<think>\n{reasoning} {expression} = {value}\n</think>\n<answer>\n{value}\n</answer>")
+    return lines
+
+
+def _build(spec: TinySpec, out: Path) -> None:
+    import torch
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    bpe.train_from_iterator(
+        _corpus(spec.seed),
+        trainers.BpeTrainer(
+            vocab_size=len(alphabet) + len(SPECIAL_TOKENS) + spec.bpe_merges,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=alphabet,
+            show_progress=False,
+        ),
+    )
+    bpe.add_tokens([AddedToken(t, normalized=False, special=False) for t in TAG_TOKENS])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        unk_token=None,
+        padding_side="left",
+        chat_template=CHAT_TEMPLATE,
+    )
+
+    torch.manual_seed(spec.seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_attention_heads,
+        intermediate_size=spec.intermediate_size,
+        max_position_embeddings=spec.max_position_embeddings,
+        initializer_range=spec.initializer_range,
+        tie_word_embeddings=True,
+        bos_token_id=None,  # the chat template opens every turn itself
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)

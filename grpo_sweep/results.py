@@ -1,0 +1,91 @@
+"""What a run leaves in its directory: metrics.jsonl, summary.json, samples.jsonl — written so nothing is lost."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+SUMMARY = "summary.json"
+METRICS = "metrics.jsonl"
+SAMPLES = "samples.jsonl"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temp file + rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, default=_jsonable)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, default=_jsonable) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut short by a kill: skip it
+                    continue
+    return rows
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def _jsonable(value: Any):
+    if hasattr(value, "item"):  # numpy / torch scalars
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def clean_number(value: Any) -> Any:
+    """NaN/inf are not JSON; store them as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def lookup(summary: dict, dotted: str) -> Any:
+    """``summary["a"]["b"]`` for ``"a.b"``; a flat key containing dots wins."""
+    if dotted in summary:
+        return summary[dotted]
+    node: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def reward_trajectory(history: list[dict], key: str) -> tuple[float | None, float | None]:
+    """Mean of ``key`` over the first and the last fifth of the logged steps (single steps are noisy)."""
+    values = [row[key] for row in history if isinstance(row.get(key), (int, float)) and math.isfinite(row[key])]
+    if not values:
+        return None, None
+    window = max(1, len(values) // 5)
+    return sum(values[:window]) / window, sum(values[-window:]) / window

@@ -1,0 +1,214 @@
+"""One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation → results."""
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
+
+from .backends import get_backend
+from .data import load_splits
+from .evaluate import evaluate
+from .results import (
+    METRICS,
+    SAMPLES,
+    SUMMARY,
+    clean_number,
+    lookup,
+    read_jsonl,
+    reward_trajectory,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
+from .rewards.mix import build_mix, needs_ground_truth
+
+log = logging.getLogger(__name__)
+
+OPTIMIZER_FIELDS = (
+    "optim",
+    "learning_rate",
+    "adam_beta1",
+    "adam_beta2",
+    "weight_decay",
+    "warmup_steps",
+    "lr_scheduler_type",
+    "max_grad_norm",
+)
+# TrainerConfig fields that are GRPOConfig fields of the same name.
+TRAINER_FIELDS = (
+    "num_generations",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "max_completion_length",
+    "max_steps",
+    "save_steps",
+    "beta",
+    "loss_type",
+    "temperature",
+    "top_p",
+    "logging_steps",
+    "seed",
+    "mask_truncated_completions",
+    "gradient_checkpointing",
+    "use_vllm",
+    "vllm_mode",
+    "disable_tqdm",
+)
+PACKAGES = ("grpo-sweep", "torch", "trl", "transformers", "peft", "datasets", "accelerate", "hydra-core", "math-verify")
+
+
+class MetricsJsonl(TrainerCallback):
+    """Append every TRL log (one JSON object per logged step, TRL's keys) to metrics.jsonl as it happens."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        row = {"step": state.global_step, **{k: clean_number(v) for k, v in logs.items()}}
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+class RewardProgress(ProgressCallback):
+    """The usual progress bar, showing the current reward instead of printing every log dict."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
+            self.training_bar.set_postfix(reward=f"{logs['reward']:.3f}", refresh=False)
+
+
+def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float]):
+    import torch
+    from trl import GRPOConfig
+
+    trainer = cfg.trainer
+    kwargs = {name: cfg.optimizer[name] for name in OPTIMIZER_FIELDS}
+    kwargs.update({name: trainer[name] for name in TRAINER_FIELDS})
+    warmup = kwargs["warmup_steps"]
+    kwargs["warmup_steps"] = int(warmup) if float(warmup).is_integer() and warmup >= 1 else float(warmup)
+    cuda = torch.cuda.is_available()
+    bf16 = trainer.bf16 if trainer.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
+    kwargs.update(
+        output_dir=str(run_dir / "checkpoints"),
+        save_strategy="steps",
+        reward_weights=reward_weights,
+        bf16=bf16,
+        use_cpu=not cuda,
+        report_to="none",
+        logging_first_step=True,
+    )
+    kwargs.update(OmegaConf.to_container(trainer.args, resolve=True) if not isinstance(trainer.args, dict) else trainer.args)
+    return GRPOConfig(**kwargs)
+
+
+def filter_long_prompts(dataset, tokenizer, max_prompt_length: int | None, which: str):
+    """TRL 1.14 has no max_prompt_length: drop prompts longer than it (cutting a chat prompt breaks it)."""
+    if not max_prompt_length:
+        return dataset
+
+    def fits(row):
+        text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_prompt_length
+
+    kept = dataset.filter(fits)
+    if len(kept) < len(dataset):
+        log.warning(
+            "dropped %d of %d %s prompts longer than trainer.max_prompt_length=%d",
+            len(dataset) - len(kept), len(dataset), which, max_prompt_length,
+        )
+    if len(kept) == 0:
+        raise ValueError(
+            f"every {which} prompt is longer than trainer.max_prompt_length={max_prompt_length} tokens; raise it"
+        )
+    return kept
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for package in PACKAGES:
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, runtime_s: float, steps: int, overrides: list[str]) -> dict:
+    train_history = [row for row in history if "reward" in row]
+    reward_first, reward_final = reward_trajectory(train_history, "reward")
+    per_reward = {}
+    for name in cfg.reward_mix:
+        first, last = reward_trajectory(train_history, f"rewards/{name}/mean")
+        per_reward[name] = {"first": first, "final": last}
+    summary = {
+        "status": "completed",
+        "optimized_metric": cfg.optimized_metric,
+        "objective": None,
+        "eval_accuracy": evaluation["eval_accuracy"],
+        "eval_rewards": evaluation["eval_rewards"],
+        "eval_samples": evaluation["eval_samples"],
+        "reward": reward_final,
+        "reward_first": reward_first,
+        "train_rewards": {name: v["final"] for name, v in per_reward.items()},
+        "train_rewards_first": {name: v["first"] for name, v in per_reward.items()},
+        "reward_weights": {name: float(term.get("weight", 1.0)) for name, term in cfg.reward_mix.items()},
+        "steps": steps,
+        "runtime_s": round(runtime_s, 3),
+        "overrides": overrides,
+        "run_dir": str(run_dir),
+        "versions": versions(),
+    }
+    summary["objective"] = lookup(summary, cfg.optimized_metric)
+    return summary
+
+
+def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
+    """Train, evaluate and save one run into ``run_dir``; return its summary."""
+    import datasets
+    from trl import GRPOTrainer
+
+    datasets.disable_progress_bars()  # per-dataset map/filter bars drown the training bar
+
+    started = time.perf_counter()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    backend = get_backend(cfg.backend.name)
+    model, tokenizer = backend.load(cfg)
+    train_set, held_out = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix))
+    train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")
+    held_out = filter_long_prompts(held_out, tokenizer, cfg.trainer.max_prompt_length, "held-out")
+    reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer)
+
+    metrics_path = run_dir / METRICS
+    metrics_path.unlink(missing_ok=True)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=grpo_config(cfg, run_dir, reward_weights),
+        train_dataset=train_set,
+        processing_class=tokenizer,
+        callbacks=[MetricsJsonl(metrics_path)],
+    )
+    trainer.remove_callback(ProgressCallback)
+    if not cfg.trainer.disable_tqdm:
+        trainer.add_callback(RewardProgress())
+    trainer.train()
+    backend.save(trainer.model, tokenizer, run_dir)
+
+    evaluation = evaluate(backend, trainer.model, tokenizer, held_out, reward_funcs, cfg)
+    write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
+    summary = summarize(
+        cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
+        trainer.state.global_step, overrides or [],
+    )
+    write_json_atomic(run_dir / SUMMARY, summary)
+    return summary

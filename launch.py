@@ -1,0 +1,21 @@
+"""grpo-sweep entry point: `python launch.py [overrides]`, `python launch.py -m <grid>`.
+
+Kept thin and light: composing, validating and submitting must not import torch/trl (login nodes).
+"""
+import hydra
+from omegaconf import DictConfig
+
+from grpo_sweep.config import register_configs
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    from grpo_sweep.app import run_task
+
+    return run_task(cfg)
+
+
+if __name__ == "__main__":
+    main()
