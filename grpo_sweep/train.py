@@ -182,6 +182,9 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
     started = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
     backend = get_backend(cfg.backend.name)
+    from transformers import set_seed
+
+    set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
     model, tokenizer = backend.load(cfg)
     train_set, held_out = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix))
     train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")

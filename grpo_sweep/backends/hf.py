@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.utils import logging as hf_logging
 
 log = logging.getLogger(__name__)
+hf_logging.disable_progress_bar()  # "Loading weights" bars for a 100k-parameter model are noise
 
 ADAPTER_DIR = "lora"
 FULL_MODEL_DIR = "model"

@@ -53,17 +53,6 @@ class LoraConfig:
 
 
 @dataclass
-class RewardTerm:
-    """One reward in a mix. Its key in the mix is the name TRL logs (``rewards/<key>/mean``)."""
-
-    weight: float = 1.0
-    # built-in name or import path; default: the key itself
-    fn: Optional[str] = None
-    # keyword arguments bound to the function (e.g. think_tag, answer_tag)
-    params: Dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class OptimizerConfig:
     """Mapped 1:1 onto GRPOConfig (transformers TrainingArguments) fields of the same name."""
 
@@ -183,7 +172,9 @@ class LoggerConfig:
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
-    reward_mix: Dict[str, RewardTerm] = field(default_factory=dict)
+    # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass: OmegaConf cannot add a
+    # dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix validates terms.
+    reward_mix: Dict[str, Any] = field(default_factory=dict)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -39,11 +39,16 @@ def load_splits(data_cfg: Any, need_ground_truth: bool):
     else:
         raise DataError(f"data.source={data_cfg.source!r}; use one of: arithmetic, hub, file")
 
+    has_truth = _check_columns(train, prompt_column, truth_column, need_ground_truth, "train")
     if held_out is None:
+        if len(train) < 2:
+            raise DataError(f"the data has {len(train)} row(s); need at least 2 to hold some out (or set data.eval_split)")
         split = train.train_test_split(test_size=data_cfg.eval_fraction, seed=data_cfg.seed)
         train, held_out = split["train"], split["test"]
-    train = _to_prompts(train, data_cfg, prompt_column, truth_column, need_ground_truth, "train")
-    held_out = _to_prompts(held_out, data_cfg, prompt_column, truth_column, need_ground_truth, "held-out")
+    else:
+        _check_columns(held_out, prompt_column, truth_column, need_ground_truth, "held-out")
+    train = _to_prompts(train, data_cfg, prompt_column, truth_column if has_truth else None)
+    held_out = _to_prompts(held_out, data_cfg, prompt_column, truth_column if has_truth else None)
     if data_cfg.max_train_samples:
         train = train.select(range(min(data_cfg.max_train_samples, len(train))))
     if data_cfg.max_eval_samples:
@@ -65,7 +70,8 @@ def _load_file(path: str | None):
     return datasets.load_dataset(builder, data_files=str(file), split="train")
 
 
-def _to_prompts(ds, data_cfg, prompt_column: str, truth_column: str | None, need_truth: bool, which: str):
+def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth: bool, which: str) -> bool:
+    """Raise a DataError naming what is missing; return whether a ground-truth column is there."""
     if len(ds) == 0:
         raise DataError(f"the {which} dataset is empty")
     if prompt_column not in ds.column_names:
@@ -78,14 +84,18 @@ def _to_prompts(ds, data_cfg, prompt_column: str, truth_column: str | None, need
             f"data.ground_truth_column={truth_column!r} is not a column of the {which} data "
             f"(columns: {ds.column_names}), but the reward mix needs a ground truth"
         )
-    if has_truth:
+    if has_truth and need_truth:
         missing = [i for i, v in enumerate(ds[truth_column]) if v is None or str(v).strip() == ""]
-        if missing and need_truth:
+        if missing:
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             raise DataError(
                 f"{len(missing)} of {len(ds)} {which} rows have no ground truth in column {truth_column!r} "
                 f"(rows {shown}); fill or drop them"
             )
+    return has_truth
+
+
+def _to_prompts(ds, data_cfg, prompt_column: str, truth_column: str | None):
     system_prompt, marker = data_cfg.system_prompt, data_cfg.ground_truth_after
 
     def convert(row: dict) -> dict:
@@ -96,12 +106,12 @@ def _to_prompts(ds, data_cfg, prompt_column: str, truth_column: str | None, need
             messages = [{"role": "user", "content": str(question)}]
         if system_prompt and not any(m.get("role") == "system" for m in messages):
             messages = [{"role": "system", "content": system_prompt}] + messages
-        truth = row.get(truth_column) if has_truth else None
+        truth = row.get(truth_column) if truth_column else None
         if truth is not None:
             truth = str(truth)
             if marker and marker in truth:
-                truth = truth.split(marker)[-1]
-            truth = truth.strip().replace(",", "") if marker else truth.strip()
+                truth = truth.split(marker)[-1].replace(",", "")  # GSM8K writes 1,000
+            truth = truth.strip()
         return {"prompt": messages, "ground_truth": truth}
 
     # Other columns stay: TRL passes every dataset column to the rewards by name.

@@ -18,10 +18,20 @@ class Term:
     params: dict
 
 
+TERM_KEYS = ("weight", "fn", "params")
+
+
 def terms(mix: Mapping[str, Any]) -> list[Term]:
     out = []
     for name, term in mix.items():
-        term = term or {}
+        term = term if term is not None else {}
+        if not isinstance(term, Mapping):
+            raise RewardError(f"reward_mix.{name}={term!r}: give a mapping such as {{weight: 1.0}}")
+        unknown = [key for key in term if key not in TERM_KEYS]
+        if unknown:
+            raise RewardError(f"reward_mix.{name}: unknown key {unknown[0]!r}; a reward takes {', '.join(TERM_KEYS)}")
+        if not isinstance(term.get("weight", 1.0), (int, float)) or isinstance(term.get("weight"), bool):
+            raise RewardError(f"reward_mix.{name}.weight={term.get('weight')!r}: must be a number")
         out.append(
             Term(
                 name=str(name),

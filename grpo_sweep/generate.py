@@ -1,0 +1,62 @@
+"""Ask a trained run a question: ``python -m grpo_sweep.generate <run_dir> "Calculate pi."``.
+
+Loads the run's saved adapter (or model) on its base model, applies the chat template with the run's
+system prompt, samples (temperature 0.8, top_p 0.95 — the walkthrough's last step) and prints the answer.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.generate", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a run directory (holds .hydra/config.yaml and lora/ or model/)")
+    parser.add_argument("question", help="the user message")
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the run's max_completion_length")
+    parser.add_argument("--seed", type=int, default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    config_path = args.run_dir / ".hydra" / "config.yaml"
+    if not config_path.is_file():
+        print(f"error: {args.run_dir} is not a run directory (no .hydra/config.yaml)", file=sys.stderr)
+        return 2
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(config_path)
+
+    import torch
+
+    from .backends import get_backend
+
+    if args.seed is not None:
+        torch.manual_seed(args.seed)
+    backend = get_backend(cfg.backend.name)
+    try:
+        model, tokenizer = backend.load_trained(cfg, args.run_dir)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    messages = [{"role": "user", "content": args.question}]
+    if cfg.data.system_prompt:
+        messages.insert(0, {"role": "system", "content": cfg.data.system_prompt})
+    [answer] = backend.generate(
+        model,
+        tokenizer,
+        [messages],
+        max_new_tokens=args.max_new_tokens or cfg.trainer.max_completion_length,
+        temperature=args.temperature,
+        top_p=args.top_p,
+    )
+    print(answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Shared fixtures: compose the real configs, switched to tiny CPU settings, each test in its own dir."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+# One tiny-model cache for the whole test session (and the subprocesses it starts).
+os.environ.setdefault("GRPO_SWEEP_CACHE", str(Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-test-cache"))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Settings for a seconds-long real run in tests.
+FAST = [
+    "trainer.max_steps=6",
+    "trainer.save_steps=6",
+    "trainer.num_generations=4",
+    "trainer.per_device_train_batch_size=8",
+    "trainer.max_completion_length=16",
+    "trainer.eval.max_new_tokens=16",
+    "data.max_eval_samples=8",
+    "data.arithmetic.n_train=64",
+    "data.arithmetic.n_eval=8",
+]
+
+
+def compose(overrides: list[str] | None = None):
+    """The real config from conf/, as launch.py would compose it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from grpo_sweep.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides or []))
+
+
+@pytest.fixture
+def cfg_factory():
+    return compose
+
+
+def run_launch(args: list[str], cwd: Path, timeout: int = 600, env: dict | None = None):
+    """Run `python launch.py ARGS` in a subprocess, outputs under cwd."""
+    import subprocess
+
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={cwd}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )

@@ -1,0 +1,120 @@
+"""Every config group option composes onto the schema; typos and bad values fail before any training."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from grpo_sweep.validate import ConfigError, validate
+
+from .conftest import CONF, ROOT, compose
+
+GROUPS = ["model", "lora", "reward_mix", "optimizer", "data", "trainer", "backend", "logger", "experiment", "debug"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_option_composes_and_validates(group, option):
+    overrides = [f"{group}={option}"]
+    if group == "data" and option == "file":
+        overrides.append("data.path=/tmp/x.jsonl")
+    if group == "trainer" and option == "standard":
+        overrides.append("model.max_seq_length=1024")  # the walkthrough's 256 + 768 tokens
+    cfg = compose(overrides)
+    if not (group == "model" and option != "tiny") and group != "experiment":
+        validate(cfg)  # GPU presets are validated on their own hardware
+
+
+def test_defaults_are_the_cpu_main_job():
+    cfg = compose()
+    assert cfg.model.tiny is not None
+    assert cfg.trainer.bf16 is False
+    assert cfg.trainer.mask_truncated_completions is False
+    assert cfg.optimizer.lr_scheduler_type == "constant"
+    assert dict(cfg.reward_mix)["xmlcount"]["weight"] == 1.0
+    assert cfg.optimized_metric == "eval_accuracy"
+
+
+def test_walkthrough_experiment_is_the_walkthrough_setup():
+    cfg = compose(["experiment=walkthrough_llama8b"])
+    assert cfg.model.name_or_path.endswith("Meta-Llama-3.1-8B-Instruct") and cfg.model.load_in_4bit
+    assert cfg.model.max_seq_length == 1024
+    assert (cfg.lora.r, cfg.lora.alpha) == (32, 32)
+    assert list(cfg.lora.target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    o, t = cfg.optimizer, cfg.trainer
+    assert (o.optim, o.learning_rate, o.adam_beta1, o.adam_beta2, o.weight_decay) == ("paged_adamw_8bit", 5e-6, 0.9, 0.99, 0.1)
+    assert (o.warmup_steps, o.lr_scheduler_type, o.max_grad_norm) == (0.1, "cosine", 0.1)
+    assert (t.per_device_train_batch_size, t.num_generations, t.max_prompt_length, t.max_completion_length) == (6, 6, 256, 768)
+    assert (t.max_steps, t.save_steps) == (250, 250)
+    assert cfg.backend.gpu_memory_utilization == 0.6
+
+
+def test_unsloth_gsm8k_weights():
+    mix = compose(["reward_mix=unsloth_gsm8k"]).reward_mix
+    assert {k: v.weight for k, v in mix.items()} == {
+        "xmlcount": 0.5, "soft_format": 0.5, "strict_format": 0.5, "int": 0.5, "correct": 2.0
+    }
+
+
+def test_reward_added_from_the_command_line():
+    cfg = compose(["+reward_mix.length.weight=0.1", "+reward_mix.length.params.prefer=short"])
+    validate(cfg)
+    assert cfg.reward_mix.length.weight == 0.1
+
+
+def test_lora_rank_override():
+    assert compose(["lora.r=16"]).lora.r == 16
+
+
+@pytest.mark.parametrize(
+    "override, error",
+    [
+        ("lora.rr=3", ConfigCompositionException),  # typo'd key
+        ("trainer.num_generation=4", ConfigCompositionException),
+        ("lora.r=sixteen", ConfigCompositionException),  # wrong type
+        ("reward_mix=nope", ConfigCompositionException),  # unknown option
+    ],
+)
+def test_typos_fail_at_compose_time(override, error):
+    with pytest.raises((error, ConfigKeyError, ValidationError)):
+        compose([override])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer.num_generations=1"], "trainer.num_generations=1"),
+        (["trainer.num_generations=3"], "must divide the generation batch"),
+        (["trainer.max_completion_length=1000"], "exceeds model.max_seq_length=512"),
+        (["optimizer.learning_rate=0"], "optimizer.learning_rate=0"),
+        (["lora.r=0"], "lora.r=0"),
+        (["+reward_mix.formatt.weight=1"], "unknown reward 'formatt'"),
+        (["reward_mix.xmlcount.weight=-1"], "weight=-1.0"),
+        (["reward_mix.xmlcount.weight=0"], "every weight is 0"),
+        (["+reward_mix.mine.fn=no_such_pkg.reward"], "cannot import module 'no_such_pkg'"),
+        (["+reward_mix.xmlcount.wieght=1"], "unknown key 'wieght'"),
+        (["reward_mix.xmlcount.weight=high"], "weight='high': must be a number"),
+    ],
+)
+def test_validation_messages_name_the_bad_value(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(compose(overrides))
+
+
+def test_launch_cfg_job_imports_nothing_heavy():
+    """Composing and printing the job config must not import torch/trl/transformers (login nodes)."""
+    code = (
+        "import sys, runpy; sys.argv=['launch.py', '--cfg', 'job'];\n"
+        "try:\n    runpy.run_path('launch.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'trl', 'transformers', 'unsloth', 'vllm', 'math_verify') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+    assert "reward_mix:" in out.stdout

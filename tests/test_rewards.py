@@ -1,0 +1,137 @@
+"""Each built-in reward, in both completion formats, including the walkthrough's bugs that must not return."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from grpo_sweep.rewards import REWARDS, RewardError, build_reward, extract_answer, extract_boxed, resolve_reward
+
+GOOD = "<think>\nfirst 1 + 2 = 3\nthen 3 * 4 = 12\n</think>\n<answer>\n12\n</answer>\n"
+
+
+def both_formats(texts: list[str]) -> list[list]:
+    """The same completions as plain strings and as TRL's conversational messages."""
+    return [texts, [[{"role": "assistant", "content": t}] for t in texts]]
+
+
+def score(name: str, texts: list[str], **kwargs) -> list:
+    results = [REWARDS[name](completions=c, **kwargs) for c in both_formats(texts)]
+    assert results[0] == results[1], f"{name} scores strings and messages differently"
+    return results[0]
+
+
+def test_registry_names_are_the_logged_names():
+    assert set(REWARDS) >= {"format", "strict_format", "soft_format", "xmlcount", "correct", "boxed", "int", "length"}
+    for name, fn in REWARDS.items():
+        assert fn.__name__ == name
+
+
+def test_format_accepts_multiline_reasoning():
+    # The walkthrough's ^<think>.*?</think><answer>.*?</answer>$ without DOTALL fails on any newline.
+    assert score("format", [GOOD, "  <think>a\nb</think> <answer>1</answer>  "]) == [1.0, 1.0]
+
+
+def test_format_rejects_wrong_layouts():
+    texts = [
+        "<answer>1</answer><think>x</think>",  # wrong order
+        "<think>x</think><answer>1</answer> trailing words",
+        "preamble <think>x</think><answer>1</answer>",
+        "<think>x</think>",
+        "",
+    ]
+    assert score("format", texts) == [0.0] * len(texts)
+
+
+def test_strict_format_is_the_walkthrough_layout():
+    reasoning = GOOD.replace("think>", "reasoning>")
+    assert REWARDS["strict_format"](completions=[reasoning], think_tag="reasoning") == [1.0]
+    assert score("strict_format", [GOOD, GOOD.rstrip("\n"), "<think>x</think><answer>1</answer>"]) == [1.0, 1.0, 0.0]
+
+
+def test_soft_format_needs_both_pairs_in_order_anywhere():
+    assert score("soft_format", ["blah <think>x</think> mid <answer>1</answer> end", "<answer>1</answer><think>x</think>"]) == [1.0, 0.0]
+
+
+def test_xmlcount_gives_partial_credit_and_penalises_trailing_text():
+    full, half, trailing = score("xmlcount", [GOOD, "<think>only reasoning</think>", GOOD.strip() + " extra words"])
+    assert full == 1.0
+    assert half == 0.5
+    assert 0.9 < trailing < 1.0
+    assert score("xmlcount", ["<think><think></think>"]) == [0.25]  # a repeated tag earns nothing
+
+
+@pytest.mark.parametrize("answer", ["12", "12.0", "\\frac{24}{2}", "$12$", " 12 "])
+def test_correct_is_mathematical_equality(answer):
+    assert score("correct", [f"<think>x</think><answer>{answer}</answer>"], ground_truth=["12"]) == [1.0]
+
+
+def test_correct_with_integer_ground_truth():
+    # The walkthrough compares the extracted string with an int ground truth, so it never rewards.
+    assert score("correct", ["<answer>12</answer>", "<answer>13</answer>"], ground_truth=[12, 12]) == [1.0, 0.0]
+
+
+def test_correct_uses_the_last_answer_and_needs_one():
+    texts = ["<answer>5</answer> no wait <answer>12</answer>", "12 without tags", "<answer></answer>"]
+    assert score("correct", texts, ground_truth=["12"] * 3) == [1.0, 0.0, 0.0]
+
+
+def test_correct_skips_unusable_ground_truth():
+    assert score("correct", ["<answer>1</answer>", "<answer>1</answer>"], ground_truth=[None, ""]) == [None, None]
+
+
+def test_correct_custom_tag():
+    assert REWARDS["correct"](completions=["<final>7</final>"], ground_truth=["7"], answer_tag="final") == [1.0]
+
+
+def test_boxed_balances_braces():
+    # The walkthrough's \\boxed\{(.*?)\} stops at the first "}" and reads "\frac{1".
+    assert extract_boxed("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
+    assert score("boxed", ["so \\boxed{\\frac{1}{2}}", "\\boxed{1} then \\boxed{0.5}", "\\boxed{\\frac{1}{2}"], ground_truth=["0.5"] * 3) == [1.0, 1.0, 0.0]
+
+
+def test_int_accepts_negative_integers_only():
+    texts = ["<answer>12</answer>", "<answer>-3</answer>", "<answer>1.5</answer>", "<answer>twelve</answer>", "12"]
+    assert score("int", texts) == [1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_length_uses_token_ids_and_scales_by_budget():
+    ids = [[1] * 8, [1] * 32, [1] * 64]
+    assert score("length", ["a", "b", "c"], completion_ids=ids, max_completion_length=32) == [0.25, 1.0, 1.0]
+    assert score("length", ["a"], completion_ids=[[1] * 8], max_completion_length=32, prefer="short") == [0.75]
+
+
+def test_rewards_stay_in_unit_interval_on_odd_text():
+    odd = ["", "\x00", "<think>" * 50, "</answer>" * 3, "🙂 <answer>∞</answer>", "\\boxed{" * 10]
+    for name, fn in REWARDS.items():
+        for value in fn(completions=odd, ground_truth=["1"] * len(odd), completion_ids=[[1]] * len(odd)):
+            assert value is None or (0.0 <= value <= 1.0 and math.isfinite(value)), (name, value)
+
+
+def test_extract_answer():
+    assert extract_answer("<answer>\n a \n</answer>") == "a"
+    assert extract_answer("<answer>open") is None
+
+
+def test_user_reward_by_import_path_keeps_its_config_name():
+    fn = build_reward("short_bonus", "tests.reward_plugins.prefix_reward", {"prefix": "<think>"})
+    assert fn.__name__ == "short_bonus"
+    assert fn(completions=["<think>x", "no"]) == [1.0, 0.0]
+
+
+def test_unknown_reward_lists_valid_names():
+    with pytest.raises(RewardError, match="unknown reward 'formatt'.*correct.*format"):
+        resolve_reward("formatt")
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("no_such_module_xyz.fn", "cannot import module 'no_such_module_xyz'"),
+        ("tests.reward_plugins.missing", "has no function 'missing'"),
+        ("tests.reward_plugins.no_kwargs", "must accept \\*\\*kwargs"),
+    ],
+)
+def test_bad_import_paths_fail_clearly(target, message):
+    with pytest.raises(RewardError, match=message):
+        resolve_reward(target)
