@@ -27,7 +27,7 @@ from .results import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from .rewards.mix import build_mix, needs_ground_truth
+from .rewards.mix import build_mix, data_columns, needs_ground_truth
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +186,12 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
 
     set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
     model, tokenizer = backend.load(cfg)
-    train_set, held_out = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix))
+    train_set, held_out = load_splits(
+        cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
+    )
     train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")
     held_out = filter_long_prompts(held_out, tokenizer, cfg.trainer.max_prompt_length, "held-out")
-    reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer)
+    reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer, on_error=cfg.reward_errors)
 
     metrics_path = run_dir / METRICS
     metrics_path.unlink(missing_ok=True)
@@ -213,5 +215,6 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
         cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
         trainer.state.global_step, overrides or [],
     )
+    summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
     write_json_atomic(run_dir / SUMMARY, summary)
     return summary

@@ -175,6 +175,9 @@ class Config:
     # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass: OmegaConf cannot add a
     # dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix validates terms.
     reward_mix: Dict[str, Any] = field(default_factory=dict)
+    # a reward that raises: `raise` stops the run naming reward, sample and completion; `skip` scores that
+    # sample None for that reward and counts it (reward_failures/<name> in metrics, summary.json)
+    reward_errors: str = "raise"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

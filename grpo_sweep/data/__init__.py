@@ -13,7 +13,7 @@ class DataError(ValueError):
     """The data named in config cannot be loaded or lacks what the rewards need."""
 
 
-def load_splits(data_cfg: Any, need_ground_truth: bool):
+def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, str] | None = None):
     """Train and held-out ``datasets.Dataset``s with ``prompt`` (messages) and ``ground_truth`` columns."""
     import datasets
 
@@ -40,6 +40,7 @@ def load_splits(data_cfg: Any, need_ground_truth: bool):
         raise DataError(f"data.source={data_cfg.source!r}; use one of: arithmetic, hub, file")
 
     has_truth = _check_columns(train, prompt_column, truth_column, need_ground_truth, "train")
+    _check_reward_columns(train, need_columns or {}, "train")
     if held_out is None:
         if len(train) < 2:
             raise DataError(f"the data has {len(train)} row(s); need at least 2 to hold some out (or set data.eval_split)")
@@ -47,6 +48,7 @@ def load_splits(data_cfg: Any, need_ground_truth: bool):
         train, held_out = split["train"], split["test"]
     else:
         _check_columns(held_out, prompt_column, truth_column, need_ground_truth, "held-out")
+        _check_reward_columns(held_out, need_columns or {}, "held-out")
     train = _to_prompts(train, data_cfg, prompt_column, truth_column if has_truth else None)
     held_out = _to_prompts(held_out, data_cfg, prompt_column, truth_column if has_truth else None)
     if data_cfg.max_train_samples:
@@ -93,6 +95,15 @@ def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth:
                 f"(rows {shown}); fill or drop them"
             )
     return has_truth
+
+
+def _check_reward_columns(ds, need_columns: dict[str, str], which: str) -> None:
+    for column, reward_name in need_columns.items():
+        if column not in ds.column_names:
+            raise DataError(
+                f"reward {reward_name!r} reads column {column!r}, which the {which} data lacks "
+                f"(columns: {ds.column_names}); set reward_mix.{reward_name}.params.tests_column"
+            )
 
 
 def _to_prompts(ds, data_cfg, prompt_column: str, truth_column: str | None):
