@@ -7,8 +7,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .ownership import RunDirTaken, claim
 from .results import SUMMARY, read_summary, write_json_atomic
-from .validate import validate
+from .validate import ConfigError, check_machine, validate
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,12 @@ def _run_dir_and_overrides() -> tuple[Path, list[str]]:
 
 def run_task(cfg: Any) -> float | None:
     validate(cfg)
+    check_machine(cfg)
     run_dir, overrides = _run_dir_and_overrides()
+    try:
+        claim(run_dir, cfg, overrides)  # before anything is written there
+    except RunDirTaken as exc:
+        raise ConfigError(str(exc)) from None
     started = time.time()
     try:
         from .train import train  # torch, trl, transformers: only on the machine that trains

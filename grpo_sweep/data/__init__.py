@@ -58,18 +58,78 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
     return train, held_out
 
 
-def _load_file(path: str | None):
-    import datasets
-
+def _data_file(path: str | None) -> Path:
     if not path:
         raise DataError("data.path is empty; give a local .jsonl, .json, .csv or .parquet file")
     file = Path(path).expanduser()
     if not file.is_file():
-        raise DataError(f"data file not found: {str(file)!r}")
-    builder = FILE_FORMATS.get(file.suffix.lower())
-    if builder is None:
+        raise DataError(f"data file not found: {str(file)!r} (data.path)")
+    if file.suffix.lower() not in FILE_FORMATS:
         raise DataError(f"data file {str(file)!r}: unknown format {file.suffix!r}; use one of {sorted(FILE_FORMATS)}")
-    return datasets.load_dataset(builder, data_files=str(file), split="train")
+    return file
+
+
+def _load_file(path: str | None):
+    import datasets
+
+    file = _data_file(path)
+    return datasets.load_dataset(FILE_FORMATS[file.suffix.lower()], data_files=str(file), split="train")
+
+
+# Larger files are checked when training loads them, not on the login node.
+PRECHECK_MAX_BYTES = 64 * 1024 * 1024
+
+
+class _Rows:
+    """Just enough of ``datasets.Dataset`` (column_names, len, ds[column]) for ``_check_columns``."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+        self.column_names = list(dict.fromkeys(k for row in rows[:1000] for k in row))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, column: str) -> list:
+        return [row.get(column) for row in self.rows]
+
+
+def _read_rows(file: Path) -> list[dict]:
+    suffix = file.suffix.lower()
+    try:
+        if suffix == ".jsonl" or (suffix == ".json" and file.read_text().lstrip()[:1] != "["):
+            import json
+
+            return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+        if suffix == ".json":
+            import json
+
+            return json.loads(file.read_text())
+        if suffix == ".csv":
+            import csv
+
+            with file.open(newline="") as f:
+                return [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(f)]
+        import pyarrow.parquet as pq
+
+        return pq.read_table(file).to_pylist()
+    except (ValueError, OSError, ImportError) as exc:
+        raise DataError(f"data file {str(file)!r} cannot be read: {exc}") from None
+
+
+def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, str] | None = None) -> None:
+    """Before any training: local data files exist and have the columns the rewards need (stdlib readers)."""
+    if data_cfg.source != "file":
+        return
+    for path, which in ((data_cfg.path, "train"), (data_cfg.eval_split, "held-out")):
+        if which == "held-out" and not path:
+            continue
+        file = _data_file(path)
+        if file.stat().st_size > PRECHECK_MAX_BYTES:
+            continue
+        rows = _Rows(_read_rows(file))
+        _check_columns(rows, data_cfg.prompt_column, data_cfg.ground_truth_column, need_ground_truth, which)
+        _check_reward_columns(rows, need_columns or {}, which)
 
 
 def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth: bool, which: str) -> bool:

@@ -1,0 +1,75 @@
+"""A Hydra callback that checks every job of a run or sweep before anything runs or is submitted.
+
+On the machine that launches (a login node for SLURM): the launcher can submit, each job's config is valid,
+and no job would write into a directory that belongs to another run. Machine checks (GPU, packages,
+sandbox) happen later, on the machine that trains (``app.run_task``). No torch is imported here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from .ownership import RunDirTaken, check_owner
+from .validate import ConfigError, check_launcher, validate
+
+
+def _job_config(config: DictConfig) -> DictConfig:
+    job = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+    return job
+
+
+def _check_job(config: DictConfig, run_dir: Path) -> None:
+    job = _job_config(config)
+    validate(job)
+    try:
+        check_owner(run_dir, job, list(config.hydra.overrides.task))
+    except RunDirTaken as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _sweep_jobs(config: DictConfig) -> list[list[str]] | None:
+    """Each job's overrides, as the BasicSweeper will launch them; None for other sweepers."""
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides(params + list(config.hydra.overrides.task))
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+class Preflight(Callback):
+    # Hydra turns a callback's Exception into a warning and carries on; SystemExit stops the launch.
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            _check_job(config, Path(config.hydra.run.dir))
+        except ConfigError as exc:
+            raise SystemExit(f"grpo-sweep: {exc}") from None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._check_sweep(config)
+        except ConfigError as exc:
+            raise SystemExit(f"grpo-sweep: {exc}") from None
+
+    def _check_sweep(self, config: DictConfig) -> None:
+        check_launcher(config.hydra.launcher.get("_target_"))
+        jobs = _sweep_jobs(config)
+        if jobs is None:
+            validate(_job_config(config))  # the search space is the sweeper's; check the base config
+            return
+        from hydra.core.global_hydra import GlobalHydra
+
+        loader = GlobalHydra.instance().config_loader()
+        for num, overrides in enumerate(jobs):
+            job = loader.load_sweep_config(config, list(overrides))
+            with open_dict(job):
+                job.hydra.job.num = num
+            try:
+                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir))
+            except ConfigError as exc:
+                raise ConfigError(f"job {num} ({' '.join(overrides)}): {exc}") from None
