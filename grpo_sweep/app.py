@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .ownership import RunDirTaken, claim
+from .redact import install_log_redaction
 from .results import SUMMARY, read_summary, write_json_atomic
 from .validate import ConfigError, check_machine, validate
 
@@ -22,6 +23,7 @@ def _run_dir_and_overrides() -> tuple[Path, list[str]]:
 
 
 def run_task(cfg: Any) -> float | None:
+    install_log_redaction()
     validate(cfg)
     check_machine(cfg)
     run_dir, overrides = _run_dir_and_overrides()

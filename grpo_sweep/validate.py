@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -74,10 +75,28 @@ def validate(cfg: Any) -> None:
             f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
             "set each weight as reward_mix.<name>.weight instead"
         )
+    _no_secrets_in(cfg)
     for term in mix_terms:
         isolation = term.params.get("isolation", "namespaces")
         if term.target == "code" and isolation not in ISOLATIONS:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
+
+
+SECRET_KEY = re.compile(r"(^|_)(api_key|token|secret|password|passwd)$", re.IGNORECASE)
+
+
+def _no_secrets_in(cfg: Any, path: str = "") -> None:
+    """A config is saved with every run (.hydra/, summary.json): it must not carry credentials."""
+    items = cfg.items() if hasattr(cfg, "items") else []
+    for key, value in items:
+        dotted = f"{path}{key}"
+        if hasattr(value, "items"):
+            _no_secrets_in(value, dotted + ".")
+        elif SECRET_KEY.search(str(key)) and isinstance(value, str) and value:
+            raise ConfigError(
+                f"{dotted}=<hidden>: credentials must not go into the config (it is saved with the run); "
+                "set them in the environment instead (HF_TOKEN, WANDB_API_KEY)"
+            )
 
 
 def gpu_available() -> bool:

@@ -133,6 +133,7 @@ CASES = [
     ("Optuna storage: driver/dialect missing", lambda t, m: check_storage_url("nosuchdb://user@localhost/optuna"), "storage='nosuchdb://user@localhost/optuna' cannot be opened: NoSuchModuleError"),
     ("Optuna storage: server unreachable", lambda t, m: check_storage_url("mysql+pymysql://u:p@127.0.0.1:1/optuna"), "storage='mysql+pymysql://u:p@127.0.0.1:1/optuna' cannot be opened"),
     ("Optuna storage: journal file in a missing directory", lambda t, m: check_storage_url("/nonexistent/dir/journal.log"), "directory '/nonexistent/dir' does not exist"),
+    ("a credential in the config", bad(["+trainer.args.hub_token=hf_abcdefgh"]), "trainer.args.hub_token=<hidden>: credentials must not go into the config"),
     ("output directory of another run", taken_dir, "belongs to another run (lora.r: 16 -> 32)"),
 ]
 

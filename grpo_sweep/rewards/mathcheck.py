@@ -66,7 +66,8 @@ class Helper:
             self.proc.wait()
             self.proc, self.buffer = None, b""
 
-    def compare(self, truth: str, candidate: str | None, timeout_s: float = TIMEOUT_S) -> float | None:
+    def compare(self, truth: str, candidate: str | None, timeout_s: float | None = None) -> float | None:
+        timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self.stop()
