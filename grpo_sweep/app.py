@@ -20,8 +20,26 @@ def _run_dir_and_overrides() -> tuple[Path, list[str]]:
     return Path(hydra_cfg.runtime.output_dir), list(hydra_cfg.overrides.task)
 
 
+def _optuna_worker_settings():
+    """Hydra's config when this job is a worker of grpo-sweep's Optuna sweeper, else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from .search.config import SWEEPER_TARGET
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN and hydra_cfg.sweeper.get("_target_") == SWEEPER_TARGET:
+        return hydra_cfg
+    return None
+
+
 def run_task(cfg: Any) -> float | None:
     validate(cfg)
+    worker = _optuna_worker_settings()
+    if worker is not None:
+        from .search.worker import run_worker
+
+        return run_worker(cfg, worker)
     run_dir, overrides = _run_dir_and_overrides()
     started = time.time()
     try:

@@ -9,11 +9,17 @@ from hydra.experimental.callback import Callback
 from .results import read_summary
 
 
+# Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
+WORKER_MARKER = "optuna_worker.json"
+
+
 def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
     """(run_dir, summary) for every run directory under ``sweep_dir`` (a missing summary = still running)."""
     runs = []
     for config in sorted(Path(sweep_dir).glob("**/.hydra/config.yaml")):
         run_dir = config.parent.parent
+        if (run_dir / WORKER_MARKER).exists():
+            continue
         summary = read_summary(run_dir) or {"status": "running"}
         runs.append((run_dir, summary))
     return sorted(runs, key=lambda item: _order(item[0].name))

@@ -145,6 +145,9 @@ class TrainerConfig:
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     disable_tqdm: bool = False
+    # CPU threads for torch (null: torch's default, one per core). A tiny model gains nothing from more
+    # than one, and several runs sharing cores with OpenMP spin-waits slow down up to 30x.
+    torch_threads: Optional[int] = None
     args: Dict[str, Any] = field(default_factory=dict)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
@@ -191,5 +194,8 @@ def register_configs() -> None:
     """Put the schema into Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
+    from grpo_sweep.search.config import GRPOOptunaSweeperConf
+
     cs = ConfigStore.instance()
     cs.store(name="grpo_sweep_schema", node=Config)
+    cs.store(group="hydra/sweeper", name="grpo_optuna", node=GRPOOptunaSweeperConf, provider="grpo_sweep")
