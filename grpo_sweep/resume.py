@@ -88,7 +88,7 @@ def remember_config(run_dir: Path, cfg: Any) -> None:
 def trim_metrics(run_dir: Path, step: int) -> int:
     """Keep the logged steps up to ``step`` (the checkpoint's); drop later ones and end-of-training rows.
 
-    Returns how many rows were dropped. A line cut short by a kill is dropped too (read_jsonl skips it).
+    Returns how many whole rows were dropped; a line cut short by a kill goes too (read_jsonl skips it).
     """
     path = Path(run_dir) / METRICS
     rows = read_jsonl(path)

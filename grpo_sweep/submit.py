@@ -7,13 +7,17 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from omegaconf import OmegaConf, open_dict
 
+from hydra.errors import CompactHydraException
+
 from .results import SUMMARY, read_summary, write_json_atomic
+from .sweep import varying_overrides
 from .validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
@@ -21,11 +25,20 @@ log = logging.getLogger(__name__)
 JOBS = "jobs.json"
 
 
-def check_resources(params: dict) -> None:
-    """The GPU-mapping traps of the submitit launcher, caught before submission."""
+class SubmitError(ConfigError, CompactHydraException):
+    """A run that cannot work, found before submission; Hydra prints it as one line, without a traceback."""
+
+
+def check_resources(params: dict, executor: str) -> None:
+    """No scheduler, and the GPU-mapping traps of the submitit launcher, caught before submission."""
+    if executor == "slurm" and not shutil.which("sbatch"):
+        raise SubmitError(
+            "hydra/launcher=slurm: SLURM's sbatch is not on PATH here; submit from a login node, or run the "
+            "sweep on this machine with hydra/launcher=local or hydra/launcher=submitit_local"
+        )
     tasks = params.get("tasks_per_node") or 1
     if tasks != 1:
-        raise ConfigError(
+        raise SubmitError(
             f"hydra.launcher.tasks_per_node={tasks}: one run is one training process, so {tasks} tasks would train "
             "the same run into the same directory; keep tasks_per_node=1 and give the job GPUs with gpus_per_node"
         )
@@ -40,15 +53,16 @@ def check_resources(params: dict) -> None:
 def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
     """Compose and validate every run as its job will; return each run's directory. Raises before submission."""
     loader = launcher.hydra_context.config_loader
+    swept = varying_overrides([{"overrides": list(o)} for o in job_overrides])
     run_dirs = []
-    for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+    for idx, overrides, shown in zip(range(initial_job_idx, initial_job_idx + len(job_overrides)), job_overrides, swept):
         cfg = loader.load_sweep_config(launcher.config, list(overrides))
         with open_dict(cfg.hydra.job):
             cfg.hydra.job.num = idx
         try:
             validate(cfg)
         except ConfigError as exc:
-            raise ConfigError(f"run #{idx} ({' '.join(overrides)}): {exc}") from None
+            raise SubmitError(f"run #{idx} ({' '.join(shown) or 'defaults'}): {exc}; nothing was submitted") from None
         run_dirs.append(Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir))
     return run_dirs
 
@@ -103,7 +117,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
-    check_resources(launcher.params)
+    check_resources(launcher.params, launcher._EXECUTOR)
     started = time.perf_counter()
     run_dirs = plan_runs(launcher, job_overrides, initial_job_idx)
     log.info("validated %d runs in %.2f s", len(run_dirs), time.perf_counter() - started)
