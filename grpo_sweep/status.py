@@ -16,7 +16,7 @@ from pathlib import Path
 from .results import METRICS, read_summary
 from .resume import RESUMES
 from .submit import JOBS
-from .sweep import collect_runs, sweep_table
+from .sweep import collect_runs, sweep_table, varying_overrides
 
 ENDED = ("done", "failed")
 # SLURM states of a job that ended; without a summary.json it ended without finishing its run
@@ -117,8 +117,8 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
     header = ["run", "job", "state", "requeues", "step", "objective", "overrides"]
     rows = [
         [str(s["num"]), s["job_id"] or "-", s["state"], str(s["requeues"]), "-" if s["step"] is None else str(s["step"]),
-         "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(s["overrides"])]
-        for s in states
+         "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(swept) or "(defaults)"]
+        for s, swept in zip(states, varying_overrides(states))
     ]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]

@@ -102,7 +102,7 @@ def _failed_return(overrides: Sequence[str], run_dir: Path, job: Any, exc: BaseE
             run_dir / SUMMARY,
             {
                 "status": "failed",
-                "error": f"job {job.job_id} ended without a result: {str(exc).splitlines()[0]}",
+                "error": f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}",
                 "traceback": str(exc)[-4000:],
                 "overrides": list(overrides),
                 "run_dir": str(run_dir),

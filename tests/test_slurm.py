@@ -145,3 +145,24 @@ def test_detached_sweep_with_a_failing_run_reports_it_while_the_other_finishes(t
     assert "run 1 failed:\n  RuntimeError: flaky reward exploded (fail=true)" in text
     assert "All runs ended." in text and (sweep_dir / "sweep_table.md").exists()
     assert {s for s, _ in _final_slurm_states(ids).values()} == {"COMPLETED"}  # the run failed, not the job
+
+
+def test_a_job_cancelled_mid_run_is_a_failed_run_and_the_sweep_goes_on(tmp_path):
+    """The stock launcher stops waiting at the first job without a result; this one records it and waits on."""
+    fast = [*FAST, "trainer.max_steps=10", "trainer.disable_tqdm=true"]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), "-m", *SLURM, "lora.r=16,32", *fast, f"output_root={tmp_path}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV},
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(tmp_path.glob("grpo/multiruns/*/0/metrics.jsonl")):
+        time.sleep(0.5)
+    sweep_dir = _sweep_dir(tmp_path)
+    subprocess.run(["scancel", _jobs(sweep_dir)[0]["job_id"]], check=True)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 1, stderr[-3000:]
+    cancelled = json.loads((sweep_dir / "0" / "summary.json").read_text())
+    assert cancelled["status"] == "failed" and "ended without a result" in cancelled["error"]
+    assert "CANCELLED" in cancelled["error"]
+    assert json.loads((sweep_dir / "1" / "summary.json").read_text())["status"] == "completed"
+    assert "run 0 failed: job" in stdout and "| completed |" in stdout
