@@ -73,11 +73,18 @@ def sweep_table(sweep_dir: Path) -> str:
     return "\n".join(table + notes)
 
 
+# Runs that failed in the last sweep of this process; launch.py exits non-zero when there are any.
+FAILED_RUNS: list[str] = []
+
+
 class SweepTable(Callback):
     """Hydra callback: after a multirun, print the comparison table and save it as sweep_table.md."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        if config.hydra.launcher.get("detach"):
+            return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
+        FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
         table = sweep_table(sweep_dir)
         (sweep_dir / "sweep_table.md").write_text(table + "\n")
         print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")

@@ -27,6 +27,7 @@ from .results import (
     write_json_atomic,
     write_jsonl_atomic,
 )
+from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from .rewards.mix import build_mix, needs_ground_truth
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,16 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer)
 
     metrics_path = run_dir / METRICS
-    metrics_path.unlink(missing_ok=True)
+    # A run dir with a checkpoint is this run's earlier attempt (requeued, timed out, killed): continue it.
+    resume_from = last_checkpoint(run_dir)
+    resumes: list[dict] = []
+    if resume_from:
+        dropped = trim_metrics(run_dir, resume_from[1])
+        resumes = record_resume(run_dir, resume_from[1], dropped)
+        log.info("resuming from %s (step %d); dropped %d later metric rows", resume_from[0], resume_from[1], dropped)
+    else:
+        metrics_path.unlink(missing_ok=True)
+        remember_config(run_dir, cfg)
     callbacks = [MetricsJsonl(metrics_path)]
     if monitor is not None:
         probe = held_out.select(range(min(monitor.eval_samples, len(held_out))))
@@ -216,7 +226,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm:
         trainer.add_callback(RewardProgress())
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
     backend.save(trainer.model, tokenizer, run_dir)
     if monitor is not None and monitor.pruned:
         # Pruned: keep the partial record, skip the full evaluation so the worker is free at once.
@@ -235,5 +245,6 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     )
     if monitor is not None:
         summary.update(monitor.record())
+    summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
     write_json_atomic(run_dir / SUMMARY, summary)
     return summary

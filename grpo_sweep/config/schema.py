@@ -130,7 +130,8 @@ class TrainerConfig:
     max_prompt_length: Optional[int] = 256
     max_completion_length: int = 256
     max_steps: int = 250
-    save_steps: int = 250
+    # checkpoint cadence: a preempted, timed-out or killed run resumes from its last checkpoint
+    save_steps: int = 25
     beta: float = 0.0
     loss_type: str = "dapo"
     temperature: float = 1.0
