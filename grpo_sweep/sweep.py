@@ -84,7 +84,11 @@ class SweepTable(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.hydra.launcher.get("detach"):
             return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
-        FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
+        from .search.config import SWEEPER_TARGET
+
+        if config.hydra.sweeper.get("_target_") != SWEEPER_TARGET:
+            # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
+            FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
         table = sweep_table(sweep_dir)
         (sweep_dir / "sweep_table.md").write_text(table + "\n")
         print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")

@@ -90,6 +90,13 @@ class Objective:
         values = self.space.suggest(trial, self.cfg)
         overrides = self.base_overrides + as_overrides(values)
         trial.set_user_attr("overrides", as_overrides(values))
+        earlier = _same_point(trial)
+        if earlier is not None:
+            # A discrete space repeats points; training one again would spend steps to learn nothing new.
+            trial.set_user_attr("duplicate_of", earlier.number)
+            if earlier.state == optuna.trial.TrialState.PRUNED:
+                raise optuna.TrialPruned(f"same parameters as pruned trial {earlier.number}")
+            return earlier.values[0] if len(earlier.values) == 1 else earlier.values
         trial_dir = self.sweep_dir / TRIALS_DIR / str(trial.number)
         cfg = copy.deepcopy(self.cfg)
         for key, value in values.items():
@@ -127,6 +134,17 @@ class Objective:
         if missing:
             raise ValueError(f"objective {missing} missing from summary.json (keys: {sorted(summary)})")
         return results[0] if len(results) == 1 else results
+
+
+def _same_point(trial):
+    """An earlier finished (complete or pruned) trial of the study with exactly these parameters, if any."""
+    import optuna
+
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    for other in trial.study.get_trials(deepcopy=False, states=finished):
+        if other.number != trial.number and other.params == trial.params:
+            return other
+    return None
 
 
 def run_worker(cfg, hydra_cfg) -> float | None:
