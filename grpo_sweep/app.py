@@ -7,6 +7,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .loggers import close_failed
 from .results import SUMMARY, read_summary, write_json_atomic
 from .validate import validate
 
@@ -41,6 +42,7 @@ def run_task(cfg: Any) -> float | None:
                 "run_dir": str(run_dir),
             },
         )
+        close_failed({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})  # the next run gets its own tracker run
         raise
     print(format_summary(summary))
     return summary["objective"]

@@ -16,6 +16,7 @@ from transformers.trainer_callback import ProgressCallback
 from .backends import get_backend
 from .data import load_splits
 from .evaluate import evaluate
+from .loggers import open_logger
 from .results import (
     METRICS,
     SAMPLES,
@@ -181,6 +182,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
 
     started = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
+    tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
     from transformers import set_seed
 
@@ -201,6 +203,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
         processing_class=tokenizer,
         callbacks=[MetricsJsonl(metrics_path)],
     )
+    tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm:
         trainer.add_callback(RewardProgress())
@@ -214,4 +217,5 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
         trainer.state.global_step, overrides or [],
     )
     write_json_atomic(run_dir / SUMMARY, summary)
+    tracker.finish(summary)
     return summary
