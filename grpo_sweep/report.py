@@ -54,8 +54,18 @@ def _parse_value(text: str) -> Any:
     return text
 
 
+def _hydra_overrides(run_dir: Path) -> list[str]:
+    from omegaconf import OmegaConf
+
+    path = run_dir / ".hydra" / "overrides.yaml"
+    return [str(o) for o in OmegaConf.load(path)] if path.exists() else []
+
+
 def load_runs(sweep_dir: Path) -> list[Run]:
     found = collect_runs(sweep_dir)
+    for run_dir, summary in found:
+        if "overrides" not in summary:  # still running (or killed): Hydra wrote its overrides when it started
+            summary["overrides"] = _hydra_overrides(run_dir)
     swept = varying_overrides([summary for _, summary in found])
     runs = []
     for (run_dir, summary), overrides in zip(found, swept):
@@ -66,7 +76,7 @@ def load_runs(sweep_dir: Path) -> list[Run]:
         trial = summary.get("trial") or {}
         params.update(trial.get("params") or {})
         if trial.get("number") is not None:
-            label = f"trial {trial['number']}: " + " ".join(f"{k}={_fmt(v)}" for k, v in (trial.get("params") or {}).items())
+            label = f"trial {trial['number']}: " + " ".join(f"{k}={_param(v)}" for k, v in (trial.get("params") or {}).items())
         else:
             label = " ".join(overrides) or run_dir.name
         runs.append(Run(run_dir, summary, label, params, read_jsonl(run_dir / METRICS)))
@@ -95,6 +105,10 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}" if abs(value) < 1e-2 and value != 0 else f"{value:.{digits}f}"
     return str(value)
+
+
+def _param(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -133,7 +147,7 @@ def seed_groups(runs: list[Run]) -> dict[str, list[Run]]:
     """Runs that differ only in a seed, keyed by the rest of their configuration."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        key = " ".join(f"{k}={_fmt(v)}" for k, v in run.params.items() if not is_seed(k)) or "(defaults)"
+        key = " ".join(f"{k}={_param(v)}" for k, v in run.params.items() if not is_seed(k)) or "(defaults)"
         groups.setdefault(key, []).append(run)
     return groups
 
@@ -160,7 +174,7 @@ def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
 
     rows = []
     for key, group in sorted(groups.items(), key=order):
-        seeds = ",".join(_fmt(v) for r in group for k, v in r.params.items() if is_seed(k)) or str(len(group))
+        seeds = ",".join(_param(v) for r in group for k, v in r.params.items() if is_seed(k)) or str(len(group))
         rows.append(
             [key, seeds, _mean_std([r.objective for r in group]),
              _mean_std([r.summary.get("eval_accuracy") for r in group]),

@@ -26,11 +26,13 @@ log = logging.getLogger(__name__)
 
 RUN_ID_FILE = "wandb_run_id"
 STEP_KEY = "train/global_step"  # the x-axis transformers' own W&B integration uses
-SECRET_NAME = re.compile(r"api_?key|token|secret|password|passwd|credential", re.IGNORECASE)
+# hub_token, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY — but not max_new_tokens
+SECRET_NAME = re.compile(r"(?:^|[_.-])(?:api_?key|token|secret|password|passwd|credentials?)(?:$|[_.-])", re.IGNORECASE)
 REDACTED = "<redacted>"
 # Overrides that say where or how a run is logged, not what it trains: left out of names and tags.
 NOT_IN_NAME = ("hydra", "logger", "output_root", "task_name")
 W_AND_B_TAG_MAX = 64
+WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
 
 
 def _secret_values() -> list[str]:
@@ -132,13 +134,16 @@ def _has_credentials() -> bool:
 
 def choose_mode(configured: str) -> str:
     """``auto``: WANDB_MODE if the user set it, else online with credentials and offline without."""
+    env_mode = os.environ.get("WANDB_MODE")
+    if env_mode is not None and env_mode not in WANDB_MODES:
+        # wandb itself rejects any WANDB_MODE it does not know (even an empty one) before it starts a run
+        log.warning("ignoring WANDB_MODE=%r (not one of %s)", env_mode, ", ".join(WANDB_MODES))
+        del os.environ["WANDB_MODE"]
+        env_mode = None
     if configured != "auto":
         return configured
-    env_mode = os.environ.get("WANDB_MODE", "").strip().lower()
-    if env_mode in ("online", "offline", "disabled"):
-        return env_mode
-    if env_mode == "dryrun":
-        return "offline"
+    if env_mode:
+        return {"dryrun": "offline", "run": "online", "shared": "online"}.get(env_mode, env_mode)
     return "online" if _has_credentials() else "offline"
 
 
@@ -208,7 +213,9 @@ class WandbLogger(RunLogger):
         run.finish(exit_code=0 if summary.get("status") == "completed" else 1)
         if self.mode == "offline":
             where = Path(run.settings.sync_dir)
-            print(f"W&B: offline run {self.run_id} saved in {where}\n  upload it with: wandb sync {where}")
+            parts = sorted(where.parent.glob(f"offline-run-*-{self.run_id}"))  # a resumed run has one per start
+            target = f"{where.parent}/offline-run-*-{self.run_id}" if len(parts) > 1 else str(where)
+            print(f"W&B: offline run {self.run_id} saved in {where}\n  upload it with: wandb sync {target}")
         elif getattr(run, "url", None):
             print(f"W&B: run {run.url}")
 
