@@ -189,6 +189,7 @@ class WandbLogger(RunLogger):
                 log.warning("W&B online start failed (%s: %s); logging offline instead", type(exc).__name__,
                             redact(str(exc).splitlines()[0] if str(exc) else "", secrets))
                 self.mode = "offline"
+                wandb.teardown()  # the timed-out online attempt keeps the run id "in use" inside wandb's service
         if self.run is None:
             self.run = wandb.init(mode="offline", settings=self._settings(), **init)
         self.run.define_metric(STEP_KEY)

@@ -82,7 +82,7 @@ def test_resumed_run_continues_the_same_wandb_run_and_no_secret_is_written(tmp_p
     args = ["logger=wandb", "logger.init_timeout=2", f"hydra.run.dir={run_dir}", *FAST]
     first = run_launch(args, tmp_path, env=UNREACHABLE)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "logging offline instead" in first.stderr
+    assert "logging offline instead" in first.stdout + first.stderr
     run_id = (run_dir / "wandb_run_id").read_text().strip()
     second = run_launch(args, tmp_path, env=UNREACHABLE)
     assert second.returncode == 0, second.stderr[-3000:]
@@ -183,3 +183,23 @@ def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
         image = matplotlib.image.imread(png)
         assert image.shape[0] > 100 and image.shape[1] > 100 and image.std() > 0  # decodes, not blank
         assert f"(plots/{png.name})" in report
+
+
+def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path, monkeypatch):
+    """In one process (local -m): a run that raises ends its W&B run with exit code 1; the next is a new run."""
+    from grpo_sweep.loggers import close_failed, open_logger
+
+    from .conftest import compose
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose(["logger=wandb", "logger.group=g1", "logger.job_type=trial"])
+    first = open_logger(cfg, tmp_path / "0", ["reward_mix=format"])
+    close_failed({"status": "failed", "error": "ValueError: boom"})
+    second = open_logger(cfg, tmp_path / "1", ["reward_mix=smoke"])
+    second.finish({"status": "completed", "objective": 0.5, "eval_accuracy": 0.5, "steps": 3})
+    [failed] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "0")]
+    [done] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "1")]
+    assert failed.run_id == first.run_id != done.run_id == second.run_id
+    assert (failed.exit_code, failed.summary["status"], failed.summary["error"]) == (1, "failed", "ValueError: boom")
+    assert (done.exit_code, done.summary["objective"], done.summary["objective_step"]) == (0, 0.5, 3)
+    assert {failed.group, done.group} == {"g1"} and {failed.job_type, done.job_type} == {"trial"}
