@@ -1,8 +1,8 @@
 """A sweep's report from its run directories alone: ``python -m grpo_sweep.report <sweep_dir>``.
 
-Writes ``report.md`` and PNG plots into the sweep directory: the runs ranked by objective, mean ± std per
-configuration when seeds were swept, reward curves and per-reward components per run, and held-out accuracy
-against each swept parameter. Reads ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial`` block in
+Writes ``report.md`` and PNG plots into the sweep directory: the runs ranked by objective (with training and
+held-out reward means), mean ± std per configuration when seeds were swept, reward curves and per-reward
+components per run, and held-out accuracy against each swept parameter. Reads ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial`` block in
 the summary when there is one: number, state, params, value). No account, no network, no torch.
 """
 from __future__ import annotations
@@ -124,15 +124,16 @@ def reward_names(runs: list[Run]) -> list[str]:
 
 def runs_table(runs: list[Run], names: list[str]) -> list[str]:
     header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "reward", "reward (start)"]
-    header += [f"rewards/{n}" for n in names] + ["steps", "runtime (s)"]
+    header += [f"rewards/{n}" for n in names] + [f"held-out {n}" for n in names] + ["steps", "runtime (s)"]
     rows = []
     for i, run in enumerate(runs, 1):
         s = run.summary
-        train = s.get("train_rewards") or {}
+        train, held_out = s.get("train_rewards") or {}, s.get("eval_rewards") or {}
         rows.append(
             [i, run.dir.name, run.label, run.state, _fmt(run.objective), _fmt(s.get("eval_accuracy")),
              _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
             + [_fmt(train.get(n)) for n in names]
+            + [_fmt(held_out.get(n)) for n in names]
             + [_fmt(s.get("steps") or (run.history[-1].get("step") if run.history else None)),
                _fmt(s.get("runtime_s"), 1) if isinstance(s.get("runtime_s"), float) else _fmt(s.get("runtime_s"))]
         )
@@ -166,6 +167,7 @@ def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
     if not any(is_seed(k) for r in runs for k in r.params) or all(len(g) < 2 for g in groups.values()):
         return []
     header = ["configuration", "seeds", "objective", "eval_accuracy", "reward"] + [f"rewards/{n}" for n in names]
+    header += [f"held-out {n}" for n in names]
     sign = -1 if direction == "maximize" else 1
 
     def order(item):
@@ -180,6 +182,7 @@ def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
              _mean_std([r.summary.get("eval_accuracy") for r in group]),
              _mean_std([r.summary.get("reward") for r in group])]
             + [_mean_std([(r.summary.get("train_rewards") or {}).get(n) for r in group]) for n in names]
+            + [_mean_std([(r.summary.get("eval_rewards") or {}).get(n) for r in group]) for n in names]
         )
     return _table(header, rows)
 
@@ -243,7 +246,7 @@ def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metr
     metrics = [("eval_accuracy", "held-out accuracy")]
     if optimized_metric and optimized_metric != "eval_accuracy":
         metrics.append(("objective", f"objective ({optimized_metric})"))
-    for param in sorted({k for r in runs for k in r.params}):
+    for param in sorted({k for r in runs for k in r.params if not is_seed(k)}):  # seeds are replicates, not a knob
         points = [(r.params[param], r) for r in runs if param in r.params]
         numeric = all(isinstance(v, (int, float)) for v, _ in points)
         categories = sorted({str(v) for v, _ in points}) if not numeric else []
@@ -273,6 +276,10 @@ def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metr
         fig.savefig(path, dpi=100)
         plt.close(fig)
         plots.append((f"Held-out accuracy vs {param}", f"{out_dir.name}/{path.name}"))
+    written = {Path(rel).name for _, rel in plots}
+    for stale in out_dir.glob("*.png"):  # plots/ is the report's own: drop what an earlier report drew
+        if stale.name not in written:
+            stale.unlink()
     return plots
 
 

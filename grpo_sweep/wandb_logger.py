@@ -150,6 +150,7 @@ def choose_mode(configured: str) -> str:
 def read_or_create_run_id(run_dir: Path) -> tuple[str, bool]:
     """The run id stored in the run dir (a resumed or requeued run), or a new one written there first."""
     path = Path(run_dir) / RUN_ID_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.read_text().strip():
         return path.read_text().strip(), True
     run_id = uuid.uuid4().hex[:12]  # W&B ids are any unique [a-z0-9] string

@@ -47,7 +47,7 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     assert seeds[1][:3] == ["reward_mix=a", "1,2", "0.300 ± 0.141"]
     assert "ValueError: boom" in report and "4 completed" in report and "1 failed" in report
     assert {p.name for p in (tmp_path / "plots").glob("*.png")} == {
-        "reward_curves.png", "reward_components.png", "accuracy_vs_reward_mix.png", "accuracy_vs_trainer.seed.png"}
+        "reward_curves.png", "reward_components.png", "accuracy_vs_reward_mix.png"}
 
 
 def test_optuna_trials_show_params_and_states_and_follow_the_direction(tmp_path):

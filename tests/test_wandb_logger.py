@@ -19,6 +19,7 @@ from grpo_sweep.wandb_offline import offline_run_dirs, read_offline_run  # noqa:
 
 # Looks like a real key (W&B checks the length) so the online path is really tried, against a closed port.
 FAKE_KEY = "local-" + "fe11" * 10
+FAKE_HF_TOKEN = "hf_" + "0ddba11" * 5
 UNREACHABLE = {"WANDB_API_KEY": FAKE_KEY, "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_MODE": "auto"}
 
 
@@ -27,7 +28,7 @@ def wandb_sweep(tmp_path_factory):
     """A real 4-run grid (2 reward mixes x 2 seeds) logged to W&B offline; also the report's input."""
     out_root = tmp_path_factory.mktemp("wandb_sweep")
     # no credentials at all (an unknown WANDB_MODE is dropped with a warning rather than crashing wandb)
-    env = {"WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": str(out_root / "no-netrc")}
+    env = {"WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": str(out_root / "no-netrc"), "HF_TOKEN": FAKE_HF_TOKEN}
     out = run_launch(
         ["-m", "logger=wandb", "logger.log_completions_steps=3", "reward_mix=format,smoke", "trainer.seed=1,2", *FAST],
         out_root, env=env,
@@ -170,7 +171,7 @@ def test_sweep_ends_with_a_report_with_plots(wandb_sweep):
     assert all(r.split("|")[2].strip() == "1,2" and "±" in r for r in seed_rows)
     assert "wandb sync" in report
     _check_pngs(sweep_dir, report, {"reward_curves.png", "reward_components.png",
-                                    "accuracy_vs_reward_mix.png", "accuracy_vs_trainer.seed.png"})
+                                    "accuracy_vs_reward_mix.png"})
 
 
 def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
@@ -203,3 +204,12 @@ def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path
     assert (failed.exit_code, failed.summary["status"], failed.summary["error"]) == (1, "failed", "ValueError: boom")
     assert (done.exit_code, done.summary["objective"], done.summary["objective_step"]) == (0, 0.5, 3)
     assert {failed.group, done.group} == {"g1"} and {failed.job_type, done.job_type} == {"trial"}
+
+
+def test_no_token_in_any_file_of_the_sweep(wandb_sweep):
+    """Every file the sweep wrote (run dirs, W&B files, tables, report) is free of the secret in the environment."""
+    sweep_dir, out = wandb_sweep
+    written = [p for p in sweep_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "report.md" for p in written) and any(p.suffix == ".wandb" for p in written)
+    assert not [p for p in written if FAKE_HF_TOKEN.encode() in p.read_bytes()]
+    assert FAKE_HF_TOKEN not in out.stdout + out.stderr
