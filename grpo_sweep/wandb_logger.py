@@ -33,6 +33,7 @@ REDACTED = "<redacted>"
 NOT_IN_NAME = ("hydra", "logger", "output_root", "task_name")
 W_AND_B_TAG_MAX = 64
 WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
+_online_failed = False  # set once an online start failed in this process
 
 
 def _secret_values() -> list[str]:
@@ -181,7 +182,10 @@ class WandbLogger(RunLogger):
             id=self.run_id,
             resume="allow",
         )
+        global _online_failed
         self.mode = choose_mode(cfg.logger.mode)
+        if self.mode == "online" and _online_failed:
+            self.mode = "offline"  # later runs of a local -m sweep do not wait for the same timeout again
         self.run = None
         if self.mode == "online":
             try:
@@ -189,10 +193,15 @@ class WandbLogger(RunLogger):
             except Exception as exc:  # no network on a compute node, a bad key, a server down: keep training
                 log.warning("W&B online start failed (%s: %s); logging offline instead", type(exc).__name__,
                             redact(str(exc).splitlines()[0] if str(exc) else "", secrets))
-                self.mode = "offline"
+                self.mode, _online_failed = "offline", True
                 wandb.teardown()  # the timed-out online attempt keeps the run id "in use" inside wandb's service
         if self.run is None:
-            self.run = wandb.init(mode="offline", settings=self._settings(), **init)
+            try:
+                self.run = wandb.init(mode="offline", settings=self._settings(), **init)
+            except Exception as exc:  # logging must never cost the training run
+                log.warning("W&B disabled for this run (%s: %s); metrics.jsonl and summary.json are still written",
+                            type(exc).__name__, redact(str(exc), secrets)[:300])
+                return
         self.run.define_metric(STEP_KEY)
         self.run.define_metric("*", step_metric=STEP_KEY, step_sync=True)
         log.info("W&B run %s (%s, group %s%s)", self.run_id, self.mode, init["group"], ", resumed" if resumed else "")
@@ -204,7 +213,8 @@ class WandbLogger(RunLogger):
         return wandb.Settings(init_timeout=float(self.cfg.init_timeout), quiet=True, save_code=False)
 
     def watch(self, trainer: Any) -> None:
-        trainer.add_callback(WandbStepLogger(self.run, trainer, int(self.cfg.log_completions_steps)))
+        if self.run is not None:
+            trainer.add_callback(WandbStepLogger(self.run, trainer, int(self.cfg.log_completions_steps)))
 
     def finish(self, summary: dict) -> None:
         finished(self)
