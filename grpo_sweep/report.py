@@ -83,9 +83,15 @@ def load_runs(sweep_dir: Path) -> list[Run]:
     return runs
 
 
-def _direction(runs: list[Run], direction: str | None) -> str:
+def _direction(sweep_dir: Path, runs: list[Run], direction: str | None) -> str:
     if direction:
         return direction
+    try:  # an Optuna sweep records its directions in study.json (the first objective ranks the table)
+        from .search.config import read_study_file
+
+        return str(read_study_file(sweep_dir)["directions"][0]).lower()
+    except (FileNotFoundError, ImportError, KeyError, IndexError):
+        pass
     for run in runs:
         trial_direction = (run.summary.get("trial") or {}).get("direction")
         if trial_direction:
@@ -289,7 +295,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     runs = load_runs(sweep_dir)
     if not runs:
         raise FileNotFoundError(f"no run directories (with .hydra/config.yaml) under {sweep_dir}")
-    direction = _direction(runs, direction)
+    direction = _direction(sweep_dir, runs, direction)
     ranked = rank(runs, direction)
     names = reward_names(runs)
     metric = next((r.summary.get("optimized_metric") for r in runs if r.summary.get("optimized_metric")), "eval_accuracy")

@@ -9,11 +9,17 @@ from hydra.experimental.callback import Callback
 from .results import read_summary
 
 
+# Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
+WORKER_MARKER = "optuna_worker.json"
+
+
 def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
     """(run_dir, summary) for every run directory under ``sweep_dir`` (a missing summary = still running)."""
     runs = []
     for config in sorted(Path(sweep_dir).glob("**/.hydra/config.yaml")):
         run_dir = config.parent.parent
+        if (run_dir / WORKER_MARKER).exists():
+            continue
         summary = read_summary(run_dir) or {"status": "running"}
         runs.append((run_dir, summary))
     return sorted(runs, key=lambda item: _order(item[0].name))
@@ -67,11 +73,22 @@ def sweep_table(sweep_dir: Path) -> str:
     return "\n".join(table + notes)
 
 
+# Runs that failed in the last sweep of this process; launch.py exits non-zero when there are any.
+FAILED_RUNS: list[str] = []
+
+
 class SweepTable(Callback):
     """Hydra callback: after a multirun, print the comparison table and save it as sweep_table.md."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        if config.hydra.launcher.get("detach"):
+            return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
+        from .search.config import SWEEPER_TARGET
+
+        if config.hydra.sweeper.get("_target_") != SWEEPER_TARGET:
+            # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
+            FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
         table = sweep_table(sweep_dir)
         (sweep_dir / "sweep_table.md").write_text(table + "\n")
         print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")

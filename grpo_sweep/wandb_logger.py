@@ -113,6 +113,17 @@ def _sweep_dir() -> Path | None:
     return Path(hydra_cfg.runtime.output_dir).resolve().parents[depth - 1]
 
 
+def _optuna_trial() -> bool:
+    """This run is a trial of grpo-sweep's Optuna sweeper (its worker jobs train the trials)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        from .search.config import SWEEPER_TARGET
+    except ImportError:
+        return False
+    return HydraConfig.initialized() and HydraConfig.get().sweeper.get("_target_") == SWEEPER_TARGET
+
+
 def default_group(cfg: Any, run_dir: Path) -> str:
     """The sweep's directory names the group (a single run is a group of one); a short hash of its absolute
     path keeps two sweeps started in the same second on different machines apart."""
@@ -173,7 +184,7 @@ class WandbLogger(RunLogger):
             project=cfg.logger.project,
             entity=cfg.logger.entity,
             group=cfg.logger.group or default_group(cfg, self.run_dir),
-            job_type=cfg.logger.job_type,
+            job_type=cfg.logger.job_type or ("trial" if _optuna_trial() else "train"),
             name=redact(cfg.logger.run_name or run_name(overrides, swept_keys(_sweep_dir())), secrets),
             tags=redact(run_tags(overrides, list(cfg.logger.tags)), secrets),
             notes=cfg.logger.notes,
@@ -222,7 +233,7 @@ class WandbLogger(RunLogger):
         if run is None:
             return
         run.summary.update(redact(summary_fields(summary)))
-        run.finish(exit_code=0 if summary.get("status") == "completed" else 1)
+        run.finish(exit_code=1 if summary.get("status") == "failed" else 0)  # a pruned trial ended as asked
         if self.mode == "offline":
             where = Path(run.settings.sync_dir)
             parts = sorted(where.parent.glob(f"offline-run-*-{self.run_id}"))  # a resumed run has one per start
