@@ -85,9 +85,12 @@ def test_resumed_run_continues_the_same_wandb_run_and_no_secret_is_written(tmp_p
     assert first.returncode == 0, first.stderr[-3000:]
     assert "logging offline instead" in first.stdout + first.stderr
     run_id = (run_dir / "wandb_run_id").read_text().strip()
+    # as if the job was killed after its last checkpoint, before its summary: started again, it resumes
+    (run_dir / "summary.json").unlink()
     second = run_launch(args, tmp_path, env=UNREACHABLE)
     assert second.returncode == 0, second.stderr[-3000:]
     assert (run_dir / "wandb_run_id").read_text().strip() == run_id
+    assert f"W&B run {run_id} (offline, group " in second.stdout + second.stderr and ", resumed)" in second.stdout + second.stderr
     parts = offline_run_dirs(run_dir)
     assert len(parts) == 2 and {read_offline_run(p).run_id for p in parts} == {run_id}
     assert f"wandb sync {run_dir}/wandb/offline-run-*-{run_id}" in second.stdout
