@@ -9,7 +9,6 @@ Prints the numbers and writes bench/results/report.json. The sweep: 4 reward mix
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -20,6 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from record import record  # noqa: E402
 
 GRID = ["reward_mix=format,smoke,correct,format_correct", "trainer.seed=1,2", "lora.r=8,16"]
 SETTINGS = [
@@ -80,12 +82,7 @@ def main() -> None:
         "command": "python bench/report.py" + (f" --sweep-dir {sweep_dir}" if args.sweep_dir else ""),
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end",
     }
-    for key, value in result.items():
-        print(f"{key:<28} {value}")
-    out = Path(__file__).parent / "results" / "report.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    record("report", result)
 
 
 if __name__ == "__main__":

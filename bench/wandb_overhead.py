@@ -7,7 +7,6 @@ completions buffer, the way GRPOTrainer calls it, so the numbers are the logger'
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -19,6 +18,9 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from record import record  # noqa: E402
 
 STEPS, REPEATS = 100, 3
 
@@ -74,12 +76,7 @@ def main() -> None:
     result = {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
     result.update(import_wandb_s=round(import_s, 2), steps=STEPS, repeats=REPEATS, completions_tables=STEPS // 25,
                   command="python bench/wandb_overhead.py", load_avg=round(os.getloadavg()[0], 1))
-    for key, value in result.items():
-        print(f"{key:<20} {value}")
-    out = Path(__file__).parent / "results" / "wandb_overhead.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    record("wandb_overhead", result)
 
 
 if __name__ == "__main__":
