@@ -8,6 +8,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .loggers import close_failed
 from .results import SUMMARY, read_summary, write_json_atomic
 from .resume import check_same_run
 from .validate import validate
@@ -70,6 +71,7 @@ def run_task(cfg: Any) -> float | None:
                 "run_dir": str(run_dir),
             },
         )
+        close_failed({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})  # the next run gets its own tracker run
         if not multirun:
             raise
         # In a sweep one failed run must not stop the others (Hydra's sweepers abort on a raised job) nor the

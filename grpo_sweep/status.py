@@ -133,7 +133,7 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
     if finished:
         table = sweep_table(Path(sweep_dir))
         (Path(sweep_dir) / "sweep_table.md").write_text(table + "\n")
-        lines.append(f"\nAll runs ended.\n{table}")
+        lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.report {sweep_dir}")
     return "\n".join(lines), finished
 
 

@@ -92,3 +92,9 @@ class SweepTable(Callback):
         table = sweep_table(sweep_dir)
         (sweep_dir / "sweep_table.md").write_text(table + "\n")
         print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")
+        try:
+            from .report import build_report
+
+            print(f"report with plots: {build_report(sweep_dir)}")
+        except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
+            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.report {sweep_dir}")

@@ -16,6 +16,7 @@ from transformers.trainer_callback import ProgressCallback
 from .backends import get_backend
 from .data import load_splits
 from .evaluate import evaluate
+from .loggers import open_logger
 from .results import (
     METRICS,
     SAMPLES,
@@ -186,6 +187,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
 
     started = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
+    tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
     from transformers import set_seed
 
@@ -223,6 +225,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+    tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm:
         trainer.add_callback(RewardProgress())
@@ -235,6 +238,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
                             trainer.state.global_step, overrides or [])
         summary.update(status="pruned", **monitor.record())
         write_json_atomic(run_dir / SUMMARY, summary)
+        tracker.finish(summary)
         return summary
 
     evaluation = evaluate(backend, trainer.model, tokenizer, held_out, reward_funcs, cfg)
@@ -247,4 +251,5 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
         summary.update(monitor.record())
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
     write_json_atomic(run_dir / SUMMARY, summary)
+    tracker.finish(summary)
     return summary

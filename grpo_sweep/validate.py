@@ -12,6 +12,8 @@ from .rewards import RewardError
 from .rewards.mix import check_mix
 
 DATA_SOURCES = ("arithmetic", "hub", "file")
+LOGGERS = ("none", "wandb")
+LOGGER_MODES = ("auto", "online", "offline", "disabled")
 
 
 class ConfigError(ValueError):
@@ -48,6 +50,10 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"lora.r={cfg.lora.r}: LoRA rank must be > 0 (or lora=none for full fine-tuning)")
     if cfg.data.source not in DATA_SOURCES:
         raise ConfigError(f"data.source={cfg.data.source!r}; use one of: {', '.join(DATA_SOURCES)}")
+    if cfg.logger.name not in LOGGERS:
+        raise ConfigError(f"logger.name={cfg.logger.name!r}; use one of: {', '.join(LOGGERS)}")
+    if cfg.logger.mode not in LOGGER_MODES:
+        raise ConfigError(f"logger.mode={cfg.logger.mode!r}; use one of: {', '.join(LOGGER_MODES)}")
     try:
         check_mix(cfg.reward_mix)
     except RewardError as exc:

@@ -165,11 +165,25 @@ class BackendConfig:
 
 @dataclass
 class LoggerConfig:
-    # none: metrics.jsonl and summary.json only (always written)
+    # none: metrics.jsonl and summary.json only (always written) | wandb: also a W&B run per training run
     name: str = "none"
     project: str = "grpo-sweep"
     entity: Optional[str] = None
+    # extra tags; the run's overrides are always added
     tags: List[str] = field(default_factory=list)
+    # null: the sweep (every run of one -m invocation shares it); a single run gets its own
+    group: Optional[str] = None
+    # null: "trial" for the trials of an Optuna study (hparams_search=...), else "train"
+    job_type: Optional[str] = None
+    # null: the overrides, e.g. "reward_mix=format,lora.r=16"
+    run_name: Optional[str] = None
+    notes: Optional[str] = None
+    # auto: online when W&B credentials are found, else offline | online | offline | disabled
+    mode: str = "auto"
+    # seconds to wait for the W&B server before falling back to offline
+    init_timeout: float = 60.0
+    # log a completions table (prompt, completion, per-reward scores) every N steps; 0: never
+    log_completions_steps: int = 25
 
 
 @dataclass

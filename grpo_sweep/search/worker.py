@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..loggers import close_failed
 from ..results import SUMMARY, lookup, write_json_atomic
 from ..sweep import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, objectives_and_directions
@@ -119,6 +120,7 @@ class Objective:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])
+            close_failed({"status": "failed", "error": error})  # the next trial gets its own tracker run
             write_json_atomic(trial_dir / SUMMARY, {
                 "status": "failed", "error": error, "traceback": traceback.format_exc()[-4000:],
                 "overrides": overrides, "runtime_s": round(time.time() - started, 3), "run_dir": str(trial_dir),
