@@ -2,10 +2,13 @@
 
 Kept thin and light: composing, validating and submitting must not import torch/trl (login nodes).
 """
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
 from grpo_sweep.config import register_configs
+from grpo_sweep.sweep import FAILED_RUNS
 
 register_configs()
 
@@ -19,3 +22,5 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     main()
+    # a sweep goes on past a failed run and prints the table; its exit status still says something failed
+    sys.exit(1 if FAILED_RUNS else 0)

@@ -2,42 +2,67 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from .ownership import RunDirTaken, claim
+from .loggers import close_failed
 from .redact import install_log_redaction
 from .results import SUMMARY, read_summary, write_json_atomic
-from .validate import ConfigError, check_machine, validate
+from .resume import check_same_run
+from .validate import check_machine, validate
 
 log = logging.getLogger(__name__)
 
 
-def _run_dir_and_overrides() -> tuple[Path, list[str]]:
+def _run_dir_overrides_multirun() -> tuple[Path, list[str], bool]:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
-    return Path(hydra_cfg.runtime.output_dir), list(hydra_cfg.overrides.task)
+    return Path(hydra_cfg.runtime.output_dir), list(hydra_cfg.overrides.task), hydra_cfg.mode == RunMode.MULTIRUN
+
+
+def _optuna_worker_settings():
+    """Hydra's config when this job is a worker of grpo-sweep's Optuna sweeper, else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from .search.config import SWEEPER_TARGET
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN and hydra_cfg.sweeper.get("_target_") == SWEEPER_TARGET:
+        return hydra_cfg
+    return None
 
 
 def run_task(cfg: Any) -> float | None:
     install_log_redaction()
     validate(cfg)
     check_machine(cfg)
-    run_dir, overrides = _run_dir_and_overrides()
-    try:
-        claim(run_dir, cfg, overrides)  # before anything is written there
-    except RunDirTaken as exc:
-        raise ConfigError(str(exc)) from None
+    worker = _optuna_worker_settings()
+    if worker is not None:
+        from .search.worker import run_worker
+
+        return run_worker(cfg, worker)
+    run_dir, overrides, multirun = _run_dir_overrides_multirun()
+    check_same_run(run_dir, cfg)
+    previous = read_summary(run_dir)
+    if previous and previous.get("status") == "completed":
+        # a sweep re-run into its own directory (to finish what was cut off) skips what is done
+        print(f"grpo-sweep: {run_dir} already completed; not training it again\n{format_summary(previous)}")
+        return previous["objective"]
     started = time.time()
     try:
         from .train import train  # torch, trl, transformers: only on the machine that trains
 
         summary = train(cfg, run_dir, overrides)
-    except BaseException as exc:
-        # Keep a record of the failure next to the run, so a sweep's table shows it and why.
+    except Exception as exc:
+        # Not BaseException: submitit's requeue on preemption/timeout exits through here (SystemExit), and a
+        # requeued run is not a failed one. Keep a record of the failure next to the run, so a sweep's table
+        # shows it and why.
         write_json_atomic(
             run_dir / SUMMARY,
             {
@@ -49,7 +74,13 @@ def run_task(cfg: Any) -> float | None:
                 "run_dir": str(run_dir),
             },
         )
-        raise
+        close_failed({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})  # the next run gets its own tracker run
+        if not multirun:
+            raise
+        # In a sweep one failed run must not stop the others (Hydra's sweepers abort on a raised job) nor the
+        # end-of-sweep table, which shows the failure; NaN is what Optuna records as a failed trial.
+        log.error("run %s failed: %s: %s\n%s", run_dir, type(exc).__name__, exc, traceback.format_exc()[-2000:])
+        return math.nan
     print(format_summary(summary))
     return summary["objective"]
 

@@ -1,8 +1,10 @@
-"""A Hydra callback that checks every job of a run or sweep before anything runs or is submitted.
+"""A Hydra callback that checks every job of a run or sweep before anything runs or Hydra writes into a run dir.
 
-On the machine that launches (a login node for SLURM): the launcher can submit, each job's config is valid,
-and no job would write into a directory that belongs to another run. Machine checks (GPU, packages,
-sandbox) happen later, on the machine that trains (``app.run_task``). No torch is imported here.
+On the machine that launches: each job's config is valid (grpo-sweep's SLURM launcher validates its jobs
+itself, ``submit.plan_runs``), and no job would write into a directory that holds another run
+(``resume.check_same_run``; Hydra rewrites ``.hydra/`` before the task starts, so the task's own check comes
+too late to keep that). Machine checks (GPU, packages, sandbox) happen on the machine that trains
+(``app.run_task``). No torch is imported here.
 """
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .ownership import RunDirTaken, check_owner
-from .validate import ConfigError, check_launcher, validate
+from .resume import ResumeError, check_same_run
+from .validate import ConfigError, validate
+
+# launchers that validate every job themselves before submitting
+SELF_VALIDATING = ("grpo_sweep_launcher",)
 
 
 def _job_config(config: DictConfig) -> DictConfig:
@@ -21,12 +26,13 @@ def _job_config(config: DictConfig) -> DictConfig:
     return job
 
 
-def _check_job(config: DictConfig, run_dir: Path) -> None:
+def _check_job(config: DictConfig, run_dir: Path, values: bool = True) -> None:
     job = _job_config(config)
-    validate(job)
+    if values:
+        validate(job)
     try:
-        check_owner(run_dir, job, list(config.hydra.overrides.task))
-    except RunDirTaken as exc:
+        check_same_run(run_dir, job)
+    except ResumeError as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -57,10 +63,12 @@ class Preflight(Callback):
             raise SystemExit(f"grpo-sweep: {exc}") from None
 
     def _check_sweep(self, config: DictConfig) -> None:
-        check_launcher(config.hydra.launcher.get("_target_"))
+        launcher = str(config.hydra.launcher.get("_target_", ""))
+        values = not any(name in launcher for name in SELF_VALIDATING)
         jobs = _sweep_jobs(config)
         if jobs is None:
-            validate(_job_config(config))  # the search space is the sweeper's; check the base config
+            if values:
+                validate(_job_config(config))  # the search space is the sweeper's; check the base config
             return
         from hydra.core.global_hydra import GlobalHydra
 
@@ -70,6 +78,6 @@ class Preflight(Callback):
             with open_dict(job):
                 job.hydra.job.num = num
             try:
-                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir))
+                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir), values)
             except ConfigError as exc:
                 raise ConfigError(f"job {num} ({' '.join(overrides)}): {exc}") from None

@@ -15,7 +15,7 @@ METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Temp file in the same directory, fsync, rename: a reader (or a crash) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
@@ -32,11 +32,11 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """JSON, secrets masked (see redact.py), written atomically."""
-    _write_atomic(path, json.dumps(redact(data), indent=2, default=_jsonable) + "\n")
+    write_text_atomic(path, json.dumps(redact(data), indent=2, default=_jsonable) + "\n")
 
 
 def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
-    _write_atomic(path, "".join(json.dumps(redact(row), default=_jsonable) + "\n" for row in rows))
+    write_text_atomic(path, "".join(json.dumps(redact(row), default=_jsonable) + "\n" for row in rows))
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from .rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
 
 DATA_SOURCES = ("arithmetic", "hub", "file")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+LOGGERS = ("none", "wandb")
+LOGGER_MODES = ("auto", "online", "offline", "disabled")
 
 
 class ConfigError(ValueError):
@@ -62,6 +63,10 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"reward_errors={cfg.reward_errors!r}; use one of: {', '.join(ON_ERROR)}")
     if cfg.model.dtype not in DTYPES:
         raise ConfigError(f"model.dtype={cfg.model.dtype!r}; use one of: {', '.join(DTYPES)}")
+    if cfg.logger.name not in LOGGERS:
+        raise ConfigError(f"logger.name={cfg.logger.name!r}; use one of: {', '.join(LOGGERS)}")
+    if cfg.logger.mode not in LOGGER_MODES:
+        raise ConfigError(f"logger.mode={cfg.logger.mode!r}; use one of: {', '.join(LOGGER_MODES)}")
     try:
         mix_terms = check_mix(cfg.reward_mix)
         precheck_files(cfg.data, needs_ground_truth(cfg.reward_mix), data_columns(cfg.reward_mix))
@@ -144,61 +149,3 @@ def check_machine(cfg: Any) -> None:
                     f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here ({exc}); "
                     f"set reward_mix.{term.name}.params.isolation=rlimits to run it with resource limits only (no network isolation)"
                 ) from None
-
-
-def check_launcher(launcher_target: str | None) -> None:
-    """Before submission: a SLURM launcher needs sbatch on this machine."""
-    if launcher_target and "slurm" in launcher_target.lower() and shutil.which("sbatch") is None:
-        raise ConfigError(
-            f"hydra/launcher ({launcher_target}) submits with sbatch, which is not on PATH here; "
-            "run from a SLURM login node, or use hydra/launcher=submitit_local (or basic) to run locally"
-        )
-
-
-def check_storage_url(url: str, timeout_s: float = 10.0) -> None:
-    """An Optuna storage URL that can be opened: an RDB URL (sqlite:///..., postgresql://...) or a journal file path."""
-    if not url or not isinstance(url, str):
-        raise ConfigError(f"storage={url!r}: give an RDB URL such as sqlite:///optuna.db, or a journal file path")
-    if "://" not in url:  # a JournalFileBackend path
-        parent = Path(url).expanduser().resolve().parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise ConfigError(f"storage={url!r}: directory {str(parent)!r} does not exist or is not writable")
-        return
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-        if path and path != ":memory:":
-            file = Path(path).expanduser()
-            parent = file.resolve().parent
-            if not parent.is_dir() or not os.access(parent, os.W_OK):
-                raise ConfigError(f"storage={url!r}: directory {str(parent)!r} does not exist or is not writable")
-            if file.exists():
-                with file.open("rb") as f:
-                    header = f.read(16)
-                if header and header != b"SQLite format 3\x00":
-                    raise ConfigError(f"storage={url!r}: {str(file)!r} exists and is not an SQLite database")
-        return
-    import threading
-
-    import sqlalchemy  # comes with optuna; small next to torch
-
-    outcome: list = []
-
-    def connect():
-        try:
-            engine = sqlalchemy.create_engine(url)
-            with engine.connect():
-                pass
-            engine.dispose()
-            outcome.append(None)
-        except Exception as exc:  # noqa: BLE001  (driver missing, bad URL, server unreachable, auth)
-            outcome.append(exc)
-
-    worker = threading.Thread(target=connect, daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if not outcome:
-        raise ConfigError(f"storage={url!r}: no connection within {timeout_s:.0f} s")
-    if outcome[0] is not None:
-        exc = outcome[0]
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"storage={url!r} cannot be opened: {type(exc).__name__}: {first}")

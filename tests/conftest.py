@@ -13,6 +13,10 @@ CONF = ROOT / "conf"
 # One tiny-model cache for the whole test session (and the subprocesses it starts).
 os.environ.setdefault("GRPO_SWEEP_CACHE", str(Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-test-cache"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The SLURM that scripts/slurm_local.sh starts, for the `slurm` tests (its clients need SLURM_CONF).
+_LOCAL_SLURM_CONF = Path(os.environ.get("SLURM_BASE", Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-slurm")) / "etc/slurm.conf"
+if _LOCAL_SLURM_CONF.exists():
+    os.environ.setdefault("SLURM_CONF", str(_LOCAL_SLURM_CONF))
 
 # Settings for a seconds-long real run in tests.
 FAST = [

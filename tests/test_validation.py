@@ -16,9 +16,11 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from grpo_sweep import validate as validation
-from grpo_sweep.ownership import RunDirTaken, claim
+from grpo_sweep.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
-from grpo_sweep.validate import ConfigError, check_launcher, check_machine, check_storage_url, validate
+from grpo_sweep.search.storage import check_storage_url
+from grpo_sweep.submit import check_resources
+from grpo_sweep.validate import ConfigError, check_machine, validate
 
 from .conftest import ROOT, compose
 
@@ -68,12 +70,12 @@ def no_sandbox(tmp, mp):
 
 def no_sbatch(tmp, mp):
     mp.setattr(shutil, "which", lambda name: None)
-    check_launcher("hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher")
+    check_resources({}, "slurm")
 
 
 def taken_dir(tmp, mp):
-    claim(tmp, compose(["lora.r=16"]), ["lora.r=16"])
-    claim(tmp, compose(["lora.r=32"]), ["lora.r=32"])
+    remember_config(tmp, compose(["lora.r=16"]))
+    check_same_run(tmp, compose(["lora.r=32"]))
 
 
 def lora_targets_absent(tmp, mp):
@@ -127,20 +129,19 @@ CASES = [
     ("unsloth backend without a GPU", with_packages({"unsloth"}, False, ["backend.name=unsloth"]), "backend.name=unsloth needs a GPU and this machine has no GPU"),
     ("code reward where the sandbox cannot be built", no_sandbox, "reward_mix.code: cannot sandbox generated code with isolation=namespaces here"),
     ("code reward with an unknown isolation", bad(["+reward_mix.code.weight=1", "+reward_mix.code.params.isolation=none"]), "reward_mix.code.params.isolation='none'; use one of: namespaces, rlimits"),
-    ("SLURM launcher without sbatch", no_sbatch, "submits with sbatch, which is not on PATH here"),
-    ("Optuna storage: directory missing", lambda t, m: check_storage_url("sqlite:////nonexistent/dir/optuna.db"), "storage='sqlite:////nonexistent/dir/optuna.db': directory '/nonexistent/dir' does not exist"),
-    ("Optuna storage: not an SQLite file", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'x.db', [{'a': 1}])}"), "exists and is not an SQLite database"),
-    ("Optuna storage: driver/dialect missing", lambda t, m: check_storage_url("nosuchdb://user@localhost/optuna"), "storage='nosuchdb://user@localhost/optuna' cannot be opened: NoSuchModuleError"),
-    ("Optuna storage: server unreachable", lambda t, m: check_storage_url("mysql+pymysql://u:p@127.0.0.1:1/optuna"), "storage='mysql+pymysql://u:p@127.0.0.1:1/optuna' cannot be opened"),
-    ("Optuna storage: journal file in a missing directory", lambda t, m: check_storage_url("/nonexistent/dir/journal.log"), "directory '/nonexistent/dir' does not exist"),
+    ("SLURM launcher without sbatch", no_sbatch, "hydra/launcher=slurm: SLURM's sbatch is not on PATH here"),
+    ("Optuna storage: directory cannot be made", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'f', [])}/optuna.db"), "cannot be opened"),
+    ("Optuna storage: not an SQLite file", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'x.db', [{'a': 1}])}"), "cannot be opened: DatabaseError"),
+    ("Optuna storage: driver/dialect missing", lambda t, m: check_storage_url("nosuchdb://user@localhost/optuna"), "hydra.sweeper.storage='nosuchdb://user@localhost/optuna' cannot be opened: NoSuchModuleError"),
+    ("Optuna storage: server unreachable", lambda t, m: check_storage_url("postgresql://u:p@127.0.0.1:1/optuna"), "hydra.sweeper.storage='postgresql://u:p@127.0.0.1:1/optuna' cannot be opened"),
     ("a credential in the config", bad(["+trainer.args.hub_token=hf_abcdefgh"]), "trainer.args.hub_token=<hidden>: credentials must not go into the config"),
-    ("output directory of another run", taken_dir, "belongs to another run (lora.r: 16 -> 32)"),
+    ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
 ]
 
 
 @pytest.mark.parametrize("name, setup, message", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_fails_with_a_message_naming_it(name, setup, message, tmp_path, monkeypatch):
-    errors = (ConfigError, ConfigCompositionException, RunDirTaken, ValueError)
+    errors = (ConfigError, ConfigCompositionException, ResumeError, ValueError)
     with pytest.raises(errors) as info:
         setup(tmp_path, monkeypatch)
     text = str(info.value)
@@ -150,24 +151,9 @@ def test_bad_input_fails_with_a_message_naming_it(name, setup, message, tmp_path
 
 
 def test_valid_inputs_pass():
-    check_storage_url(f"sqlite:///{os.environ.get('TMPDIR', '/tmp')}/grpo-sweep-check.db")
-    check_launcher("hydra._internal.core_plugins.basic_launcher.BasicLauncher")
     cfg = compose(["+reward_mix.code.weight=0.5"])
     validate(cfg)
     check_machine(cfg)  # builds the sandbox for real here
-
-
-def test_same_config_may_reuse_its_directory(tmp_path):
-    """A requeued or resumed run of the same config is allowed into its own directory."""
-    claim(tmp_path, compose(["lora.r=16"]), ["lora.r=16"])
-    claim(tmp_path, compose(["lora.r=16", "output_root=/elsewhere"]), ["lora.r=16"])
-    assert json.loads((tmp_path / "run_identity.json").read_text())["config"]["lora.r"] == 16
-
-
-def test_legacy_run_dir_is_judged_by_its_summary(tmp_path):
-    (tmp_path / "summary.json").write_text(json.dumps({"status": "completed", "overrides": ["lora.r=16"]}))
-    with pytest.raises(RunDirTaken, match="holds a finished run with overrides"):
-        claim(tmp_path, compose(["lora.r=32"]), ["lora.r=32"])
 
 
 def launch(args, cwd, env=None):
@@ -186,15 +172,9 @@ def test_a_sweep_with_one_bad_job_launches_nothing(tmp_path):
 
 def test_a_run_into_another_runs_directory_writes_nothing(tmp_path):
     run_dir = tmp_path / "run"
-    claim(run_dir, compose(["lora.r=16"]), ["lora.r=16"])
-    before = sorted(p.name for p in run_dir.iterdir())
+    remember_config(run_dir, compose(["lora.r=16"]))
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
     out = launch(["lora.r=32", f"hydra.run.dir={run_dir}", f"output_root={tmp_path}"], tmp_path)
     assert out.returncode != 0
-    assert "belongs to another run (lora.r: 16 -> 32)" in out.stderr
-    assert sorted(p.name for p in run_dir.iterdir()) == before  # not even Hydra's .hydra/
-
-
-def test_slurm_launcher_without_sbatch_submits_nothing(tmp_path):
-    out = launch(["-m", "hydra/launcher=submitit_slurm", f"output_root={tmp_path}"], tmp_path, env={"PATH": "/nonexistent"})
-    assert out.returncode != 0
-    assert "submits with sbatch, which is not on PATH here" in out.stderr
+    assert "holds a run started with another config (lora.r: 16 -> 32)" in out.stderr
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # not even Hydra's .hydra/

@@ -1,0 +1,146 @@
+"""Login-node speed and SLURM behaviour, measured against the local SLURM (bash scripts/slurm_local.sh start).
+
+    python bench/slurm.py          # prints the numbers, writes bench/results/slurm.json
+
+- compose + validate one config (in process, after imports; and `python launch.py --cfg job` as a process)
+- submitting a 32-run sweep (detached, held in the queue, then cancelled) and whether torch & co. were imported
+- the 4-run grid (tiny CPU settings) through SLURM against the same grid with the local launcher
+- preemption: from `scancel --signal=USR2` to the run resuming from its checkpoint in the same run dir
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import FAST, compose  # noqa: E402
+
+SLURM = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
+         "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=20"]
+GRID = ["reward_mix=format,correct", "lora.r=16,32"]
+HEAVY = ("torch", "trl", "transformers", "unsloth")
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def launch(args: list[str], out: Path, timeout: int = 900) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"], cwd=out,
+                          capture_output=True, text=True, timeout=timeout, env=ENV)
+    if proc.returncode:
+        raise SystemExit(f"launch.py {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - started, proc
+
+
+def sweep_dir(out: Path) -> Path:
+    return sorted(out.glob("grpo/multiruns/*"))[-1]
+
+
+def jobs(out: Path) -> list[dict]:
+    return json.loads((sweep_dir(out) / "jobs.json").read_text())["jobs"]
+
+
+def compose_validate() -> dict:
+    from grpo_sweep.validate import validate
+
+    validate(compose([]))  # warm: Hydra's first compose loads its plugins
+    times = []
+    for r in (16, 32, 64, 8, 4):
+        started = time.perf_counter()
+        validate(compose([f"lora.r={r}", "reward_mix=format_correct"]))
+        times.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "launch.py"), "--cfg", "job"], capture_output=True, check=True, env=ENV)
+    return {"compose_validate_s": round(sorted(times)[len(times) // 2], 3),
+            "launch_cfg_job_process_s": round(time.perf_counter() - started, 2)}
+
+
+def submit_32(tmp: Path) -> dict:
+    out = tmp / "submit32"
+    out.mkdir()
+    args = ["-m", *SLURM, "hydra.launcher.detach=true", "+hydra.launcher.additional_parameters.hold=true",
+            "reward_mix=format,correct,format_correct,length", "lora.r=8,16,32,64", "trainer.seed=1,2",
+            f"output_root={out}"]
+    # held in the queue (sbatch --hold), so the 32 jobs never start; cancelled right after
+    probe = (
+        "import json, runpy, sys\n"
+        f"sys.argv = ['launch.py', *{args!r}]\n"
+        "try:\n"
+        f"    runpy.run_path({str(ROOT / 'launch.py')!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('HEAVY ' + json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    )
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, env=ENV)
+    wall = time.perf_counter() - started
+    heavy = json.loads(proc.stdout.split("HEAVY ")[-1]) if "HEAVY " in proc.stdout else None
+    submitted = jobs(out)
+    validated = [line for line in proc.stderr.splitlines() if "validated" in line]
+    subprocess.run(["scancel", submitted[0]["job_id"].split("_")[0]], check=True)
+    return {"submit_32_runs_s": round(wall, 2), "jobs_submitted": len(submitted), "heavy_modules_imported": heavy,
+            "validate_log": validated[-1].split("] ")[-1] if validated else None}
+
+
+def grids(tmp: Path) -> dict:
+    local_s, _ = launch(["-m", *GRID, *FAST], tmp / "local")
+    slurm_s, _ = launch(["-m", *SLURM, *GRID, *FAST], tmp / "slurm")
+    return {"grid4_local_launcher_s": round(local_s, 1), "grid4_slurm_launcher_s": round(slurm_s, 1)}
+
+
+def preemption(tmp: Path) -> dict:
+    out = tmp / "preempt"
+    launch(["-m", *SLURM, "hydra.launcher.detach=true", *FAST, "trainer.max_steps=14", "trainer.save_steps=4",
+            "trainer.disable_tqdm=true"], out)
+    [job] = jobs(out)
+    run_dir = Path(job["run_dir"])
+    while not (run_dir / "checkpoints" / "checkpoint-4").exists():
+        time.sleep(0.2)
+    signalled = time.time()
+    subprocess.run(["scancel", "--signal=USR2", job["job_id"]], check=True)
+    running_again = None
+    while not (run_dir / "resumes.jsonl").exists():
+        if running_again is None:
+            state = subprocess.run(["sacct", "-X", "-n", "-P", "--duplicates", "-o", "State", "-j", job["job_id"]],
+                                   capture_output=True, text=True).stdout.split()
+            if "REQUEUED" in state and state[-1] == "RUNNING":
+                running_again = time.time()
+        time.sleep(0.2)
+    resume = json.loads((run_dir / "resumes.jsonl").read_text().splitlines()[0])
+    while not (run_dir / "summary.json").exists():
+        time.sleep(0.5)
+    steps = [json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in l]
+    return {
+        "signal_to_job_running_again_s": round(running_again - signalled, 1) if running_again else None,
+        "signal_to_training_resumed_s": round(resume["time"] - signalled, 1),
+        "resumed_from_step": resume["from_step"],
+        "steps_logged_once_each": steps == list(range(1, 15)),
+    }
+
+
+def main() -> None:
+    results = {"machine": f"{os.cpu_count()} CPUs, {platform.python_version()}",
+               "load_average_at_start": os.getloadavg()}
+    results.update(compose_validate())
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        results.update(submit_32(tmp))
+        results.update(grids(tmp))
+        results.update(preemption(tmp))
+    results["load_average_at_end"] = os.getloadavg()
+    for key, value in results.items():
+        print(f"{key:32} {value}")
+    path = ROOT / "bench" / "results" / "slurm.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

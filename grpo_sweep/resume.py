@@ -1,0 +1,105 @@
+"""Resuming a run in its own directory after a preemption, a time limit or a kill.
+
+A run directory that already holds TRL checkpoints is continued from the newest complete one, and
+metrics.jsonl is cut back to that step first, so every step is in it exactly once. No torch here.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from .results import METRICS, read_jsonl, write_jsonl_atomic, write_text_atomic
+
+CHECKPOINTS = "checkpoints"
+# the config the run started with (Hydra rewrites .hydra/config.yaml on every start, so it cannot tell)
+STARTED_WITH = "config.yaml"
+RESUMES = "resumes.jsonl"
+# keys that may differ between attempts without changing what is trained
+IGNORED_KEYS = ("output_root",)
+
+
+class ResumeError(ValueError):
+    """The run directory holds a different run; the message names the keys that differ."""
+
+
+def last_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
+    """The newest checkpoint whose save finished, and its step.
+
+    transformers' get_last_checkpoint takes the highest-numbered directory even when a kill cut its save
+    short; trainer_state.json is written last, so a checkpoint counts only once that file parses.
+    """
+    found = []
+    for path in (Path(run_dir) / CHECKPOINTS).glob("checkpoint-*"):
+        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+        if match and path.is_dir():
+            found.append((int(match.group(1)), path))
+    for _, path in sorted(found, reverse=True):
+        try:
+            state = json.loads((path / "trainer_state.json").read_text())
+            return path, int(state["global_step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _flat(cfg: Any) -> dict:
+    container = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    out: dict = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and node:
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            out[prefix[:-1]] = node
+
+    walk({k: v for k, v in container.items() if k not in IGNORED_KEYS and k != "hydra"}, "")
+    return out
+
+
+def check_same_run(run_dir: Path, cfg: Any) -> None:
+    """Refuse to continue a run directory that was started with another config."""
+    path = Path(run_dir) / CHECKPOINTS / STARTED_WITH
+    if not path.exists():
+        return
+    before, now = _flat(OmegaConf.load(path)), _flat(cfg)
+    changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    if changed:
+        shown = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed[:5])
+        raise ResumeError(
+            f"{run_dir} holds a run started with another config ({shown}{', ...' if len(changed) > 5 else ''}); "
+            "resume it with its own overrides, or pick a new output directory"
+        )
+
+
+def remember_config(run_dir: Path, cfg: Any) -> None:
+    path = Path(run_dir) / CHECKPOINTS / STARTED_WITH
+    path.parent.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("hydra", None)
+    write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(resolved)))  # the ownership record: never half-written
+
+
+def trim_metrics(run_dir: Path, step: int) -> int:
+    """Keep the logged steps up to ``step`` (the checkpoint's); drop later ones and end-of-training rows.
+
+    Returns how many whole rows were dropped; a line cut short by a kill goes too (read_jsonl skips it).
+    """
+    path = Path(run_dir) / METRICS
+    rows = read_jsonl(path)
+    kept = [row for row in rows if row.get("step", 0) <= step and "train_runtime" not in row]
+    write_jsonl_atomic(path, kept)
+    return len(rows) - len(kept)
+
+
+def record_resume(run_dir: Path, step: int, dropped: int) -> list[dict]:
+    """Note the resume in resumes.jsonl (read by the status command and the summary); return all of them."""
+    path = Path(run_dir) / RESUMES
+    with path.open("a") as f:
+        f.write(json.dumps({"time": time.time(), "from_step": step, "dropped_metric_rows": dropped}) + "\n")
+    return read_jsonl(path)

@@ -1,0 +1,153 @@
+"""`python -m grpo_sweep.status <sweep_dir>`: where each run of a (detached) sweep stands.
+
+Per run: pending / running / requeued / done / failed, its last logged step, its objective, and for a failed
+run the tail of its error. When every run has ended it prints the sweep table (and saves sweep_table.md).
+Reads the run directories and, for SLURM sweeps, `sacct`; no torch, safe on a login node.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .results import METRICS, read_summary, write_text_atomic
+from .resume import RESUMES
+from .submit import JOBS
+from .sweep import collect_runs, sweep_table, varying_overrides
+
+ENDED = ("done", "failed")
+# SLURM states of a job that ended; without a summary.json it ended without finishing its run
+SLURM_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
+
+
+def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
+    """job id -> (current SLURM state, times requeued), from sacct; empty where sacct is not there."""
+    if not job_ids or not shutil.which("sacct"):
+        return {}
+    try:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "--duplicates", "-o", "JobID,State", "-j", ",".join(job_ids)],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return {}
+    jobs: dict[str, tuple[str, int]] = {}
+    for line in out.splitlines():
+        job_id, _, state = line.partition("|")
+        state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0"
+        _, requeues = jobs.get(job_id, ("", 0))
+        jobs[job_id] = (state, requeues + (state == "REQUEUED"))
+    return jobs
+
+
+def last_step(run_dir: Path) -> int | None:
+    path = run_dir / METRICS
+    if not path.exists():
+        return None
+    for line in reversed(path.read_text().splitlines()):
+        try:
+            return json.loads(line)["step"]
+        except (ValueError, KeyError):
+            continue
+    return None
+
+
+def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
+    logs = sorted((sweep_dir / ".submitit" / job_id).glob("*_log.err"))
+    if not logs:
+        return ""
+    return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-lines:])
+
+
+def run_states(sweep_dir: Path) -> list[dict]:
+    """One dict per run: num, run_dir, overrides, job_id, state, requeues, step, objective, error."""
+    sweep_dir = Path(sweep_dir)
+    jobs_file = sweep_dir / JOBS
+    if jobs_file.exists():
+        runs = json.loads(jobs_file.read_text())["jobs"]
+    else:  # a local sweep: the run directories are all there is
+        runs = [{"num": d.name, "run_dir": str(d), "job_id": None, "overrides": []} for d, _ in collect_runs(sweep_dir)]
+    slurm = slurm_jobs([r["job_id"] for r in runs if r.get("job_id")])
+    states = []
+    for run in runs:
+        run_dir = Path(run["run_dir"])
+        summary = read_summary(run_dir) or {}
+        slurm_state, requeues = slurm.get(run.get("job_id") or "", (None, 0))
+        resumes = sum(1 for _ in open(run_dir / RESUMES)) if (run_dir / RESUMES).exists() else 0
+        error = ""
+        if summary.get("status") == "completed":
+            state = "done"
+        elif summary.get("status") == "failed":
+            state = "failed"
+            error = "\n".join([summary.get("error", "")] + summary.get("traceback", "").splitlines()[-6:])
+        elif slurm_state in SLURM_ENDED:
+            state = "failed"
+            error = f"SLURM job {run['job_id']} is {slurm_state} and its run left no summary.json\n"
+            error += _job_log_tail(sweep_dir, run["job_id"])
+        elif slurm_state == "PENDING":
+            state = "requeued" if requeues else "pending"
+        elif slurm_state in ("RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING"):
+            state = "requeued" if slurm_state == "REQUEUED" else "running"
+        else:  # no scheduler to ask: judge from the files
+            state = "running" if (run_dir / METRICS).exists() else "pending"
+        states.append(
+            {
+                "num": run["num"],
+                "run_dir": str(run_dir),
+                "overrides": run.get("overrides", []),
+                "job_id": run.get("job_id"),
+                "state": state,
+                "requeues": max(requeues, resumes),
+                "step": last_step(run_dir),
+                "objective": summary.get("objective"),
+                "error": error.strip(),
+            }
+        )
+    return states
+
+
+def report(sweep_dir: Path) -> tuple[str, bool]:
+    """The status text, and whether every run has ended."""
+    states = run_states(sweep_dir)
+    if not states:
+        return f"no runs under {sweep_dir} (no {JOBS}, no run directories)", False
+    header = ["run", "job", "state", "requeues", "step", "objective", "overrides"]
+    rows = [
+        [str(s["num"]), s["job_id"] or "-", s["state"], str(s["requeues"]), "-" if s["step"] is None else str(s["step"]),
+         "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(swept) or "(defaults)"]
+        for s, swept in zip(states, varying_overrides(states))
+    ]
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    counts = {}
+    for s in states:
+        counts[s["state"]] = counts.get(s["state"], 0) + 1
+    lines.insert(0, f"Sweep {sweep_dir}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    for s in states:
+        if s["error"]:
+            lines.append(f"\nrun {s['num']} failed:\n  " + s["error"].replace("\n", "\n  "))
+    finished = all(s["state"] in ENDED for s in states)
+    if finished:
+        table = sweep_table(Path(sweep_dir))
+        write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
+        lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.report {sweep_dir}")
+    return "\n".join(lines), finished
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.status", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path)
+    args = parser.parse_args(argv)
+    if not args.sweep_dir.is_dir():
+        print(f"error: sweep_dir={args.sweep_dir} is not a directory", file=sys.stderr)
+        return 2
+    text, _ = report(args.sweep_dir)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Submitting a sweep through submitit (the launch side of hydra_plugins/grpo_sweep_launcher).
+
+Runs on the login node: no torch/trl/transformers here, and every run is validated before one is queued.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf, open_dict
+
+from hydra.errors import CompactHydraException
+
+from .results import SUMMARY, read_summary, write_json_atomic
+from .sweep import varying_overrides
+from .validate import ConfigError, validate
+
+log = logging.getLogger(__name__)
+
+JOBS = "jobs.json"
+
+
+class SubmitError(ConfigError, CompactHydraException):
+    """A run that cannot work, found before submission; Hydra prints it as one line, without a traceback."""
+
+
+def check_resources(params: dict, executor: str) -> None:
+    """No scheduler, and the GPU-mapping traps of the submitit launcher, caught before submission."""
+    if executor == "slurm" and not shutil.which("sbatch"):
+        raise SubmitError(
+            "hydra/launcher=slurm: SLURM's sbatch is not on PATH here; submit from a login node, or run the "
+            "sweep on this machine with hydra/launcher=local or hydra/launcher=submitit_local"
+        )
+    tasks = params.get("tasks_per_node") or 1
+    if tasks != 1:
+        raise SubmitError(
+            f"hydra.launcher.tasks_per_node={tasks}: one run is one training process, so {tasks} tasks would train "
+            "the same run into the same directory; keep tasks_per_node=1 and give the job GPUs with gpus_per_node"
+        )
+    gpus = params.get("gpus_per_node") or 0
+    if gpus > 1:
+        log.warning(
+            "hydra.launcher.gpus_per_node=%d: a run is one process and trains on one GPU; the other %d stay idle "
+            "unless a backend uses them (e.g. a vLLM server). One run per GPU: gpus_per_node=1", gpus, gpus - 1,
+        )
+
+
+def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
+    """Compose and validate every run as its job will; return each run's directory. Raises before submission."""
+    loader = launcher.hydra_context.config_loader
+    swept = varying_overrides([{"overrides": list(o)} for o in job_overrides])
+    run_dirs = []
+    for idx, overrides, shown in zip(range(initial_job_idx, initial_job_idx + len(job_overrides)), job_overrides, swept):
+        cfg = loader.load_sweep_config(launcher.config, list(overrides))
+        with open_dict(cfg.hydra.job):
+            cfg.hydra.job.num = idx
+        try:
+            validate(cfg)
+        except ConfigError as exc:
+            raise SubmitError(f"run #{idx} ({' '.join(shown) or 'defaults'}): {exc}; nothing was submitted") from None
+        run_dirs.append(Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir))
+    return run_dirs
+
+
+def record_jobs(sweep_dir: Path, entries: list[dict]) -> None:
+    """Append this batch's jobs to <sweep_dir>/jobs.json (a sweeper may launch several batches)."""
+    path = sweep_dir / JOBS
+    known = json.loads(path.read_text())["jobs"] if path.exists() else []
+    nums = {e["num"] for e in entries}
+    jobs = [e for e in known if e["num"] not in nums] + entries
+    write_json_atomic(path, {"sweep_dir": str(sweep_dir), "jobs": sorted(jobs, key=lambda e: e["num"])})
+
+
+def _executor(launcher: Any):
+    """The submitit executor, parameterised exactly as hydra-submitit-launcher does it."""
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+
+    kind = launcher._EXECUTOR
+    params = dict(launcher.params)
+    init = {"folder": params.pop("submitit_folder")}
+    if "max_num_timeout" in params:
+        init[f"{kind}_max_num_timeout"] = params.pop("max_num_timeout")
+    executor = submitit.AutoExecutor(cluster=kind, **init)
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in base else f"{kind}_{k}": v for k, v in params.items()})
+    return executor
+
+
+def _failed_return(overrides: Sequence[str], run_dir: Path, job: Any, exc: BaseException):
+    """A job that died without a result: record it as a failed run, like a run that raised."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    summary = read_summary(run_dir)
+    if not summary or summary.get("status") != "failed":
+        write_json_atomic(
+            run_dir / SUMMARY,
+            {
+                "status": "failed",
+                "error": f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}",
+                "traceback": str(exc)[-4000:],
+                "overrides": list(overrides),
+                "run_dir": str(run_dir),
+            },
+        )
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=math.nan)
+    return ret
+
+
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    check_resources(launcher.params, launcher._EXECUTOR)
+    started = time.perf_counter()
+    run_dirs = plan_runs(launcher, job_overrides, initial_job_idx)
+    log.info("validated %d runs in %.2f s", len(run_dirs), time.perf_counter() - started)
+
+    executor = _executor(launcher)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    job_params = []
+    for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+        log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
+        job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+    jobs = executor.map_array(launcher, *zip(*job_params))
+    record_jobs(
+        sweep_dir,
+        [
+            {"num": idx, "job_id": job.job_id, "run_dir": str(run_dir), "overrides": list(overrides)}
+            for idx, (job, run_dir, overrides) in enumerate(zip(jobs, run_dirs, job_overrides), start=initial_job_idx)
+        ],
+    )
+
+    if getattr(launcher, "detach", False):
+        ids = ", ".join(job.job_id for job in jobs)
+        print(
+            f"Submitted {len(jobs)} jobs: {ids}\nSweep dir: {sweep_dir}\n"
+            f"Check on it: python -m grpo_sweep.status {sweep_dir}",
+            flush=True,
+        )
+        return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None) for o in job_overrides]
+
+    returns = []
+    for job, run_dir, overrides in zip(jobs, run_dirs, job_overrides):
+        try:
+            returns.append(job.results()[0])
+        except Exception as exc:  # submitit's UncompletedJobError / FailedJobError: no result was written
+            log.error("job %s (%s) ended without a result", job.job_id, " ".join(overrides))
+            returns.append(_failed_return(overrides, run_dir, job, exc))
+    return returns

@@ -1,0 +1,143 @@
+"""Launcher options, and what the SLURM launcher does on the login node (against a stand-in `sbatch`).
+
+The stand-in records the job script submitit wrote and answers like sbatch; everything else is the real
+submission path. The same path against a real controller is in test_slurm.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+
+from .conftest import CONF, FAST, ROOT
+
+HEAVY = ("torch", "trl", "transformers", "unsloth", "peft", "datasets")
+CPU_JOB = ["hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2"]
+
+
+def launcher_cfg(overrides: list[str]):
+    from grpo_sweep.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True).hydra.launcher
+
+
+def test_launcher_options_keep_slurm_keys_to_slurm():
+    assert launcher_cfg([])._target_.endswith("BasicLauncher")
+    assert launcher_cfg(["hydra/launcher=submitit_local"])._target_.endswith("submitit_launcher.LocalLauncher")
+    slurm = launcher_cfg(["hydra/launcher=slurm"])
+    assert slurm._target_ == "hydra_plugins.grpo_sweep_launcher.launcher.GrpoSlurmLauncher"
+    assert (slurm.gpus_per_node, slurm.tasks_per_node, slurm.detach) == (1, 1, False)
+    assert slurm.max_num_timeout > 0  # requeue on time limit: resume makes it safe
+    site = launcher_cfg(["hydra/launcher=slurm_example_site"])
+    assert (site.partition, site.account, site.gpus_per_node) == ("gpu", "my_lab", 1)
+    assert site.setup and site.additional_parameters["mail-type"] == "FAIL"
+    for bad in (["hydra/launcher=submitit_local", "hydra.launcher.partition=gpu"],
+                ["hydra/launcher=submitit_local", "hydra.launcher.detach=true"],
+                ["hydra.launcher.partition=gpu"]):
+        with pytest.raises(Exception, match="partition|detach"):
+            launcher_cfg(bad)
+
+
+@pytest.fixture
+def fake_sbatch(tmp_path):
+    """An `sbatch` on PATH that keeps the script it is given and answers with a job id."""
+    bin_dir, scripts = tmp_path / "bin", tmp_path / "sbatch_scripts"
+    bin_dir.mkdir()
+    scripts.mkdir()
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {scripts}/\necho "Submitted batch job 4242"\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, scripts
+
+
+def submit(args: list[str], cwd: Path, env: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    """`python launch.py ARGS` in a subprocess that then reports its exit code and the heavy modules it loaded."""
+    probe = textwrap.dedent(
+        f"""
+        import json, runpy, sys
+        sys.argv = ["launch.py", *{args!r}, "output_root={cwd}"]
+        code = 0
+        try:
+            runpy.run_path({str(ROOT / "launch.py")!r}, run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code
+        print("PROBE " + json.dumps({{"code": code, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=cwd, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE ")]
+    assert lines, out.stdout[-2000:] + out.stderr[-3000:]
+    return out, json.loads(lines[-1][len("PROBE "):])
+
+
+def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbatch):
+    env, scripts = fake_sbatch
+    out, probe = submit(
+        ["-m", "hydra/launcher=slurm_example_site", "hydra.launcher.detach=true", "reward_mix=format,correct"],
+        tmp_path, env,
+    )
+    assert probe["code"] == 0, out.stderr[-3000:]
+    assert probe["heavy"] == []  # a login node composes, validates and submits without torch & co.
+    [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
+    assert "Submitted 2 jobs: 4242_0, 4242_1" in out.stdout
+    assert f"python -m grpo_sweep.status {sweep_dir}" in out.stdout
+    jobs = json.loads((sweep_dir / "jobs.json").read_text())["jobs"]
+    assert [(j["num"], j["job_id"], Path(j["run_dir"]).name) for j in jobs] == [(0, "4242_0", "0"), (1, "4242_1", "1")]
+    [script] = list(scripts.iterdir())
+    text = script.read_text()
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --account=my_lab", "#SBATCH --qos=normal",
+                 "#SBATCH --constraint='a100|h100'", "#SBATCH --gpus-per-node=1", "#SBATCH --ntasks-per-node=1",
+                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=64GB", "#SBATCH --time=720",
+                 "#SBATCH --array=0-1%2", "#SBATCH --mail-type=FAIL", "#SBATCH --signal=USR2@120",
+                 "module load cuda/12.4"):
+        assert line in text, line
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["lora.r=16,0"], "run #1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
+        (["hydra.launcher.tasks_per_node=2", "lora.r=16"], "hydra.launcher.tasks_per_node=2: one run is one training process"),
+        (["lora.rr=3"], "lora.rr"),
+    ],
+)
+def test_bad_value_fails_before_anything_is_submitted(tmp_path, fake_sbatch, overrides, message):
+    env, scripts = fake_sbatch
+    out, probe = submit(["-m", "hydra/launcher=slurm", *CPU_JOB, *overrides], tmp_path, env)
+    assert probe["code"] not in (0, None)
+    assert message in out.stderr, out.stderr[-2000:]
+    assert list(scripts.iterdir()) == []  # nothing reached sbatch
+
+
+def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
+    """One run's reward raises: the other run still trains, the table shows the failure, the exit code is 1."""
+    from .conftest import run_launch
+
+    flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
+    out = run_launch(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", *FAST, "trainer.max_steps=2"],
+                     tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert out.returncode == 1, out.stderr[-3000:]
+    [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
+    failed, done = (json.loads((sweep_dir / n / "summary.json").read_text()) for n in ("0", "1"))
+    assert failed["status"] == "failed" and "flaky reward exploded" in failed["error"]
+    assert done["status"] == "completed" and done["steps"] == 2
+    assert "run 0 failed: RuntimeError: flaky reward exploded (fail=true)" in out.stdout
+
+
+def test_slurm_launcher_without_sbatch_says_so(tmp_path):
+    empty = tmp_path / "empty_path"
+    empty.mkdir()
+    out, probe = submit(["-m", "hydra/launcher=slurm", "lora.r=16,32"], tmp_path, {"PATH": str(empty)})
+    assert probe["code"] not in (0, None)
+    assert "hydra/launcher=slurm: SLURM's sbatch is not on PATH here" in out.stderr

@@ -1,0 +1,186 @@
+"""hydra/launcher=slurm against a real SLURM controller (scripts/slurm_local.sh start): CPU-only jobs, tiny model."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_sweep.status import report, slurm_jobs
+
+from .conftest import FAST, ROOT, run_launch
+
+
+def _slurm_answers() -> bool:
+    if not shutil.which("sbatch"):
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not _slurm_answers(),
+        reason="needs a running SLURM controller: `sbatch` absent or `sinfo` gets no answer "
+        "(start one with: bash scripts/slurm_local.sh start; export SLURM_CONF=...)",
+    ),
+]
+
+# a CPU job on the 2-core test node; jobs find grpo_sweep and tests/ through PYTHONPATH (sbatch exports the env)
+SLURM = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
+         "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=20"]
+ENV = {"PYTHONPATH": str(ROOT)}
+
+
+def _sweep_dir(root: Path) -> Path:
+    [sweep_dir] = list(root.glob("grpo/multiruns/*"))
+    return sweep_dir
+
+
+def _jobs(sweep_dir: Path) -> list[dict]:
+    return json.loads((sweep_dir / "jobs.json").read_text())["jobs"]
+
+
+def _final_slurm_states(job_ids: list[str], timeout: float = 60) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        states = slurm_jobs(job_ids)
+        if len(states) == len(job_ids) and all(s in ("COMPLETED", "FAILED", "CANCELLED") for s, _ in states.values()):
+            return states
+        if time.time() > deadline:
+            return states
+        time.sleep(1)
+
+
+def _wait_for(sweep_dir: Path, timeout: float = 600) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text, finished = report(sweep_dir)
+        if finished:
+            return text
+        time.sleep(2)
+    raise AssertionError(f"sweep not finished after {timeout} s:\n{report(sweep_dir)[0]}")
+
+
+def _steps(run_dir: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in line]
+
+
+def test_grid_of_four_jobs_completes_with_the_local_table(tmp_path):
+    out = run_launch(["-m", *SLURM, "reward_mix=format,correct", "lora.r=16,32", *FAST], tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep_dir = _sweep_dir(tmp_path)
+    summaries = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))]
+    assert [s["status"] for s in summaries] == ["completed"] * 4
+    jobs = _jobs(sweep_dir)
+    states = _final_slurm_states([j["job_id"] for j in jobs])
+    assert {s for s, _ in states.values()} == {"COMPLETED"}, states
+    table = (sweep_dir / "sweep_table.md").read_text()
+    assert table in out.stdout and "reward_mix=correct lora.r=32" in table
+    # the job script submitit wrote: one task, the CPUs asked for, USR2 before the time limit (requeue + resume)
+    [script] = list((sweep_dir / ".submitit").glob("*/*_submission.sh"))[:1]
+    text = script.read_text()
+    for line in ("#SBATCH --cpus-per-task=1", "#SBATCH --ntasks-per-node=1", "#SBATCH --mem=2GB",
+                 "#SBATCH --time=20", "#SBATCH --signal=USR2@120", "#SBATCH --array=0-3%4"):
+        assert line in text, line
+
+
+def test_preempted_job_resumes_from_its_checkpoint_in_its_run_dir(tmp_path):
+    """Two identical-length runs; run 0 gets SLURM's preemption signal mid-run, run 1 runs through."""
+    fast = [*FAST, "trainer.max_steps=14", "trainer.save_steps=4", "trainer.disable_tqdm=true"]
+    out = run_launch(["-m", *SLURM, "hydra.launcher.detach=true", "lora.r=16,32", *fast], tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep_dir = _sweep_dir(tmp_path)
+    job = _jobs(sweep_dir)[0]
+    run_dir = Path(job["run_dir"])
+    deadline = time.time() + 400
+    while time.time() < deadline:
+        if (run_dir / "checkpoints" / "checkpoint-4").exists() and len(_steps(run_dir)) >= 6:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(report(sweep_dir)[0])
+    signalled = time.time()
+    subprocess.run(["scancel", "--signal=USR2", job["job_id"]], check=True)
+
+    _wait_for(sweep_dir)
+    states = _final_slurm_states([j["job_id"] for j in _jobs(sweep_dir)])
+    assert states[job["job_id"]] == ("COMPLETED", 1), states  # requeued once, then finished
+    resumes = [json.loads(line) for line in (run_dir / "resumes.jsonl").read_text().splitlines()]
+    assert len(resumes) == 1 and resumes[0]["from_step"] in (4, 8, 12)
+    print(f"requeue -> resume: {resumes[0]['time'] - signalled:.1f} s after the signal")
+    uninterrupted = Path(_jobs(sweep_dir)[1]["run_dir"])
+    assert _steps(run_dir) == _steps(uninterrupted) == list(range(1, 15))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["resumed_from_steps"] == [resumes[0]["from_step"]]
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")) == ["0", "1"]
+
+
+def test_detached_sweep_with_a_failing_run_reports_it_while_the_other_finishes(tmp_path):
+    flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
+    started = time.time()
+    out = run_launch(["-m", *SLURM, "hydra.launcher.detach=true", *flaky, "+reward_mix.flaky.params.fail=false,true",
+                      *FAST], tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert time.time() - started < 60  # it does not wait for the jobs
+    sweep_dir = _sweep_dir(tmp_path)
+    ids = [j["job_id"] for j in _jobs(sweep_dir)]
+    assert f"Submitted 2 jobs: {', '.join(ids)}" in out.stdout and str(sweep_dir) in out.stdout
+
+    first = subprocess.run([sys.executable, "-m", "grpo_sweep.status", str(sweep_dir)], capture_output=True, text=True,
+                           cwd=ROOT, env={**os.environ, **ENV})
+    assert first.returncode == 0 and "All runs ended" not in first.stdout
+    assert any(state in first.stdout for state in ("pending", "running"))
+
+    text = _wait_for(sweep_dir)
+    assert "1 done, 1 failed" in text
+    assert "run 1 failed:\n  RuntimeError: flaky reward exploded (fail=true)" in text
+    assert "All runs ended." in text and (sweep_dir / "sweep_table.md").exists()
+    assert {s for s, _ in _final_slurm_states(ids).values()} == {"COMPLETED"}  # the run failed, not the job
+
+
+def test_a_job_cancelled_mid_run_is_a_failed_run_and_the_sweep_goes_on(tmp_path):
+    """The stock launcher stops waiting at the first job without a result; this one records it and waits on."""
+    fast = [*FAST, "trainer.max_steps=10", "trainer.disable_tqdm=true"]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), "-m", *SLURM, "lora.r=16,32", *fast, f"output_root={tmp_path}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV},
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(tmp_path.glob("grpo/multiruns/*/0/metrics.jsonl")):
+        time.sleep(0.5)
+    sweep_dir = _sweep_dir(tmp_path)
+    subprocess.run(["scancel", _jobs(sweep_dir)[0]["job_id"]], check=True)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 1, stderr[-3000:]
+    cancelled = json.loads((sweep_dir / "0" / "summary.json").read_text())
+    assert cancelled["status"] == "failed" and "ended without a result" in cancelled["error"]
+    assert "CANCELLED" in cancelled["error"]
+    assert json.loads((sweep_dir / "1" / "summary.json").read_text())["status"] == "completed"
+    assert "run 0 failed: job" in stdout and "| completed |" in stdout
+
+
+def test_optuna_study_with_slurm_workers(tmp_path):
+    """Two worker jobs on the real controller pull trials from one SQLite study until the budget is spent."""
+    from .test_search import STUDY_ARGS, study_trials
+
+    out = run_launch(
+        [*STUDY_ARGS, *SLURM, "hydra.sweeper.n_workers=2"],
+        tmp_path, env=ENV,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    study_dir = tmp_path / "grpo" / "studies" / "test_space"
+    trials = study_trials(study_dir)
+    assert len(trials) == 6
+    assert "COMPLETE" in {t.state.name for t in trials}
+    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
+    assert workers == {0, 1}
+    assert "Optuna study 'test_space': 6 trials" in out.stdout
