@@ -90,18 +90,27 @@ def validate(cfg: Any) -> None:
 SECRET_KEY = re.compile(r"(^|_)(api_key|token|secret|password|passwd)$", re.IGNORECASE)
 
 
-def _no_secrets_in(cfg: Any, path: str = "") -> None:
-    """A config is saved with every run (.hydra/, summary.json): it must not carry credentials."""
-    items = cfg.items() if hasattr(cfg, "items") else []
-    for key, value in items:
-        dotted = f"{path}{key}"
-        if hasattr(value, "items"):
-            _no_secrets_in(value, dotted + ".")
-        elif SECRET_KEY.search(str(key)) and isinstance(value, str) and value:
-            raise ConfigError(
-                f"{dotted}=<hidden>: credentials must not go into the config (it is saved with the run); "
-                "set them in the environment instead (HF_TOKEN, WANDB_API_KEY)"
-            )
+def _no_secrets_in(cfg: Any) -> None:
+    """A config is saved with every run (.hydra/, summary.json): it must not carry credentials.
+
+    Checked unresolved, as Hydra saves it: ``${oc.env:HF_TOKEN}`` is the way to hand a token to a config.
+    """
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else dict(cfg)
+    container.pop("hydra", None)
+
+    def walk(node: Any, path: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{path}{key}.")
+            elif SECRET_KEY.search(str(key)) and isinstance(value, str) and value and "${" not in value and value != "???":
+                raise ConfigError(
+                    f"{path}{key}=<hidden>: credentials must not go into the config (it is saved with the run); "
+                    "set them in the environment instead (HF_TOKEN, WANDB_API_KEY)"
+                )
+
+    walk(container, "")
 
 
 def gpu_available() -> bool:
