@@ -10,9 +10,12 @@ SECRETS = {"WANDB_API_KEY": "fake-wandb-key-0123456789abcdef", "HF_TOKEN": "hf_F
 
 def test_real_runs_write_no_secrets(tmp_path):
     leaky = ["+reward_mix.leaky.fn=tests.reward_plugins.leaks_secrets", "+reward_mix.leaky.weight=0.1"]
-    out = run_launch(["-m", "reward_errors=raise,skip", *FAST, *leaky], tmp_path, env=SECRETS)
+    # W&B offline too: its run files must not carry the key either
+    wandb = ["logger=wandb", "logger.mode=offline", "logger.log_completions_steps=2"]
+    out = run_launch(["-m", "reward_errors=raise,skip", *FAST, *leaky, *wandb], tmp_path, env={**SECRETS, "WANDB_SILENT": "true"})
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) > 10, out.stderr
+    assert any(p.suffix == ".wandb" for p in files), [str(p) for p in files]
     for path in files:
         data = path.read_bytes()
         for name, value in SECRETS.items():
