@@ -123,3 +123,25 @@ def test_rlimits_fallback_still_contains_loops_and_memory():
     assert execute(HOSTILE["infinite loop at import"], ADD, limits, "rlimits").score == 0.0
     assert execute(HOSTILE["memory bomb"], ADD, limits, "rlimits").score == 0.0
     assert execute("def add(a, b): return a + b", ADD, limits, "rlimits").score == 1.0
+
+
+def test_a_real_run_with_the_code_reward(tmp_path):
+    """TRL hands the `tests` column to the code reward; the run trains and evaluates with it."""
+    import json
+
+    from grpo_sweep.train import train
+    from grpo_sweep.validate import check_machine, validate
+
+    from .conftest import FAST, compose
+
+    rows = [{"prompt": f"Write add(a, b). Example: add({i}, 1) = {i + 1}", "ground_truth": str(i + 1), "tests": ADD}
+            for i in range(40)]
+    data = tmp_path / "code.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = compose(FAST + ["data=file", f"data.path={data}", "+reward_mix.code.weight=1", "+reward_mix.code.params.timeout_s=2"])
+    validate(cfg)
+    check_machine(cfg)
+    summary = train(cfg, tmp_path / "run")
+    assert summary["status"] == "completed" and summary["steps"] == 6
+    assert summary["train_rewards"]["code"] == 0.0  # a random tiny model writes no working Python
+    assert summary["eval_rewards"]["code"] == 0.0 and summary["reward_failures"]["code"] == 0

@@ -13,7 +13,9 @@ import traceback
 
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
-MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+# kept on remount: a user namespace may not clear them (locked flags), and atime flags count too
+MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
+               "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
 NOBODY = 65534
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 libc = ctypes.CDLL(None, use_errno=True)
@@ -61,9 +63,9 @@ def isolate(limits, real_root):
         kept = sum(flag for name, flag in MOUNT_FLAGS.items() if name in options)
         try:
             _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
-        except OSError:
-            if point == "/":
-                raise
+        except OSError as exc:
+            if os.path.exists(point):  # a mount left writable is a way out: refuse (setup_failed)
+                raise OSError(exc.errno, f"cannot make {point} read-only: {exc.strerror}") from None
     if real_root:
         # uid 0 ignores RLIMIT_NPROC and owns most files: become nobody.
         os.setgroups([])
