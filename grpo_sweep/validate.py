@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .backends import BACKENDS
+from .backends.gpu_stack import BackendError, check_config
 from .rewards import RewardError
 from .rewards.mix import check_mix
 
@@ -50,5 +51,6 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"data.source={cfg.data.source!r}; use one of: {', '.join(DATA_SOURCES)}")
     try:
         check_mix(cfg.reward_mix)
-    except RewardError as exc:
+        check_config(cfg)
+    except (RewardError, BackendError) as exc:
         raise ConfigError(str(exc)) from None
