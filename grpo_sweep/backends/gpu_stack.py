@@ -114,7 +114,8 @@ def check_device(
     if not cuda:
         if options:
             off = " ".join(o.replace("=true", "=false") for o in options)
-            raise BackendError(f"{', '.join(options)} need a CUDA GPU and none was found; on CPU set {off}")
+            verb = "needs" if len(options) == 1 else "need"
+            raise BackendError(f"{', '.join(options)} {verb} a CUDA GPU and none was found; on CPU set {off}")
         if cfg.backend.name == "unsloth":
             check_cpu_fallback(cuda, env)
     if cfg.trainer.use_vllm and version_of("vllm") is None:
