@@ -37,6 +37,8 @@ TINY_QWEN2 = dict(
     hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
     max_position_embeddings=2048, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=True,
 )
+# gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth
+BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth"}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -122,6 +124,11 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
     ]
     if backend == "trl":
         return common + ["backend=trl"]
+    if backend == "trl-vllm":  # TRL's own vLLM generation, colocated in the training process
+        return common + [
+            "backend=trl", "trainer.use_vllm=true", "trainer.vllm_mode=colocate",
+            "+trainer.args.vllm_gpu_memory_utilization=0.3",
+        ]
     fast = "false" if dry_run else "true"
     return common + ["backend=unsloth", f"backend.fast_inference={fast}", "backend.gpu_memory_utilization=0.5"]
 
@@ -170,7 +177,7 @@ def record_generation_times(durations: list):
 def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run: bool) -> dict:
     from grpo_sweep.backends import get_backend
 
-    backend = get_backend(backend_name)  # first: unsloth before trl/transformers
+    backend = get_backend(BACKEND_MODULES[backend_name])  # first: unsloth before trl/transformers
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -215,6 +222,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     gen_seconds = sum(d for _, d in gen_durations)
     result = {
         "backend": backend_name + (" + fast_inference (vLLM)" if cfg.backend.fast_inference else ""),
+        "generation": "vLLM" if cfg.backend.fast_inference or cfg.trainer.use_vllm else "transformers generate",
         "status": summary["status"],
         "steps": summary["steps"],
         "train_wall_s": round(wall, 1),
@@ -361,6 +369,13 @@ def main(argv=None) -> int:
         return 2
     has_unsloth = importlib.util.find_spec("unsloth") is not None
     backends = args.backends.split(",") if args.backends else ["trl", "unsloth"]
+    unknown = [b for b in backends if b not in BACKEND_MODULES]
+    if unknown:
+        print(f"gpu_check: --backends {','.join(unknown)}; use some of: {', '.join(BACKEND_MODULES)}", file=sys.stderr)
+        return 2
+    if dry_run and "trl-vllm" in backends:
+        print("gpu_check: trl-vllm needs a GPU; the dry run leaves it out")
+        backends.remove("trl-vllm")
     if "unsloth" in backends and not has_unsloth:
         if not dry_run:
             print('gpu_check: unsloth is not installed; pip install -e ".[gpu]"', file=sys.stderr)
