@@ -50,6 +50,7 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=None, help="work dir (default: $TMPDIR/grpo-sweep-gpu-check)")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "gpu_check.json")
     parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.generate` per run")
+    parser.add_argument("--budget", type=float, default=570.0, help="seconds for the whole check (default 570)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -177,7 +178,7 @@ def record_generation_times(durations: list):
 def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run: bool) -> dict:
     from grpo_sweep.backends import get_backend
 
-    backend = get_backend(BACKEND_MODULES[backend_name])  # first: unsloth before trl/transformers
+    backend = get_backend(BACKEND_MODULES[backend_name])
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -210,11 +211,19 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         return texts
 
     backend.generate = timed_generate
+    plain_save = backend.save
+    trained = {}
+
+    def save_and_keep(model, tokenizer, run_dir):
+        trained["model"] = model, tokenizer  # the vLLM round trip needs this process's engine
+        return plain_save(model, tokenizer, run_dir)
+
+    backend.save = save_and_keep
     started = time.perf_counter()
     with GpuMemoryPeak() as memory:
         summary = train(cfg, out, [])
     wall = time.perf_counter() - started
-    backend.generate = plain_generate
+    backend.generate, backend.save = plain_generate, plain_save
 
     history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
     step_times = [row["step_time"] for row in history]
@@ -235,11 +244,11 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
         "torch_max_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if memory.cuda else None,
     }
-    result["lora_round_trip"] = lora_round_trip(backend, cfg, out)
+    result["lora_round_trip"] = lora_round_trip(backend, cfg, out, trained.get("model"))
     return result
 
 
-def lora_round_trip(backend, cfg, run_dir: Path) -> dict:
+def lora_round_trip(backend, cfg, run_dir: Path, trained) -> dict:
     """Reload the saved adapter (vLLM LoRA request / PEFT), generate greedily, compare with the bare base model."""
     adapter = run_dir / "lora" / "adapter_model.safetensors"
     check = {"adapter_saved": adapter.is_file()}
@@ -252,7 +261,7 @@ def lora_round_trip(backend, cfg, run_dir: Path) -> dict:
         if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
             # the process's engine already holds the base; serve the adapter from its saved folder, as the
             # walkthrough's last step does (model.load_lora("grpo_saved_lora"))
-            model, tokenizer = _trained_model
+            model, tokenizer = trained
             with_lora = backend.generate(model, tokenizer, prompts, 32)
             from vllm import SamplingParams
 
@@ -275,43 +284,34 @@ def lora_round_trip(backend, cfg, run_dir: Path) -> dict:
     return check
 
 
-_trained_model = None
-
-
-def keep_trained_model():
-    """The vLLM round trip needs the training process's model (its engine); catch it as backend.save sees it."""
-    from grpo_sweep import train as train_module
-
-    original = train_module.get_backend
-
-    def get_backend(name):
-        backend = original(name)
-        save = backend.save
-
-        def save_and_keep(model, tokenizer, run_dir):
-            global _trained_model
-            _trained_model = (model, tokenizer)
-            return save(model, tokenizer, run_dir)
-
-        backend.save = save_and_keep
-        return backend
-
-    train_module.get_backend = get_backend
-
-
 # -- the whole check (parent process) ----------------------------------------------------------------------------
 
 
-def run_cli(run_dir: Path, env: dict) -> dict:
+def run_process(args: list[str], env: dict, seconds_left: float, log: Path) -> tuple[int | None, str]:
+    """(returncode or None on timeout, output); the output also goes to ``log``."""
+    try:
+        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(10.0, seconds_left))
+    except subprocess.TimeoutExpired as exc:
+        output = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+        log.write_text(output)
+        return None, output
+    log.write_text(proc.stdout + proc.stderr)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def last_line(output: str) -> str:
+    lines = output.strip().splitlines()
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_cli(run_dir: Path, env: dict, seconds_left: float, log: Path) -> dict:
     started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "32", "--seed", "0"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,
-    )
+    question = ["-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "32", "--seed", "0"]
+    code, output = run_process([sys.executable, *question], env, seconds_left, log)
     return {
-        "ok": result.returncode == 0 and bool(result.stdout.strip()),
+        "ok": code == 0,
         "seconds": round(time.perf_counter() - started, 1),
-        "error": None if result.returncode == 0 else result.stderr.strip().splitlines()[-1:],
+        "error": None if code == 0 else ("timed out" if code is None else last_line(output)) + f" (log: {log})",
     }
 
 
@@ -357,7 +357,9 @@ def main(argv=None) -> int:
     dry_run = args.cpu_dry_run
     steps = args.steps or (2 if dry_run else 10)
     if args.child:
-        keep_trained_model()
+        from grpo_sweep.backends import get_backend
+
+        get_backend(BACKEND_MODULES[args.child])  # before anything imports trl/transformers: unsloth first
         result = run_child(args.child, args.model_dir, args.out, steps, dry_run)
         (args.out / "gpu_check_result.json").write_text(json.dumps(result, indent=2))
         return 0
@@ -398,6 +400,7 @@ def main(argv=None) -> int:
     }
     print(f"gpu_check: model ready in {header['build_model_s']} s at {model_dir}", flush=True)
 
+    deadline = started + args.budget
     results = []
     for name in backends:
         run_dir = work / f"run-{name}"
@@ -406,19 +409,25 @@ def main(argv=None) -> int:
             child.append("--cpu-dry-run")
         print(f"gpu_check: {steps} GRPO steps with backend={name} ...", flush=True)
         t0 = time.perf_counter()
-        proc = subprocess.run(child, cwd=ROOT, env=env, capture_output=True, text=True)
-        (work / f"{name}.log").write_text(proc.stdout + proc.stderr)
+        log = work / f"{name}.log"
+        code, output = run_process(child, env, deadline - time.perf_counter(), log)
         result_file = run_dir / "gpu_check_result.json"
-        if proc.returncode == 0 and result_file.is_file():
+        if code == 0 and result_file.is_file():
             result = json.loads(result_file.read_text())
         else:
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-            result = {"backend": name, "status": "failed", "error": f"{tail[0][:300]} (log: {work / (name + '.log')})"}
+            why = "timed out (--budget)" if code is None else last_line(output)
+            result = {"backend": name, "status": "failed", "error": f"{why} (log: {log})"}
         result["process_wall_s"] = round(time.perf_counter() - t0, 1)
-        if result.get("status") == "completed" and not args.skip_cli:
-            result["cli"] = run_cli(run_dir, env)
         results.append(result)
-        print(f"gpu_check: backend={name} done in {result['process_wall_s']} s", flush=True)
+        print(f"gpu_check: backend={name} {result['status']} in {result['process_wall_s']} s", flush=True)
+    # after every training run: a fresh process loading each run is worth less than the runs themselves
+    for name, result in zip(backends, results):
+        if result.get("status") == "completed" and not args.skip_cli:
+            if deadline - time.perf_counter() < 30:
+                result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
+                continue
+            print(f"gpu_check: python -m grpo_sweep.generate on the {name} run ...", flush=True)
+            result["cli"] = run_cli(work / f"run-{name}", env, deadline - time.perf_counter(), work / f"{name}-cli.log")
 
     header["total_s"] = round(time.perf_counter() - started, 1)
     text = report(results, header)

@@ -30,4 +30,4 @@ PY
   "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: torch sees no CUDA GPU (nvidia-smi? CUDA build of torch?)')"
 fi
 
-exec timeout 600 "$PYTHON" scripts/gpu_check.py "$@"
+exec timeout 660 "$PYTHON" scripts/gpu_check.py "$@"

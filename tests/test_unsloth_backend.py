@@ -58,7 +58,9 @@ def test_stack_check_names_every_problem_and_the_fix_in_one_line():
     assert "\n" not in message
     assert "unsloth is not installed" in message
     assert "transformers 5.18.0 is installed, the [gpu] stack pins transformers==5.17.0" in message
-    assert 'pip install "unsloth==2026.10.9" "transformers==5.17.0"' in message
+    assert 'pip install "unsloth==2026.10.9" "transformers==5.17.0"  (or pip install -e ".[gpu]"' in message
+    with pytest.raises(BackendError, match='Fix: pip install --no-deps "unsloth==2026.10.9"'):
+        check_stack(need_vllm=False, version_of=version_of, env={}, cuda=False)
 
 
 def test_vllm_is_required_only_for_fast_inference_but_must_match_when_present():

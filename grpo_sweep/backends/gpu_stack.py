@@ -63,11 +63,16 @@ def stack_problems(
 
 
 def check_stack(
-    need_vllm: bool, version_of: Callable[[str], str | None] = installed_version, env: dict | None = None
+    need_vllm: bool,
+    version_of: Callable[[str], str | None] = installed_version,
+    env: dict | None = None,
+    cuda: bool = True,
 ) -> list[str]:
     """Raise BackendError naming every package that differs from the pins, with the pip command that fixes it.
 
     vllm is checked when it is needed (fast_inference) or installed (unsloth imports it when present).
+    Without a GPU the fix installs unsloth without its dependencies: they bring a CUDA torchvision that breaks
+    ``import unsloth`` next to a CPU torch, and the CPU fallback needs none of them.
     Returns the problems that were let through because GRPO_SWEEP_SKIP_STACK_CHECK=1.
     """
     env = os.environ if env is None else env
@@ -77,10 +82,11 @@ def check_stack(
         return []
     if env.get(SKIP_CHECK_ENV) == "1":
         return problems
-    raise BackendError(
-        f"backend=unsloth: {'; '.join(problems)}. Fix: pip install {' '.join(fixes)}  (or {INSTALL_GPU}; "
-        f"{SKIP_CHECK_ENV}=1 runs anyway)"
-    )
+    if not cuda:
+        fix = f"pip install --no-deps {' '.join(fixes)}  (no GPU: Unsloth's CPU fallback needs no more; "
+    else:
+        fix = f"pip install {' '.join(fixes)}  (or {INSTALL_GPU}; "
+    raise BackendError(f"backend=unsloth: {'; '.join(problems)}. Fix: {fix}{SKIP_CHECK_ENV}=1 runs anyway)")
 
 
 def gpu_only_options(cfg: Any) -> list[str]:

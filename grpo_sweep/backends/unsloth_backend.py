@@ -17,15 +17,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .gpu_stack import BackendError, check_cpu_fallback, check_device, check_stack
+from .gpu_stack import SKIP_CHECK_ENV, BackendError, check_cpu_fallback, check_device, check_stack
 
 log = logging.getLogger(__name__)
 
 _IMPORTED_TOO_EARLY = [name for name in ("trl", "transformers", "peft") if name in sys.modules]
-_LET_THROUGH = check_stack(need_vllm=False)  # before the import: a mismatched stack fails deep inside it
 
 import torch  # noqa: E402  (torch before unsloth is fine; trl/transformers/peft are not)
 
+# before `import unsloth`: a mismatched stack fails deep inside it
+_LET_THROUGH = check_stack(need_vllm=False, cuda=torch.cuda.is_available())
 check_cpu_fallback(torch.cuda.is_available())
 
 import unsloth  # noqa: E402,F401  (patches trl/transformers/peft; must come before them)
@@ -39,7 +40,7 @@ if _IMPORTED_TOO_EARLY:
         "first", ", ".join(_IMPORTED_TOO_EARLY),
     )
 for problem in _LET_THROUGH:
-    log.warning("unpinned GPU stack (%s=1): %s", "GRPO_SWEEP_SKIP_STACK_CHECK", problem)
+    log.warning("unpinned GPU stack (%s=1): %s", SKIP_CHECK_ENV, problem)
 
 # Where the model's saved adapter lies, so vLLM generation can load it as a LoRA request.
 ADAPTER_ATTR = "grpo_sweep_adapter_dir"
@@ -146,15 +147,8 @@ def _lora_request(model):
     return model.load_lora(str(adapter))
 
 
-def generate(
-    model,
-    tokenizer,
-    prompts: list[list[dict]],
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    batch_size: int = 32,
-) -> list[str]:
+def generate(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, temperature: float = 0.0,
+             top_p: float = 1.0, batch_size: int = 32) -> list[str]:
     """Chat generation: vLLM's ``fast_generate`` with the run's LoRA when there is an engine, else ``generate``."""
     if getattr(model, "vllm_engine", None) is None:
         was_training = model.training
