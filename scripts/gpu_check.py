@@ -249,9 +249,10 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
 
 
 def lora_round_trip(backend, cfg, run_dir: Path, trained) -> dict:
-    """Reload the saved adapter (vLLM LoRA request / PEFT), generate greedily, compare with the bare base model."""
-    adapter = run_dir / "lora" / "adapter_model.safetensors"
-    check = {"adapter_saved": adapter.is_file()}
+    """Reload the saved adapter (vLLM LoRA request / PEFT), generate greedily, and compare log-probabilities with
+    the bare base model: greedy text of a barely trained random model rarely changes, its log-probs do."""
+    adapter = run_dir / "lora"
+    check = {"adapter_saved": (adapter / "adapter_model.safetensors").is_file()}
     try:
         from grpo_sweep.data import load_splits
 
@@ -259,29 +260,62 @@ def lora_round_trip(backend, cfg, run_dir: Path, trained) -> dict:
         prompts = list(held_out["prompt"])[:8]
         started = time.perf_counter()
         if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
-            # the process's engine already holds the base; serve the adapter from its saved folder, as the
-            # walkthrough's last step does (model.load_lora("grpo_saved_lora"))
-            model, tokenizer = trained
-            with_lora = backend.generate(model, tokenizer, prompts, 32)
-            from vllm import SamplingParams
-
-            texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
-            base = [o.outputs[0].text for o in model.fast_generate(texts, sampling_params=SamplingParams(temperature=0, max_tokens=32))]
+            texts, base_lp, lora_lp, tokens_differ = vllm_round_trip(trained, prompts, adapter)
         else:
-            model, tokenizer = backend.load_trained(cfg, run_dir)
-            with_lora = backend.generate(model, tokenizer, prompts, 32)
-            with model.disable_adapter():
-                base = backend.generate(model, tokenizer, prompts, 32)
+            texts, base_lp, lora_lp, tokens_differ = peft_round_trip(backend, cfg, run_dir, prompts)
+        difference = max((abs(a - b) for a, b in zip(base_lp, lora_lp)), default=0.0)
         check.update(
-            generated=all(isinstance(t, str) for t in with_lora) and len(with_lora) == len(prompts),
-            lora_changes_output=with_lora != base,
+            generated=len(texts) == len(prompts) and all(isinstance(t, str) for t in texts),
+            lora_changes_logprobs=tokens_differ or difference > 1e-4,
+            greedy_tokens_differ=tokens_differ,
+            max_logprob_difference=round(difference, 5),
             seconds=round(time.perf_counter() - started, 1),
-            example=with_lora[0][:80],
+            example=texts[0][:80],
         )
     except Exception as exc:  # reported, not raised: the other numbers are still worth printing
         check.update(generated=False, error=f"{type(exc).__name__}: {exc}"[:500])
     check["ok"] = bool(check["adapter_saved"] and check.get("generated"))
     return check
+
+
+def vllm_round_trip(trained, prompts, adapter: Path):
+    """The walkthrough's last step: fast_generate with lora_request=model.load_lora(<saved folder>)."""
+    from vllm import SamplingParams
+
+    model, tokenizer = trained  # this process's engine holds the base weights
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    params = SamplingParams(temperature=0, max_tokens=32, logprobs=0)
+    with_lora = model.fast_generate(texts, sampling_params=params, lora_request=model.load_lora(str(adapter)))
+    base = model.fast_generate(texts, sampling_params=params)
+    # greedy: where the tokens agree, the cumulative log-probs score the same tokens
+    same = [list(a.outputs[0].token_ids) == list(b.outputs[0].token_ids) for a, b in zip(with_lora, base)]
+    return (
+        [o.outputs[0].text for o in with_lora],
+        [o.outputs[0].cumulative_logprob for o, kept in zip(base, same) if kept],
+        [o.outputs[0].cumulative_logprob for o, kept in zip(with_lora, same) if kept],
+        not all(same),
+    )
+
+
+def peft_round_trip(backend, cfg, run_dir: Path, prompts):
+    """The saved adapter on a freshly loaded base; log-probs of its greedy completions with and without it."""
+    import torch
+
+    model, tokenizer = backend.load_trained(cfg, run_dir)
+    texts = backend.generate(model, tokenizer, prompts, 32)
+    chats = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + t for p, t in zip(prompts, texts)]
+    batch = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False).to(next(model.parameters()).device)
+
+    def sequence_logprobs():
+        with torch.no_grad():
+            logits = model(**batch).logits[:, :-1].float()
+        token_lp = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+        return (token_lp * batch["attention_mask"][:, 1:]).sum(-1).tolist()
+
+    lora_lp = sequence_logprobs()
+    with model.disable_adapter():
+        base_lp = sequence_logprobs()
+    return texts, base_lp, lora_lp, False
 
 
 # -- the whole check (parent process) ----------------------------------------------------------------------------
@@ -341,8 +375,8 @@ def report(results: list[dict], header: dict) -> str:
         + "".join(fmt(r.get("lora_round_trip", {}).get("ok")).ljust(width) for r in results)
     )
     lines.append(
-        "  LoRA changes the output".ljust(28)
-        + "".join(fmt(r.get("lora_round_trip", {}).get("lora_changes_output")).ljust(width) for r in results)
+        "  LoRA changes log-probs".ljust(28)
+        + "".join(fmt(r.get("lora_round_trip", {}).get("lora_changes_logprobs")).ljust(width) for r in results)
     )
     lines.append("generate CLI (new process)".ljust(28) + "".join(fmt(r.get("cli", {}).get("ok")).ljust(width) for r in results))
     for r in results:
