@@ -197,3 +197,25 @@ def test_importing_transformers_before_the_unsloth_backend_is_reported():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "transformers imported before unsloth" in result.stderr
+
+
+# -- the GPU check script ---------------------------------------------------------------------------------------
+
+
+def test_gpu_check_shell_script_parses():
+    result = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
+def test_gpu_check_cpu_dry_run_reports_every_number_it_can(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "trl", "--skip-cli", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [run] = json.loads((tmp_path / "gpu_check.json").read_text())["results"]
+    assert run["status"] == "completed" and run["steps"] == 2
+    assert run["train_generation_tokens_per_s"] > 0 and run["eval_generation_tokens_per_s"] > 0
+    assert run["lora_round_trip"]["ok"] and run["lora_round_trip"]["lora_changes_logprobs"]
+    assert "LoRA save -> reload -> gen" in result.stdout
