@@ -56,6 +56,9 @@ def run_task(cfg: Any) -> float | None:
         return previous["objective"]
     started = time.time()
     try:
+        from .backends import get_backend
+
+        get_backend(cfg.backend.name)  # first: backend=unsloth must be imported before trl/transformers/peft
         from .train import train  # torch, trl, transformers: only on the machine that trains
 
         summary = train(cfg, run_dir, overrides)

@@ -31,16 +31,16 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = OmegaConf.load(config_path)
 
-    import torch
-
     from .backends import get_backend
+
+    backend = get_backend(cfg.backend.name)  # before torch/transformers: unsloth must come first
+    import torch
 
     if args.seed is not None:
         torch.manual_seed(args.seed)
-    backend = get_backend(cfg.backend.name)
     try:
         model, tokenizer = backend.load_trained(cfg, args.run_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     messages = [{"role": "user", "content": args.question}]

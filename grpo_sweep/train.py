@@ -64,7 +64,10 @@ TRAINER_FIELDS = (
     "vllm_mode",
     "disable_tqdm",
 )
-PACKAGES = ("grpo-sweep", "torch", "trl", "transformers", "peft", "datasets", "accelerate", "hydra-core", "math-verify")
+PACKAGES = (
+    "grpo-sweep", "torch", "trl", "transformers", "peft", "datasets", "accelerate", "hydra-core", "math-verify",
+    "unsloth", "unsloth_zoo", "vllm",
+)
 
 
 class MetricsJsonl(TrainerCallback):

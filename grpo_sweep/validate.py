@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import BACKENDS
+from .backends.gpu_stack import BackendError, check_config
 from .data import DataError, precheck_files
 from .rewards import RewardError
 from .rewards.guard import ON_ERROR
@@ -69,8 +70,9 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"logger.mode={cfg.logger.mode!r}; use one of: {', '.join(LOGGER_MODES)}")
     try:
         mix_terms = check_mix(cfg.reward_mix)
+        check_config(cfg)
         precheck_files(cfg.data, needs_ground_truth(cfg.reward_mix), data_columns(cfg.reward_mix))
-    except (RewardError, DataError) as exc:
+    except (RewardError, BackendError, DataError) as exc:
         raise ConfigError(str(exc)) from None
     if "reward_weights" in trainer.args:
         weights = list(trainer.args["reward_weights"] or [])
@@ -146,8 +148,11 @@ def check_machine(cfg: Any) -> None:
     if cfg.backend.name == "unsloth":
         if importlib.util.find_spec("unsloth") is None:
             raise ConfigError("backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl")
-        if not gpu:
-            raise ConfigError(f"backend.name=unsloth needs a GPU and {fix}; use backend=trl")
+        if not gpu and os.environ.get("UNSLOTH_DISABLE_CPU_FALLBACK") == "1":
+            raise ConfigError(
+                f"backend.name=unsloth needs a GPU and {fix} (UNSLOTH_DISABLE_CPU_FALLBACK=1 turns off Unsloth's CPU "
+                "fallback); unset it to run on stock transformers/PEFT, or use backend=trl"
+            )
     for term in terms(cfg.reward_mix):
         if term.target == "code":
             isolation = term.params.get("isolation", "namespaces")

@@ -50,8 +50,10 @@ def file_data(rows, extra=()):
     return run
 
 
-def with_packages(present: set[str], gpu: bool, overrides):
+def with_packages(present: set[str], gpu: bool, overrides, env=None):
     def run(tmp, mp):
+        for key, value in (env or {}).items():
+            mp.setenv(key, value)
         real = importlib.util.find_spec
         mp.setattr(importlib.util, "find_spec", lambda name, *a: object() if name in present else (None if name == "unsloth" else real(name, *a)))
         mp.setattr(validation, "gpu_available", lambda: gpu)
@@ -126,7 +128,7 @@ CASES = [
     ("paged optimizer on a CPU-only machine", on_cpu(["optimizer.optim=paged_adamw_32bit"]), "optimizer.optim=paged_adamw_32bit (paged) needs a GPU"),
     ("8-bit optimizer without bitsandbytes", with_packages(set(), True, ["optimizer=adamw_8bit"]), "optimizer.optim=adamw_8bit needs bitsandbytes, which is not installed"),
     ("unsloth backend without its package", with_packages(set(), True, ["backend.name=unsloth"]), "backend.name=unsloth: the unsloth package is not installed"),
-    ("unsloth backend without a GPU", with_packages({"unsloth"}, False, ["backend.name=unsloth"]), "backend.name=unsloth needs a GPU and this machine has no GPU"),
+    ("unsloth backend without a GPU, its CPU fallback turned off", with_packages({"unsloth"}, False, ["backend.name=unsloth"], {"UNSLOTH_DISABLE_CPU_FALLBACK": "1"}), "backend.name=unsloth needs a GPU and this machine has no GPU"),
     ("code reward where the sandbox cannot be built", no_sandbox, "reward_mix.code: cannot sandbox generated code with isolation=namespaces here"),
     ("code reward with an unknown isolation", bad(["+reward_mix.code.weight=1", "+reward_mix.code.params.isolation=none"]), "reward_mix.code.params.isolation='none'; use one of: namespaces, rlimits"),
     ("SLURM launcher without sbatch", no_sbatch, "hydra/launcher=slurm: SLURM's sbatch is not on PATH here"),

@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
+from .gpu_stack import check_device
+
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Loading weights" bars for a 100k-parameter model are noise
 
@@ -71,24 +73,30 @@ def linear_module_names(model) -> list[str]:
     return sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
 
 
+def lora_targets(model, lora_cfg: Any) -> str | list[str]:
+    """lora.target_modules, checked against the model's linear modules."""
+    targets = lora_cfg.target_modules
+    if isinstance(targets, str):
+        return targets
+    targets = list(targets)
+    available = linear_module_names(model)
+    missing = [t for t in targets if t not in available]
+    if missing:
+        raise ModelConfigError(
+            f"lora.target_modules: {missing} not in the model; its linear modules are {available} "
+            "(or use lora.target_modules=all-linear)"
+        )
+    return targets
+
+
 def apply_lora(model, lora_cfg: Any):
     from peft import LoraConfig, get_peft_model
 
-    targets = lora_cfg.target_modules
-    targets = targets if isinstance(targets, str) else list(targets)
-    if not isinstance(targets, str):
-        available = linear_module_names(model)
-        missing = [t for t in targets if t not in available]
-        if missing:
-            raise ModelConfigError(
-                f"lora.target_modules: {missing} not in the model; its linear modules are {available} "
-                "(or use lora.target_modules=all-linear)"
-            )
     config = LoraConfig(
         r=lora_cfg.r,
         lora_alpha=lora_cfg.alpha,
         lora_dropout=lora_cfg.dropout,
-        target_modules=targets,
+        target_modules=lora_targets(model, lora_cfg),
         bias=lora_cfg.bias,
         task_type="CAUSAL_LM",
     )
@@ -97,6 +105,7 @@ def apply_lora(model, lora_cfg: Any):
 
 def load(cfg: Any):
     """(model, tokenizer) ready for GRPOTrainer: base model, with a LoRA adapter when lora.enabled."""
+    check_device(cfg, torch.cuda.is_available())  # e.g. trainer.use_vllm (TRL's vLLM) on a CPU machine
     source = model_source(cfg.model)
     tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
     model = load_base_model(cfg.model, source)

@@ -155,10 +155,13 @@ class TrainerConfig:
 
 @dataclass
 class BackendConfig:
-    # trl (transformers + PEFT); unsloth plugs in here (FastLanguageModel)
+    # trl (transformers + PEFT) | unsloth (FastLanguageModel; see grpo_sweep/backends/unsloth_backend.py)
     name: str = "trl"
+    # unsloth: generate with a vLLM engine in the training process (GPU only; needs vllm)
     fast_inference: bool = False
+    # unsloth + fast_inference: the share of GPU memory vLLM reserves
     gpu_memory_utilization: float = 0.6
+    # unsloth: "unsloth" (offloaded checkpointing) | true | false
     use_gradient_checkpointing: Any = False
     random_state: int = 3407
 

@@ -1,0 +1,154 @@
+"""The GPU stack grpo-sweep is pinned to, and the checks that say in one line what is wrong and how to fix it.
+
+Unsloth patches trl/transformers/peft by version; a mismatched stack fails deep inside a kernel or a patched
+trainer, far from its cause. So the Unsloth backend compares what is installed with the ``[gpu]`` extra's pins
+before importing anything, and GPU-only options are refused on a machine without a GPU.
+Light on purpose (no torch import): ``check_config`` runs at compose time on login nodes.
+"""
+from __future__ import annotations
+
+import os
+import re
+from importlib import metadata
+from typing import Any, Callable, Iterable
+
+# The `[gpu]` extra in pyproject.toml plus the core pins it was resolved against (tests keep them in sync).
+GPU_PINS = {
+    "unsloth": "2026.10.9",
+    "unsloth_zoo": "2026.10.9",
+    "vllm": "0.30.0",
+    "torch": "2.13.0",
+    "trl": "1.14.2",
+    "transformers": "5.17.0",
+}
+INSTALL_GPU = 'pip install -e ".[gpu]"'
+# Set to 1 to run a stack that differs from the pins anyway (mismatches become a warning).
+SKIP_CHECK_ENV = "GRPO_SWEEP_SKIP_STACK_CHECK"
+VLLM_MODES = ("colocate", "server")
+
+
+class BackendError(ValueError):
+    """This machine or its installed packages cannot run the requested backend options; the message says why."""
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _release(version: str) -> str:
+    """``2.13.0+cpu`` -> ``2.13.0``: a local build tag does not change the API."""
+    return re.split(r"[+]", version, maxsplit=1)[0]
+
+
+def stack_problems(
+    names: Iterable[str], version_of: Callable[[str], str | None] = installed_version, optional: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
+    """(problems, pins to install): missing or mismatched packages among ``names``; ``optional`` ones may be absent."""
+    problems, fixes = [], []
+    for name in names:
+        version, pin = version_of(name), GPU_PINS[name]
+        if version is None:
+            if name in optional:
+                continue
+            problems.append(f"{name} is not installed")
+        elif _release(version) != pin:
+            problems.append(f"{name} {version} is installed, the [gpu] stack pins {name}=={pin}")
+        else:
+            continue
+        fixes.append(f'"{name}=={pin}"')
+    return problems, fixes
+
+
+def check_stack(
+    need_vllm: bool,
+    version_of: Callable[[str], str | None] = installed_version,
+    env: dict | None = None,
+    cuda: bool = True,
+) -> list[str]:
+    """Raise BackendError naming every package that differs from the pins, with the pip command that fixes it.
+
+    vllm is checked when it is needed (fast_inference) or installed (unsloth imports it when present).
+    Without a GPU the fix installs unsloth without its dependencies: they bring a CUDA torchvision that breaks
+    ``import unsloth`` next to a CPU torch, and the CPU fallback needs none of them.
+    Returns the problems that were let through because GRPO_SWEEP_SKIP_STACK_CHECK=1.
+    """
+    env = os.environ if env is None else env
+    names = ["unsloth", "unsloth_zoo", "torch", "trl", "transformers", "vllm"]
+    problems, fixes = stack_problems(names, version_of, optional=() if need_vllm else ("vllm",))
+    if not problems:
+        return []
+    if env.get(SKIP_CHECK_ENV) == "1":
+        return problems
+    if not cuda:
+        fix = f"pip install --no-deps {' '.join(fixes)}  (no GPU: Unsloth's CPU fallback needs no more; "
+    else:
+        fix = f"pip install {' '.join(fixes)}  (or {INSTALL_GPU}; "
+    raise BackendError(f"backend=unsloth: {'; '.join(problems)}. Fix: {fix}{SKIP_CHECK_ENV}=1 runs anyway)")
+
+
+def gpu_only_options(cfg: Any) -> list[str]:
+    """The options of ``cfg`` that only work on a CUDA GPU, as ``key=value`` strings."""
+    options = []
+    if cfg.model.load_in_4bit:
+        options.append("model.load_in_4bit=true")
+    if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
+        options.append("backend.fast_inference=true")
+    if cfg.trainer.use_vllm:
+        options.append("trainer.use_vllm=true")
+    return options
+
+
+def check_cpu_fallback(cuda: bool, env: dict | None = None) -> None:
+    """Unsloth's own error for this is a NotImplementedError from deep inside ``import unsloth``."""
+    env = os.environ if env is None else env
+    if not cuda and env.get("UNSLOTH_DISABLE_CPU_FALLBACK") == "1":
+        raise BackendError(
+            "backend=unsloth: no CUDA GPU found and UNSLOTH_DISABLE_CPU_FALLBACK=1 forbids Unsloth's CPU "
+            "fallback; unset it to train on CPU, or run on a GPU node"
+        )
+
+
+def check_device(
+    cfg: Any, cuda: bool, version_of: Callable[[str], str | None] = installed_version, env: dict | None = None
+) -> None:
+    """On the training machine: refuse GPU-only options without a GPU, and vLLM generation without vllm."""
+    env = os.environ if env is None else env
+    options = gpu_only_options(cfg)
+    if not cuda:
+        if options:
+            off = " ".join(o.replace("=true", "=false") for o in options)
+            verb = "needs" if len(options) == 1 else "need"
+            raise BackendError(f"{', '.join(options)} {verb} a CUDA GPU and none was found; on CPU set {off}")
+        if cfg.backend.name == "unsloth":
+            check_cpu_fallback(cuda, env)
+    if cfg.trainer.use_vllm and version_of("vllm") is None:
+        raise BackendError(f'trainer.use_vllm=true needs vllm; fix: pip install "vllm=={GPU_PINS["vllm"]}" (or {INSTALL_GPU})')
+
+
+def check_config(cfg: Any) -> None:
+    """Combinations that cannot work on any machine (runs at compose time, before anything is submitted)."""
+    backend, trainer = cfg.backend, cfg.trainer
+    if backend.name != "unsloth" and backend.fast_inference:
+        raise BackendError(
+            f"backend.fast_inference=true is Unsloth's vLLM generation and backend={backend.name}; use "
+            "backend=unsloth, or trainer.use_vllm=true for TRL's own vLLM generation"
+        )
+    if backend.name == "unsloth" and trainer.use_vllm:
+        raise BackendError(
+            "trainer.use_vllm=true with backend=unsloth: Unsloth generates with its own vLLM engine; set "
+            "backend.fast_inference=true trainer.use_vllm=false"
+        )
+    if trainer.vllm_mode not in VLLM_MODES:
+        raise BackendError(f"trainer.vllm_mode={trainer.vllm_mode!r}; use one of: {', '.join(VLLM_MODES)}")
+    if not 0 < backend.gpu_memory_utilization <= 1:
+        raise BackendError(
+            f"backend.gpu_memory_utilization={backend.gpu_memory_utilization}: a fraction of GPU memory in (0, 1]"
+        )
+    if backend.name == "unsloth" and backend.fast_inference and not cfg.lora.enabled:
+        raise BackendError(
+            "backend.fast_inference=true with lora=none: Unsloth's vLLM generation serves a LoRA adapter; "
+            "use a LoRA (lora=default) or backend.fast_inference=false"
+        )

@@ -1,0 +1,481 @@
+"""GPU check: 10 GRPO steps with backend=trl (HF generation) and backend=unsloth + fast_inference (vLLM) on a
+random-initialised model with Qwen2.5-0.5B's architecture and size, built locally (no download, no internet).
+
+Prints per backend: generation tokens/s (during training and in the held-out evaluation), step time, peak GPU
+memory, and whether the saved LoRA round-trips (saved -> loaded by vLLM / PEFT -> generates, and changes the
+output), then ``python -m grpo_sweep.generate`` on the run in a fresh process. Writes the numbers as JSON.
+
+    scripts/gpu_check.sh                      # on one GPU machine, < 10 min
+    python scripts/gpu_check.py --cpu-dry-run # the same code path on CPU with a tiny model (trl; unsloth's
+                                              # CPU fallback without fast_inference when unsloth is installed)
+
+Each backend runs in its own process: unsloth must be imported before trl/transformers and patches them, and
+a vLLM engine keeps its GPU memory until its process ends.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Qwen/Qwen2.5-0.5B-Instruct's config.json (architecture and size; the weights are random).
+QWEN2_5_0_5B = dict(
+    vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
+    hidden_act="silu", tie_word_embeddings=True, use_sliding_window=False,
+)
+TINY_QWEN2 = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=2048, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=True,
+)
+# gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth
+BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth"}
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-dry-run", action="store_true", help="tiny model on CPU: exercises the script, no GPU numbers")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend (default 10; 2 for --cpu-dry-run)")
+    parser.add_argument("--backends", default=None, help="comma list (default: trl,unsloth)")
+    parser.add_argument("--out", type=Path, default=None, help="work dir (default: $TMPDIR/grpo-sweep-gpu-check)")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "gpu_check.json")
+    parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.generate` per run")
+    parser.add_argument("--budget", type=float, default=570.0, help="seconds for the whole check (default 570)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# -- the model ---------------------------------------------------------------------------------------------------
+
+
+def build_model(out: Path, dry_run: bool) -> Path:
+    """Random-init Qwen2 with a locally trained byte-level BPE tokenizer (the tiny model's), padded to the vocab."""
+    if (out / "config.json").exists():
+        return out
+    import torch
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(TinySpec()))
+    sizes = dict(TINY_QWEN2, vocab_size=len(tokenizer)) if dry_run else QWEN2_5_0_5B
+    # Unused ids still cost what they cost in the real model (embedding, LM head, softmax); giving each a token
+    # keeps every sampled id decodable by HF and vLLM alike.
+    extra = sizes["vocab_size"] - len(tokenizer)
+    tokenizer.add_tokens([AddedToken(f"<|x{i}|>", normalized=False, special=False) for i in range(extra)])
+    config = Qwen2Config(
+        **sizes, bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
+    torch.manual_seed(0)
+    dtype = torch.float32 if dry_run else torch.bfloat16
+    model = Qwen2ForCausalLM(config).to(dtype)
+    staging = out.with_name(out.name + ".partial")
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    os.replace(staging, out)
+    return out
+
+
+# -- one backend's run (child process) ---------------------------------------------------------------------------
+
+
+def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[str]:
+    completion = 16 if dry_run else 256
+    common = [
+        "model=qwen2_5_0_5b_instruct",
+        f"model.name_or_path={model_dir}",
+        f"model.dtype={'float32' if dry_run else 'bfloat16'}",
+        "model.load_in_4bit=false",
+        "model.max_seq_length=1024",
+        "data=arithmetic",
+        "reward_mix=smoke",
+        "trainer=standard",
+        "trainer.bf16=null",  # bf16 where the GPU has it
+        "trainer.mask_truncated_completions=false",  # a random model never stops: masking would zero the loss
+        f"trainer.max_steps={steps}",
+        f"trainer.save_steps={steps}",
+        "trainer.num_generations=6",
+        "trainer.per_device_train_batch_size=6",
+        "trainer.max_prompt_length=256",
+        f"trainer.max_completion_length={completion}",
+        f"trainer.eval.max_new_tokens={completion}",
+        "trainer.eval.batch_size=64",
+        "data.max_eval_samples=64",
+        "data.arithmetic.n_train=256",
+        "data.arithmetic.n_eval=64",
+        "trainer.disable_tqdm=true",
+        # high enough that 10 steps move a random model's greedy output: the round trip can show the LoRA acts
+        "optimizer.learning_rate=1e-3",
+        "optimizer.lr_scheduler_type=constant",
+        "optimizer.warmup_steps=0",
+        "lora.r=16",
+        "lora.alpha=32",
+    ]
+    if backend == "trl":
+        return common + ["backend=trl"]
+    if backend == "trl-vllm":  # TRL's own vLLM generation, colocated in the training process
+        return common + [
+            "backend=trl", "trainer.use_vllm=true", "trainer.vllm_mode=colocate",
+            "+trainer.args.vllm_gpu_memory_utilization=0.3",
+        ]
+    fast = "false" if dry_run else "true"
+    return common + ["backend=unsloth", f"backend.fast_inference={fast}", "backend.gpu_memory_utilization=0.5"]
+
+
+class GpuMemoryPeak:
+    """Peak device memory in use (all allocators: torch's and vLLM's pool), sampled every 0.1 s."""
+
+    def __init__(self):
+        import torch
+
+        self.cuda = torch.cuda.is_available()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        import torch
+
+        while not self._stop.wait(0.1):
+            free, total = torch.cuda.mem_get_info()
+            self.peak = max(self.peak, total - free)
+
+    def __enter__(self):
+        if self.cuda:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+
+
+def record_generation_times(durations: list):
+    """TRL times generation with profiling contexts that only report to trackers; keep the durations here."""
+    from trl.extras.profiling import ProfilingContext
+
+    original = ProfilingContext.__exit__
+
+    def __exit__(self, *exc):
+        if self._start_time is not None and "generate" in self.name.lower():
+            durations.append((self.name, time.perf_counter() - self._start_time))
+        return original(self, *exc)
+
+    ProfilingContext.__exit__ = __exit__
+
+
+def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run: bool) -> dict:
+    from grpo_sweep.backends import get_backend
+
+    backend = get_backend(BACKEND_MODULES[backend_name])
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from grpo_sweep.config import register_configs
+    from grpo_sweep.results import read_jsonl
+    from grpo_sweep.train import train
+    from grpo_sweep.validate import validate
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides(backend_name, model_dir, steps, dry_run))
+    validate(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ".hydra").mkdir(exist_ok=True)
+    from omegaconf import OmegaConf
+
+    OmegaConf.save(cfg, out / ".hydra" / "config.yaml")  # what `python -m grpo_sweep.generate` reads
+
+    gen_durations: list = []
+    record_generation_times(gen_durations)
+    eval_timing = {}
+    plain_generate = backend.generate
+
+    def timed_generate(model, tokenizer, prompts, max_new_tokens, **kwargs):
+        started = time.perf_counter()
+        texts = plain_generate(model, tokenizer, prompts, max_new_tokens, **kwargs)
+        eval_timing["seconds"] = time.perf_counter() - started
+        eval_timing["tokens"] = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
+        eval_timing["prompts"] = len(prompts)
+        return texts
+
+    backend.generate = timed_generate
+    plain_save = backend.save
+    trained = {}
+
+    def save_and_keep(model, tokenizer, run_dir):
+        trained["model"] = model, tokenizer  # the vLLM round trip needs this process's engine
+        return plain_save(model, tokenizer, run_dir)
+
+    backend.save = save_and_keep
+    started = time.perf_counter()
+    with GpuMemoryPeak() as memory:
+        summary = train(cfg, out, [])
+    wall = time.perf_counter() - started
+    backend.generate, backend.save = plain_generate, plain_save
+
+    history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
+    step_times = [row["step_time"] for row in history]
+    completion_tokens = sum(row.get("completions/mean_length", 0) * 6 for row in history)  # 6 completions/step
+    gen_seconds = sum(d for _, d in gen_durations)
+    result = {
+        "backend": backend_name + (" + fast_inference (vLLM)" if cfg.backend.fast_inference else ""),
+        "generation": "vLLM" if cfg.backend.fast_inference or cfg.trainer.use_vllm else "transformers generate",
+        "status": summary["status"],
+        "steps": summary["steps"],
+        "train_wall_s": round(wall, 1),
+        "step_time_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 3) if step_times else None,
+        "first_step_time_s": round(step_times[0], 3) if step_times else None,
+        "train_generation_tokens_per_s": round(completion_tokens / gen_seconds, 1) if gen_seconds else None,
+        "train_generation_timer": sorted({name for name, _ in gen_durations}),
+        "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1) if eval_timing else None,
+        "eval_prompts": eval_timing.get("prompts"),
+        "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
+        "torch_max_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if memory.cuda else None,
+    }
+    result["lora_round_trip"] = lora_round_trip(backend, cfg, out, trained.get("model"))
+    return result
+
+
+def lora_round_trip(backend, cfg, run_dir: Path, trained) -> dict:
+    """Reload the saved adapter (vLLM LoRA request / PEFT), generate greedily, and compare log-probabilities with
+    the bare base model: greedy text of a barely trained random model rarely changes, its log-probs do."""
+    adapter = run_dir / "lora"
+    check = {"adapter_saved": (adapter / "adapter_model.safetensors").is_file()}
+    try:
+        from grpo_sweep.data import load_splits
+
+        _, held_out = load_splits(cfg.data, need_ground_truth=False)
+        prompts = list(held_out["prompt"])[:8]
+        started = time.perf_counter()
+        if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
+            texts, base_lp, lora_lp, tokens_differ = vllm_round_trip(trained, prompts, adapter)
+        else:
+            texts, base_lp, lora_lp, tokens_differ = peft_round_trip(backend, cfg, run_dir, prompts)
+        difference = max((abs(a - b) for a, b in zip(base_lp, lora_lp)), default=0.0)
+        check.update(
+            generated=len(texts) == len(prompts) and all(isinstance(t, str) for t in texts),
+            lora_changes_logprobs=tokens_differ or difference > 1e-4,
+            greedy_tokens_differ=tokens_differ,
+            max_logprob_difference=round(difference, 5),
+            seconds=round(time.perf_counter() - started, 1),
+            example=texts[0][:80],
+        )
+    except Exception as exc:  # reported, not raised: the other numbers are still worth printing
+        check.update(generated=False, error=f"{type(exc).__name__}: {exc}"[:500])
+    check["ok"] = bool(check["adapter_saved"] and check.get("generated"))
+    return check
+
+
+def vllm_round_trip(trained, prompts, adapter: Path):
+    """The walkthrough's last step: fast_generate with lora_request=model.load_lora(<saved folder>)."""
+    from vllm import SamplingParams
+
+    model, tokenizer = trained  # this process's engine holds the base weights
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    params = SamplingParams(temperature=0, max_tokens=32, logprobs=0)
+    with_lora = model.fast_generate(texts, sampling_params=params, lora_request=model.load_lora(str(adapter)))
+    base = model.fast_generate(texts, sampling_params=params)
+    # greedy: where the tokens agree, the cumulative log-probs score the same tokens
+    same = [list(a.outputs[0].token_ids) == list(b.outputs[0].token_ids) for a, b in zip(with_lora, base)]
+    return (
+        [o.outputs[0].text for o in with_lora],
+        [o.outputs[0].cumulative_logprob for o, kept in zip(base, same) if kept],
+        [o.outputs[0].cumulative_logprob for o, kept in zip(with_lora, same) if kept],
+        not all(same),
+    )
+
+
+def peft_round_trip(backend, cfg, run_dir: Path, prompts):
+    """The saved adapter on a freshly loaded base; log-probs of its greedy completions with and without it."""
+    import torch
+
+    model, tokenizer = backend.load_trained(cfg, run_dir)
+    texts = backend.generate(model, tokenizer, prompts, 32)
+    chats = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + t for p, t in zip(prompts, texts)]
+    batch = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False).to(next(model.parameters()).device)
+
+    def sequence_logprobs():
+        with torch.no_grad():
+            logits = model(**batch).logits[:, :-1].float()
+        token_lp = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+        return (token_lp * batch["attention_mask"][:, 1:]).sum(-1).tolist()
+
+    lora_lp = sequence_logprobs()
+    with model.disable_adapter():
+        base_lp = sequence_logprobs()
+    return texts, base_lp, lora_lp, False
+
+
+# -- the whole check (parent process) ----------------------------------------------------------------------------
+
+
+def run_process(args: list[str], env: dict, seconds_left: float, log: Path) -> tuple[int | None, str]:
+    """(returncode or None on timeout, output); the output also goes to ``log``."""
+    try:
+        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(10.0, seconds_left))
+    except subprocess.TimeoutExpired as exc:
+        output = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+        log.write_text(output)
+        return None, output
+    log.write_text(proc.stdout + proc.stderr)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def last_line(output: str) -> str:
+    lines = output.strip().splitlines()
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_cli(run_dir: Path, env: dict, seconds_left: float, log: Path) -> dict:
+    started = time.perf_counter()
+    question = ["-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "32", "--seed", "0"]
+    code, output = run_process([sys.executable, *question], env, seconds_left, log)
+    return {
+        "ok": code == 0,
+        "seconds": round(time.perf_counter() - started, 1),
+        "error": None if code == 0 else ("timed out" if code is None else last_line(output)) + f" (log: {log})",
+    }
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    return str(value)
+
+
+def report(results: list[dict], header: dict) -> str:
+    lines = [f"grpo-sweep GPU check: {header['device']}; {header['model']}; {header['steps']} GRPO steps", ""]
+    rows = [
+        ("status", "status"), ("train generation tokens/s", "train_generation_tokens_per_s"),
+        ("eval generation tokens/s", "eval_generation_tokens_per_s"), ("step time (s, steps 2..)", "step_time_s"),
+        ("first step (s)", "first_step_time_s"), ("train wall (s)", "train_wall_s"),
+        ("peak GPU memory (GiB)", "peak_gpu_memory_gib"), ("torch max allocated (GiB)", "torch_max_allocated_gib"),
+    ]
+    names = [r.get("backend", "?") for r in results]
+    width = max(26, *(len(n) + 2 for n in names))
+    lines.append(" " * 28 + "".join(n.ljust(width) for n in names))
+    for label, key in rows:
+        lines.append(label.ljust(28) + "".join(fmt(r.get(key)).ljust(width) for r in results))
+    lines.append(
+        "LoRA save -> reload -> gen".ljust(28)
+        + "".join(fmt(r.get("lora_round_trip", {}).get("ok")).ljust(width) for r in results)
+    )
+    lines.append(
+        "  LoRA changes log-probs".ljust(28)
+        + "".join(fmt(r.get("lora_round_trip", {}).get("lora_changes_logprobs")).ljust(width) for r in results)
+    )
+    lines.append("generate CLI (new process)".ljust(28) + "".join(fmt(r.get("cli", {}).get("ok")).ljust(width) for r in results))
+    for r in results:
+        for problem in (r.get("error"), r.get("lora_round_trip", {}).get("error"), (r.get("cli") or {}).get("error")):
+            if problem:
+                lines.append(f"  {r.get('backend')}: {problem}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    dry_run = args.cpu_dry_run
+    steps = args.steps or (2 if dry_run else 10)
+    if args.child:
+        from grpo_sweep.backends import get_backend
+
+        get_backend(BACKEND_MODULES[args.child])  # before anything imports trl/transformers: unsloth first
+        result = run_child(args.child, args.model_dir, args.out, steps, dry_run)
+        (args.out / "gpu_check_result.json").write_text(json.dumps(result, indent=2))
+        return 0
+
+    import torch
+
+    if not dry_run and not torch.cuda.is_available():
+        print("gpu_check: no CUDA GPU visible to torch; run on a GPU machine, or use --cpu-dry-run", file=sys.stderr)
+        return 2
+    has_unsloth = importlib.util.find_spec("unsloth") is not None
+    backends = args.backends.split(",") if args.backends else ["trl", "unsloth"]
+    unknown = [b for b in backends if b not in BACKEND_MODULES]
+    if unknown:
+        print(f"gpu_check: --backends {','.join(unknown)}; use some of: {', '.join(BACKEND_MODULES)}", file=sys.stderr)
+        return 2
+    if dry_run and "trl-vllm" in backends:
+        print("gpu_check: trl-vllm needs a GPU; the dry run leaves it out")
+        backends.remove("trl-vllm")
+    if "unsloth" in backends and not has_unsloth:
+        if not dry_run:
+            print('gpu_check: unsloth is not installed; pip install -e ".[gpu]"', file=sys.stderr)
+            return 2
+        print("gpu_check: unsloth is not installed here; the dry run covers backend=trl only")
+        backends.remove("unsloth")
+    work = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / ("grpo-sweep-gpu-check" + ("-dry" if dry_run else ""))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **OFFLINE_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.setdefault("GRPO_SWEEP_CACHE", str(work / "cache"))
+
+    started = time.perf_counter()
+    model_dir = build_model(work / ("model-tiny-qwen2" if dry_run else "model-qwen2.5-0.5b-random"), dry_run)
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU (dry run: no GPU numbers)"
+    header = {
+        "device": device,
+        "model": ("tiny Qwen2" if dry_run else "Qwen2.5-0.5B architecture, random weights") + f" ({model_dir})",
+        "steps": steps,
+        "build_model_s": round(time.perf_counter() - started, 1),
+    }
+    print(f"gpu_check: model ready in {header['build_model_s']} s at {model_dir}", flush=True)
+
+    deadline = started + args.budget
+    results = []
+    for name in backends:
+        run_dir = work / f"run-{name}"
+        child = [sys.executable, __file__, "--child", name, "--model-dir", str(model_dir), "--out", str(run_dir), "--steps", str(steps)]
+        if dry_run:
+            child.append("--cpu-dry-run")
+        print(f"gpu_check: {steps} GRPO steps with backend={name} ...", flush=True)
+        t0 = time.perf_counter()
+        log = work / f"{name}.log"
+        code, output = run_process(child, env, deadline - time.perf_counter(), log)
+        result_file = run_dir / "gpu_check_result.json"
+        if code == 0 and result_file.is_file():
+            result = json.loads(result_file.read_text())
+        else:
+            why = "timed out (--budget)" if code is None else last_line(output)
+            result = {"backend": name, "status": "failed", "error": f"{why} (log: {log})"}
+        result["process_wall_s"] = round(time.perf_counter() - t0, 1)
+        results.append(result)
+        print(f"gpu_check: backend={name} {result['status']} in {result['process_wall_s']} s", flush=True)
+    # after every training run: a fresh process loading each run is worth less than the runs themselves
+    for name, result in zip(backends, results):
+        if result.get("status") == "completed" and not args.skip_cli:
+            if deadline - time.perf_counter() < 30:
+                result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
+                continue
+            print(f"gpu_check: python -m grpo_sweep.generate on the {name} run ...", flush=True)
+            result["cli"] = run_cli(work / f"run-{name}", env, deadline - time.perf_counter(), work / f"{name}-cli.log")
+
+    header["total_s"] = round(time.perf_counter() - started, 1)
+    text = report(results, header)
+    print("\n" + text + f"\n\ntotal {header['total_s']} s")
+    if not dry_run:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"header": header, "results": results}, indent=2))
+        print(f"wrote {args.json}")
+    else:
+        (work / "gpu_check.json").write_text(json.dumps({"header": header, "results": results}, indent=2))
+        print(f"wrote {work / 'gpu_check.json'} (dry run: bench/results is left alone)")
+    ok = all(r.get("status") == "completed" and r.get("lora_round_trip", {}).get("ok") for r in results)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""backend=unsloth: config, pinned-stack and GPU checks (no unsloth needed), and a real run through Unsloth's
+CPU fallback (skipped where unsloth is not importable: see README "Unsloth backend" for the CPU install)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from grpo_sweep.backends.gpu_stack import GPU_PINS, BackendError, check_cpu_fallback, check_device, check_stack
+from grpo_sweep.validate import ConfigError, validate
+
+from .conftest import FAST, ROOT, compose, run_launch
+
+HAS_UNSLOTH = importlib.util.find_spec("unsloth") is not None
+needs_unsloth = pytest.mark.skipif(
+    not HAS_UNSLOTH,
+    reason="unsloth is not importable (CPU install: README 'Unsloth backend'; put it on PYTHONPATH)",
+)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pinned(**changes):
+    versions = {**GPU_PINS, "torch": GPU_PINS["torch"] + "+cpu", **changes}
+    return lambda name: versions.get(name)
+
+
+# -- the pinned stack -------------------------------------------------------------------------------------------
+
+
+def test_pins_are_pyprojects_gpu_extra_and_core_pins():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {}
+    for requirement in project["optional-dependencies"]["gpu"] + project["dependencies"]:
+        if "==" in requirement:
+            name, version = requirement.split("==")
+            declared[name] = version
+    assert {name: declared[name] for name in GPU_PINS} == GPU_PINS
+
+
+def test_pinned_stack_passes_and_a_local_build_tag_is_the_same_release():
+    assert check_stack(need_vllm=True, version_of=pinned(), env={}) == []
+
+
+def test_stack_check_names_every_problem_and_the_fix_in_one_line():
+    version_of = pinned(unsloth=None, transformers="5.18.0")
+    with pytest.raises(BackendError) as err:
+        check_stack(need_vllm=False, version_of=version_of, env={})
+    message = str(err.value)
+    assert "\n" not in message
+    assert "unsloth is not installed" in message
+    assert "transformers 5.18.0 is installed, the [gpu] stack pins transformers==5.17.0" in message
+    assert 'pip install "unsloth==2026.10.9" "transformers==5.17.0"  (or pip install -e ".[gpu]"' in message
+    with pytest.raises(BackendError, match='Fix: pip install --no-deps "unsloth==2026.10.9"'):
+        check_stack(need_vllm=False, version_of=version_of, env={}, cuda=False)
+
+
+def test_vllm_is_required_only_for_fast_inference_but_must_match_when_present():
+    assert check_stack(need_vllm=False, version_of=pinned(vllm=None), env={}) == []
+    with pytest.raises(BackendError, match='vllm is not installed.*"vllm==0.30.0"'):
+        check_stack(need_vllm=True, version_of=pinned(vllm=None), env={})
+    with pytest.raises(BackendError, match="vllm 0.31.0 is installed"):
+        check_stack(need_vllm=False, version_of=pinned(vllm="0.31.0"), env={})
+
+
+def test_skip_env_lets_a_mismatch_through_and_reports_it():
+    problems = check_stack(False, pinned(trl="1.15.0"), env={"GRPO_SWEEP_SKIP_STACK_CHECK": "1"})
+    assert problems == ["trl 1.15.0 is installed, the [gpu] stack pins trl==1.14.2"]
+
+
+# -- GPU-only options -------------------------------------------------------------------------------------------
+
+
+def test_gpu_only_options_are_rejected_without_a_gpu_with_the_fix():
+    cfg = compose(["backend=unsloth", "model.load_in_4bit=true", "backend.fast_inference=true"])
+    validate(cfg)  # valid config: it is the machine that cannot run it
+    with pytest.raises(BackendError) as err:
+        check_device(cfg, cuda=False, version_of=pinned(), env={})
+    assert str(err.value) == (
+        "model.load_in_4bit=true, backend.fast_inference=true need a CUDA GPU and none was found; "
+        "on CPU set model.load_in_4bit=false backend.fast_inference=false"
+    )
+    check_device(cfg, cuda=True, version_of=pinned(), env={})
+
+
+def test_trl_vllm_generation_needs_a_gpu_and_vllm():
+    cfg = compose(["trainer.use_vllm=true", "trainer.vllm_mode=colocate"])
+    validate(cfg)
+    with pytest.raises(BackendError, match="trainer.use_vllm=true needs a CUDA GPU.*set trainer.use_vllm=false"):
+        check_device(cfg, cuda=False, version_of=pinned(), env={})
+    with pytest.raises(BackendError, match='trainer.use_vllm=true needs vllm; fix: pip install "vllm==0.30.0"'):
+        check_device(cfg, cuda=True, version_of=pinned(vllm=None), env={})
+    check_device(cfg, cuda=True, version_of=pinned(), env={})
+
+
+def test_disabled_cpu_fallback_is_named_before_unsloth_raises_deep_inside():
+    with pytest.raises(BackendError, match="UNSLOTH_DISABLE_CPU_FALLBACK=1"):
+        check_cpu_fallback(cuda=False, env={"UNSLOTH_DISABLE_CPU_FALLBACK": "1"})
+    check_cpu_fallback(cuda=True, env={"UNSLOTH_DISABLE_CPU_FALLBACK": "1"})
+    check_cpu_fallback(cuda=False, env={})
+
+
+@pytest.mark.skipif(_cuda(), reason="checks the CPU refusal; this machine has a GPU")
+def test_trl_vllm_run_on_cpu_fails_before_training_with_one_line(tmp_path):
+    result = run_launch(["trainer.use_vllm=true", *FAST], tmp_path)
+    assert result.returncode != 0
+    [summary] = tmp_path.glob("grpo/runs/*/summary.json")
+    record = json.loads(summary.read_text())
+    assert record["status"] == "failed"
+    assert record["error"] == (
+        "BackendError: trainer.use_vllm=true needs a CUDA GPU and none was found; on CPU set trainer.use_vllm=false"
+    )
+
+
+# -- configs ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["backend.fast_inference=true"], "backend.fast_inference=true is Unsloth's vLLM generation and backend=trl"),
+        (["backend=unsloth", "trainer.use_vllm=true"], "trainer.use_vllm=true with backend=unsloth"),
+        (["trainer.vllm_mode=remote"], "trainer.vllm_mode='remote'"),
+        (["backend=unsloth", "backend.gpu_memory_utilization=1.5"], "backend.gpu_memory_utilization=1.5"),
+        (["backend=unsloth", "backend.fast_inference=true", "lora=none"], "backend.fast_inference=true with lora=none"),
+    ],
+)
+def test_backend_combinations_that_cannot_work_fail_at_compose_time(overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        validate(compose(overrides))
+
+
+def test_walkthrough_experiment_trains_with_unsloth_and_vllm():
+    cfg = compose(["experiment=walkthrough_llama8b"])
+    assert cfg.backend.name == "unsloth" and cfg.backend.fast_inference
+    assert (cfg.model.load_in_4bit, cfg.model.max_seq_length, cfg.lora.r) == (True, 1024, 32)
+    assert (cfg.backend.gpu_memory_utilization, cfg.backend.use_gradient_checkpointing) == (0.6, "unsloth")
+    assert cfg.backend.random_state == 3407
+    validate(cfg)
+
+
+def test_gsm8k_experiment_trains_16bit_lora_with_unsloth_and_vllm():
+    cfg = compose(["experiment=gsm8k_qwen0_5b"])
+    assert cfg.backend.name == "unsloth" and cfg.backend.fast_inference and not cfg.model.load_in_4bit
+    assert cfg.model.name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and cfg.lora.r == 32
+    validate(cfg)
+
+
+def test_composing_and_validating_unsloth_configs_stays_light():
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); from conftest import compose;"
+        "from grpo_sweep.validate import validate;"
+        "validate(compose(['experiment=walkthrough_llama8b']));"
+        "heavy = [m for m in ('torch', 'unsloth', 'vllm', 'transformers', 'trl') if m in sys.modules];"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- a real run through Unsloth's CPU fallback ------------------------------------------------------------------
+
+
+@needs_unsloth
+def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
+    result = run_launch(["backend=unsloth", *FAST], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 6
+    assert summary["versions"]["unsloth"] == GPU_PINS["unsloth"]
+    assert (run_dir / "lora" / "adapter_model.safetensors").is_file()
+    output = result.stdout + result.stderr
+    assert "Unsloth (CPU)" in output  # FastLanguageModel built the model, not the TRL backend
+    assert "imported before" not in output  # neither Unsloth's warning nor ours: unsloth came first
+
+    answer = subprocess.run(
+        [sys.executable, "-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--seed", "0", "--max-new-tokens", "8"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    assert "is a LoRA adapter; loading its base" in answer.stdout + answer.stderr  # the run's adapter was loaded
+    assert answer.stdout.strip()
+
+
+@needs_unsloth
+def test_importing_transformers_before_the_unsloth_backend_is_reported():
+    code = "import transformers; import grpo_sweep.backends.unsloth_backend"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "transformers imported before unsloth" in result.stderr
+
+
+# -- the GPU check script ---------------------------------------------------------------------------------------
+
+
+def test_gpu_check_shell_script_parses():
+    result = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
+def test_gpu_check_cpu_dry_run_reports_every_number_it_can(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "trl", "--skip-cli", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [run] = json.loads((tmp_path / "gpu_check.json").read_text())["results"]
+    assert run["status"] == "completed" and run["steps"] == 2
+    assert run["train_generation_tokens_per_s"] > 0 and run["eval_generation_tokens_per_s"] > 0
+    assert run["lora_round_trip"]["ok"] and run["lora_round_trip"]["lora_changes_logprobs"]
+    assert "LoRA save -> reload -> gen" in result.stdout
