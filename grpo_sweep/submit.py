@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import OmegaConf, open_dict
-
 from hydra.errors import CompactHydraException
+from omegaconf import OmegaConf, open_dict
 
 from .results import SUMMARY, read_summary, write_json_atomic
 from .sweep import varying_overrides
