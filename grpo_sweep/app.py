@@ -8,9 +8,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .loggers import close_failed
+from .redact import install_log_redaction
 from .results import SUMMARY, read_summary, write_json_atomic
 from .resume import check_same_run
-from .validate import validate
+from .validate import check_machine, validate
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +25,28 @@ def _run_dir_overrides_multirun() -> tuple[Path, list[str], bool]:
     return Path(hydra_cfg.runtime.output_dir), list(hydra_cfg.overrides.task), hydra_cfg.mode == RunMode.MULTIRUN
 
 
+def _optuna_worker_settings():
+    """Hydra's config when this job is a worker of grpo-sweep's Optuna sweeper, else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from .search.config import SWEEPER_TARGET
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN and hydra_cfg.sweeper.get("_target_") == SWEEPER_TARGET:
+        return hydra_cfg
+    return None
+
+
 def run_task(cfg: Any) -> float | None:
+    install_log_redaction()
     validate(cfg)
+    check_machine(cfg)
+    worker = _optuna_worker_settings()
+    if worker is not None:
+        from .search.worker import run_worker
+
+        return run_worker(cfg, worker)
     run_dir, overrides, multirun = _run_dir_overrides_multirun()
     check_same_run(run_dir, cfg)
     previous = read_summary(run_dir)
@@ -52,6 +74,7 @@ def run_task(cfg: Any) -> float | None:
                 "run_dir": str(run_dir),
             },
         )
+        close_failed({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})  # the next run gets its own tracker run
         if not multirun:
             raise
         # In a sweep one failed run must not stop the others (Hydra's sweepers abort on a raised job) nor the

@@ -8,32 +8,35 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from .redact import redact
+
 SUMMARY = "summary.json"
 METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temp file + rename, so a reader never sees half a file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Temp file in the same directory, fsync, rename: a reader (or a crash) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=_jsonable)
-            f.write("\n")
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def write_json_atomic(path: Path, data: Any) -> None:
+    """JSON, secrets masked (see redact.py), written atomically."""
+    write_text_atomic(path, json.dumps(redact(data), indent=2, default=_jsonable) + "\n")
+
+
 def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        for row in rows:
-            f.write(json.dumps(row, default=_jsonable) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(redact(row), default=_jsonable) + "\n" for row in rows))
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .results import METRICS, read_jsonl, write_jsonl_atomic
+from .results import METRICS, read_jsonl, write_jsonl_atomic, write_text_atomic
 
 CHECKPOINTS = "checkpoints"
 # the config the run started with (Hydra rewrites .hydra/config.yaml on every start, so it cannot tell)
@@ -82,7 +82,7 @@ def remember_config(run_dir: Path, cfg: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("hydra", None)
-    OmegaConf.save(OmegaConf.create(resolved), path)
+    write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(resolved)))  # the ownership record: never half-written
 
 
 def trim_metrics(run_dir: Path, step: int) -> int:

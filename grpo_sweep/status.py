@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .results import METRICS, read_jsonl, read_summary
+from .results import METRICS, read_jsonl, read_summary, write_text_atomic
 from .resume import RESUMES
 from .submit import JOBS
 from .sweep import collect_runs, sweep_table, varying_overrides
@@ -132,8 +132,8 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
     finished = all(s["state"] in ENDED for s in states)
     if finished:
         table = sweep_table(Path(sweep_dir))
-        (Path(sweep_dir) / "sweep_table.md").write_text(table + "\n")
-        lines.append(f"\nAll runs ended.\n{table}")
+        write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
+        lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.report {sweep_dir}")
     return "\n".join(lines), finished
 
 

@@ -6,7 +6,11 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from .results import read_summary
+from .results import read_summary, write_text_atomic
+
+
+# Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
+WORKER_MARKER = "optuna_worker.json"
 
 
 def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
@@ -14,6 +18,8 @@ def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
     runs = []
     for config in sorted(Path(sweep_dir).glob("**/.hydra/config.yaml")):
         run_dir = config.parent.parent
+        if (run_dir / WORKER_MARKER).exists():
+            continue
         summary = read_summary(run_dir) or {"status": "running"}
         runs.append((run_dir, summary))
     return sorted(runs, key=lambda item: _order(item[0].name))
@@ -78,7 +84,17 @@ class SweepTable(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.hydra.launcher.get("detach"):
             return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
-        FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
+        from .search.config import SWEEPER_TARGET
+
+        if config.hydra.sweeper.get("_target_") != SWEEPER_TARGET:
+            # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
+            FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
         table = sweep_table(sweep_dir)
-        (sweep_dir / "sweep_table.md").write_text(table + "\n")
+        write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
         print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")
+        try:
+            from .report import build_report
+
+            print(f"report with plots: {build_report(sweep_dir)}")
+        except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
+            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.report {sweep_dir}")

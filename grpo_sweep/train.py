@@ -16,6 +16,7 @@ from transformers.trainer_callback import ProgressCallback
 from .backends import get_backend
 from .data import load_splits
 from .evaluate import evaluate
+from .loggers import open_logger
 from .results import (
     METRICS,
     SAMPLES,
@@ -28,7 +29,7 @@ from .results import (
     write_jsonl_atomic,
 )
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
-from .rewards.mix import build_mix, needs_ground_truth
+from .rewards.mix import build_mix, data_columns, needs_ground_truth
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +174,12 @@ def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, ru
     return summary
 
 
-def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
-    """Train, evaluate and save one run into ``run_dir``; return its summary."""
+def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=None) -> dict:
+    """Train, evaluate and save one run into ``run_dir``; return its summary.
+
+    ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
+    Optuna trial and may stop training early; a pruned run keeps its partial results with status "pruned".
+    """
     import datasets
     from trl import GRPOTrainer
 
@@ -182,15 +187,22 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
 
     started = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
+    tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
     from transformers import set_seed
 
     set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
+    if cfg.trainer.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.trainer.torch_threads)
     model, tokenizer = backend.load(cfg)
-    train_set, held_out = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix))
+    train_set, held_out = load_splits(
+        cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
+    )
     train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")
     held_out = filter_long_prompts(held_out, tokenizer, cfg.trainer.max_prompt_length, "held-out")
-    reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer)
+    reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer, on_error=cfg.reward_errors)
 
     metrics_path = run_dir / METRICS
     # A run dir with a checkpoint is this run's earlier attempt (requeued, timed out, killed): continue it.
@@ -203,19 +215,33 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
     else:
         metrics_path.unlink(missing_ok=True)
         remember_config(run_dir, cfg)
+    callbacks = [MetricsJsonl(metrics_path)]
+    if monitor is not None:
+        probe = held_out.select(range(min(monitor.eval_samples, len(held_out))))
+        callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(cfg, run_dir, reward_weights),
         train_dataset=train_set,
         processing_class=tokenizer,
-        callbacks=[MetricsJsonl(metrics_path)],
+        callbacks=callbacks,
     )
+    tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm:
         trainer.add_callback(RewardProgress())
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
     backend.save(trainer.model, tokenizer, run_dir)
+    if monitor is not None and monitor.pruned:
+        # Pruned: keep the partial record, skip the full evaluation so the worker is free at once.
+        empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
+        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
+                            trainer.state.global_step, overrides or [])
+        summary.update(status="pruned", **monitor.record())
+        write_json_atomic(run_dir / SUMMARY, summary)
+        tracker.finish(summary)
+        return summary
 
     evaluation = evaluate(backend, trainer.model, tokenizer, held_out, reward_funcs, cfg)
     write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
@@ -223,6 +249,10 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None) -> dict:
         cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
         trainer.state.global_step, overrides or [],
     )
+    if monitor is not None:
+        summary.update(monitor.record())
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
+    summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
     write_json_atomic(run_dir / SUMMARY, summary)
+    tracker.finish(summary)
     return summary

@@ -5,13 +5,24 @@ own ``GRPOConfig.__post_init__`` messages.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 from .backends import BACKENDS
+from .data import DataError, precheck_files
 from .rewards import RewardError
-from .rewards.mix import check_mix
+from .rewards.guard import ON_ERROR
+from .rewards.mix import check_mix, data_columns, needs_ground_truth, terms
+from .rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
 
 DATA_SOURCES = ("arithmetic", "hub", "file")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+LOGGERS = ("none", "wandb")
+LOGGER_MODES = ("auto", "online", "offline", "disabled")
 
 
 class ConfigError(ValueError):
@@ -48,7 +59,102 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"lora.r={cfg.lora.r}: LoRA rank must be > 0 (or lora=none for full fine-tuning)")
     if cfg.data.source not in DATA_SOURCES:
         raise ConfigError(f"data.source={cfg.data.source!r}; use one of: {', '.join(DATA_SOURCES)}")
+    if cfg.reward_errors not in ON_ERROR:
+        raise ConfigError(f"reward_errors={cfg.reward_errors!r}; use one of: {', '.join(ON_ERROR)}")
+    if cfg.model.dtype not in DTYPES:
+        raise ConfigError(f"model.dtype={cfg.model.dtype!r}; use one of: {', '.join(DTYPES)}")
+    if cfg.logger.name not in LOGGERS:
+        raise ConfigError(f"logger.name={cfg.logger.name!r}; use one of: {', '.join(LOGGERS)}")
+    if cfg.logger.mode not in LOGGER_MODES:
+        raise ConfigError(f"logger.mode={cfg.logger.mode!r}; use one of: {', '.join(LOGGER_MODES)}")
     try:
-        check_mix(cfg.reward_mix)
-    except RewardError as exc:
+        mix_terms = check_mix(cfg.reward_mix)
+        precheck_files(cfg.data, needs_ground_truth(cfg.reward_mix), data_columns(cfg.reward_mix))
+    except (RewardError, DataError) as exc:
         raise ConfigError(str(exc)) from None
+    if "reward_weights" in trainer.args:
+        weights = list(trainer.args["reward_weights"] or [])
+        names = [t.name for t in mix_terms]
+        problem = "does not match" if len(weights) != len(names) else "would silently override"
+        raise ConfigError(
+            f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
+            "set each weight as reward_mix.<name>.weight instead"
+        )
+    _no_secrets_in(cfg)
+    for term in mix_terms:
+        isolation = term.params.get("isolation", "namespaces")
+        if term.target == "code" and isolation not in ISOLATIONS:
+            raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
+
+
+SECRET_KEY = re.compile(r"(^|_)(api_key|token|secret|password|passwd)$", re.IGNORECASE)
+
+
+def _no_secrets_in(cfg: Any) -> None:
+    """A config is saved with every run (.hydra/, summary.json): it must not carry credentials.
+
+    Checked unresolved, as Hydra saves it: ``${oc.env:HF_TOKEN}`` is the way to hand a token to a config.
+    """
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else dict(cfg)
+    container.pop("hydra", None)
+
+    def walk(node: Any, path: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{path}{key}.")
+            elif SECRET_KEY.search(str(key)) and isinstance(value, str) and value and "${" not in value and value != "???":
+                raise ConfigError(
+                    f"{path}{key}=<hidden>: credentials must not go into the config (it is saved with the run); "
+                    "set them in the environment instead (HF_TOKEN, WANDB_API_KEY)"
+                )
+
+    walk(container, "")
+
+
+def gpu_available() -> bool:
+    """Whether this machine has a usable GPU, without importing torch (a login node must not pay for it)."""
+    if "torch" in sys.modules:
+        return bool(sys.modules["torch"].cuda.is_available())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    return (nvidia.is_dir() and any(nvidia.iterdir())) or Path("/dev/kfd").exists()
+
+
+def check_machine(cfg: Any) -> None:
+    """What only the machine that trains can answer: a GPU for GPU-only settings, the backend's packages,
+    the code reward's sandbox. Run where training runs (run_task), not on the login node that submits."""
+    gpu = gpu_available()
+    fix = "this machine has no GPU"
+    if not gpu:
+        if cfg.model.dtype in ("bfloat16", "float16"):
+            raise ConfigError(f"model.dtype={cfg.model.dtype} needs a GPU and {fix}; use model.dtype=float32 (or auto)")
+        if cfg.trainer.bf16:
+            raise ConfigError(f"trainer.bf16=true needs a GPU and {fix}; use trainer.bf16=false (or null: bf16 when supported)")
+        for key in ("bf16", "fp16"):
+            if cfg.trainer.args.get(key):
+                raise ConfigError(f"trainer.args.{key}=true needs a GPU and {fix}; remove it")
+        if cfg.model.load_in_4bit:
+            raise ConfigError(f"model.load_in_4bit=true (QLoRA) needs a GPU and {fix}; use model.load_in_4bit=false")
+        if cfg.optimizer.optim.startswith("paged_"):
+            raise ConfigError(f"optimizer.optim={cfg.optimizer.optim} (paged) needs a GPU and {fix}; use optimizer=adamw_torch")
+    if "8bit" in cfg.optimizer.optim and importlib.util.find_spec("bitsandbytes") is None:
+        raise ConfigError(f"optimizer.optim={cfg.optimizer.optim} needs bitsandbytes, which is not installed; use optimizer=adamw_torch")
+    if cfg.backend.name == "unsloth":
+        if importlib.util.find_spec("unsloth") is None:
+            raise ConfigError("backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl")
+        if not gpu:
+            raise ConfigError(f"backend.name=unsloth needs a GPU and {fix}; use backend=trl")
+    for term in terms(cfg.reward_mix):
+        if term.target == "code":
+            isolation = term.params.get("isolation", "namespaces")
+            try:
+                check_isolation(isolation)
+            except SandboxUnavailable as exc:
+                raise ConfigError(
+                    f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here ({exc}); "
+                    f"set reward_mix.{term.name}.params.isolation=rlimits to run it with resource limits only (no network isolation)"
+                ) from None

@@ -13,6 +13,8 @@ CONF = ROOT / "conf"
 # One tiny-model cache for the whole test session (and the subprocesses it starts).
 os.environ.setdefault("GRPO_SWEEP_CACHE", str(Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-test-cache"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# several torch processes share 2 cores in the tests: OpenMP spin-waits would slow each 30x
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The SLURM that scripts/slurm_local.sh starts, for the `slurm` tests (its clients need SLURM_CONF).
 _LOCAL_SLURM_CONF = Path(os.environ.get("SLURM_BASE", Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-slurm")) / "etc/slurm.conf"
 if _LOCAL_SLURM_CONF.exists():

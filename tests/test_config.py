@@ -20,10 +20,11 @@ def options(group: str) -> list[str]:
 
 
 @pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS for o in options(g)])
-def test_every_option_composes_and_validates(group, option):
+def test_every_option_composes_and_validates(group, option, tmp_path):
     overrides = [f"{group}={option}"]
     if group == "data" and option == "file":
-        overrides.append("data.path=/tmp/x.jsonl")
+        (tmp_path / "x.jsonl").write_text('{"prompt": "1+1?", "ground_truth": "2"}\n' * 3)
+        overrides.append(f"data.path={tmp_path / 'x.jsonl'}")
     if group == "trainer" and option == "standard":
         overrides.append("model.max_seq_length=1024")  # the walkthrough's 256 + 768 tokens
     cfg = compose(overrides)

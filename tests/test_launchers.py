@@ -132,7 +132,8 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
     failed, done = (json.loads((sweep_dir / n / "summary.json").read_text()) for n in ("0", "1"))
     assert failed["status"] == "failed" and "flaky reward exploded" in failed["error"]
     assert done["status"] == "completed" and done["steps"] == 2
-    assert "run 0 failed: RuntimeError: flaky reward exploded (fail=true)" in out.stdout
+    # the reward guard names the reward and the sample (rewards/guard.py)
+    assert "run 0 failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) on sample 0" in out.stdout
 
 
 def test_slurm_launcher_without_sbatch_says_so(tmp_path):

@@ -104,7 +104,7 @@ def test_length_uses_token_ids_and_scales_by_budget():
 def test_rewards_stay_in_unit_interval_on_odd_text():
     odd = ["", "\x00", "<think>" * 50, "</answer>" * 3, "🙂 <answer>∞</answer>", "\\boxed{" * 10]
     for name, fn in REWARDS.items():
-        for value in fn(completions=odd, ground_truth=["1"] * len(odd), completion_ids=[[1]] * len(odd)):
+        for value in fn(completions=odd, ground_truth=["1"] * len(odd), completion_ids=[[1]] * len(odd), tests=[["assert True"]] * len(odd)):
             assert value is None or (0.0 <= value <= 1.0 and math.isfinite(value)), (name, value)
 
 

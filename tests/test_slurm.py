@@ -166,3 +166,21 @@ def test_a_job_cancelled_mid_run_is_a_failed_run_and_the_sweep_goes_on(tmp_path)
     assert "CANCELLED" in cancelled["error"]
     assert json.loads((sweep_dir / "1" / "summary.json").read_text())["status"] == "completed"
     assert "run 0 failed: job" in stdout and "| completed |" in stdout
+
+
+def test_optuna_study_with_slurm_workers(tmp_path):
+    """Two worker jobs on the real controller pull trials from one SQLite study until the budget is spent."""
+    from .test_search import STUDY_ARGS, study_trials
+
+    out = run_launch(
+        [*STUDY_ARGS, *SLURM, "hydra.sweeper.n_workers=2"],
+        tmp_path, env=ENV,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    study_dir = tmp_path / "grpo" / "studies" / "test_space"
+    trials = study_trials(study_dir)
+    assert len(trials) == 6
+    assert "COMPLETE" in {t.state.name for t in trials}
+    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
+    assert workers == {0, 1}
+    assert "Optuna study 'test_space': 6 trials" in out.stdout

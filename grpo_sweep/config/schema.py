@@ -146,6 +146,9 @@ class TrainerConfig:
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     disable_tqdm: bool = False
+    # CPU threads for torch (null: torch's default, one per core). A tiny model gains nothing from more
+    # than one, and several runs sharing cores with OpenMP spin-waits slow down up to 30x.
+    torch_threads: Optional[int] = None
     args: Dict[str, Any] = field(default_factory=dict)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
@@ -162,11 +165,25 @@ class BackendConfig:
 
 @dataclass
 class LoggerConfig:
-    # none: metrics.jsonl and summary.json only (always written)
+    # none: metrics.jsonl and summary.json only (always written) | wandb: also a W&B run per training run
     name: str = "none"
     project: str = "grpo-sweep"
     entity: Optional[str] = None
+    # extra tags; the run's overrides are always added
     tags: List[str] = field(default_factory=list)
+    # null: the sweep (every run of one -m invocation shares it); a single run gets its own
+    group: Optional[str] = None
+    # null: "trial" for the trials of an Optuna study (hparams_search=...), else "train"
+    job_type: Optional[str] = None
+    # null: the overrides, e.g. "reward_mix=format,lora.r=16"
+    run_name: Optional[str] = None
+    notes: Optional[str] = None
+    # auto: online when W&B credentials are found, else offline | online | offline | disabled
+    mode: str = "auto"
+    # seconds to wait for the W&B server before falling back to offline
+    init_timeout: float = 60.0
+    # log a completions table (prompt, completion, per-reward scores) every N steps; 0: never
+    log_completions_steps: int = 25
 
 
 @dataclass
@@ -176,6 +193,9 @@ class Config:
     # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass: OmegaConf cannot add a
     # dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix validates terms.
     reward_mix: Dict[str, Any] = field(default_factory=dict)
+    # a reward that raises: `raise` stops the run naming reward, sample and completion; `skip` scores that
+    # sample None for that reward and counts it (reward_failures/<name> in metrics, summary.json)
+    reward_errors: str = "raise"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -192,5 +212,8 @@ def register_configs() -> None:
     """Put the schema into Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
+    from grpo_sweep.search.config import GRPOOptunaSweeperConf
+
     cs = ConfigStore.instance()
     cs.store(name="grpo_sweep_schema", node=Config)
+    cs.store(group="hydra/sweeper", name="grpo_optuna", node=GRPOOptunaSweeperConf, provider="grpo_sweep")

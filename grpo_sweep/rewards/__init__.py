@@ -11,7 +11,7 @@ import importlib
 import inspect
 from typing import Any, Mapping
 
-from . import answer, format, length  # noqa: F401  (importing registers the built-ins)
+from . import answer, code, format, length  # noqa: F401  (importing registers the built-ins)
 from ._text import completion_text
 from .answer import equivalent, extract_answer, extract_boxed
 from .registry import REWARDS, RewardFn

@@ -6,28 +6,18 @@ A sample whose ground truth cannot be parsed scores ``None`` so TRL skips it rat
 """
 from __future__ import annotations
 
-import logging
 import re
 from fractions import Fraction
 from functools import lru_cache
 
 from ._text import texts
+from .mathcheck import HELPER
 from .registry import reward
 
 _INT = re.compile(r"[+-]?\d+")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 # Longer candidates are not answers but runaway text; sympy can take minutes on them.
 MAX_ANSWER_CHARS = 500
-
-
-class _DropTimeoutNotice(logging.Filter):
-    # We turn math-verify's SIGALRM timeouts off on purpose (they fail outside the main thread).
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Timeout is disabled" not in record.getMessage()
-
-
-for _name in ("math_verify.parser", "math_verify.grader"):
-    logging.getLogger(_name).addFilter(_DropTimeoutNotice())
 
 
 def extract_answer(text: str, answer_tag: str = "answer") -> str | None:
@@ -58,15 +48,9 @@ def extract_boxed(text: str) -> str | None:
 
 
 @lru_cache(maxsize=65536)
-def _parse(expression: str):
-    # Imported here: math-verify pulls in sympy (~1 s), which the login-node path must not pay.
-    from math_verify import parse
-
-    # Timeouts off: math-verify's own use SIGALRM, which raises outside the main thread.
-    parsed = parse(expression, parsing_timeout=None)
-    if not parsed and "$" not in expression:
-        parsed = parse(f"${expression}$", parsing_timeout=None)
-    return parsed
+def _compare(truth: str, candidate: str | None) -> float | None:
+    # sympy (via math-verify) in a helper process with a real timeout; see mathcheck.py.
+    return HELPER.compare(truth, candidate)
 
 
 def equivalent(candidate: str | None, ground_truth) -> float | None:
@@ -74,23 +58,17 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
     if ground_truth is None:
         return None
     truth = str(ground_truth).strip()
-    if candidate is not None and _PLAIN_NUMBER.fullmatch(truth):
+    if _PLAIN_NUMBER.fullmatch(truth):
         # Fast exact paths for a numeric truth; sympy costs 1-12 ms a comparison.
+        if candidate is None:
+            return 0.0
         if _PLAIN_NUMBER.fullmatch(candidate.strip()):
             return 1.0 if Fraction(truth) == Fraction(candidate.strip()) else 0.0
         if not any(ch.isdigit() for ch in candidate):
             return 0.0  # words without a digit never equal a number (math-verify agrees, slowly)
-    gold = _parse(truth)
-    if not gold:
-        return None
-    if candidate is None or not candidate.strip() or len(candidate) > MAX_ANSWER_CHARS:
-        return 0.0
-    answer = _parse(candidate)
-    if not answer:
-        return 0.0
-    from math_verify import verify
-
-    return 1.0 if verify(gold, answer, timeout_seconds=None) else 0.0
+    if candidate is not None and (not candidate.strip() or len(candidate) > MAX_ANSWER_CHARS):
+        candidate = None  # only the truth is checked (None when unusable), the answer scores 0
+    return _compare(truth, candidate)
 
 
 @reward("correct")

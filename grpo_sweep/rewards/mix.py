@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import NEEDS_GROUND_TRUTH, REWARDS, RewardError, build_reward
+from .guard import guarded
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
 TRAINER_PARAMS = ("max_completion_length",)
@@ -61,15 +62,20 @@ def needs_ground_truth(mix: Mapping[str, Any]) -> bool:
     return any(term.target in NEEDS_GROUND_TRUTH for term in terms(mix))
 
 
-def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None) -> tuple[list, list[float]]:
-    """(reward_funcs, reward_weights) for GRPOConfig/GRPOTrainer, in the mix's order."""
+def data_columns(mix: Mapping[str, Any]) -> dict[str, str]:
+    """Dataset columns (other than ground_truth) that rewards of the mix read: column -> reward name."""
+    return {str(term.params.get("tests_column", "tests")): term.name for term in terms(mix) if term.target == "code"}
+
+
+def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "raise") -> tuple[list, list[float]]:
+    """(reward_funcs, reward_weights) for GRPOConfig/GRPOTrainer, in the mix's order; each reward guarded."""
     funcs, weights = [], []
     for term in check_mix(mix):
         params = dict(term.params)
         for key in TRAINER_PARAMS:
             if trainer_cfg is not None and key not in params and _accepts(term.target, key):
                 params[key] = trainer_cfg[key]
-        funcs.append(build_reward(term.name, term.target, params))
+        funcs.append(guarded(build_reward(term.name, term.target, params), term.name, on_error))
         weights.append(term.weight)
     return funcs, weights
 

@@ -1,0 +1,89 @@
+"""Time the sweep report (report.md + PNGs) for a real 16-run sweep.
+
+    python bench/report.py                      # runs a 16-run tiny sweep first (a few minutes on 2 cores)
+    python bench/report.py --sweep-dir DIR      # times the report of an existing sweep
+
+Prints the numbers and writes bench/results/report.json. The sweep: 4 reward mixes x 2 seeds x 2 LoRA ranks,
+30 steps each, with the tiny CPU model.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from record import record  # noqa: E402
+
+GRID = ["reward_mix=format,smoke,correct,format_correct", "trainer.seed=1,2", "lora.r=8,16"]
+SETTINGS = [
+    "trainer.max_steps=30", "trainer.save_steps=30", "trainer.max_completion_length=32",
+    "trainer.eval.max_new_tokens=32", "data.max_eval_samples=16", "data.arithmetic.n_train=128",
+    "data.arithmetic.n_eval=16", "trainer.disable_tqdm=true",
+]
+
+
+def run_sweep(out_root: Path) -> tuple[Path, float]:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "launch.py"), "-m", *GRID, *SETTINGS, f"output_root={out_root}"],
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return max(out_root.glob("grpo/multiruns/*")), time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sweep-dir", type=Path)
+    parser.add_argument("--out-root", type=Path, default=ROOT / "outputs" / "bench_report")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("GRPO_SWEEP_CACHE", str(Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-test-cache"))
+    sweep_s = None
+    if args.sweep_dir:
+        sweep_dir = args.sweep_dir
+    else:
+        sweep_dir, sweep_s = run_sweep(args.out_root)
+    runs = len(list(sweep_dir.glob("*/summary.json")))
+
+    cli = []  # what a user waits for: a fresh process (imports included)
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "grpo_sweep.report", str(sweep_dir)], check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
+        cli.append(time.perf_counter() - started)
+
+    from grpo_sweep.report import build_report
+
+    build_report(sweep_dir)  # warm: matplotlib imported
+    inproc, table_only = [], []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        build_report(sweep_dir)
+        inproc.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        build_report(sweep_dir, plots=False)
+        table_only.append(time.perf_counter() - started)
+
+    result = {
+        "runs": runs,
+        "pngs": len(list((sweep_dir / "plots").glob("*.png"))),
+        "report_cli_s_median": round(statistics.median(cli), 2),
+        "report_in_process_s_median": round(statistics.median(inproc), 2),
+        "table_only_s_median": round(statistics.median(table_only), 3),
+        "repeats": args.repeats,
+        "sweep_wall_s": round(sweep_s, 1) if sweep_s else None,
+        "command": "python bench/report.py" + (f" --sweep-dir {sweep_dir}" if args.sweep_dir else ""),
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end",
+    }
+    record("report", result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""What logger=wandb (offline) adds to one run: start, per-step logging, a completions table, finish.
+
+    python bench/wandb_overhead.py       # prints the numbers, writes bench/results/wandb_overhead.json
+
+No training: the logger is driven with TRL-shaped log rows (the keys of a 2-reward mix) and a 16-row
+completions buffer, the way GRPOTrainer calls it, so the numbers are the logger's own cost.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from record import record  # noqa: E402
+
+STEPS, REPEATS = 100, 3
+
+
+def trl_row(step: int) -> dict:
+    row = {"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-3, "num_tokens": 1000.0 * step, "reward": 0.1,
+           "reward_std": 0.05, "frac_reward_zero_std": 0.0, "entropy": 5.1, "step_time": 0.1, "epoch": step / 100}
+    for key in ("mean", "min", "max"):
+        row[f"completions/{key}_length"] = 32.0
+    for name in ("xmlcount", "correct"):
+        row[f"rewards/{name}/mean"], row[f"rewards/{name}/std"] = 0.1, 0.05
+    return row
+
+
+def one_run(cfg, run_dir: Path) -> dict:
+    from grpo_sweep.loggers import open_logger
+
+    t0 = time.perf_counter()
+    logger = open_logger(cfg, run_dir, ["reward_mix=smoke", "lora.r=16"])
+    t1 = time.perf_counter()
+    added = []
+    trainer = SimpleNamespace(
+        add_callback=added.append,
+        _logs={"prompt": deque(["What is 2+3?"] * 16), "completion": deque(["<think>5</think><answer>5</answer>"] * 16),
+               "rewards": {"xmlcount": deque([0.5] * 16), "correct": deque([1.0] * 16)}, "advantages": deque([0.1] * 16)},
+    )
+    logger.watch(trainer)
+    [callback] = added
+    for step in range(1, STEPS + 1):
+        state = SimpleNamespace(global_step=step, is_world_process_zero=True)
+        callback.on_log(None, state, None, logs=trl_row(step))
+    t2 = time.perf_counter()
+    logger.finish({"status": "completed", "objective": 0.1, "eval_accuracy": 0.1, "steps": STEPS})
+    t3 = time.perf_counter()
+    return {"start_s": t1 - t0, "log_ms_per_step": 1000 * (t2 - t1) / STEPS, "finish_s": t3 - t2}
+
+
+def main() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from grpo_sweep.config import register_configs
+
+    os.environ["WANDB_MODE"] = "offline"
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["logger=wandb", "logger.log_completions_steps=25"])
+    started = time.perf_counter()
+    import wandb  # noqa: F401  (the first run pays the import)
+
+    import_s = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [one_run(cfg, Path(tmp) / str(i)) for i in range(REPEATS)]
+    result = {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
+    result.update(import_wandb_s=round(import_s, 2), steps=STEPS, repeats=REPEATS, completions_tables=STEPS // 25,
+                  command="python bench/wandb_overhead.py", load_avg=round(os.getloadavg()[0], 1))
+    record("wandb_overhead", result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""A Hydra callback that checks every job of a run or sweep before anything runs or Hydra writes into a run dir.
+
+On the machine that launches: each job's config is valid (grpo-sweep's SLURM launcher validates its jobs
+itself, ``submit.plan_runs``), and no job would write into a directory that holds another run
+(``resume.check_same_run``; Hydra rewrites ``.hydra/`` before the task starts, so the task's own check comes
+too late to keep that). Machine checks (GPU, packages, sandbox) happen on the machine that trains
+(``app.run_task``). No torch is imported here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from .resume import ResumeError, check_same_run
+from .validate import ConfigError, validate
+
+# launchers that validate every job themselves before submitting
+SELF_VALIDATING = ("grpo_sweep_launcher",)
+
+
+def _job_config(config: DictConfig) -> DictConfig:
+    job = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+    return job
+
+
+def _check_job(config: DictConfig, run_dir: Path, values: bool = True) -> None:
+    job = _job_config(config)
+    if values:
+        validate(job)
+    try:
+        check_same_run(run_dir, job)
+    except ResumeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _sweep_jobs(config: DictConfig) -> list[list[str]] | None:
+    """Each job's overrides, as the BasicSweeper will launch them; None for other sweepers."""
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides(params + list(config.hydra.overrides.task))
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+class Preflight(Callback):
+    # Hydra turns a callback's Exception into a warning and carries on; SystemExit stops the launch.
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            _check_job(config, Path(config.hydra.run.dir))
+        except ConfigError as exc:
+            raise SystemExit(f"grpo-sweep: {exc}") from None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._check_sweep(config)
+        except ConfigError as exc:
+            raise SystemExit(f"grpo-sweep: {exc}") from None
+
+    def _check_sweep(self, config: DictConfig) -> None:
+        launcher = str(config.hydra.launcher.get("_target_", ""))
+        values = not any(name in launcher for name in SELF_VALIDATING)
+        jobs = _sweep_jobs(config)
+        if jobs is None:
+            if values:
+                validate(_job_config(config))  # the search space is the sweeper's; check the base config
+            return
+        from hydra.core.global_hydra import GlobalHydra
+
+        loader = GlobalHydra.instance().config_loader()
+        for num, overrides in enumerate(jobs):
+            job = loader.load_sweep_config(config, list(overrides))
+            with open_dict(job):
+                job.hydra.job.num = num
+            try:
+                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir), values)
+            except ConfigError as exc:
+                raise ConfigError(f"job {num} ({' '.join(overrides)}): {exc}") from None

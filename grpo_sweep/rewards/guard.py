@@ -1,0 +1,116 @@
+"""Fault isolation for reward functions: check what a reward returns, and decide what a failure costs.
+
+``on_error="raise"`` (default): a reward that raises stops the run with an error naming the reward, the sample
+index and the (truncated) completion; ``"skip"``: that sample gets ``None`` from that reward (TRL skips it),
+and the failures are counted (``failures`` on the wrapper, and TRL's ``log_metric`` as
+``reward_failures/<name>``: failures per batch, averaged over the logging interval).
+Either way a wrong-length list is an error, and so is a NaN/inf/non-numeric value in ``raise`` mode
+(``skip`` mode turns it into ``None`` and counts it).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import numbers
+import threading
+
+from ._text import completion_text
+
+log = logging.getLogger(__name__)
+
+ON_ERROR = ("raise", "skip")
+SHOWN_CHARS = 200
+
+
+class RewardFailure(RuntimeError):
+    """A reward raised or returned something TRL cannot use; the message names the reward and the sample."""
+
+
+def _shown(completion) -> str:
+    text = completion_text(completion)
+    return repr(text[:SHOWN_CHARS] + ("…" if len(text) > SHOWN_CHARS else ""))
+
+
+def _bad_value(value) -> str | None:
+    """Why ``value`` is not a usable score (None is usable: TRL skips it)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return f"non-numeric value {value!r}"
+    if not math.isfinite(float(value)):
+        return f"value {value!r}"
+    return None
+
+
+def _one_sample(kwargs: dict, n: int, i: int) -> dict:
+    """The keyword arguments of sample ``i`` alone: every per-sample list sliced, the rest as they are."""
+    return {k: [v[i]] if isinstance(v, (list, tuple)) and len(v) == n else v for k, v in kwargs.items()}
+
+
+def guarded(fn, name: str, on_error: str = "raise"):
+    """``fn`` checked and fault-isolated, still named ``name`` for TRL's ``rewards/<name>/mean``."""
+    if on_error not in ON_ERROR:
+        raise ValueError(f"reward_errors={on_error!r}; use one of: {', '.join(ON_ERROR)}")
+    lock = threading.Lock()
+
+    def call(completions, **kwargs):
+        n = len(completions)
+        log_metric = kwargs.get("log_metric")
+        try:
+            values = fn(completions=completions, **kwargs)
+        except Exception as exc:  # noqa: BLE001  (find which sample, then raise or skip per on_error)
+            values = _per_sample(completions, kwargs, exc)
+        if not isinstance(values, (list, tuple)) or len(values) != n:
+            got = f"{len(values)} values" if isinstance(values, (list, tuple)) else f"a {type(values).__name__}"
+            raise RewardFailure(f"reward {name!r} returned {got} for {n} completions; return one score per completion")
+        values, failed = list(values), 0
+        for i, value in enumerate(values):
+            if value is _FAILED:
+                values[i], failed = None, failed + 1
+                continue
+            problem = _bad_value(value)
+            if problem is None:
+                continue
+            if on_error == "raise":
+                raise RewardFailure(f"reward {name!r} returned {problem} for sample {i}; completion {_shown(completions[i])}")
+            values[i], failed = None, failed + 1
+        values = [None if v is None else float(v) for v in values]
+        if on_error == "skip":
+            with lock:
+                call.failures += failed
+            if callable(log_metric):
+                log_metric(f"reward_failures/{name}", float(failed))
+            if failed:
+                log.warning("reward %r failed on %d of %d samples (scored None)", name, failed, n)
+        return values
+
+    def _per_sample(completions, kwargs, batch_exc):
+        # The batch call raised: call sample by sample to find which sample(s) break it.
+        n, values = len(completions), []
+        for i in range(n):
+            try:
+                value = fn(**_one_sample({"completions": completions, **kwargs}, n, i))
+                values.append(value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value)
+            except Exception as exc:  # noqa: BLE001
+                if on_error == "raise":
+                    raise RewardFailure(
+                        f"reward {name!r} raised {type(exc).__name__}: {exc} on sample {i}; completion {_shown(completions[i])}"
+                    ) from exc
+                values.append(_FAILED)
+        if on_error == "raise":  # every sample passed alone: the batch as a whole is the problem
+            raise RewardFailure(f"reward {name!r} raised {type(batch_exc).__name__}: {batch_exc} on a batch of {n}") from batch_exc
+        return values
+
+    functools.update_wrapper(call, fn)
+    call.__name__ = call.__qualname__ = name
+    call.failures = 0
+    return call
+
+
+class _Failed:
+    def __repr__(self) -> str:
+        return "<failed>"
+
+
+_FAILED = _Failed()

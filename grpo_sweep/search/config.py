@@ -1,0 +1,81 @@
+"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``) and the study file both sides read."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+STUDY_FILE = "study.json"
+SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"
+SAMPLERS = ("tpe", "random", "grid", "cmaes")
+PRUNERS = ("median", "hyperband", "none")
+
+
+@dataclass
+class SamplerConfig:
+    name: str = "tpe"
+    seed: int = 42
+    n_startup_trials: int = 5
+
+
+@dataclass
+class PrunerConfig:
+    name: str = "median"
+    # median: trials completed before pruning starts, and steps before a trial can be pruned
+    n_startup_trials: int = 3
+    n_warmup_steps: int = 0
+
+
+@dataclass
+class GRPOOptunaSweeperConf:
+    _target_: str = SWEEPER_TARGET
+    study_name: str = "grpo"
+    # null: SQLite file in the sweep dir; "journal": journal file there; or any RDB URL
+    storage: Optional[str] = None
+    # one direction, or a list for multi-objective (then `objectives` lists the summary keys)
+    direction: Any = "maximize"
+    objectives: Optional[List[str]] = None
+    # total budget, counting every trial the study already has (resume adds up to it)
+    n_trials: int = 20
+    # trials in flight at once (worker jobs on the launcher)
+    n_workers: int = 1
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    pruner: PrunerConfig = field(default_factory=PrunerConfig)
+    # report the metric every N steps, on this many held-out prompts
+    prune_every: int = 10
+    prune_eval_samples: int = 16
+    # stop the study once more than this many trials failed
+    max_failures: int = 3
+    heartbeat_interval: int = 30
+    grace_period: int = 120
+    params: Dict[str, Any] = field(default_factory=dict)
+    # search the mix's weights on the simplex: {rewards: [names] or null for all}; null: don't
+    reward_weights: Optional[Dict[str, Any]] = None
+
+
+def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list[str], list[str]]:
+    directions = sweeper.direction
+    directions = [directions] if isinstance(directions, str) else list(directions)
+    objectives = list(sweeper.objectives) if sweeper.objectives else [optimized_metric]
+    if len(objectives) != len(directions):
+        raise ValueError(
+            f"hydra.sweeper: {len(objectives)} objectives {objectives} but {len(directions)} directions {directions}"
+        )
+    for d in directions:
+        if d not in ("maximize", "minimize"):
+            raise ValueError(f"hydra.sweeper.direction={d!r}; use maximize or minimize")
+    return objectives, directions
+
+
+def write_study_file(sweep_dir: Path, data: dict) -> None:
+    from ..results import write_json_atomic
+
+    write_json_atomic(Path(sweep_dir) / STUDY_FILE, data)
+
+
+def read_study_file(sweep_dir: Path) -> dict:
+    path = Path(sweep_dir) / STUDY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{sweep_dir} holds no {STUDY_FILE}; is it the directory of an Optuna sweep?")
+    return json.loads(path.read_text())

@@ -1,0 +1,52 @@
+"""Report a quick held-out metric to the trial every N steps during training, and stop when pruned."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from transformers import TrainerCallback
+
+from ..results import lookup
+
+
+class TrialMonitor:
+    """Holds what a trial reported; ``callback`` plugs it into the trainer."""
+
+    def __init__(self, trial, metric: str, every: int, eval_samples: int, can_prune: bool = True):
+        self.trial = trial
+        self.metric = metric
+        self.every = max(1, int(every))
+        self.eval_samples = eval_samples
+        self.can_prune = can_prune
+        self.intermediate: dict[int, float] = {}
+        self.pruned_at: int | None = None
+
+    @property
+    def pruned(self) -> bool:
+        return self.pruned_at is not None
+
+    def callback(self, quick_eval: Callable[[object], dict]) -> TrainerCallback:
+        return _ReportCallback(self, quick_eval)
+
+    def record(self) -> dict:
+        return {"pruned_at_step": self.pruned_at, "intermediate": {str(k): v for k, v in self.intermediate.items()}}
+
+
+class _ReportCallback(TrainerCallback):
+    def __init__(self, monitor: TrialMonitor, quick_eval: Callable[[object], dict]):
+        self.monitor = monitor
+        self.quick_eval = quick_eval
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        m, step = self.monitor, state.global_step
+        if step % m.every or step >= state.max_steps or step in m.intermediate:
+            return control
+        value = lookup(self.quick_eval(model), m.metric)
+        if value is None or not math.isfinite(value):
+            return control
+        m.intermediate[step] = float(value)
+        m.trial.report(float(value), step)
+        if m.can_prune and m.trial.should_prune():
+            m.pruned_at = step
+            control.should_training_stop = True
+        return control

@@ -1,0 +1,130 @@
+"""Search spaces: plain parameters, reward weights on a simplex, and batch-compatible num_generations.
+
+GRPO normalises advantages within each group, so multiplying every reward weight by one factor barely changes
+training. Reward weights are therefore searched on the simplex (they sum to 1): a stick-breaking map from
+[0, 1]^(k-1) onto the simplex, uniform for a uniform sampler, gives every trial a different mix.
+No heavy imports: the sweeper composes these on the submitting node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+PARAM_TYPES = ("float", "int", "categorical")
+
+
+class SearchSpaceError(ValueError):
+    """A search-space entry that cannot be sampled; the message names it."""
+
+
+@dataclass
+class SearchSpace:
+    params: dict[str, dict]
+    simplex: list[str]  # reward names whose weights are searched on the simplex
+    adjust_batch: bool  # keep prompts per step fixed when num_generations changes
+
+    @classmethod
+    def from_config(cls, params: Mapping | None, reward_weights: Mapping | None, cfg: Any) -> "SearchSpace":
+        params = {str(k): dict(v) for k, v in (params or {}).items()}
+        for key, spec in params.items():
+            kind = spec.get("type")
+            if kind not in PARAM_TYPES:
+                raise SearchSpaceError(f"hydra.sweeper.params.{key}.type={kind!r}; use one of {PARAM_TYPES}")
+            if kind == "categorical" and not spec.get("choices"):
+                raise SearchSpaceError(f"hydra.sweeper.params.{key}: categorical needs a non-empty `choices` list")
+            if kind in ("float", "int") and not ("low" in spec and "high" in spec and spec["low"] < spec["high"]):
+                raise SearchSpaceError(f"hydra.sweeper.params.{key}: {kind} needs low < high, got {spec}")
+            if kind == "float" and spec.get("log") and spec["low"] <= 0:
+                raise SearchSpaceError(f"hydra.sweeper.params.{key}: a log-scaled range needs low > 0, got {spec['low']}")
+            if _select(cfg, key) is _MISSING:
+                raise SearchSpaceError(f"hydra.sweeper.params: {key!r} is not a config key")
+        simplex: list[str] = []
+        adjust = False
+        if reward_weights:
+            names = reward_weights.get("rewards") or list(cfg.reward_mix)
+            unknown = [n for n in names if n not in cfg.reward_mix]
+            if unknown:
+                raise SearchSpaceError(
+                    f"hydra.sweeper.reward_weights.rewards: {unknown} not in reward_mix {list(cfg.reward_mix)}"
+                )
+            if len(names) >= 2:
+                simplex = [str(n) for n in names]
+        space = cls(params=params, simplex=simplex, adjust_batch=False)
+        generations = params.get("trainer.num_generations")
+        if generations is not None:
+            space.adjust_batch = bool(generations.pop("adjust_batch", True))
+            space._check_generations(generations, cfg)
+        return space
+
+    def _check_generations(self, spec: dict, cfg: Any) -> None:
+        if spec["type"] != "categorical":
+            raise SearchSpaceError("hydra.sweeper.params.trainer.num_generations: use type categorical with choices")
+        bad = [g for g in spec["choices"] if int(g) < 2]
+        if bad:
+            raise SearchSpaceError(f"hydra.sweeper.params.trainer.num_generations: choices {bad} < 2")
+        if not self.adjust_batch:
+            t = cfg.trainer
+            batch = t.per_device_train_batch_size * (t.steps_per_generation or t.gradient_accumulation_steps)
+            ok = [g for g in spec["choices"] if batch % int(g) == 0]
+            if not ok:
+                raise SearchSpaceError(
+                    f"hydra.sweeper.params.trainer.num_generations: no choice in {list(spec['choices'])} divides "
+                    f"the generation batch {batch}; set adjust_batch: true or change the choices"
+                )
+            spec["choices"] = ok
+
+    def suggest(self, trial, cfg: Any) -> dict[str, Any]:
+        """Sample one point: ``{dotted config key: value}`` ready to apply as overrides."""
+        values: dict[str, Any] = {}
+        for key, spec in self.params.items():
+            kind = spec["type"]
+            if kind == "float":
+                values[key] = trial.suggest_float(key, spec["low"], spec["high"], log=bool(spec.get("log", False)))
+            elif kind == "int":
+                values[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log", False)))
+            else:
+                values[key] = trial.suggest_categorical(key, list(spec["choices"]))
+        if self.simplex:
+            raw = [trial.suggest_float(f"simplex.{name}", 0.0, 1.0) for name in self.simplex[:-1]]
+            for name, weight in zip(self.simplex, stick_breaking(raw)):
+                values[f"reward_mix.{name}.weight"] = round(weight, 6)
+        if self.adjust_batch and "trainer.num_generations" in values:
+            t = cfg.trainer
+            prompts_per_step = max(1, t.per_device_train_batch_size // t.num_generations)
+            values["trainer.per_device_train_batch_size"] = prompts_per_step * int(values["trainer.num_generations"])
+        return values
+
+
+def stick_breaking(u: list[float]) -> list[float]:
+    """Map k-1 numbers in [0, 1] onto k non-negative weights summing to 1 (uniform in, uniform out)."""
+    k = len(u) + 1
+    weights, remaining = [], 1.0
+    for i, ui in enumerate(u):
+        # inverse CDF of Beta(1, k-1-i): the share of what is left that this weight takes
+        share = 1.0 - (1.0 - min(max(ui, 0.0), 1.0)) ** (1.0 / (k - 1 - i))
+        weights.append(remaining * share)
+        remaining -= weights[-1]
+    weights.append(max(remaining, 0.0))
+    return weights
+
+
+_MISSING = object()
+
+
+def _select(cfg: Any, key: str):
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(cfg, key, default=_MISSING)
+    return value
+
+
+def as_overrides(values: Mapping[str, Any]) -> list[str]:
+    return [f"{key}={_override_value(value)}" for key, value in values.items()]
+
+
+def _override_value(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

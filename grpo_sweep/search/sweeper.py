@@ -1,0 +1,154 @@
+"""The Hydra sweeper: create or resume the study, launch worker jobs, then report the study.
+
+It runs on the submitting (login) node: Optuna and SQLAlchemy only, no torch.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, List
+
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf
+
+from .config import objectives_and_directions, write_study_file
+from .space import SearchSpace
+from .storage import check_storage_url, resolve_url
+
+log = logging.getLogger(__name__)
+
+
+class OptunaSweeperImpl(Sweeper):
+    def __init__(self, **settings: Any):
+        self.settings = OmegaConf.create(settings)
+        self.config: DictConfig | None = None
+        self.launcher = None
+        self.hydra_context = None
+
+    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.hydra_context = hydra_context
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def _compose(self, overrides: List[str], with_hydra_overrides: bool = True) -> DictConfig:
+        """The job config for ``overrides`` (optionally without this sweep's hydra.* overrides)."""
+        if with_hydra_overrides:
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        else:
+            from hydra.types import RunMode
+
+            cfg = self.hydra_context.config_loader.load_configuration(
+                config_name=self.config.hydra.job.config_name, overrides=list(overrides), run_mode=RunMode.RUN
+            )
+        with_hydra = OmegaConf.to_container(cfg, resolve=False)
+        with_hydra.pop("hydra", None)
+        return OmegaConf.create(with_hydra)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        import optuna
+
+        from ..validate import validate
+
+        s = self.settings
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+
+        job_cfg = self._compose(arguments)
+        validate(job_cfg)
+        objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
+        SearchSpace.from_config(s.params, s.reward_weights, job_cfg)  # fail here, not in every worker
+        url = resolve_url(s.storage, sweep_dir)
+        check_storage_url(url)
+        from .storage import open_storage
+
+        study = optuna.create_study(
+            study_name=s.study_name, storage=open_storage(url), directions=directions, load_if_exists=True
+        )
+        if list(study.directions) != [optuna.study.StudyDirection[d.upper()] for d in directions]:
+            raise ValueError(f"study {s.study_name!r} in {url} has directions {study.directions}; this sweep asks {directions}")
+        done = len(study.trials)
+        write_study_file(
+            sweep_dir,
+            {
+                "study_name": s.study_name,
+                "storage": url,
+                "objectives": objectives,
+                "directions": directions,
+                "n_trials": s.n_trials,
+                "max_failures": s.max_failures,
+                "reproduce_overrides": self._reproduce_overrides(arguments, job_cfg),
+            },
+        )
+        log.info(
+            "Optuna study %r (%s): %d trials so far, budget %d, %d worker(s) -> %s",
+            s.study_name, url, done, s.n_trials, s.n_workers, sweep_dir,
+        )
+        returns = []
+        if done < s.n_trials:
+            workers = max(1, min(s.n_workers, s.n_trials - done))
+            returns = self.launcher.launch([list(arguments)] * workers, initial_job_idx=0)
+            for r in returns:
+                try:
+                    _ = r.return_value
+                except Exception as exc:  # a worker crashed: its trials are failed by heartbeat; report it
+                    log.error("an Optuna worker failed: %s: %s", type(exc).__name__, exc)
+        else:
+            log.info("study %r already has %d trials (budget %d): nothing to run", s.study_name, done, s.n_trials)
+
+        from .report import study_report
+
+        print(study_report(sweep_dir))
+        from .worker import too_many_failures
+
+        message = too_many_failures(optuna.load_study(study_name=s.study_name, storage=open_storage(url)), s.max_failures)
+        if message:
+            print(message, file=sys.stderr)
+            raise RuntimeError(message)
+        return returns
+
+    def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
+        """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept)."""
+        plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
+        single = self._compose(plain, with_hydra_overrides=False)
+        return plain + diff_overrides(single, job_cfg)
+
+
+def diff_overrides(base: DictConfig, target: DictConfig) -> list[str]:
+    """``key=value`` overrides turning ``base`` into ``target`` (leaves only; lists as a whole)."""
+    a, b = _flatten(OmegaConf.to_container(base, resolve=True)), _flatten(OmegaConf.to_container(target, resolve=True))
+    out = []
+    for key in b:
+        if key not in a:
+            out.append(f"+{key}={_value(b[key])}")
+        elif a[key] != b[key]:
+            out.append(f"{key}={_value(b[key])}")
+    return out
+
+
+def _flatten(node: Any, prefix: str = "") -> dict:
+    if isinstance(node, dict) and node:
+        out = {}
+        for k, v in node.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def _value(value: Any) -> str:
+    import json
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    if isinstance(value, str) and any(c in value for c in " ,=[]{}()'\"\\:"):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)

@@ -1,0 +1,305 @@
+"""One W&B run per training run, shaped so a sweep's runs compare side by side in W&B.
+
+group = the sweep, job_type train/trial, name and tags from the overrides, config = the resolved Hydra config
+(secrets redacted), TRL's per-step metrics under their own keys, a completions table every N steps, and a
+summary with the objective. The run id lives in the run directory so a resumed run continues the same W&B run.
+Without credentials the run is written offline under ``<run_dir>/wandb`` and can be synced later.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import netrc
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from omegaconf import OmegaConf
+from transformers import TrainerCallback
+
+from .loggers import RunLogger, finished
+
+log = logging.getLogger(__name__)
+
+RUN_ID_FILE = "wandb_run_id"
+STEP_KEY = "train/global_step"  # the x-axis transformers' own W&B integration uses
+# hub_token, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY — but not max_new_tokens
+SECRET_NAME = re.compile(r"(?:^|[_.-])(?:api_?key|token|secret|password|passwd|credentials?)(?:$|[_.-])", re.IGNORECASE)
+REDACTED = "<redacted>"
+# Overrides that say where or how a run is logged, not what it trains: left out of names and tags.
+NOT_IN_NAME = ("hydra", "logger", "output_root", "task_name")
+W_AND_B_TAG_MAX = 64
+WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
+_online_failed = False  # set once an online start failed in this process
+
+
+def _secret_values() -> list[str]:
+    """Values of environment variables whose names look secret (WANDB_API_KEY, HF_TOKEN, ...)."""
+    return [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8]
+
+
+def redact(value: Any, secrets: list[str] | None = None) -> Any:
+    """A copy of ``value`` with secret-looking keys and any secret environment value masked."""
+    secrets = _secret_values() if secrets is None else secrets
+    if isinstance(value, dict):
+        return {k: REDACTED if SECRET_NAME.search(str(k)) and v else redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+    return value
+
+
+def _training_overrides(overrides: list[str]) -> list[str]:
+    keep = []
+    for override in overrides:
+        key = _key(override)
+        if not key.split(".", 1)[0].split("/", 1)[0] in NOT_IN_NAME:
+            keep.append(override)
+    return keep
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def swept_keys(sweep_dir: Path | None) -> set[str]:
+    """Keys the sweep varies (``reward_mix`` for ``reward_mix=format,smoke``), from the multirun.yaml Hydra writes
+    into the sweep dir before launching any job; also the keys of a sweeper's ``params`` (Optuna-style)."""
+    path = Path(sweep_dir or "") / "multirun.yaml"
+    if sweep_dir is None or not path.exists():
+        return set()
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    hydra_cfg = OmegaConf.load(path).hydra
+    task = list(OmegaConf.select(hydra_cfg, "overrides.task", default=None) or [])
+    keys = {o.get_key_element().lstrip("+~") for o in OverridesParser.create().parse_overrides(task) if o.is_sweep_override()}
+    params = OmegaConf.select(hydra_cfg, "sweeper.params", default=None)
+    return keys | set(params.keys() if params is not None else ())
+
+
+def run_name(overrides: list[str], swept: set[str] | None = None) -> str:
+    """``reward_mix=format,lora.r=16`` — Hydra's override_dirname style, only the swept keys when known
+    (the settings every run of the sweep shares are in the config and tags); ``defaults`` when nothing is overridden."""
+    training = _training_overrides(overrides)
+    named = [o for o in training if _key(o) in swept] if swept else []
+    return ",".join(named or training) or "defaults"
+
+
+def run_tags(overrides: list[str], user_tags: list[str]) -> list[str]:
+    tags = [t[:W_AND_B_TAG_MAX] for t in list(user_tags) + _training_overrides(overrides)]
+    return list(dict.fromkeys(tags))
+
+
+def _sweep_dir() -> Path | None:
+    """The multirun's directory when this run is one job of a Hydra ``-m`` sweep, else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+    except ImportError:
+        return None
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    # The job's output dir is <sweep.dir>/<sweep.subdir>: walk up as many parts as the subdir has. Reading the
+    # realised path (not re-resolving sweep.dir's ${now:} interpolation) gives every job, in any process, the same answer.
+    depth = len(Path(str(hydra_cfg.sweep.subdir)).parts)
+    return Path(hydra_cfg.runtime.output_dir).resolve().parents[depth - 1]
+
+
+def _optuna_trial() -> bool:
+    """This run is a trial of grpo-sweep's Optuna sweeper (its worker jobs train the trials)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        from .search.config import SWEEPER_TARGET
+    except ImportError:
+        return False
+    return HydraConfig.initialized() and HydraConfig.get().sweeper.get("_target_") == SWEEPER_TARGET
+
+
+def default_group(cfg: Any, run_dir: Path) -> str:
+    """The sweep's directory names the group (a single run is a group of one); a short hash of its absolute
+    path keeps two sweeps started in the same second on different machines apart."""
+    where = _sweep_dir() or Path(run_dir).resolve()
+    digest = hashlib.sha1(str(where).encode()).hexdigest()[:6]
+    return f"{cfg.task_name}-{where.name}-{digest}"
+
+
+def _has_credentials() -> bool:
+    """W&B's own credential sources, checked without contacting the server: env, then ~/.netrc for the host."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or ""
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    try:
+        return netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def choose_mode(configured: str) -> str:
+    """``auto``: WANDB_MODE if the user set it, else online with credentials and offline without."""
+    env_mode = os.environ.get("WANDB_MODE")
+    if env_mode is not None and env_mode not in WANDB_MODES:
+        # wandb itself rejects any WANDB_MODE it does not know (even an empty one) before it starts a run
+        log.warning("ignoring WANDB_MODE=%r (not one of %s)", env_mode, ", ".join(WANDB_MODES))
+        del os.environ["WANDB_MODE"]
+        env_mode = None
+    if configured != "auto":
+        return configured
+    if env_mode:
+        return {"dryrun": "offline", "run": "online", "shared": "online"}.get(env_mode, env_mode)
+    return "online" if _has_credentials() else "offline"
+
+
+def read_or_create_run_id(run_dir: Path) -> tuple[str, bool]:
+    """The run id stored in the run dir (a resumed or requeued run), or a new one written there first."""
+    path = Path(run_dir) / RUN_ID_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.read_text().strip():
+        return path.read_text().strip(), True
+    run_id = uuid.uuid4().hex[:12]  # W&B ids are any unique [a-z0-9] string
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(run_id + "\n")
+    os.replace(tmp, path)  # a run killed here leaves no half-written id
+    return run_id, False
+
+
+class WandbLogger(RunLogger):
+    def __init__(self, cfg: Any, run_dir: Path, overrides: list[str]):
+        import wandb
+
+        self.cfg = cfg.logger
+        self.run_dir = Path(run_dir)
+        secrets = _secret_values()
+        self.run_id, resumed = read_or_create_run_id(self.run_dir)
+        init = dict(
+            project=cfg.logger.project,
+            entity=cfg.logger.entity,
+            group=cfg.logger.group or default_group(cfg, self.run_dir),
+            job_type=cfg.logger.job_type or ("trial" if _optuna_trial() else "train"),
+            name=redact(cfg.logger.run_name or run_name(overrides, swept_keys(_sweep_dir())), secrets),
+            tags=redact(run_tags(overrides, list(cfg.logger.tags)), secrets),
+            notes=cfg.logger.notes,
+            config=redact(OmegaConf.to_container(cfg, resolve=True), secrets),
+            dir=str(self.run_dir),
+            id=self.run_id,
+            resume="allow",
+        )
+        global _online_failed
+        self.mode = choose_mode(cfg.logger.mode)
+        if self.mode == "online" and _online_failed:
+            self.mode = "offline"  # later runs of a local -m sweep do not wait for the same timeout again
+        self.run = None
+        if self.mode == "online":
+            try:
+                self.run = wandb.init(mode="online", settings=self._settings(), **init)
+            except Exception as exc:  # no network on a compute node, a bad key, a server down: keep training
+                log.warning("W&B online start failed (%s: %s); logging offline instead", type(exc).__name__,
+                            redact(str(exc).splitlines()[0] if str(exc) else "", secrets))
+                self.mode, _online_failed = "offline", True
+                wandb.teardown()  # the timed-out online attempt keeps the run id "in use" inside wandb's service
+        if self.run is None:
+            try:
+                self.run = wandb.init(mode="offline", settings=self._settings(), **init)
+            except Exception as exc:  # logging must never cost the training run
+                log.warning("W&B disabled for this run (%s: %s); metrics.jsonl and summary.json are still written",
+                            type(exc).__name__, redact(str(exc), secrets)[:300])
+                return
+        self.run.define_metric(STEP_KEY)
+        self.run.define_metric("*", step_metric=STEP_KEY, step_sync=True)
+        log.info("W&B run %s (%s, group %s%s)", self.run_id, self.mode, init["group"], ", resumed" if resumed else "")
+
+    def _settings(self):
+        import wandb
+
+        # quiet: our own end-of-run line says where the run is; no prompt can appear (no login is ever asked).
+        return wandb.Settings(init_timeout=float(self.cfg.init_timeout), quiet=True, save_code=False)
+
+    def watch(self, trainer: Any) -> None:
+        if self.run is not None:
+            trainer.add_callback(WandbStepLogger(self.run, trainer, int(self.cfg.log_completions_steps)))
+
+    def finish(self, summary: dict) -> None:
+        finished(self)
+        run, self.run = self.run, None
+        if run is None:
+            return
+        run.summary.update(redact(summary_fields(summary)))
+        run.finish(exit_code=1 if summary.get("status") == "failed" else 0)  # a pruned trial ended as asked
+        if self.mode == "offline":
+            where = Path(run.settings.sync_dir)
+            parts = sorted(where.parent.glob(f"offline-run-*-{self.run_id}"))  # a resumed run has one per start
+            target = f"{where.parent}/offline-run-*-{self.run_id}" if len(parts) > 1 else str(where)
+            print(f"W&B: offline run {self.run_id} saved in {where}\n  upload it with: wandb sync {target}")
+        elif getattr(run, "url", None):
+            print(f"W&B: run {run.url}")
+
+
+def summary_fields(summary: dict) -> dict:
+    """What W&B's run table should show for a finished (or failed) run."""
+    out = {
+        "status": summary.get("status"),
+        "objective": summary.get("objective"),
+        "optimized_metric": summary.get("optimized_metric"),
+        "eval_accuracy": summary.get("eval_accuracy"),
+        "objective_step": summary.get("steps"),
+        "runtime_s": summary.get("runtime_s"),
+        "final/reward": summary.get("reward"),
+    }
+    for name, value in (summary.get("eval_rewards") or {}).items():
+        out[f"eval/{name}"] = value
+    for name, value in (summary.get("train_rewards") or {}).items():
+        out[f"final/rewards/{name}"] = value
+    trial = summary.get("trial") or {}
+    for key in ("number", "state"):
+        if trial.get(key) is not None:
+            out[f"trial/{key}"] = trial[key]
+    if summary.get("error"):
+        out["error"] = summary["error"][:1000]
+    return {k: v for k, v in out.items() if v is not None}
+
+
+class WandbStepLogger(TrainerCallback):
+    """TRL's per-step logs under their own keys (``reward``, ``rewards/<name>/mean``, ``kl``, ...), plus a
+    completions table every ``every`` steps."""
+
+    def __init__(self, run: Any, trainer: Any, every: int):
+        self.run, self.trainer, self.every = run, trainer, every
+        self.table_step = -1
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        row = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        row[STEP_KEY] = state.global_step
+        # TRL logs the last step twice (metrics, then train_runtime & co.): one table per step is enough
+        if self.every and state.global_step % self.every == 0 and state.global_step != self.table_step:
+            self.table_step = state.global_step
+            table = self._completions_table(state.global_step)
+            if table is not None:
+                row["completions"] = table
+        self.run.log(row)
+
+    def _completions_table(self, step: int):
+        """The latest generation batch, from the trainer's own buffer (what TRL's log_completions prints)."""
+        import wandb
+
+        logs = getattr(self.trainer, "_logs", None)  # TRL keeps no public handle on the latest completions
+        if not logs or not logs.get("prompt"):
+            return None
+        rewards = {name: list(values) for name, values in logs["rewards"].items()}
+        columns = ["step", "prompt", "completion", *rewards, "advantage"]
+        table = wandb.Table(columns=columns)
+        advantages = list(logs["advantages"])
+        for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"])):
+            scores = [values[i] if i < len(values) else None for values in rewards.values()]
+            table.add_data(step, prompt, completion, *scores, advantages[i] if i < len(advantages) else None)
+        return table

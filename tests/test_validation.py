@@ -1,0 +1,180 @@
+"""Every bad input the README's "bad input → message" table lists fails before training, with one line naming it.
+
+Each case is (id, setup, expected message). ``setup(tmp_path, monkeypatch)`` triggers the error; the README
+table is these cases.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from hydra.errors import ConfigCompositionException
+
+from grpo_sweep import validate as validation
+from grpo_sweep.resume import ResumeError, check_same_run, remember_config
+from grpo_sweep.rewards.sandbox import SandboxUnavailable
+from grpo_sweep.search.storage import check_storage_url
+from grpo_sweep.submit import check_resources
+from grpo_sweep.validate import ConfigError, check_machine, validate
+
+from .conftest import ROOT, compose
+
+
+def jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def bad(overrides):
+    return lambda tmp, mp: validate(compose(overrides))
+
+
+def on_cpu(overrides):
+    def run(tmp, mp):
+        mp.setattr(validation, "gpu_available", lambda: False)
+        check_machine(compose(overrides))
+
+    return run
+
+
+def file_data(rows, extra=()):
+    def run(tmp, mp):
+        path = jsonl(tmp / "d.jsonl", rows)
+        validate(compose(["data=file", f"data.path={path}", *extra]))
+
+    return run
+
+
+def with_packages(present: set[str], gpu: bool, overrides):
+    def run(tmp, mp):
+        real = importlib.util.find_spec
+        mp.setattr(importlib.util, "find_spec", lambda name, *a: object() if name in present else (None if name == "unsloth" else real(name, *a)))
+        mp.setattr(validation, "gpu_available", lambda: gpu)
+        check_machine(compose(overrides))
+
+    return run
+
+
+def no_sandbox(tmp, mp):
+    def unavailable(isolation="namespaces"):
+        raise SandboxUnavailable("unshare: unshare failed: Operation not permitted")
+
+    mp.setattr(validation, "check_isolation", unavailable)
+    check_machine(compose(["+reward_mix.code.weight=1"]))
+
+
+def no_sbatch(tmp, mp):
+    mp.setattr(shutil, "which", lambda name: None)
+    check_resources({}, "slurm")
+
+
+def taken_dir(tmp, mp):
+    remember_config(tmp, compose(["lora.r=16"]))
+    check_same_run(tmp, compose(["lora.r=32"]))
+
+
+def lora_targets_absent(tmp, mp):
+    from grpo_sweep.backends import hf
+
+    cfg = compose(["lora.target_modules=[q_proj,nope_proj]"])
+    model = hf.load_base_model(cfg.model, hf.model_source(cfg.model))
+    hf.apply_lora(model, cfg.lora)
+
+
+GT = [{"prompt": "1+1?", "ground_truth": "2"}] * 3
+CASES = [
+    # (id, setup, message the error must contain)
+    ("unknown group option", lambda t, m: compose(["reward_mix=nope"]), "Could not find 'reward_mix/nope'"),
+    ("typo'd key", lambda t, m: compose(["lora.rr=3"]), "Could not override 'lora.rr'."),
+    ("wrong type", lambda t, m: compose(["lora.r=sixteen"]), "Error merging override lora.r=sixteen"),
+    ("num_generations < 2", bad(["trainer.num_generations=1"]), "trainer.num_generations=1: GRPO compares completions within a group, use >= 2"),
+    ("num_generations not dividing the batch", bad(["trainer.num_generations=3"]), "trainer.num_generations=3 must divide the generation batch"),
+    ("prompt + completion > max_seq_length", bad(["trainer.max_completion_length=1000"]), "exceeds model.max_seq_length=512"),
+    ("unknown reward name", bad(["+reward_mix.formatt.weight=1"]), "unknown reward 'formatt'; built-in rewards are: boxed, code, correct"),
+    ("reward import path not importable", bad(["+reward_mix.mine.fn=no_such_pkg.reward"]), "cannot import module 'no_such_pkg'"),
+    ("reward import path without the function", bad(["+reward_mix.mine.fn=tests.reward_plugins.missing"]), "has no function 'missing'"),
+    ("reward signature cannot take TRL's arguments", bad(["+reward_mix.mine.fn=tests.reward_plugins.no_kwargs"]), "must accept **kwargs"),
+    ("negative reward weight", bad(["reward_mix.xmlcount.weight=-1"]), "reward_mix.xmlcount.weight=-1.0: weights must be >= 0"),
+    ("all-zero reward weights", bad(["reward_mix.xmlcount.weight=0"]), "every weight is 0"),
+    ("non-numeric reward weight", bad(["reward_mix.xmlcount.weight=high"]), "reward_mix.xmlcount.weight='high': must be a number"),
+    ("unknown key in a reward term", bad(["+reward_mix.xmlcount.wieght=1"]), "unknown key 'wieght'"),
+    ("reward weights not matching the rewards", bad(["+trainer.args.reward_weights=[1.0]"]), "trainer.args.reward_weights=[1.0] does not match the 2 rewards of reward_mix (xmlcount, correct)"),
+    ("bad reward_errors mode", bad(["reward_errors=ignore"]), "reward_errors='ignore'; use one of: raise, skip"),
+    ("empty dataset", file_data([]), "the train dataset is empty"),
+    ("data file missing", bad(["data=file", "data.path=/nonexistent/train.jsonl"]), "data file not found: '/nonexistent/train.jsonl' (data.path)"),
+    ("unknown data file format", bad(["data=file", "data.path=/etc/hostname"]), "unknown format ''"),
+    ("missing prompt column", file_data([{"question": "1+1?", "ground_truth": "2"}] * 3), "data.prompt_column='prompt' is not a column of the train data; columns: ['question', 'ground_truth']"),
+    ("missing ground_truth column with a correctness reward", file_data([{"prompt": "1+1?"}] * 3), "data.ground_truth_column='ground_truth' is not a column of the train data"),
+    ("null ground_truth rows", file_data([*GT, {"prompt": "x", "ground_truth": None}, {"prompt": "y", "ground_truth": ""}]), "2 of 5 train rows have no ground truth in column 'ground_truth' (rows 3, 4)"),
+    ("code reward without its tests column", file_data(GT, ["+reward_mix.code.weight=1"]), "reward 'code' reads column 'tests', which the train data lacks"),
+    ("unknown data source", bad(["data.source=s3"]), "data.source='s3'; use one of: arithmetic, hub, file"),
+    ("lora.r <= 0", bad(["lora.r=0"]), "lora.r=0: LoRA rank must be > 0"),
+    ("LoRA target modules absent from the model", lora_targets_absent, "lora.target_modules: ['nope_proj'] not in the model; its linear modules are ['down_proj', 'gate_proj', 'k_proj'"),
+    ("learning rate <= 0", bad(["optimizer.learning_rate=0"]), "optimizer.learning_rate=0.0: must be > 0"),
+    ("max_steps <= 0", bad(["trainer.max_steps=0"]), "trainer.max_steps=0: must be > 0"),
+    ("unknown model dtype", bad(["model.dtype=fp8"]), "model.dtype='fp8'; use one of: auto, float32, bfloat16, float16"),
+    ("bf16 weights on a CPU-only machine", on_cpu(["model.dtype=bfloat16"]), "model.dtype=bfloat16 needs a GPU and this machine has no GPU"),
+    ("fp16 weights on a CPU-only machine", on_cpu(["model.dtype=float16"]), "model.dtype=float16 needs a GPU"),
+    ("bf16 training on a CPU-only machine", on_cpu(["trainer.bf16=true"]), "trainer.bf16=true needs a GPU"),
+    ("fp16 training on a CPU-only machine", on_cpu(["+trainer.args.fp16=true"]), "trainer.args.fp16=true needs a GPU"),
+    ("4-bit on a CPU-only machine", on_cpu(["model.load_in_4bit=true"]), "model.load_in_4bit=true (QLoRA) needs a GPU"),
+    ("paged optimizer on a CPU-only machine", on_cpu(["optimizer.optim=paged_adamw_32bit"]), "optimizer.optim=paged_adamw_32bit (paged) needs a GPU"),
+    ("8-bit optimizer without bitsandbytes", with_packages(set(), True, ["optimizer=adamw_8bit"]), "optimizer.optim=adamw_8bit needs bitsandbytes, which is not installed"),
+    ("unsloth backend without its package", with_packages(set(), True, ["backend.name=unsloth"]), "backend.name=unsloth: the unsloth package is not installed"),
+    ("unsloth backend without a GPU", with_packages({"unsloth"}, False, ["backend.name=unsloth"]), "backend.name=unsloth needs a GPU and this machine has no GPU"),
+    ("code reward where the sandbox cannot be built", no_sandbox, "reward_mix.code: cannot sandbox generated code with isolation=namespaces here"),
+    ("code reward with an unknown isolation", bad(["+reward_mix.code.weight=1", "+reward_mix.code.params.isolation=none"]), "reward_mix.code.params.isolation='none'; use one of: namespaces, rlimits"),
+    ("SLURM launcher without sbatch", no_sbatch, "hydra/launcher=slurm: SLURM's sbatch is not on PATH here"),
+    ("Optuna storage: directory cannot be made", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'f', [])}/optuna.db"), "cannot be opened"),
+    ("Optuna storage: not an SQLite file", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'x.db', [{'a': 1}])}"), "cannot be opened: DatabaseError"),
+    ("Optuna storage: driver/dialect missing", lambda t, m: check_storage_url("nosuchdb://user@localhost/optuna"), "hydra.sweeper.storage='nosuchdb://user@localhost/optuna' cannot be opened: NoSuchModuleError"),
+    ("Optuna storage: server unreachable", lambda t, m: check_storage_url("postgresql://u:p@127.0.0.1:1/optuna"), "hydra.sweeper.storage='postgresql://u:p@127.0.0.1:1/optuna' cannot be opened"),
+    ("a credential in the config", bad(["+trainer.args.hub_token=hf_abcdefgh"]), "trainer.args.hub_token=<hidden>: credentials must not go into the config"),
+    ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
+]
+
+
+@pytest.mark.parametrize("name, setup, message", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_fails_with_a_message_naming_it(name, setup, message, tmp_path, monkeypatch):
+    errors = (ConfigError, ConfigCompositionException, ResumeError, ValueError)
+    with pytest.raises(errors) as info:
+        setup(tmp_path, monkeypatch)
+    text = str(info.value)
+    assert message in text, text
+    if not isinstance(info.value, ConfigCompositionException):  # Hydra's own errors list the options below
+        assert "\n" not in text, text
+
+
+def test_valid_inputs_pass():
+    cfg = compose(["+reward_mix.code.weight=0.5"])
+    validate(cfg)
+    check_machine(cfg)  # builds the sandbox for real here
+
+
+def launch(args, cwd, env=None):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
+
+
+def test_a_sweep_with_one_bad_job_launches_nothing(tmp_path):
+    out = launch(["-m", "trainer.num_generations=4,3", f"output_root={tmp_path}"], tmp_path)
+    assert out.returncode != 0
+    assert "grpo-sweep: job 1 (trainer.num_generations=3" in out.stderr
+    assert not list(tmp_path.glob("**/metrics.jsonl")), "a job ran although another was invalid"
+
+
+def test_a_run_into_another_runs_directory_writes_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    remember_config(run_dir, compose(["lora.r=16"]))
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    out = launch(["lora.r=32", f"hydra.run.dir={run_dir}", f"output_root={tmp_path}"], tmp_path)
+    assert out.returncode != 0
+    assert "holds a run started with another config (lora.r: 16 -> 32)" in out.stderr
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # not even Hydra's .hydra/

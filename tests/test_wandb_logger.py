@@ -1,0 +1,218 @@
+"""logger=wandb: offline runs of a real tiny sweep read back from their .wandb files, resume, no secrets."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from grpo_sweep.wandb_logger import choose_mode, redact, run_name, run_tags, swept_keys
+
+from .conftest import FAST, ROOT, run_launch
+
+pytest.importorskip("wandb")
+from grpo_sweep.wandb_offline import offline_run_dirs, read_offline_run  # noqa: E402
+
+# Looks like a real key (W&B checks the length) so the online path is really tried, against a closed port.
+FAKE_KEY = "local-" + "fe11" * 10
+FAKE_HF_TOKEN = "hf_" + "0ddba11" * 5
+UNREACHABLE = {"WANDB_API_KEY": FAKE_KEY, "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_MODE": "auto"}
+
+
+@pytest.fixture(scope="module")
+def wandb_sweep(tmp_path_factory):
+    """A real 4-run grid (2 reward mixes x 2 seeds) logged to W&B offline; also the report's input."""
+    out_root = tmp_path_factory.mktemp("wandb_sweep")
+    # no credentials at all (an unknown WANDB_MODE is dropped with a warning rather than crashing wandb)
+    env = {"WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": str(out_root / "no-netrc"), "HF_TOKEN": FAKE_HF_TOKEN}
+    out = run_launch(
+        ["-m", "logger=wandb", "logger.log_completions_steps=3", "reward_mix=format,smoke", "trainer.seed=1,2", *FAST],
+        out_root, env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    [sweep_dir] = list(out_root.glob("grpo/multiruns/*"))
+    return sweep_dir, out
+
+
+def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
+    sweep_dir, out = wandb_sweep
+    run_dirs = sorted(p for p in sweep_dir.iterdir() if (p / "summary.json").exists())
+    assert len(run_dirs) == 4
+    runs = [read_offline_run(d) for d in offline_run_dirs(sweep_dir)]
+    assert len(runs) == 4 and len({r.run_id for r in runs}) == 4  # one W&B run per training run, never merged
+    assert {r.run_id for r in runs} == {(d / "wandb_run_id").read_text().strip() for d in run_dirs}
+    assert len({r.group for r in runs}) == 1 and sweep_dir.name in runs[0].group
+    assert {r.job_type for r in runs} == {"train"}
+    assert {r.exit_code for r in runs} == {0}
+    # names carry the swept keys only; tags carry every training override
+    assert {r.name for r in runs} == {f"reward_mix={m},trainer.seed={s}" for m in ("format", "smoke") for s in (1, 2)}
+    for run in runs:
+        run_dir = run.path.parent.parent
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert "trainer.max_steps=6" in run.tags and run.name.split(",")[0] in run.tags
+        # the fully resolved Hydra config, filterable by any key
+        hydra_config = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra/config.yaml"), resolve=True)
+        assert run.config == hydra_config and run.config["trainer"]["max_steps"] == 6
+        assert f"trainer.seed={run.config['trainer']['seed']}" in run.name
+        assert set(run.config["reward_mix"]) == ({"format"} if "format" in run.name else {"xmlcount", "correct"})
+        # per-step TRL metrics under their own keys, one row per step (plus TRL's end-of-training row)
+        names = set(run.config["reward_mix"])
+        train_rows = [h for h in run.history if "reward" in h]
+        assert [h["train/global_step"] for h in train_rows] == list(range(1, 7))
+        for name in names:
+            assert all(f"rewards/{name}/mean" in h and f"rewards/{name}/std" in h for h in train_rows)
+        assert all("completions/mean_length" in h and "learning_rate" in h for h in train_rows)
+        tables = [h for h in run.history if "completions._type" in h]
+        assert [h["train/global_step"] for h in tables] == [3, 6]  # every logger.log_completions_steps
+        assert tables[0]["completions.ncols"] == 4 + len(names)  # step, prompt, completion, rewards, advantage
+        # summary: objective, held-out accuracy, the step it was reached
+        assert run.summary["objective"] == summary["objective"]
+        assert run.summary["eval_accuracy"] == summary["eval_accuracy"]
+        assert run.summary["objective_step"] == 6 and run.summary["status"] == "completed"
+    assert out.stdout.count("upload it with: wandb sync") == 4
+
+
+def test_resumed_run_continues_the_same_wandb_run_and_no_secret_is_written(tmp_path):
+    """Credentials exist but the server cannot be reached: offline fallback, never a crash; the second start in
+    the same run dir continues the same W&B run; the key appears in no file the runs wrote."""
+    run_dir = tmp_path / "run"
+    args = ["logger=wandb", "logger.init_timeout=2", f"hydra.run.dir={run_dir}", *FAST]
+    first = run_launch(args, tmp_path, env=UNREACHABLE)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "logging offline instead" in first.stdout + first.stderr
+    run_id = (run_dir / "wandb_run_id").read_text().strip()
+    # as if the job was killed after its last checkpoint, before its summary: started again, it resumes
+    (run_dir / "summary.json").unlink()
+    second = run_launch(args, tmp_path, env=UNREACHABLE)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (run_dir / "wandb_run_id").read_text().strip() == run_id
+    assert f"W&B run {run_id} (offline, group " in second.stdout + second.stderr and ", resumed)" in second.stdout + second.stderr
+    parts = offline_run_dirs(run_dir)
+    assert len(parts) == 2 and {read_offline_run(p).run_id for p in parts} == {run_id}
+    assert f"wandb sync {run_dir}/wandb/offline-run-*-{run_id}" in second.stdout
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) > 20
+    leaks = [p for p in written if FAKE_KEY.encode() in p.read_bytes()]
+    assert not leaks, leaks
+    assert FAKE_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+def test_logger_none_runs_without_wandb_installed(tmp_path):
+    """A site-packages view without wandb (as on a machine where it was never installed)."""
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    view = tmp_path / "site"
+    view.mkdir()
+    for entry in site.iterdir():
+        if not entry.name.lower().startswith("wandb"):
+            (view / entry.name).symlink_to(entry)
+    boot = (
+        "import site, sys, runpy; site.addsitedir(sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
+        "import importlib.util; assert importlib.util.find_spec('wandb') is None;"
+        "sys.argv = [sys.argv[3]] + sys.argv[4:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", boot, str(view), str(ROOT), str(ROOT / "launch.py"), *FAST, f"output_root={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "objective eval_accuracy" in out.stdout
+    [summary] = list(tmp_path.glob("grpo/runs/*/summary.json"))
+    assert json.loads(summary.read_text())["status"] == "completed"
+    assert not list(tmp_path.glob("grpo/runs/*/wandb*"))
+
+
+def test_names_tags_and_redaction():
+    overrides = ["logger=wandb", "reward_mix=format", "lora.r=16", "output_root=/x", "hydra.run.dir=/y"]
+    assert run_name(overrides) == "reward_mix=format,lora.r=16"
+    assert run_name(overrides, {"lora.r"}) == "lora.r=16"
+    assert run_name(["logger=wandb"]) == "defaults"
+    assert run_tags(overrides, ["mine", "lora.r=16"]) == ["mine", "lora.r=16", "reward_mix=format"]
+    cfg = {"trainer": {"args": {"hub_token": "abc", "push": True}, "max_new_tokens": 16}, "note": "k=sekrit-value-123", "n": 1}
+    assert redact(cfg, ["sekrit-value-123"]) == {
+        "trainer": {"args": {"hub_token": "<redacted>", "push": True}, "max_new_tokens": 16}, "note": "k=<redacted>", "n": 1,
+    }
+
+
+def test_mode_choice(monkeypatch, tmp_path):
+    for var in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_MODE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert choose_mode("auto") == "offline"
+    (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "x" * 40 + "\n")
+    (tmp_path / "netrc").chmod(0o600)
+    assert choose_mode("auto") == "online"
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert choose_mode("auto") == "offline"
+    assert choose_mode("online") == "online"
+
+
+def test_swept_keys_come_from_multirun_yaml(tmp_path):
+    (tmp_path / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task: [logger=wandb, 'reward_mix=format,smoke', lora.r=16, 'trainer.seed=range(1,3)']\n"
+    )
+    assert swept_keys(tmp_path) == {"reward_mix", "trainer.seed"}
+    assert swept_keys(None) == set()
+
+
+def test_sweep_ends_with_a_report_with_plots(wandb_sweep):
+    """The same real sweep: report.md and PNGs written at the end of the sweep, from the run dirs alone."""
+    sweep_dir, out = wandb_sweep
+    assert f"report with plots: {sweep_dir / 'report.md'}" in out.stdout
+    report = (sweep_dir / "report.md").read_text()
+    runs_section = report.split("## Runs, best first")[1].split("##")[0]
+    rows = [line for line in runs_section.splitlines() if line.startswith("| ") and not line.startswith("| #")]
+    assert len(rows) == 4
+    objectives = [float(row.split("|")[5]) for row in rows]
+    assert objectives == sorted(objectives, reverse=True)
+    seeds = report.split("## Mean ± std over seeds, per configuration")[1].split("##")[0]
+    seed_rows = [line for line in seeds.splitlines() if line.startswith("| reward_mix=")]
+    assert sorted(r.split("|")[1].strip() for r in seed_rows) == ["reward_mix=format", "reward_mix=smoke"]
+    assert all(r.split("|")[2].strip() == "1,2" and "±" in r for r in seed_rows)
+    assert "wandb sync" in report
+    _check_pngs(sweep_dir, report, {"reward_curves.png", "reward_components.png",
+                                    "accuracy_vs_reward_mix.png"})
+
+
+def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
+    import matplotlib.image
+
+    pngs = sorted((sweep_dir / "plots").glob("*.png"))
+    assert {p.name for p in pngs} == expected
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        image = matplotlib.image.imread(png)
+        assert image.shape[0] > 100 and image.shape[1] > 100 and image.std() > 0  # decodes, not blank
+        assert f"(plots/{png.name})" in report
+
+
+def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path, monkeypatch):
+    """In one process (local -m): a run that raises ends its W&B run with exit code 1; the next is a new run."""
+    from grpo_sweep.loggers import close_failed, open_logger
+
+    from .conftest import compose
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose(["logger=wandb", "logger.group=g1", "logger.job_type=trial"])
+    first = open_logger(cfg, tmp_path / "0", ["reward_mix=format"])
+    close_failed({"status": "failed", "error": "ValueError: boom"})
+    second = open_logger(cfg, tmp_path / "1", ["reward_mix=smoke"])
+    second.finish({"status": "completed", "objective": 0.5, "eval_accuracy": 0.5, "steps": 3})
+    [failed] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "0")]
+    [done] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "1")]
+    assert failed.run_id == first.run_id != done.run_id == second.run_id
+    assert (failed.exit_code, failed.summary["status"], failed.summary["error"]) == (1, "failed", "ValueError: boom")
+    assert (done.exit_code, done.summary["objective"], done.summary["objective_step"]) == (0, 0.5, 3)
+    assert {failed.group, done.group} == {"g1"} and {failed.job_type, done.job_type} == {"trial"}
+
+
+def test_no_token_in_any_file_of_the_sweep(wandb_sweep):
+    """Every file the sweep wrote (run dirs, W&B files, tables, report) is free of the secret in the environment."""
+    sweep_dir, out = wandb_sweep
+    written = [p for p in sweep_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "report.md" for p in written) and any(p.suffix == ".wandb" for p in written)
+    assert not [p for p in written if FAKE_HF_TOKEN.encode() in p.read_bytes()]
+    assert FAKE_HF_TOKEN not in out.stdout + out.stderr
