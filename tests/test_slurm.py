@@ -142,7 +142,7 @@ def test_detached_sweep_with_a_failing_run_reports_it_while_the_other_finishes(t
 
     text = _wait_for(sweep_dir)
     assert "1 done, 1 failed" in text
-    assert "run 1 failed:\n  RuntimeError: flaky reward exploded (fail=true)" in text
+    assert "run 1 failed:\n  RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true)" in text
     assert "All runs ended." in text and (sweep_dir / "sweep_table.md").exists()
     assert {s for s, _ in _final_slurm_states(ids).values()} == {"COMPLETED"}  # the run failed, not the job
 
