@@ -98,7 +98,7 @@ def grids(tmp: Path) -> dict:
 
 def preemption(tmp: Path) -> dict:
     out = tmp / "preempt"
-    launch(["-m", *SLURM, "hydra.launcher.detach=true", *FAST, "trainer.max_steps=14", "trainer.save_steps=4",
+    launch(["-m", *SLURM, "hydra.launcher.detach=true", *FAST, "trainer.max_steps=30", "trainer.save_steps=4",
             "trainer.disable_tqdm=true"], out)
     [job] = jobs(out)
     run_dir = Path(job["run_dir"])
@@ -122,7 +122,7 @@ def preemption(tmp: Path) -> dict:
         "signal_to_job_running_again_s": round(running_again - signalled, 1) if running_again else None,
         "signal_to_training_resumed_s": round(resume["time"] - signalled, 1),
         "resumed_from_step": resume["from_step"],
-        "steps_logged_once_each": steps == list(range(1, 15)),
+        "steps_logged_once_each": steps == list(range(1, 31)),
     }
 
 
