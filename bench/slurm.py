@@ -31,6 +31,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def launch(args: list[str], out: Path, timeout: int = 900) -> tuple[float, subprocess.CompletedProcess]:
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"], cwd=out,
                           capture_output=True, text=True, timeout=timeout, env=ENV)
@@ -83,7 +84,7 @@ def submit_32(tmp: Path) -> dict:
     wall = time.perf_counter() - started
     heavy = json.loads(proc.stdout.split("HEAVY ")[-1]) if "HEAVY " in proc.stdout else None
     submitted = jobs(out)
-    validated = [line for line in proc.stderr.splitlines() if "validated" in line]
+    validated = [line for line in (proc.stdout + proc.stderr).splitlines() if "validated" in line]
     subprocess.run(["scancel", submitted[0]["job_id"].split("_")[0]], check=True)
     return {"submit_32_runs_s": round(wall, 2), "jobs_submitted": len(submitted), "heavy_modules_imported": heavy,
             "validate_log": validated[-1].split("] ")[-1] if validated else None}
@@ -97,7 +98,7 @@ def grids(tmp: Path) -> dict:
 
 def preemption(tmp: Path) -> dict:
     out = tmp / "preempt"
-    launch(["-m", *SLURM, "hydra.launcher.detach=true", *FAST, "trainer.max_steps=14", "trainer.save_steps=4",
+    launch(["-m", *SLURM, "hydra.launcher.detach=true", *FAST, "trainer.max_steps=30", "trainer.save_steps=4",
             "trainer.disable_tqdm=true"], out)
     [job] = jobs(out)
     run_dir = Path(job["run_dir"])
@@ -121,7 +122,7 @@ def preemption(tmp: Path) -> dict:
         "signal_to_job_running_again_s": round(running_again - signalled, 1) if running_again else None,
         "signal_to_training_resumed_s": round(resume["time"] - signalled, 1),
         "resumed_from_step": resume["from_step"],
-        "steps_logged_once_each": steps == list(range(1, 15)),
+        "steps_logged_once_each": steps == list(range(1, 31)),
     }
 
 

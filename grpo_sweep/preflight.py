@@ -1,7 +1,7 @@
 """A Hydra callback that checks every job of a run or sweep before anything runs or Hydra writes into a run dir.
 
-On the machine that launches: each job's config is valid (grpo-sweep's SLURM launcher validates its jobs
-itself, ``submit.plan_runs``), and no job would write into a directory that holds another run
+On the machine that launches: each job's config is valid (grpo-sweep's SLURM launcher checks its jobs
+itself, ``submit.plan_runs``, so they are composed once more, not twice), and no job would write into a directory that holds another run
 (``resume.check_same_run``; Hydra rewrites ``.hydra/`` before the task starts, so the task's own check comes
 too late to keep that). Machine checks (GPU, packages, sandbox) happen on the machine that trains
 (``app.run_task``). No torch is imported here.
@@ -26,10 +26,9 @@ def _job_config(config: DictConfig) -> DictConfig:
     return job
 
 
-def _check_job(config: DictConfig, run_dir: Path, values: bool = True) -> None:
+def _check_job(config: DictConfig, run_dir: Path) -> None:
     job = _job_config(config)
-    if values:
-        validate(job)
+    validate(job)
     try:
         check_same_run(run_dir, job)
     except ResumeError as exc:
@@ -64,11 +63,11 @@ class Preflight(Callback):
 
     def _check_sweep(self, config: DictConfig) -> None:
         launcher = str(config.hydra.launcher.get("_target_", ""))
-        values = not any(name in launcher for name in SELF_VALIDATING)
+        if any(name in launcher for name in SELF_VALIDATING):
+            return  # it composes every job once and checks values and run dirs itself (submit.plan_runs)
         jobs = _sweep_jobs(config)
         if jobs is None:
-            if values:
-                validate(_job_config(config))  # the search space is the sweeper's; check the base config
+            validate(_job_config(config))  # the search space is the sweeper's; check the base config
             return
         from hydra.core.global_hydra import GlobalHydra
 
@@ -78,6 +77,6 @@ class Preflight(Callback):
             with open_dict(job):
                 job.hydra.job.num = num
             try:
-                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir), values)
+                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir))
             except ConfigError as exc:
                 raise ConfigError(f"job {num} ({' '.join(overrides)}): {exc}") from None

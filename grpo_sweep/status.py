@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .results import METRICS, read_summary, write_text_atomic
+from .results import METRICS, read_jsonl, read_summary, write_text_atomic
 from .resume import RESUMES
 from .submit import JOBS
 from .sweep import collect_runs, sweep_table, varying_overrides
@@ -76,7 +76,7 @@ def run_states(sweep_dir: Path) -> list[dict]:
         run_dir = Path(run["run_dir"])
         summary = read_summary(run_dir) or {}
         slurm_state, requeues = slurm.get(run.get("job_id") or "", (None, 0))
-        resumes = sum(1 for _ in open(run_dir / RESUMES)) if (run_dir / RESUMES).exists() else 0
+        resumes = len(read_jsonl(run_dir / RESUMES))
         error = ""
         if summary.get("status") == "completed":
             state = "done"

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf, open_dict
 
-from hydra.errors import CompactHydraException
-
 from .results import SUMMARY, read_summary, write_json_atomic
+from .resume import ResumeError, check_same_run
 from .sweep import varying_overrides
 from .validate import ConfigError, validate
 
@@ -59,11 +59,13 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
         cfg = loader.load_sweep_config(launcher.config, list(overrides))
         with open_dict(cfg.hydra.job):
             cfg.hydra.job.num = idx
+        run_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
         try:
             validate(cfg)
-        except ConfigError as exc:
+            check_same_run(run_dir, cfg)  # a sweep dir re-used for another sweep
+        except (ConfigError, ResumeError) as exc:
             raise SubmitError(f"run #{idx} ({' '.join(shown) or 'defaults'}): {exc}; nothing was submitted") from None
-        run_dirs.append(Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir))
+        run_dirs.append(run_dir)
     return run_dirs
 
 
