@@ -14,6 +14,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grpo_sweep.config.schema import TinyModelConfig
+
 # Bump when the build changes in a way that must invalidate cached models.
 BUILD_VERSION = 3
 
@@ -27,15 +29,10 @@ SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TAG_TOKENS = ["<think>", "</think>", "<answer>", "</answer>", "<reasoning>", "</reasoning>"]
 
 
-@dataclass(frozen=True)
-class TinySpec:
-    hidden_size: int = 64
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    intermediate_size: int = 128
-    initializer_range: float = 0.2
-    bpe_merges: int = 512
-    seed: int = 0
+@dataclass
+class TinySpec(TinyModelConfig):
+    """The config's tiny-model fields plus the context length the model is built for."""
+
     max_position_embeddings: int = 512
 
 
