@@ -51,11 +51,13 @@ def _reach(path):
 
 def isolate(limits, real_root):
     """Fresh tmpfs scratch dirs, every other mount read-only, then no privileges left."""
+    # Resolved before /tmp is covered: a venv under /tmp (a CI checkout) links to an interpreter elsewhere.
+    interpreter_dirs = {sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     for point in SCRATCH:
         if os.path.isdir(point):
             _mount("tmpfs", point, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['disk_mb']}m,mode=1777")
-    for prefix in {sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}:
-        if real_root:
+    for prefix in interpreter_dirs:
+        if real_root and os.path.exists(prefix):
             _reach(prefix)
     for point, options in _mounts():
         if point in SCRATCH or point.startswith(("/proc", "/sys/fs/cgroup")) or "ro" in options:
