@@ -192,6 +192,10 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     run_dir.mkdir(parents=True, exist_ok=True)
     tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
+    if needs_ground_truth(cfg.reward_mix):
+        from .rewards.mathcheck import HELPER
+
+        HELPER.warm()  # math-verify's helper imports sympy while the model loads
     from transformers import set_seed
 
     set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
