@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import time
 from importlib import metadata
@@ -138,6 +139,16 @@ def filter_long_prompts(dataset, tokenizer, max_prompt_length: int | None, which
     return kept
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), or None elsewhere."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def versions() -> dict:
     out = {"python": platform.python_version()}
     for package in PACKAGES:
@@ -189,6 +200,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     datasets.disable_progress_bars()  # per-dataset map/filter bars drown the training bar
 
     started = time.perf_counter()
+    timings = {"startup": process_age_s()}  # interpreter start, imports and Hydra, before this function
     run_dir.mkdir(parents=True, exist_ok=True)
     tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
@@ -238,8 +250,13 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm:
         trainer.add_callback(RewardProgress())
+    mark = time.perf_counter()
+    timings["setup"] = mark - started  # model, data, rewards, trainer
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
+    timings["train"] = time.perf_counter() - mark
+    mark = time.perf_counter()
     backend.save(trainer.model, tokenizer, run_dir)
+    timings["save"] = time.perf_counter() - mark
     if monitor is not None and monitor.pruned:
         # Pruned: keep the partial record, skip the full evaluation so the worker is free at once.
         empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
@@ -250,8 +267,10 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
         tracker.finish(summary)
         return summary
 
+    mark = time.perf_counter()
     evaluation = evaluate(backend, trainer.model, tokenizer, held_out, reward_funcs, cfg)
     write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
+    timings["eval"] = time.perf_counter() - mark
     summary = summarize(
         cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
         trainer.state.global_step, overrides or [],
@@ -260,6 +279,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
         summary.update(monitor.record())
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
     summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
+    summary["timings_s"] = {k: None if v is None else round(v, 3) for k, v in timings.items()}
     write_json_atomic(run_dir / SUMMARY, summary)
     tracker.finish(summary)
     return summary

@@ -1,0 +1,69 @@
+"""How sweep wall time grows with the number of runs (1, 4, 16), on submitit_local and on local SLURM,
+and where each run's time goes (start-up imports, setup, training, saving, evaluation; from summary.json).
+
+    python bench/scaling.py [--steps 10]     # SLURM part needs `bash scripts/slurm_local.sh start`
+                                             # writes bench/results/scaling.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCHERS = {
+    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=30"],
+    "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
+              "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=30"],
+}
+PHASES = ("startup", "setup", "train", "save", "eval")
+
+
+def sweep(launcher: str, n: int, steps: int, out: Path) -> dict:
+    seeds = ",".join(str(i) for i in range(1, n + 1))
+    args = [sys.executable, str(ROOT / "launch.py"), "-m", f"trainer.seed={seeds}", f"trainer.max_steps={steps}",
+            f"trainer.save_steps={steps}", "data.max_eval_samples=16", *LAUNCHERS[launcher], f"output_root={out}"]
+    start = time.perf_counter()
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{launcher} x{n} failed:\n{proc.stderr[-2000:]}")
+    summaries = [json.loads(p.read_text()) for p in out.glob("grpo/multiruns/*/*/summary.json")]
+    assert len(summaries) == n, (launcher, n, len(summaries))
+    per_phase = {ph: round(statistics.mean(s["timings_s"][ph] or 0 for s in summaries), 2) for ph in PHASES}
+    return {"runs": n, "sweep_wall_s": round(wall, 1), "per_run_mean_s": per_phase,
+            "per_run_total_mean_s": round(sum(per_phase.values()), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--sizes", default="1,4,16")
+    args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    slurm_up = shutil.which("sbatch") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
+    results = {}
+    for launcher in LAUNCHERS:
+        if launcher == "slurm" and not slurm_up:
+            results[launcher] = "skipped: no SLURM controller answers (bash scripts/slurm_local.sh start)"
+            continue
+        results[launcher] = []
+        for n in sizes:
+            row = sweep(launcher, n, args.steps, Path(tempfile.mkdtemp(prefix=f"grpo-scale-{launcher}-{n}-")))
+            results[launcher].append(row)
+            print(launcher, json.dumps(row), flush=True)
+    dest = ROOT / "bench" / "results" / "scaling.json"
+    dest.write_text(json.dumps({"results": results, "steps": args.steps, "machine": f"{os.cpu_count()} cores",
+                                "date": time.strftime("%Y-%m-%d"), "command": "python bench/scaling.py " + " ".join(sys.argv[1:])},
+                               indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
