@@ -106,6 +106,3 @@ def format_summary(summary: dict) -> str:
     lines.append(f"  saved to {summary['run_dir']}  (summary.json, metrics.jsonl, samples.jsonl, adapter)")
     return "\n".join(lines)
 
-
-def last_summary(run_dir: Path) -> dict | None:
-    return read_summary(run_dir)
