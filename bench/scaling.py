@@ -1,5 +1,10 @@
-"""How sweep wall time grows with the number of runs (1, 4, 16), on submitit_local and on local SLURM,
-and where each run's time goes (start-up imports, setup, training, saving, evaluation; from summary.json).
+"""How sweep wall time grows with the number of runs (1, 4, 16) on each launcher, and where each run's time
+goes (start-up, setup, training, saving, evaluation; from summary.json `timings_s`).
+
+Launchers: local (one process, runs in turn), pool (a worker per core, several runs each), submitit_local
+(a process per run, at most cores // cpus_per_task at a time), the same with every run started at once (what
+the stock hydra-submitit-launcher does: the "before"), and local SLURM. "startup" is a process's start and
+imports for its first run, and the gap since the previous run for the next runs of the same process.
 
     python bench/scaling.py [--steps 10]     # SLURM part needs `bash scripts/slurm_local.sh start`
                                              # writes bench/results/scaling.json
@@ -19,7 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHERS = {
+    "local": [],
+    "pool": ["hydra/launcher=pool"],
     "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=30"],
+    "submitit_local_all_at_once": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=30",
+                                   "hydra.launcher.array_parallelism=1000"],
     "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
               "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=30"],
 }
@@ -46,11 +55,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--sizes", default="1,4,16")
+    parser.add_argument("--launchers", default=",".join(LAUNCHERS))
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     slurm_up = shutil.which("sbatch") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
     results = {}
-    for launcher in LAUNCHERS:
+    for launcher in args.launchers.split(","):
         if launcher == "slurm" and not slurm_up:
             results[launcher] = "skipped: no SLURM controller answers (bash scripts/slurm_local.sh start)"
             continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -114,6 +115,37 @@ def _failed_return(overrides: Sequence[str], run_dir: Path, job: Any, exc: BaseE
     return ret
 
 
+def local_parallelism(launcher: Any) -> int | None:
+    """How many local runs at a time (submitit_local); None for SLURM, whose own array throttle does this."""
+    if launcher._EXECUTOR != "local":
+        return None
+    if launcher.array_parallelism is not None:
+        if launcher.array_parallelism < 1:
+            raise SubmitError(f"hydra.launcher.array_parallelism={launcher.array_parallelism}: must be 1 or more")
+        return launcher.array_parallelism
+    return max(1, (os.cpu_count() or 1) // max(1, launcher.params.get("cpus_per_task") or 1))
+
+
+def _job_entries(jobs: list, run_dirs: list[Path], job_params: list[tuple]) -> list[dict]:
+    return [
+        {"num": params[2], "job_id": job.job_id, "run_dir": str(run_dir), "overrides": params[0]}
+        for job, run_dir, params in zip(jobs, run_dirs, job_params)
+    ]
+
+
+def _start_throttled(executor, launcher, job_params: list[tuple], limit: int, sweep_dir: Path, run_dirs: list[Path]):
+    """Start each run when one of the ``limit`` before it has finished: submitit's local executor has no array
+    throttle and would start them all at once, each then fighting the others for the cores while importing torch."""
+    jobs: list = []
+    while len(jobs) < len(job_params):
+        if sum(not job.done() for job in jobs) < limit:
+            jobs.append(executor.submit(launcher, *job_params[len(jobs)]))
+            record_jobs(sweep_dir, _job_entries(jobs[-1:], run_dirs[len(jobs) - 1:], job_params[len(jobs) - 1:]))
+        else:
+            time.sleep(0.2)
+    return jobs
+
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, filter_overrides
@@ -130,14 +162,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
         job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
-    jobs = executor.map_array(launcher, *zip(*job_params))
-    record_jobs(
-        sweep_dir,
-        [
-            {"num": idx, "job_id": job.job_id, "run_dir": str(run_dir), "overrides": list(overrides)}
-            for idx, (job, run_dir, overrides) in enumerate(zip(jobs, run_dirs, job_overrides), start=initial_job_idx)
-        ],
-    )
+    limit = local_parallelism(launcher)
+    if limit is not None and limit < len(job_params):
+        jobs = _start_throttled(executor, launcher, job_params, limit, sweep_dir, run_dirs)
+    else:
+        jobs = executor.map_array(launcher, *zip(*job_params))
+    record_jobs(sweep_dir, _job_entries(jobs, run_dirs, job_params))
 
     if getattr(launcher, "detach", False):
         ids = ", ".join(job.job_id for job in jobs)

@@ -149,6 +149,29 @@ def process_age_s() -> float | None:
         return None
 
 
+def in_worker_pool() -> bool:
+    """A hydra/launcher=pool worker: runs side by side on one terminal, where a progress bar each would garble it
+    (each run still prints its summary when it ends)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return False
+    launcher = HydraConfig.get().launcher
+    return str(launcher.get("_target_", "")).endswith("JoblibLauncher") and launcher.get("n_jobs") != 1
+
+
+# time.monotonic() when the previous run of this process ended: the local and pool launchers run several runs
+# in one process, and only the first pays the interpreter start and the torch/trl imports.
+_previous_run_end: float | None = None
+
+
+def startup_s() -> float | None:
+    """What a run waited before its set-up: the process start and imports, or the gap since the previous run."""
+    if _previous_run_end is not None:
+        return time.monotonic() - _previous_run_end
+    return process_age_s()
+
+
 def versions() -> dict:
     out = {"python": platform.python_version()}
     for package in PACKAGES:
@@ -194,13 +217,21 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
     Optuna trial and may stop training early; a pruned run keeps its partial results with status "pruned".
     """
+    global _previous_run_end
+    try:
+        return _train(cfg, run_dir, overrides, monitor)
+    finally:
+        _previous_run_end = time.monotonic()
+
+
+def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dict:
     import datasets
     from trl import GRPOTrainer
 
     datasets.disable_progress_bars()  # per-dataset map/filter bars drown the training bar
 
     started = time.perf_counter()
-    timings = {"startup": process_age_s()}  # interpreter start, imports and Hydra, before this function
+    timings = {"startup": startup_s()}
     run_dir.mkdir(parents=True, exist_ok=True)
     tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
@@ -211,9 +242,15 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     from transformers import set_seed
 
     set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
-    if cfg.trainer.torch_threads:
-        import torch
+    import torch
 
+    if in_worker_pool() and torch.cuda.is_available():
+        raise RuntimeError(
+            "hydra/launcher=pool is for CPU runs: its workers would all train on the same GPU; use "
+            "hydra.launcher.n_jobs=1 (runs in turn), hydra/launcher=slurm (a GPU per run), or hide the GPUs "
+            "(CUDA_VISIBLE_DEVICES=) to train on the CPUs"
+        )
+    if cfg.trainer.torch_threads:
         torch.set_num_threads(cfg.trainer.torch_threads)
     model, tokenizer = backend.load(cfg)
     train_set, held_out = load_splits(
@@ -248,7 +285,7 @@ def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=N
     )
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
-    if not cfg.trainer.disable_tqdm:
+    if not cfg.trainer.disable_tqdm and not in_worker_pool():
         trainer.add_callback(RewardProgress())
     mark = time.perf_counter()
     timings["setup"] = mark - started  # model, data, rewards, trainer

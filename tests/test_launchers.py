@@ -32,7 +32,10 @@ def launcher_cfg(overrides: list[str]):
 
 def test_launcher_options_keep_slurm_keys_to_slurm():
     assert launcher_cfg([])._target_.endswith("BasicLauncher")
-    assert launcher_cfg(["hydra/launcher=submitit_local"])._target_.endswith("submitit_launcher.LocalLauncher")
+    local = launcher_cfg(["hydra/launcher=submitit_local"])
+    assert local._target_ == "hydra_plugins.grpo_sweep_launcher.launcher.GrpoLocalLauncher"
+    assert local.array_parallelism is None and local.timeout_min == 60  # the stock keys, plus the throttle
+    assert launcher_cfg(["hydra/launcher=pool"])._target_.endswith("JoblibLauncher")
     slurm = launcher_cfg(["hydra/launcher=slurm"])
     assert slurm._target_ == "hydra_plugins.grpo_sweep_launcher.launcher.GrpoSlurmLauncher"
     assert (slurm.gpus_per_node, slurm.tasks_per_node, slurm.detach) == (1, 1, False)
@@ -142,3 +145,76 @@ def test_slurm_launcher_without_sbatch_says_so(tmp_path):
     out, probe = submit(["-m", "hydra/launcher=slurm", "lora.r=16,32"], tmp_path, {"PATH": str(empty)})
     assert probe["code"] not in (0, None)
     assert "hydra/launcher=slurm: SLURM's sbatch is not on PATH here" in out.stderr
+
+
+class _FakeJob:
+    """Finishes after a few polls; counts how many of its kind run at once."""
+
+    running = 0
+    most = 0
+
+    def __init__(self, num):
+        self.job_id, self.polls = str(num), 3
+        _FakeJob.running += 1
+        _FakeJob.most = max(_FakeJob.most, _FakeJob.running)
+
+    def done(self):
+        self.polls -= 1
+        if self.polls == 0:
+            _FakeJob.running -= 1
+        return self.polls <= 0
+
+
+def test_submitit_local_starts_at_most_array_parallelism_runs_at_once(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from grpo_sweep import submit
+
+    monkeypatch.setattr(submit.time, "sleep", lambda s: None)
+    executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id, state: _FakeJob(num))
+    params = [([f"trainer.seed={i}"], "hydra.sweep.dir", i, f"job_id_for_{i}", None) for i in range(7)]
+    jobs = submit._start_throttled(executor, None, params, 2, tmp_path, [tmp_path / str(i) for i in range(7)])
+    assert [j.job_id for j in jobs] == [str(i) for i in range(7)]
+    assert _FakeJob.most == 2
+    recorded = json.loads((tmp_path / "jobs.json").read_text())["jobs"]
+    assert [j["num"] for j in recorded] == list(range(7))  # each run recorded as it starts
+
+    launcher = SimpleNamespace(_EXECUTOR="local", array_parallelism=None, params={"cpus_per_task": 1})
+    assert submit.local_parallelism(launcher) == os.cpu_count()
+    launcher.params["cpus_per_task"] = 64 * (os.cpu_count() or 1)
+    assert submit.local_parallelism(launcher) == 1
+    launcher.array_parallelism = 0
+    with pytest.raises(submit.SubmitError, match="hydra.launcher.array_parallelism=0"):
+        submit.local_parallelism(launcher)
+    assert submit.local_parallelism(SimpleNamespace(_EXECUTOR="slurm")) is None
+
+
+def _rewards(sweep_dir: Path) -> dict:
+    return {d.name: [row.get("reward") for row in map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]
+            for d in sorted(sweep_dir.iterdir()) if (d / "metrics.jsonl").exists()}
+
+
+def test_pool_runs_several_runs_per_worker_with_the_same_results(tmp_path):
+    """hydra/launcher=pool: 2 workers for 3 runs, so one worker runs 2 and pays the imports once; the results are
+    those of the default launcher, step by step, and no progress bars interleave."""
+    from .conftest import run_launch
+
+    grid = ["-m", "trainer.seed=1,2,3", *FAST, "trainer.max_steps=3", "trainer.save_steps=3"]
+    for name in ("pool", "local"):
+        (tmp_path / name).mkdir()
+    pool = run_launch([*grid, "hydra/launcher=pool", "hydra.launcher.n_jobs=2"], tmp_path / "pool")
+    assert pool.returncode == 0, pool.stderr[-3000:]
+    local = run_launch(grid, tmp_path / "local")
+    assert local.returncode == 0, local.stderr[-3000:]
+    [pool_dir], [local_dir] = (list((tmp_path / n).glob("grpo/multiruns/*")) for n in ("pool", "local"))
+    assert _rewards(pool_dir) == _rewards(local_dir) and len(_rewards(pool_dir)) == 3
+    startups = sorted(json.loads((pool_dir / n / "summary.json").read_text())["timings_s"]["startup"] for n in "012")
+    assert startups[0] < 2.0 < startups[-1]  # a reused worker starts its next run without importing again
+    assert "it/s" not in pool.stdout + pool.stderr
+    assert "| 2   | trainer.seed=3 | completed" in pool.stdout
+
+
+def test_pool_refuses_gpu_workers_that_would_share_one_gpu(tmp_path):
+    out, probe = submit(["-m", "hydra/launcher=pool", "backend=unsloth", "lora.r=16,32"], tmp_path, {})
+    assert "hydra/launcher=pool with backend=unsloth: its n_jobs=-1 workers would share one GPU" in str(probe["code"])
+    assert not list(tmp_path.glob("grpo/multiruns/*/0"))

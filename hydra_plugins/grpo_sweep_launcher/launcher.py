@@ -1,4 +1,4 @@
-"""grpo-sweep's SLURM launcher: hydra-submitit-launcher's, plus what a shared cluster needs.
+"""grpo-sweep's submitit launchers: hydra-submitit-launcher's, plus what a shared cluster needs.
 
 On top of the stock launcher (same config keys, same ``checkpoint()`` requeue contract):
 - every run of the batch is validated on the submitting node, so a bad value fails before anything is queued;
@@ -7,17 +7,21 @@ On top of the stock launcher (same config keys, same ``checkpoint()`` requeue co
 - a job that died without a result (cancelled, out of memory, node failure) is recorded as a failed run and
   the wait goes on for the others, where the stock launcher stops at the first one.
 
+The local one (``hydra/launcher=submitit_local``: a subprocess per run) gets the same checks, and starts at most
+``array_parallelism`` runs at a time (default: one per ``cpus_per_task`` cores): the stock one starts every run
+at once, and 16 runs on 2 cores each took 53 s just to import torch (BENCHMARKS.md, scaling).
+
 Hydra only instantiates launchers found under the ``hydra_plugins`` namespace, hence this package.
 Imports stay light: Hydra imports every plugin module at start-up, on login nodes too.
 """
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
-from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 
 
 @dataclass
@@ -40,6 +44,27 @@ class GrpoSlurmLauncher(SlurmLauncher):
         return submit.launch(self, job_overrides, initial_job_idx)
 
 
+@dataclass
+class GrpoLocalQueueConf(LocalQueueConf):
+    _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoLocalLauncher"
+    # runs at a time; null: the machine's cores // cpus_per_task (at least 1)
+    array_parallelism: Optional[int] = None
+
+
+class GrpoLocalLauncher(LocalLauncher):
+    def __init__(self, array_parallelism: Optional[int] = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.array_parallelism = array_parallelism
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from grpo_sweep import submit
+
+        return submit.launch(self, job_overrides, initial_job_idx)
+
+
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_submitit_slurm", node=GrpoSlurmQueueConf(), provider="grpo_sweep"
 )
+ConfigStore.instance().store(
+    group="hydra/launcher", name="grpo_submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep"
+)  # also stored as "submitit_local", over the stock entry: grpo_sweep.config.schema.register_configs
