@@ -4,6 +4,7 @@ Runs on the login node: no torch/trl/transformers here, and every run is validat
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -51,13 +52,66 @@ def check_resources(params: dict, executor: str) -> None:
         )
 
 
+def _plain_value(override: Any, loader: Any) -> bool:
+    """`key=value` on a config key with a scalar value: Hydra sets it on the merged config, after composing."""
+    from hydra.core.override_parser.types import OverrideType
+
+    return (
+        override.type == OverrideType.CHANGE
+        and override.package is None
+        and not override.is_hydra_override()
+        and not isinstance(override.value(), (dict, list))  # merged into the node, so the order would matter
+        and not loader.repository.group_exists(override.key_or_group)
+    )
+
+
+def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]]) -> list:
+    """Each run's config, as ``loader.load_sweep_config(master, overrides)`` composes it, for a batch.
+
+    A compose is ~0.1 s (defaults tree, YAML, merging onto the schema): 3 s for 32 runs. Runs that differ from an
+    earlier one only in plain values (lora.r=8 / lora.r=16, seeds) are the same composition with other values, which
+    Hydra sets after merging (``_apply_overrides_to_config``); such a run starts from a copy of the earlier one and
+    gets its values and its hydra.overrides/override_dirname as Hydra sets them (~6 ms). Config groups, +/++/~, dicts,
+    lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
+    """
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import ConfigCompositionException
+
+    parser = OverridesParser.create()
+    composed: dict[tuple, Any] = {}
+    cfgs = []
+    for overrides in job_overrides:
+        parsed = parser.parse_overrides(list(overrides))
+        plain = [o for o in parsed if _plain_value(o, loader)]
+        family = tuple(o.key_or_group if any(o is p for p in plain) else o.input_line for o in parsed)
+        cfg = None
+        if family in composed:
+            cfg = copy.deepcopy(composed[family])  # keeps the resolver cache (${now:}) copied from master
+            try:
+                ConfigLoaderImpl._apply_overrides_to_config(plain, cfg)
+            except ConfigCompositionException:
+                cfg = None
+        if cfg is None:
+            cfg = loader.load_sweep_config(master, list(overrides))
+            composed.setdefault(family, cfg)
+        else:
+            app = [o for o in parsed if not o.is_hydra_override()]
+            cfg.hydra.overrides.task = [o.input_line for o in app]
+            dirname = cfg.hydra.job.config.override_dirname
+            cfg.hydra.job.override_dirname = get_overrides_dirname(
+                overrides=app, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys
+            )
+        cfgs.append(cfg)
+    return cfgs
+
+
 def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
     """Compose and validate every run as its job will; return each run's directory. Raises before submission."""
-    loader = launcher.hydra_context.config_loader
+    cfgs = compose_runs(launcher.hydra_context.config_loader, launcher.config, job_overrides)
     swept = varying_overrides([{"overrides": list(o)} for o in job_overrides])
     run_dirs = []
-    for idx, overrides, shown in zip(range(initial_job_idx, initial_job_idx + len(job_overrides)), job_overrides, swept):
-        cfg = loader.load_sweep_config(launcher.config, list(overrides))
+    for idx, cfg, shown in zip(range(initial_job_idx, initial_job_idx + len(job_overrides)), cfgs, swept):
         with open_dict(cfg.hydra.job):
             cfg.hydra.job.num = idx
         run_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)

@@ -218,3 +218,37 @@ def test_pool_refuses_gpu_workers_that_would_share_one_gpu(tmp_path):
     out, probe = submit(["-m", "hydra/launcher=pool", "backend=unsloth", "lora.r=16,32"], tmp_path, {})
     assert "hydra/launcher=pool with backend=unsloth: its n_jobs=-1 workers would share one GPU" in str(probe["code"])
     assert not list(tmp_path.glob("grpo/multiruns/*/0"))
+
+
+def test_compose_runs_matches_hydra_composing_every_run():
+    """submit.compose_runs composes once per set of config groups and sets plain values on copies: same configs."""
+    import itertools
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from grpo_sweep.config import register_configs
+    from grpo_sweep.submit import compose_runs
+
+    register_configs()
+    grid = [["reward_mix=format", "reward_mix=correct"], ["lora.r=8", "lora.r=16"],
+            ["trainer.seed=1", "trainer.seed=${trainer.max_steps}"], ["+reward_mix.x.weight=1"]]
+    batch = [list(run) for run in itertools.product(*grid)]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration(
+            "config", ["hydra/launcher=slurm", "hydra.sweep.subdir=${hydra.job.override_dirname}"], RunMode.MULTIRUN
+        )
+        composes = []
+        compose = loader.load_sweep_config
+        loader.load_sweep_config = lambda m, o: composes.append(o) or compose(m, o)
+        got = compose_runs(loader, master, batch)
+        loader.load_sweep_config = compose
+        want = [loader.load_sweep_config(master, run) for run in batch]
+    assert len(composes) == 2  # one per reward_mix; lora.r and trainer.seed are set on copies
+    job = lambda cfg: OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)  # noqa: E731
+    for g, w in zip(got, want):
+        assert OmegaConf.to_container(g) == OmegaConf.to_container(w)  # hydra.overrides, override_dirname too
+        assert job(g) == job(w)
+        assert (g.hydra.sweep.dir, g.hydra.sweep.subdir) == (w.hydra.sweep.dir, w.hydra.sweep.subdir)
