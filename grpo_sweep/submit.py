@@ -4,7 +4,6 @@ Runs on the login node: no torch/trl/transformers here, and every run is validat
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import math
@@ -12,7 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf, open_dict
@@ -65,14 +64,15 @@ def _plain_value(override: Any, loader: Any) -> bool:
     )
 
 
-def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]]) -> list:
-    """Each run's config, as ``loader.load_sweep_config(master, overrides)`` composes it, for a batch.
+def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]]) -> Iterator[Any]:
+    """Yield each run's config, as ``loader.load_sweep_config(master, overrides)`` composes it, for a batch.
 
     A compose is ~0.1 s (defaults tree, YAML, merging onto the schema): 3 s for 32 runs. Runs that differ from an
     earlier one only in plain values (lora.r=8 / lora.r=16, seeds) are the same composition with other values, which
-    Hydra sets after merging (``_apply_overrides_to_config``); such a run starts from a copy of the earlier one and
-    gets its values and its hydra.overrides/override_dirname as Hydra sets them (~6 ms). Config groups, +/++/~, dicts,
+    Hydra sets after merging (``_apply_overrides_to_config``); such a run is the earlier run's config with its own
+    values, hydra.overrides.task and override_dirname set as Hydra sets them (~1 ms). Config groups, +/++/~, dicts,
     lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
+    The earlier config is reused, not copied (a copy costs 6-10 ms): a yielded config holds until the next one.
     """
     from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -80,16 +80,15 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
 
     parser = OverridesParser.create()
     composed: dict[tuple, Any] = {}
-    cfgs = []
     for overrides in job_overrides:
         parsed = parser.parse_overrides(list(overrides))
         plain = [o for o in parsed if _plain_value(o, loader)]
+        # same config groups, same +/~ overrides, same keys set to plain values: the same composition
         family = tuple(o.key_or_group if any(o is p for p in plain) else o.input_line for o in parsed)
-        cfg = None
-        if family in composed:
-            cfg = copy.deepcopy(composed[family])  # keeps the resolver cache (${now:}) copied from master
+        cfg = composed.get(family)
+        if cfg is not None:
             try:
-                ConfigLoaderImpl._apply_overrides_to_config(plain, cfg)
+                ConfigLoaderImpl._apply_overrides_to_config(plain, cfg)  # every plain key of the family: all reset
             except ConfigCompositionException:
                 cfg = None
         if cfg is None:
@@ -102,8 +101,7 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
             cfg.hydra.job.override_dirname = get_overrides_dirname(
                 overrides=app, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys
             )
-        cfgs.append(cfg)
-    return cfgs
+        yield cfg
 
 
 def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:

@@ -243,12 +243,11 @@ def test_compose_runs_matches_hydra_composing_every_run():
         composes = []
         compose = loader.load_sweep_config
         loader.load_sweep_config = lambda m, o: composes.append(o) or compose(m, o)
-        got = compose_runs(loader, master, batch)
+        # a config holds until the next one is drawn: take what is compared as it comes
+        job = lambda cfg: OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)  # noqa: E731
+        seen = lambda cfg: (OmegaConf.to_container(cfg), job(cfg), cfg.hydra.sweep.dir, cfg.hydra.sweep.subdir)  # noqa: E731
+        got = [seen(cfg) for cfg in compose_runs(loader, master, batch)]
         loader.load_sweep_config = compose
-        want = [loader.load_sweep_config(master, run) for run in batch]
-    assert len(composes) == 2  # one per reward_mix; lora.r and trainer.seed are set on copies
-    job = lambda cfg: OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)  # noqa: E731
-    for g, w in zip(got, want):
-        assert OmegaConf.to_container(g) == OmegaConf.to_container(w)  # hydra.overrides, override_dirname too
-        assert job(g) == job(w)
-        assert (g.hydra.sweep.dir, g.hydra.sweep.subdir) == (w.hydra.sweep.dir, w.hydra.sweep.subdir)
+        want = [seen(loader.load_sweep_config(master, run)) for run in batch]
+    assert len(composes) == 2  # one per reward_mix; lora.r and trainer.seed are set on the composed config
+    assert got == want  # the job's values, hydra.overrides and override_dirname, the run dir
