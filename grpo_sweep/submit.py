@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import shutil
 import time
 from pathlib import Path
@@ -185,20 +186,42 @@ def _job_entries(jobs: list, run_dirs: list[Path], job_params: list[tuple]) -> l
     ]
 
 
-def _start_throttled(executor, launcher, job_params: list[tuple], limit: int, sweep_dir: Path, run_dirs: list[Path]):
+def _start_throttled(executor, job_fn, job_params: list[tuple], limit: int, sweep_dir: Path, run_dirs: list[Path]):
     """Start each run when one of the ``limit`` before it has finished: submitit's local executor has no array
     throttle and would start them all at once, each then fighting the others for the cores while importing torch."""
     jobs: list = []
     while len(jobs) < len(job_params):
         if sum(not job.done() for job in jobs) < limit:
-            jobs.append(executor.submit(launcher, *job_params[len(jobs)]))
+            jobs.append(executor.submit(job_fn, *job_params[len(jobs)]))
             record_jobs(sweep_dir, _job_entries(jobs[-1:], run_dirs[len(jobs) - 1:], job_params[len(jobs) - 1:]))
         else:
             time.sleep(0.2)
     return jobs
 
 
+class _BatchJob:
+    """What each job runs: the launcher's job side, with the launcher and Hydra's state pickled once a batch.
+
+    submitit pickles the callable and its arguments into every job's file: the launcher (its config, the Hydra
+    context) and Hydra's singletons are ~85 KB and ~8 ms a job, the same for the whole batch. Pickled once here,
+    each job's file carries the bytes; the job unpickles them and runs the stock launcher's __call__.
+    """
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def __call__(self, *args: Any) -> Any:
+        launcher, state = pickle.loads(self.blob)
+        return launcher(*args, state)
+
+    def checkpoint(self, *args: Any) -> Any:
+        """Preempted or timed out: requeue as the launcher does (its own job, with the same arguments)."""
+        launcher, state = pickle.loads(self.blob)
+        return launcher.checkpoint(*args, state)
+
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+    import cloudpickle
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
@@ -210,17 +233,17 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
 
     executor = _executor(launcher)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    # the stock launcher deep-copies Hydra's singletons once a job (~6 ms each); they are the same for the batch
-    state = Singleton.get_state()
+    # the stock launcher copies Hydra's singletons and pickles them with itself once a job; once a batch does
+    job_fn = _BatchJob(cloudpickle.dumps((launcher, Singleton.get_state())))
     job_params = []
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-        job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", state))
+        job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}"))
     limit = local_parallelism(launcher)
     if limit is not None and limit < len(job_params):
-        jobs = _start_throttled(executor, launcher, job_params, limit, sweep_dir, run_dirs)
+        jobs = _start_throttled(executor, job_fn, job_params, limit, sweep_dir, run_dirs)
     else:
-        jobs = executor.map_array(launcher, *zip(*job_params))
+        jobs = executor.map_array(job_fn, *zip(*job_params))
     record_jobs(sweep_dir, _job_entries(jobs, run_dirs, job_params))
 
     if getattr(launcher, "detach", False):

@@ -171,8 +171,8 @@ def test_submitit_local_starts_at_most_array_parallelism_runs_at_once(tmp_path, 
     from grpo_sweep import submit
 
     monkeypatch.setattr(submit.time, "sleep", lambda s: None)
-    executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id, state: _FakeJob(num))
-    params = [([f"trainer.seed={i}"], "hydra.sweep.dir", i, f"job_id_for_{i}", None) for i in range(7)]
+    executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id: _FakeJob(num))
+    params = [([f"trainer.seed={i}"], "hydra.sweep.dir", i, f"job_id_for_{i}") for i in range(7)]
     jobs = submit._start_throttled(executor, None, params, 2, tmp_path, [tmp_path / str(i) for i in range(7)])
     assert [j.job_id for j in jobs] == [str(i) for i in range(7)]
     assert _FakeJob.most == 2
