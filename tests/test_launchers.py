@@ -221,7 +221,7 @@ def test_pool_refuses_gpu_workers_that_would_share_one_gpu(tmp_path):
 
 
 def test_compose_runs_matches_hydra_composing_every_run():
-    """submit.compose_runs composes once per set of config groups and sets plain values on copies: same configs."""
+    """submit.compose_runs composes once per set of config groups and sets the plain values after: same configs."""
     import itertools
 
     from hydra.core.global_hydra import GlobalHydra
