@@ -171,8 +171,8 @@ def test_submitit_local_starts_at_most_array_parallelism_runs_at_once(tmp_path, 
     from grpo_sweep import submit
 
     monkeypatch.setattr(submit.time, "sleep", lambda s: None)
-    executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id, state: _FakeJob(num))
-    params = [([f"trainer.seed={i}"], "hydra.sweep.dir", i, f"job_id_for_{i}", None) for i in range(7)]
+    executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id: _FakeJob(num))
+    params = [([f"trainer.seed={i}"], "hydra.sweep.dir", i, f"job_id_for_{i}") for i in range(7)]
     jobs = submit._start_throttled(executor, None, params, 2, tmp_path, [tmp_path / str(i) for i in range(7)])
     assert [j.job_id for j in jobs] == [str(i) for i in range(7)]
     assert _FakeJob.most == 2
@@ -218,3 +218,36 @@ def test_pool_refuses_gpu_workers_that_would_share_one_gpu(tmp_path):
     out, probe = submit(["-m", "hydra/launcher=pool", "backend=unsloth", "lora.r=16,32"], tmp_path, {})
     assert "hydra/launcher=pool with backend=unsloth: its n_jobs=-1 workers would share one GPU" in str(probe["code"])
     assert not list(tmp_path.glob("grpo/multiruns/*/0"))
+
+
+def test_compose_runs_matches_hydra_composing_every_run():
+    """submit.compose_runs composes once per set of config groups and sets the plain values after: same configs."""
+    import itertools
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from grpo_sweep.config import register_configs
+    from grpo_sweep.submit import compose_runs
+
+    register_configs()
+    grid = [["reward_mix=format", "reward_mix=correct"], ["lora.r=8", "lora.r=16"],
+            ["trainer.seed=1", "trainer.seed=${trainer.max_steps}"], ["+reward_mix.x.weight=1"]]
+    batch = [list(run) for run in itertools.product(*grid)]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration(
+            "config", ["hydra/launcher=slurm", "hydra.sweep.subdir=${hydra.job.override_dirname}"], RunMode.MULTIRUN
+        )
+        composes = []
+        compose = loader.load_sweep_config
+        loader.load_sweep_config = lambda m, o: composes.append(o) or compose(m, o)
+        # a config holds until the next one is drawn: take what is compared as it comes
+        job = lambda cfg: OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)  # noqa: E731
+        seen = lambda cfg: (OmegaConf.to_container(cfg), job(cfg), cfg.hydra.sweep.dir, cfg.hydra.sweep.subdir)  # noqa: E731
+        got = [seen(cfg) for cfg in compose_runs(loader, master, batch)]
+        loader.load_sweep_config = compose
+        want = [seen(loader.load_sweep_config(master, run)) for run in batch]
+    assert len(composes) == 2  # one per reward_mix; lora.r and trainer.seed are set on the composed config
+    assert got == want  # the job's values, hydra.overrides and override_dirname, the run dir
