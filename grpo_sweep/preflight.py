@@ -1,7 +1,8 @@
 """A Hydra callback that checks every job of a run or sweep before anything runs or Hydra writes into a run dir.
 
-On the machine that launches: each job's config is valid (grpo-sweep's SLURM launcher checks its jobs
-itself, ``submit.plan_runs``, so they are composed once more, not twice), and no job would write into a directory that holds another run
+On the machine that launches: each job's config is valid (grpo-sweep's submitit launchers check their jobs
+themselves, ``submit.plan_runs``; both compose a batch with ``submit.compose_runs``, once per set of config
+groups, and the grpo_basic sweeper then skips Hydra's own trial compose of every run), and no job would write into a directory that holds another run
 (``resume.check_same_run``; Hydra rewrites ``.hydra/`` before the task starts, so the task's own check comes
 too late to keep that). Machine checks (GPU, packages, sandbox) happen on the machine that trains
 (``app.run_task``). No torch is imported here.
@@ -77,9 +78,10 @@ class Preflight(Callback):
             return
         from hydra.core.global_hydra import GlobalHydra
 
+        from .submit import compose_runs
+
         loader = GlobalHydra.instance().config_loader()
-        for num, overrides in enumerate(jobs):
-            job = loader.load_sweep_config(config, list(overrides))
+        for num, (overrides, job) in enumerate(zip(jobs, compose_runs(loader, config, jobs))):
             with open_dict(job):
                 job.hydra.job.num = num
             try:

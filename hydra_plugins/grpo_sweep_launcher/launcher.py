@@ -71,12 +71,18 @@ class GrpoBasicSweeperConf(BasicSweeperConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoBasicSweeper"
 
 
+PREFLIGHT = "grpo_sweep.preflight.Preflight"
+
+
 class GrpoBasicSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         # Hydra composes every run of the batch here only to see that it composes, then drops it (~0.1 s a run).
         # grpo-sweep's submitit launchers compose every run themselves, in this process, and raise Hydra's error
-        # (or ours) before anything is queued (submit.plan_runs), so the trial compose would only double the time.
-        if not isinstance(self.launcher, (GrpoSlurmLauncher, GrpoLocalLauncher)):
+        # (or ours) before anything is queued (submit.plan_runs); with any other launcher the Preflight callback
+        # has composed and validated every run of the sweep before the first batch. A second compose only costs.
+        callbacks = (self.config.hydra.get("callbacks") or {}).values()
+        preflight = any(c.get("_target_") == PREFLIGHT for c in callbacks)
+        if not (preflight or isinstance(self.launcher, (GrpoSlurmLauncher, GrpoLocalLauncher))):
             super().validate_batch_is_legal(batch)
 
 
