@@ -241,6 +241,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}"))
     limit = local_parallelism(launcher)
     if limit is not None and limit < len(job_params):
+        log.info("%d runs, at most %d at a time (hydra.launcher.array_parallelism)", len(job_params), limit)
         jobs = _start_throttled(executor, job_fn, job_params, limit, sweep_dir, run_dirs)
     else:
         jobs = executor.map_array(job_fn, *zip(*job_params))

@@ -9,10 +9,11 @@ On top of the stock launcher (same config keys, same ``checkpoint()`` requeue co
 
 The local one (``hydra/launcher=submitit_local``: a subprocess per run) gets the same checks, and starts at most
 ``array_parallelism`` runs at a time (default: one per ``cpus_per_task`` cores): the stock one starts every run
-at once, and 16 runs on 2 cores each took 53 s just to import torch (BENCHMARKS.md, scaling).
+at once, and 16 runs on 2 cores each took 64 s just to start (BENCHMARKS.md, scaling).
 
 ``GrpoBasicSweeper`` (the default ``hydra/sweeper=grpo_basic``) is Hydra's BasicSweeper without its trial
-compose of every run when these launchers compose every run anyway: one compose a run, not two.
+compose of every run when every run is composed anyway (by these launchers, or by the Preflight callback for
+the others): one compose a run, not two.
 
 Hydra only instantiates launchers found under the ``hydra_plugins`` namespace, hence this package.
 Imports stay light: Hydra imports every plugin module at start-up, on login nodes too.

@@ -1,0 +1,78 @@
+"""Share of training time spent in grpo-sweep's per-step logging (metrics.jsonl, the progress bar's reward,
+and with logger=wandb the W&B step logger), over the main job's 120 steps.
+
+    python bench/logging_share.py      # writes bench/results/logging_share.json
+
+Each callback's on_log is timed in place; the total is divided by the run's training time (timings_s.train).
+logger=wandb runs offline (no account), as a run without credentials does.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SETTINGS = {"logger=none": [], "logger=wandb": ["logger=wandb"]}
+
+
+def timed(cls, clock: dict) -> None:
+    original = cls.on_log
+
+    def on_log(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            clock[cls.__name__] = clock.get(cls.__name__, 0.0) + time.perf_counter() - start
+
+    cls.on_log = on_log
+
+
+def main() -> None:
+    from hydra import compose, initialize_config_dir
+
+    import grpo_sweep.train as train_module
+    from grpo_sweep.config import register_configs
+    from grpo_sweep.wandb_logger import WandbStepLogger
+
+    os.environ.setdefault("WANDB_MODE", "offline")
+    register_configs()
+    clock: dict[str, float] = {}
+    for cls in (train_module.MetricsJsonl, train_module.RewardProgress, WandbStepLogger):
+        timed(cls, clock)
+    results = {}
+    for name, overrides in SETTINGS.items():
+        clock.clear()
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+        run_dir = Path(tempfile.mkdtemp(prefix="grpo-bench-logging-"))
+        os.environ["WANDB_DIR"] = str(run_dir)
+        summary = train_module.train(cfg, run_dir)
+        train_s = summary["timings_s"]["train"]
+        logged = len((run_dir / "metrics.jsonl").read_text().splitlines())
+        total = sum(clock.values())
+        results[name] = {
+            "steps": summary["steps"],
+            "logged_steps": logged,
+            "train_seconds": train_s,
+            "logging_seconds": round(total, 4),
+            "ms_per_logged_step": round(1000 * total / logged, 3),
+            "share_of_train_time_pct": round(100 * total / train_s, 3),
+            "per_callback_seconds": {k: round(v, 4) for k, v in clock.items()},
+        }
+        print(name, json.dumps(results[name], indent=2), flush=True)
+    dest = ROOT / "bench" / "results" / "logging_share.json"
+    dest.write_text(json.dumps({"results": results, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                                "date": time.strftime("%Y-%m-%d"), "command": "python bench/logging_share.py"},
+                               indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
