@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--sizes", default="1,4,16")
     parser.add_argument("--launchers", default=",".join(LAUNCHERS))
+    parser.add_argument("--out", default="scaling.json", help="file name under bench/results/")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     slurm_up = shutil.which("sbatch") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
@@ -69,7 +70,7 @@ def main() -> None:
             row = sweep(launcher, n, args.steps, Path(tempfile.mkdtemp(prefix=f"grpo-scale-{launcher}-{n}-")))
             results[launcher].append(row)
             print(launcher, json.dumps(row), flush=True)
-    dest = ROOT / "bench" / "results" / "scaling.json"
+    dest = ROOT / "bench" / "results" / args.out
     dest.write_text(json.dumps({"results": results, "steps": args.steps, "machine": f"{os.cpu_count()} cores",
                                 "date": time.strftime("%Y-%m-%d"), "command": "python bench/scaling.py " + " ".join(sys.argv[1:])},
                                indent=2) + "\n")
