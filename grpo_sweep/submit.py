@@ -148,24 +148,19 @@ def _executor(launcher: Any):
     return executor
 
 
-def _failed_return(overrides: Sequence[str], run_dir: Path, job: Any, exc: BaseException):
-    """A job that died without a result: record it as a failed run, like a run that raised."""
+def lost_run_return(overrides: Sequence[str], run_dir: Path, error: str, detail: str):
+    """A run whose process died without a result: record it as a failed run, like a run that raised (a failure
+    the run recorded itself is kept), and return what a failed run returns to the sweeper."""
     from hydra.core.utils import JobReturn, JobStatus
 
     summary = read_summary(run_dir)
     if not summary or summary.get("status") != "failed":
         write_json_atomic(
             run_dir / SUMMARY,
-            {
-                "status": "failed",
-                "error": f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}",
-                "traceback": str(exc)[-4000:],
-                "overrides": list(overrides),
-                "run_dir": str(run_dir),
-            },
+            {"status": "failed", "error": error, "traceback": detail[-4000:], "overrides": list(overrides),
+             "run_dir": str(run_dir)},
         )
-    ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=math.nan)
-    return ret
+    return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=math.nan)
 
 
 def local_parallelism(launcher: Any) -> int | None:
@@ -262,5 +257,6 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             returns.append(job.results()[0])
         except Exception as exc:  # submitit's UncompletedJobError / FailedJobError: no result was written
             log.error("job %s (%s) ended without a result", job.job_id, " ".join(overrides))
-            returns.append(_failed_return(overrides, run_dir, job, exc))
+            error = f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}"
+            returns.append(lost_run_return(overrides, run_dir, error, str(exc)))
     return returns

@@ -156,8 +156,9 @@ def in_worker_pool() -> bool:
 
     if not HydraConfig.initialized():
         return False
-    launcher = HydraConfig.get().launcher
-    return str(launcher.get("_target_", "")).endswith("JoblibLauncher") and launcher.get("n_jobs") != 1
+    from .pool import is_pool
+
+    return is_pool(HydraConfig.get().launcher)
 
 
 # time.monotonic() when the previous run of this process ended: the local and pool launchers run several runs

@@ -35,7 +35,8 @@ def test_launcher_options_keep_slurm_keys_to_slurm():
     local = launcher_cfg(["hydra/launcher=submitit_local"])
     assert local._target_ == "hydra_plugins.grpo_sweep_launcher.launcher.GrpoLocalLauncher"
     assert local.array_parallelism is None and local.timeout_min == 60  # the stock keys, plus the throttle
-    assert launcher_cfg(["hydra/launcher=pool"])._target_.endswith("JoblibLauncher")
+    pool = launcher_cfg(["hydra/launcher=pool"])
+    assert (pool._target_, pool.n_jobs) == ("hydra_plugins.grpo_sweep_launcher.launcher.GrpoPoolLauncher", -1)
     slurm = launcher_cfg(["hydra/launcher=slurm"])
     assert slurm._target_ == "hydra_plugins.grpo_sweep_launcher.launcher.GrpoSlurmLauncher"
     assert (slurm.gpus_per_node, slurm.tasks_per_node, slurm.detach) == (1, 1, False)
@@ -44,6 +45,7 @@ def test_launcher_options_keep_slurm_keys_to_slurm():
     assert (site.partition, site.account, site.gpus_per_node) == ("gpu", "my_lab", 1)
     assert site.setup and site.additional_parameters["mail-type"] == "FAIL"
     for bad in (["hydra/launcher=submitit_local", "hydra.launcher.partition=gpu"],
+                ["hydra/launcher=pool", "hydra.launcher.partition=gpu"],
                 ["hydra/launcher=submitit_local", "hydra.launcher.detach=true"],
                 ["hydra.launcher.partition=gpu"]):
         with pytest.raises(Exception, match="partition|detach"):
@@ -251,3 +253,19 @@ def test_compose_runs_matches_hydra_composing_every_run():
         want = [seen(loader.load_sweep_config(master, run)) for run in batch]
     assert len(composes) == 2  # one per reward_mix; lora.r and trainer.seed are set on the composed config
     assert got == want  # the job's values, hydra.overrides and override_dirname, the run dir
+
+
+def test_pool_survives_a_run_that_kills_its_worker(tmp_path):
+    """A run kills its worker process (as the OOM killer would): it is recorded as failed, every other run
+    completes, the table shows it, and the exit code says a run failed."""
+    from .conftest import run_launch
+
+    killer = ["+reward_mix.k.fn=tests.failing_rewards.killer", "+reward_mix.k.weight=0.5"]
+    out = run_launch(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=2", *killer,
+                      "+reward_mix.k.params.kill=false,true,false,false", *FAST, "trainer.max_steps=2"],
+                     tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert out.returncode == 1, out.stderr[-3000:]
+    [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
+    status = {n: json.loads((sweep_dir / n / "summary.json").read_text())["status"] for n in "0123"}
+    assert status == {"0": "completed", "1": "failed", "2": "completed", "3": "completed"}
+    assert "run 1 failed: its worker process died (EXIT(137)) while it ran, and again when it ran alone" in out.stdout

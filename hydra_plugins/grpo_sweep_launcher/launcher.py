@@ -25,6 +25,7 @@ from typing import Any, Optional, Sequence
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
+from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 
@@ -68,6 +69,27 @@ class GrpoLocalLauncher(LocalLauncher):
 
 
 @dataclass
+class GrpoPoolConf:
+    _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoPoolLauncher"
+    # worker processes; -1: one per CPU core, -2: all but one (joblib's convention)
+    n_jobs: int = -1
+
+
+class GrpoPoolLauncher(JoblibLauncher):
+    """hydra/launcher=pool: worker processes that run several runs each; a worker that dies costs one run, not
+    the sweep (grpo_sweep/pool.py)."""
+
+    def __init__(self, n_jobs: int = -1) -> None:
+        super().__init__(n_jobs=n_jobs)
+        self.n_jobs = n_jobs
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from grpo_sweep import pool
+
+        return pool.launch(self, job_overrides, initial_job_idx)
+
+
+@dataclass
 class GrpoBasicSweeperConf(BasicSweeperConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoBasicSweeper"
 
@@ -93,4 +115,5 @@ ConfigStore.instance().store(
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep"
 )  # also stored as "submitit_local", over the stock entry: grpo_sweep.config.schema.register_configs
+ConfigStore.instance().store(group="hydra/launcher", name="grpo_pool", node=GrpoPoolConf, provider="grpo_sweep")
 ConfigStore.instance().store(group="hydra/sweeper", name="grpo_basic", node=GrpoBasicSweeperConf, provider="grpo_sweep")
