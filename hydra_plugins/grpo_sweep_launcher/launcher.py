@@ -37,17 +37,20 @@ class GrpoSlurmQueueConf(SlurmQueueConf):
     detach: bool = False
 
 
-class GrpoSlurmLauncher(SlurmLauncher):
-    """Everything but ``launch`` (the job side, the requeue on preemption/timeout) is the stock launcher's."""
-
-    def __init__(self, detach: bool = False, **params: Any) -> None:
-        super().__init__(**params)
-        self.detach = detach
+class _SubmitLaunch:
+    """``launch`` is grpo_sweep.submit's; everything else (the job side, the requeue on preemption/timeout) is
+    the stock launcher's."""
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from grpo_sweep import submit
 
         return submit.launch(self, job_overrides, initial_job_idx)
+
+
+class GrpoSlurmLauncher(_SubmitLaunch, SlurmLauncher):
+    def __init__(self, detach: bool = False, **params: Any) -> None:
+        super().__init__(**params)
+        self.detach = detach
 
 
 @dataclass
@@ -57,15 +60,10 @@ class GrpoLocalQueueConf(LocalQueueConf):
     array_parallelism: Optional[int] = None
 
 
-class GrpoLocalLauncher(LocalLauncher):
+class GrpoLocalLauncher(_SubmitLaunch, LocalLauncher):
     def __init__(self, array_parallelism: Optional[int] = None, **params: Any) -> None:
         super().__init__(**params)
         self.array_parallelism = array_parallelism
-
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from grpo_sweep import submit
-
-        return submit.launch(self, job_overrides, initial_job_idx)
 
 
 @dataclass
