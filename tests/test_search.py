@@ -140,8 +140,9 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_workers_in_parallel_with_journal_storage(tmp_path):
-    out = run_study(tmp_path, "hydra/launcher=submitit_local", "hydra.sweeper.n_workers=2", "hydra.sweeper.storage=journal")
+@pytest.mark.parametrize("launcher", ["submitit_local", "pool"])
+def test_two_workers_in_parallel_with_journal_storage(tmp_path, launcher):
+    out = run_study(tmp_path, f"hydra/launcher={launcher}", "hydra.sweeper.n_workers=2", "hydra.sweeper.storage=journal")
     assert out.returncode == 0, out.stderr[-3000:]
     study_dir = tmp_path / "grpo" / "studies" / "test_space"
     assert (study_dir / "optuna.journal").exists()
