@@ -8,22 +8,71 @@ Not joblib.Parallel as the stock joblib launcher does it: when a worker process 
 segfault in native code), Parallel abandons the whole sweep. Here at most one run per worker is in flight; the
 runs in flight when a worker died are run again one at a time, so the run that kills its process is found and
 recorded as failed, and every other run still runs.
+
+On a machine with NVIDIA GPUs there is one worker per GPU (at most), each pinned to its own GPU through
+CUDA_VISIBLE_DEVICES before it imports torch; the CPU cores otherwise.
 """
 from __future__ import annotations
 
 import logging
+import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 log = logging.getLogger(__name__)
 
-POOL_TARGETS = ("GrpoPoolLauncher", "JoblibLauncher")
+# set in every worker: how many workers run side by side (runs then print no progress bar each)
+WORKERS_ENV = "GRPO_SWEEP_POOL_WORKERS"
+_held_locks: list = []  # a worker's GPU lock, held while the worker lives
 
 
-def is_pool(launcher_cfg: Any) -> bool:
-    """Several runs at once in worker processes of this machine (n_jobs other than 1)."""
-    return str(launcher_cfg.get("_target_", "")).endswith(POOL_TARGETS) and launcher_cfg.get("n_jobs") != 1
+def shares_terminal() -> bool:
+    """A pool worker with others beside it: one progress bar per run would garble the shared terminal."""
+    return int(os.environ.get(WORKERS_ENV, "1")) > 1
+
+
+def visible_gpus() -> list[str]:
+    """The NVIDIA GPUs this process may use, without importing torch: CUDA_VISIBLE_DEVICES when set (ids or
+    UUIDs), else one id per /proc/driver/nvidia/gpus entry."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [gpu.strip() for gpu in visible.split(",") if gpu.strip()]
+        return [] if not ids or ids[0] == "-1" else ids
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    return [str(i) for i in range(len(list(nvidia.iterdir())))] if nvidia.is_dir() else []
+
+
+def claim_gpu(lock_dir: str, gpus: list[str]) -> None:
+    """Worker initializer: pin this worker to a GPU no other live worker holds, before anything imports torch.
+    One lock file per GPU, held while the worker lives: when a worker dies the OS releases its lock, and the
+    worker that replaces it takes that GPU."""
+    import fcntl
+
+    for gpu in gpus:
+        handle = open(os.path.join(lock_dir, f"gpu-{gpu}.lock"), "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _held_locks.append(handle)
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+        return
+    raise RuntimeError(f"pool worker {os.getpid()}: every GPU of {gpus} is held by another worker")
+
+
+def pool_size(n_jobs: int, runs: int, gpus: list[str]) -> int:
+    """Workers: n_jobs as joblib counts it (-1 all cores, -2 all but one), one per GPU at most where there are
+    GPUs (n_jobs=-1 there: one per GPU), never more than the runs."""
+    from joblib import effective_n_jobs
+
+    wanted = len(gpus) if gpus and n_jobs < 0 else effective_n_jobs(n_jobs)
+    if gpus and wanted > len(gpus):
+        log.warning("hydra.launcher.n_jobs=%d: %d GPUs, so %d workers (one per GPU)", n_jobs, len(gpus), len(gpus))
+        wanted = len(gpus)
+    return max(1, min(wanted, runs))
 
 
 def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -> tuple[dict, list]:
@@ -52,7 +101,6 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
     from hydra_plugins.hydra_joblib_launcher._core import execute_job
-    from joblib import effective_n_jobs
     from joblib.externals.loky import get_reusable_executor
     from omegaconf import open_dict
 
@@ -62,16 +110,22 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    workers = max(1, min(effective_n_jobs(launcher.n_jobs), len(job_overrides)))
-    log.info("Launching %d runs on %d worker processes, sweep output dir: %s", len(job_overrides), workers, sweep_dir)
+    gpus = visible_gpus()
+    workers = pool_size(launcher.n_jobs, len(job_overrides), gpus)
+    where = f"each on its own GPU of {', '.join(gpus)}" if gpus else "on the CPUs"
+    log.info("Launching %d runs on %d worker processes %s, sweep output dir: %s", len(job_overrides), workers, where,
+             sweep_dir)
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
     state = Singleton.get_state()
+    pinning = {"initializer": claim_gpu, "initargs": (tempfile.mkdtemp(prefix="grpo-sweep-gpus-"), gpus)} if gpus else {}
 
     def submitter(max_workers: int) -> Callable[[int], Any]:
         def submit(index: int):
-            # the same executor while its workers live; a new one after a worker died (loky's reuse rule)
-            executor = get_reusable_executor(max_workers=max_workers)
+            # the same executor while its workers live; a new one after a worker died (loky's reuse rule). Idle
+            # workers stay 5 minutes (loky's default is 10 s), so a later batch finds them with torch imported.
+            executor = get_reusable_executor(max_workers=max_workers, timeout=300,
+                                             env={WORKERS_ENV: str(workers)}, **pinning)
             return executor.submit(execute_job, initial_job_idx + index, job_overrides[index], launcher.hydra_context,
                                    launcher.config, launcher.task_function, state)
         return submit

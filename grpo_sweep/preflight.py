@@ -15,7 +15,6 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .pool import is_pool
 from .resume import ResumeError, check_same_run
 from .validate import ConfigError, validate
 
@@ -65,12 +64,6 @@ class Preflight(Callback):
 
     def _check_sweep(self, config: DictConfig) -> None:
         launcher = str(config.hydra.launcher.get("_target_", ""))
-        n_jobs = config.hydra.launcher.get("n_jobs")
-        if is_pool(config.hydra.launcher) and config.backend.name == "unsloth":
-            raise ConfigError(
-                f"hydra/launcher=pool with backend=unsloth: its n_jobs={n_jobs} workers would share one GPU; "
-                "set hydra.launcher.n_jobs=1 (runs in turn, imports paid once) or use hydra/launcher=slurm"
-            )
         if any(name in launcher for name in SELF_VALIDATING):
             return  # it composes every job once and checks values and run dirs itself (submit.plan_runs)
         jobs = _sweep_jobs(config)

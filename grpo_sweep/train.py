@@ -18,6 +18,7 @@ from .backends import get_backend
 from .data import load_splits
 from .evaluate import evaluate
 from .loggers import open_logger
+from .pool import shares_terminal
 from .results import (
     METRICS,
     SAMPLES,
@@ -149,18 +150,6 @@ def process_age_s() -> float | None:
         return None
 
 
-def in_worker_pool() -> bool:
-    """A hydra/launcher=pool worker: runs side by side on one terminal, where a progress bar each would garble it
-    (each run still prints its summary when it ends)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return False
-    from .pool import is_pool
-
-    return is_pool(HydraConfig.get().launcher)
-
-
 # time.monotonic() when the previous run of this process ended: the local and pool launchers run several runs
 # in one process, and only the first pays the interpreter start and the torch/trl imports.
 _previous_run_end: float | None = None
@@ -243,15 +232,9 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     from transformers import set_seed
 
     set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
-    import torch
-
-    if in_worker_pool() and torch.cuda.is_available():
-        raise RuntimeError(
-            "hydra/launcher=pool is for CPU runs: its workers would all train on the same GPU; use "
-            "hydra.launcher.n_jobs=1 (runs in turn), hydra/launcher=slurm (a GPU per run), or hide the GPUs "
-            "(CUDA_VISIBLE_DEVICES=) to train on the CPUs"
-        )
     if cfg.trainer.torch_threads:
+        import torch
+
         torch.set_num_threads(cfg.trainer.torch_threads)
     model, tokenizer = backend.load(cfg)
     train_set, held_out = load_splits(
@@ -286,7 +269,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     )
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
-    if not cfg.trainer.disable_tqdm and not in_worker_pool():
+    if not cfg.trainer.disable_tqdm and not shares_terminal():
         trainer.add_callback(RewardProgress())
     mark = time.perf_counter()
     timings["setup"] = mark - started  # model, data, rewards, trainer
@@ -318,6 +301,9 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
     summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
     summary["timings_s"] = {k: None if v is None else round(v, 3) for k, v in timings.items()}
+    # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
+    summary["device"] = {"torch": str(next(trainer.model.parameters()).device),
+                         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     write_json_atomic(run_dir / SUMMARY, summary)
     tracker.finish(summary)
     return summary

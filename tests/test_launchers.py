@@ -212,14 +212,45 @@ def test_pool_runs_several_runs_per_worker_with_the_same_results(tmp_path):
     assert _rewards(pool_dir) == _rewards(local_dir) and len(_rewards(pool_dir)) == 3
     startups = sorted(json.loads((pool_dir / n / "summary.json").read_text())["timings_s"]["startup"] for n in "012")
     assert startups[0] < 2.0 < startups[-1]  # a reused worker starts its next run without importing again
+    assert json.loads((pool_dir / "0" / "summary.json").read_text())["device"]["torch"] == "cpu"
     assert "it/s" not in pool.stdout + pool.stderr
     assert "| 2   | trainer.seed=3 | completed" in pool.stdout
 
 
-def test_pool_refuses_gpu_workers_that_would_share_one_gpu(tmp_path):
-    out, probe = submit(["-m", "hydra/launcher=pool", "backend=unsloth", "lora.r=16,32"], tmp_path, {})
-    assert "hydra/launcher=pool with backend=unsloth: its n_jobs=-1 workers would share one GPU" in str(probe["code"])
-    assert not list(tmp_path.glob("grpo/multiruns/*/0"))
+def worker_gpu(_):
+    """Run in a pool worker: which process, pinned to which GPU (slow enough that both workers get some)."""
+    import time
+
+    time.sleep(0.1)
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
+    """One worker per GPU, each with its own CUDA_VISIBLE_DEVICES (set before torch could be imported); a worker
+    that dies frees its GPU for the worker that replaces it. Fake GPU ids: the pinning needs no GPU."""
+    from joblib.externals.loky import get_reusable_executor
+
+    from grpo_sweep import pool
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7,9")
+    assert pool.visible_gpus() == ["7", "9"]
+    assert pool.pool_size(-1, 16, ["7", "9"]) == 2 and pool.pool_size(8, 16, ["7", "9"]) == 2
+    assert pool.pool_size(-1, 1, ["7", "9"]) == 1 and pool.pool_size(3, 16, []) == 3
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert pool.visible_gpus() == []
+
+    executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
+                                     initargs=(str(tmp_path), ["7", "9"]))
+    seen = dict(executor.map(worker_gpu, range(20)))
+    assert sorted(seen.values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
+    with pytest.raises(Exception):
+        executor.submit(os._exit, 137).result()  # a worker dies: its lock goes with it
+    executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
+                                     initargs=(str(tmp_path), ["7", "9"]))
+    again = dict(executor.map(worker_gpu, range(20)))
+    assert sorted(again.values()) == ["7", "9"]
+    executor.shutdown(kill_workers=True)
 
 
 def test_compose_runs_matches_hydra_composing_every_run():
