@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -102,9 +101,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
     from hydra_plugins.hydra_joblib_launcher._core import execute_job
     from joblib.externals.loky import get_reusable_executor
-    from omegaconf import open_dict
 
-    from .submit import lost_run_return
+    from .submit import lost_run_return, numbered_run_dir
 
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
@@ -118,7 +116,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
     state = Singleton.get_state()
-    pinning = {"initializer": claim_gpu, "initargs": (tempfile.mkdtemp(prefix="grpo-sweep-gpus-"), gpus)} if gpus else {}
+    lock_dir = sweep_dir / ".gpu_locks"  # the sweep's own: nothing left behind elsewhere
+    if gpus:
+        lock_dir.mkdir(exist_ok=True)
+    pinning = {"initializer": claim_gpu, "initargs": (str(lock_dir), gpus)} if gpus else {}
 
     def submitter(max_workers: int) -> Callable[[int], Any]:
         def submit(index: int):
@@ -139,10 +140,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     loader = launcher.hydra_context.config_loader
     for index, exc in lost:
         overrides = list(job_overrides[index])
-        cfg = loader.load_sweep_config(launcher.config, overrides)
-        with open_dict(cfg.hydra.job):
-            cfg.hydra.job.num = initial_job_idx + index
-        run_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+        run_dir = numbered_run_dir(loader.load_sweep_config(launcher.config, overrides), initial_job_idx + index)
         codes = re.search(r"exit codes of the workers are \{(.*?)\}", str(exc))
         error = (f"its worker process died ({codes.group(1) if codes else type(exc).__name__}) while it ran, and "
                  "again when it ran alone: killed for memory? a crash in native code?")

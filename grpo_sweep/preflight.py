@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from .resume import ResumeError, check_same_run
 from .validate import ConfigError, validate
@@ -72,13 +72,11 @@ class Preflight(Callback):
             return
         from hydra.core.global_hydra import GlobalHydra
 
-        from .submit import compose_runs
+        from .submit import compose_runs, numbered_run_dir
 
         loader = GlobalHydra.instance().config_loader()
         for num, (overrides, job) in enumerate(zip(jobs, compose_runs(loader, config, jobs))):
-            with open_dict(job):
-                job.hydra.job.num = num
             try:
-                _check_job(job, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir))
+                _check_job(job, numbered_run_dir(job, num))
             except ConfigError as exc:
                 raise ConfigError(f"job {num} ({' '.join(overrides)}): {exc}") from None

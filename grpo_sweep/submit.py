@@ -105,15 +105,20 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
         yield cfg
 
 
+def numbered_run_dir(cfg: Any, num: int) -> Path:
+    """Give a composed sweep job its number, as the launcher will, and return its run directory."""
+    with open_dict(cfg.hydra.job):
+        cfg.hydra.job.num = num
+    return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+
+
 def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
     """Compose and validate every run as its job will; return each run's directory. Raises before submission."""
     cfgs = compose_runs(launcher.hydra_context.config_loader, launcher.config, job_overrides)
     swept = varying_overrides([{"overrides": list(o)} for o in job_overrides])
     run_dirs = []
     for idx, cfg, shown in zip(range(initial_job_idx, initial_job_idx + len(job_overrides)), cfgs, swept):
-        with open_dict(cfg.hydra.job):
-            cfg.hydra.job.num = idx
-        run_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+        run_dir = numbered_run_dir(cfg, idx)
         try:
             validate(cfg)
             check_same_run(run_dir, cfg)  # a sweep dir re-used for another sweep
@@ -185,12 +190,11 @@ def _start_throttled(executor, job_fn, job_params: list[tuple], limit: int, swee
     """Start each run when one of the ``limit`` before it has finished: submitit's local executor has no array
     throttle and would start them all at once, each then fighting the others for the cores while importing torch."""
     jobs: list = []
-    while len(jobs) < len(job_params):
-        if sum(not job.done() for job in jobs) < limit:
-            jobs.append(executor.submit(job_fn, *job_params[len(jobs)]))
-            record_jobs(sweep_dir, _job_entries(jobs[-1:], run_dirs[len(jobs) - 1:], job_params[len(jobs) - 1:]))
-        else:
+    for params, run_dir in zip(job_params, run_dirs):
+        while sum(not job.done() for job in jobs) >= limit:
             time.sleep(0.2)
+        jobs.append(executor.submit(job_fn, *params))
+        record_jobs(sweep_dir, _job_entries(jobs[-1:], [run_dir], [params]))
     return jobs
 
 
