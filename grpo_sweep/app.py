@@ -55,13 +55,22 @@ def run_task(cfg: Any) -> float | None:
         print(f"grpo-sweep: {run_dir} already completed; not training it again\n{format_summary(previous)}")
         return previous["objective"]
     started = time.time()
+    EvaluationFailed = _NeverRaised  # until the training modules are imported
     try:
         from .backends import get_backend
 
         get_backend(cfg.backend.name)  # first: backend=unsloth must be imported before trl/transformers/peft
+        from .evaluate import EvaluationFailed
         from .train import train  # torch, trl, transformers: only on the machine that trains
 
         summary = train(cfg, run_dir, overrides)
+    except EvaluationFailed as exc:
+        # train() wrote the summary (training record, saved adapter, status failed, the error): keep it
+        close_failed({"status": "failed", "error": str(exc)})
+        if not multirun:
+            raise SystemExit(f"grpo-sweep: {exc}") from None
+        log.error("run %s: %s", run_dir, exc)
+        return math.nan
     except Exception as exc:
         # Not BaseException: submitit's requeue on preemption/timeout exits through here (SystemExit), and a
         # requeued run is not a failed one. Keep a record of the failure next to the run, so a sweep's table
@@ -88,6 +97,10 @@ def run_task(cfg: Any) -> float | None:
     return summary["objective"]
 
 
+class _NeverRaised(Exception):
+    pass
+
+
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
@@ -101,7 +114,18 @@ def format_summary(summary: dict) -> str:
         first = summary["train_rewards_first"].get(name)
         lines.append(f"  rewards/{name:<14} {_fmt(first)} -> {_fmt(final)}")
     held = ", ".join(f"{n} {_fmt(v)}" for n, v in summary["eval_rewards"].items())
-    lines.append(f"  held-out ({summary['eval_samples']} prompts): accuracy {_fmt(summary['eval_accuracy'])}; {held}")
+    lines.append(
+        f"  held-out ({summary['eval_samples']} prompts): accuracy {_fmt(summary.get('eval_accuracy_before'))} -> "
+        f"{_fmt(summary['eval_accuracy'])} (answer anywhere: {_fmt(summary.get('eval_accuracy_lenient_before'))} -> "
+        f"{_fmt(summary.get('eval_accuracy_lenient'))})"
+    )
+    if summary.get("eval_k"):
+        lines.append(f"  sampled ({summary['eval_k']} per prompt): pass@{summary['eval_k']} {_fmt(summary.get('eval_pass_at_k'))}, "
+                     f"maj@{summary['eval_k']} {_fmt(summary.get('eval_maj_at_k'))}")
+    lines.append(f"  held-out rewards: {held}")
+    if summary.get("best_step") is not None:
+        lines.append(f"  best {summary['best_metric']} {_fmt(summary.get('best_objective'))} at step {summary['best_step']} "
+                     f"(adapter {(summary.get('best') or {}).get('adapter')}; evaluated at steps {summary.get('eval_steps')})")
     lines.append(f"  objective {summary['optimized_metric']} = {_fmt(summary['objective'])}")
     lines.append(f"  saved to {summary['run_dir']}  (summary.json, metrics.jsonl, samples.jsonl, adapter)")
     return "\n".join(lines)

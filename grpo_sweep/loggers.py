@@ -19,6 +19,9 @@ class RunLogger:
     def watch(self, trainer: Any) -> None:
         """Attach to a built GRPOTrainer (per-step metrics, completions)."""
 
+    def log_metrics(self, row: dict) -> None:
+        """A row logged outside TRL's own logging (a held-out evaluation: ``step``, ``eval/...``)."""
+
     def finish(self, summary: dict) -> None:
         """The run ended (completed or failed); ``summary`` is what summary.json holds."""
 

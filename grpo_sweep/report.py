@@ -128,8 +128,16 @@ def reward_names(runs: list[Run]) -> list[str]:
     return sorted({name for r in runs for name in (r.summary.get("train_rewards") or {})})
 
 
+def _best(summary: dict) -> str:
+    """The best held-out evaluation (value of ``best_metric``) and its step: last and best side by side."""
+    if summary.get("best_step") is None:
+        return "-"
+    return f"{_fmt(summary.get('best_objective'))} ({summary['best_step']})"
+
+
 def runs_table(runs: list[Run], names: list[str]) -> list[str]:
-    header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "reward", "reward (start)"]
+    header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "before", "lenient", "pass@k", "maj@k",
+              "best (step)", "reward", "reward (start)"]
     header += [f"rewards/{n}" for n in names] + [f"held-out {n}" for n in names] + ["steps", "runtime (s)"]
     rows = []
     for i, run in enumerate(runs, 1):
@@ -137,7 +145,8 @@ def runs_table(runs: list[Run], names: list[str]) -> list[str]:
         train, held_out = s.get("train_rewards") or {}, s.get("eval_rewards") or {}
         rows.append(
             [i, run.dir.name, run.label, run.state, _fmt(run.objective), _fmt(s.get("eval_accuracy")),
-             _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
+             _fmt(s.get("eval_accuracy_before")), _fmt(s.get("eval_accuracy_lenient")), _fmt(s.get("eval_pass_at_k")),
+             _fmt(s.get("eval_maj_at_k")), _best(s), _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
             + [_fmt(train.get(n)) for n in names]
             + [_fmt(held_out.get(n)) for n in names]
             + [_fmt(s.get("steps") or (run.history[-1].get("step") if run.history else None)),
@@ -172,7 +181,7 @@ def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
     groups = seed_groups(runs)
     if not any(is_seed(k) for r in runs for k in r.params) or all(len(g) < 2 for g in groups.values()):
         return []
-    header = ["configuration", "seeds", "objective", "eval_accuracy", "reward"] + [f"rewards/{n}" for n in names]
+    header = ["configuration", "seeds", "objective", "eval_accuracy", "lenient", "best", "reward"] + [f"rewards/{n}" for n in names]
     header += [f"held-out {n}" for n in names]
     sign = -1 if direction == "maximize" else 1
 
@@ -186,6 +195,8 @@ def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
         rows.append(
             [key, seeds, _mean_std([r.objective for r in group]),
              _mean_std([r.summary.get("eval_accuracy") for r in group]),
+             _mean_std([r.summary.get("eval_accuracy_lenient") for r in group]),
+             _mean_std([r.summary.get("best_objective") for r in group]),
              _mean_std([r.summary.get("reward") for r in group])]
             + [_mean_std([(r.summary.get("train_rewards") or {}).get(n) for r in group]) for n in names]
             + [_mean_std([(r.summary.get("eval_rewards") or {}).get(n) for r in group]) for n in names]
@@ -305,7 +316,10 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
 
     lines = [f"# Sweep report: {sweep_dir.name}", ""]
     lines.append(f"{len(runs)} runs in `{sweep_dir}` — " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
-    lines.append(f"Objective: `{metric}` ({direction}); held-out accuracy is `eval_accuracy`.")
+    lines.append(f"Objective: `{metric}` ({direction}); held-out accuracy is `eval_accuracy` (greedy, answer in the asked "
+                 "format) after training, `before` the same before training, `lenient` the last answer anywhere in the "
+                 "completion, `pass@k`/`maj@k` from k samples per prompt; `best (step)` is the best held-out evaluation of "
+                 "`best_metric` during training and its step (its adapter is kept: `best.adapter`).")
     best = ranked[0] if ranked[0].objective is not None else None
     if best is not None:
         lines.append(f"Best: run `{best.dir.name}` ({best.label}) with objective {_fmt(best.objective)}.")

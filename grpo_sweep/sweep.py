@@ -42,13 +42,20 @@ def varying_overrides(summaries: list[dict]) -> list[list[str]]:
     return [[o for o in overrides if o not in common] for overrides in all_sets]
 
 
+def _best(summary: dict) -> str:
+    """The best evaluation's value of the metric the best step is chosen on, and its step."""
+    if summary.get("best_step") is None:
+        return "-"
+    return f"{_fmt(summary.get('best_objective'))} ({summary['best_step']})"
+
+
 def sweep_table(sweep_dir: Path) -> str:
     runs = collect_runs(sweep_dir)
     if not runs:
         return f"no runs under {sweep_dir}"
     summaries = [summary for _, summary in runs]
     reward_names = sorted({name for s in summaries for name in (s.get("train_rewards") or {})})
-    header = ["run", "overrides", "status", "eval_accuracy", "objective", "reward"] + [
+    header = ["run", "overrides", "status", "eval_accuracy", "before", "lenient", "best (step)", "objective", "reward"] + [
         f"rewards/{name}" for name in reward_names
     ]
     rows = []
@@ -60,6 +67,9 @@ def sweep_table(sweep_dir: Path) -> str:
                 " ".join(overrides) or "(defaults)",
                 summary.get("status", "?"),
                 _fmt(summary.get("eval_accuracy")),
+                _fmt(summary.get("eval_accuracy_before")),
+                _fmt(summary.get("eval_accuracy_lenient")),
+                _best(summary),
                 _fmt(summary.get("objective")),
                 _fmt(summary.get("reward")),
             ]

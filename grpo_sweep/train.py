@@ -16,7 +16,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from .backends import get_backend
 from .data import load_splits
-from .evaluate import evaluate
+from .evaluate import BEST_DIR, EvaluationFailed, Evaluator, PeriodicEval, evaluate, metrics_row, selection_metric
 from .loggers import open_logger
 from .pool import shares_terminal
 from .results import (
@@ -172,7 +172,8 @@ def versions() -> dict:
     return out
 
 
-def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, runtime_s: float, steps: int, overrides: list[str]) -> dict:
+def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, runtime_s: float, steps: int, overrides: list[str],
+              periodic: PeriodicEval | None = None) -> dict:
     train_history = [row for row in history if "reward" in row]
     reward_first, reward_final = reward_trajectory(train_history, "reward")
     per_reward = {}
@@ -184,6 +185,10 @@ def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, ru
         "optimized_metric": cfg.optimized_metric,
         "objective": None,
         "eval_accuracy": evaluation["eval_accuracy"],
+        "eval_accuracy_lenient": evaluation.get("eval_accuracy_lenient"),
+        "eval_pass_at_k": evaluation.get("eval_pass_at_k"),
+        "eval_maj_at_k": evaluation.get("eval_maj_at_k"),
+        "eval_k": evaluation.get("eval_k"),
         "eval_rewards": evaluation["eval_rewards"],
         "eval_samples": evaluation["eval_samples"],
         "reward": reward_final,
@@ -197,8 +202,37 @@ def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, ru
         "run_dir": str(run_dir),
         "versions": versions(),
     }
+    if periodic is not None:
+        summary.update(periodic_fields(periodic))
     summary["objective"] = lookup(summary, cfg.optimized_metric)
     return summary
+
+
+def periodic_fields(periodic: PeriodicEval) -> dict:
+    """Before-training and best-step fields of summary.json, from the run's evaluations."""
+    before = periodic.results.get(0) or {}
+    out = {
+        "eval_accuracy_before": before.get("eval_accuracy"),
+        "eval_accuracy_lenient_before": before.get("eval_accuracy_lenient"),
+        "eval_rewards_before": before.get("eval_rewards") or {},
+        "eval_steps": sorted(periodic.results),
+        "best_metric": periodic.metric,
+        "best_step": periodic.best_step,
+        "best_objective": periodic.best_value,
+        "best": None,
+    }
+    if periodic.best_step is not None:
+        result = periodic.results[periodic.best_step]
+        out["best"] = {
+            "step": periodic.best_step,
+            "adapter": periodic.best_adapter,
+            "eval_accuracy": result.get("eval_accuracy"),
+            "eval_accuracy_lenient": result.get("eval_accuracy_lenient"),
+            "eval_rewards": result.get("eval_rewards") or {},
+        }
+    if periodic.error:
+        out["eval_error"] = periodic.error
+    return out
 
 
 def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=None) -> dict:
@@ -256,6 +290,19 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
         metrics_path.unlink(missing_ok=True)
         remember_config(run_dir, cfg)
     callbacks = [MetricsJsonl(metrics_path)]
+    evaluator = Evaluator(backend, tokenizer, held_out, reward_funcs, cfg, run_dir)
+
+    def write_eval_row(row: dict) -> None:
+        with metrics_path.open("a") as f:
+            f.write(json.dumps({k: clean_number(v) for k, v in row.items()}) + "\n")
+        tracker.log_metrics(row)
+
+    periodic = PeriodicEval(
+        evaluator, run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
+        write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
+        history=read_jsonl(metrics_path) if resume_from else None,
+    )
+    callbacks.append(periodic)
     if monitor is not None:
         probe = held_out.select(range(min(monitor.eval_samples, len(held_out))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
@@ -275,27 +322,45 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     timings["setup"] = mark - started  # model, data, rewards, trainer
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
     timings["train"] = time.perf_counter() - mark
+    timings["eval_periodic"] = periodic.seconds  # inside "train": the evaluations' share of it
     mark = time.perf_counter()
-    backend.save(trainer.model, tokenizer, run_dir)
+    adapter = backend.save(trainer.model, tokenizer, run_dir)
     timings["save"] = time.perf_counter() - mark
     if monitor is not None and monitor.pruned:
         # Pruned: keep the partial record, skip the full evaluation so the worker is free at once.
         empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
         summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
-                            trainer.state.global_step, overrides or [])
+                            trainer.state.global_step, overrides or [], periodic)
         summary.update(status="pruned", **monitor.record())
         write_json_atomic(run_dir / SUMMARY, summary)
         tracker.finish(summary)
         return summary
 
     mark = time.perf_counter()
-    evaluation = evaluate(backend, trainer.model, tokenizer, held_out, reward_funcs, cfg)
+    step = trainer.state.global_step
+    try:
+        evaluation = evaluator.greedy(trainer.model)
+        evaluation.update(evaluator.sampled(trainer.model))
+    except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
+        error = f"held-out evaluation failed: {type(exc).__name__}: {exc}"
+        log.error("%s", error, exc_info=True)
+        empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
+        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
+                            step, overrides or [], periodic)
+        summary.update(status="failed", error=error, failed_in="evaluation", adapter=str(adapter.relative_to(run_dir)))
+        write_json_atomic(run_dir / SUMMARY, summary)
+        tracker.finish(summary)
+        raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})") from exc
     write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
+    periodic.results[step] = {k: evaluation.get(k) for k in ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards")}
+    write_eval_row(metrics_row(step, evaluation, time.perf_counter() - mark))
+    periodic.offer(step, evaluation, trainer.model, saved=adapter)
     timings["eval"] = time.perf_counter() - mark
     summary = summarize(
         cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
-        trainer.state.global_step, overrides or [],
+        step, overrides or [], periodic,
     )
+    summary["adapter"] = str(adapter.relative_to(run_dir))
     if monitor is not None:
         summary.update(monitor.record())
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]

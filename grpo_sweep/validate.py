@@ -82,11 +82,37 @@ def validate(cfg: Any) -> None:
             f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
             "set each weight as reward_mix.<name>.weight instead"
         )
+    _check_eval(cfg)
     _no_secrets_in(cfg)
     for term in mix_terms:
         isolation = term.params.get("isolation", "namespaces")
         if term.target == "code" and isolation not in ISOLATIONS:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
+
+
+# summary.json keys that the periodic evaluation measures, so a best step can be chosen on them
+PERIODIC_METRICS = ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards.<reward>")
+
+
+def _check_eval(cfg: Any) -> None:
+    ev = cfg.trainer.eval
+    if ev.every_steps < 0:
+        raise ConfigError(f"trainer.eval.every_steps={ev.every_steps}: must be >= 0 (0: evaluate only before and after training)")
+    if ev.k < 0:
+        raise ConfigError(f"trainer.eval.k={ev.k}: must be >= 0 (0: no pass@k / maj@k sampling)")
+    if ev.k > 0 and ev.temperature <= 0:
+        raise ConfigError(
+            f"trainer.eval.temperature={ev.temperature} with trainer.eval.k={ev.k}: k samples at temperature 0 are "
+            "k copies of the greedy answer; set trainer.eval.temperature > 0 (e.g. 1.0) or trainer.eval.k=0"
+        )
+    metric = str(cfg.optimized_metric)
+    if metric.startswith("best."):
+        base = metric[len("best."):]
+        if base not in ("eval_accuracy", "eval_accuracy_lenient") and not base.startswith("eval_rewards."):
+            raise ConfigError(
+                f"optimized_metric={metric}: the best step is chosen among the held-out evaluations, which measure "
+                f"{', '.join('best.' + m for m in PERIODIC_METRICS)}"
+            )
 
 
 SECRET_KEY = re.compile(r"(^|_)(api_key|token|secret|password|passwd)$", re.IGNORECASE)

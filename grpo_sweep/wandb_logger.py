@@ -227,6 +227,12 @@ class WandbLogger(RunLogger):
         if self.run is not None:
             trainer.add_callback(WandbStepLogger(self.run, trainer, int(self.cfg.log_completions_steps)))
 
+    def log_metrics(self, row: dict) -> None:
+        if self.run is None:
+            return
+        values = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        self.run.log({**values, STEP_KEY: row.get("step")})
+
     def finish(self, summary: dict) -> None:
         finished(self)
         run, self.run = self.run, None
@@ -250,7 +256,14 @@ def summary_fields(summary: dict) -> dict:
         "objective": summary.get("objective"),
         "optimized_metric": summary.get("optimized_metric"),
         "eval_accuracy": summary.get("eval_accuracy"),
-        "objective_step": summary.get("steps"),
+        "eval_accuracy_before": summary.get("eval_accuracy_before"),
+        "eval_accuracy_lenient": summary.get("eval_accuracy_lenient"),
+        "eval_pass_at_k": summary.get("eval_pass_at_k"),
+        "eval_maj_at_k": summary.get("eval_maj_at_k"),
+        "best_objective": summary.get("best_objective"),
+        "best_step": summary.get("best_step"),
+        # the step the objective was measured at: the best evaluation's for `best.*` objectives
+        "objective_step": summary.get("best_step") if str(summary.get("optimized_metric", "")).startswith("best.") else summary.get("steps"),
         "runtime_s": summary.get("runtime_s"),
         "final/reward": summary.get("reward"),
     }

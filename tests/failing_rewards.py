@@ -14,3 +14,10 @@ def killer(completions, kill=False, **kwargs):
 
         os._exit(137)
     return [0.0 for _ in completions]
+
+
+def fails_outside_training(completions, trainer_state=None, **kwargs):
+    """Scores 0 in training (TRL passes trainer_state) and raises in the held-out evaluation (it does not)."""
+    if trainer_state is None:
+        raise RuntimeError("this reward only works inside training")
+    return [0.0 for _ in completions]

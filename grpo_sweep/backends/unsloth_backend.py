@@ -138,6 +138,15 @@ def load_trained(cfg: Any, run_dir: Path):
     raise FileNotFoundError(f"{run_dir} holds no trained weights ({hf.ADAPTER_DIR}/ or {hf.FULL_MODEL_DIR}/); did the run finish?")
 
 
+def prepare_generation(model, tokenizer, run_dir: Path) -> None:
+    """Before a held-out evaluation during training: vLLM serves a LoRA from disk, so save the current one."""
+    if getattr(model, "vllm_engine", None) is None or not hasattr(model, "peft_config"):
+        return
+    out = run_dir / "eval_adapter"
+    (getattr(model, "save_lora", None) or model.save_pretrained)(str(out))
+    setattr(model, ADAPTER_ATTR, out)
+
+
 def _lora_request(model):
     if not hasattr(model, "peft_config"):
         return None

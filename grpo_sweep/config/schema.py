@@ -105,12 +105,18 @@ class DataConfig:
 
 @dataclass
 class EvalConfig:
-    """Held-out evaluation after training."""
+    """Held-out evaluation: before training, every `every_steps` steps, and after training (see grpo_sweep/evaluate.py)."""
 
     # the reward whose held-out mean is `eval_accuracy` (its params are taken from the mix when it is there)
     accuracy_reward: str = "correct"
-    # greedy decoding when 0
-    temperature: float = 0.0
+    # greedy evaluation (accuracy, lenient accuracy, every reward) every N training steps, and at step 0
+    # (`eval_accuracy_before`); rows `eval/...` in metrics.jsonl; the best step's adapter is kept in best/. 0: only
+    # before and after training
+    every_steps: int = 40
+    # samples per prompt for eval_pass_at_k / eval_maj_at_k in the final evaluation (0: off)
+    k: int = 4
+    # sampling temperature of those k samples (eval_accuracy itself is always greedy)
+    temperature: float = 1.0
     # default: trainer.max_completion_length
     max_new_tokens: Optional[int] = None
     batch_size: int = 32
