@@ -14,7 +14,8 @@ class TrialMonitor:
 
     def __init__(self, trial, metric: str, every: int, eval_samples: int, can_prune: bool = True):
         self.trial = trial
-        self.metric = metric
+        # a `best.<metric>` objective is pruned on <metric>: the quick look measures the current model
+        self.metric = metric[len("best."):] if metric.startswith("best.") else metric
         self.every = max(1, int(every))
         self.eval_samples = eval_samples
         self.can_prune = can_prune
