@@ -18,6 +18,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the run's max_completion_length")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--best", action="store_true",
+                        help="the adapter of the run's best held-out evaluation (summary.json's best.adapter), not the last")
     return parser.parse_args(argv)
 
 
@@ -38,8 +40,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.seed is not None:
         torch.manual_seed(args.seed)
+    weights_dir = args.run_dir
+    if args.best:
+        from .results import read_summary
+
+        adapter = ((read_summary(args.run_dir) or {}).get("best") or {}).get("adapter")
+        if not adapter:
+            print(f"error: {args.run_dir} has no best adapter (summary.json has no best.adapter; did the run finish?)", file=sys.stderr)
+            return 2
+        weights_dir = (args.run_dir / adapter).parent  # best/lora -> best/, lora -> the run dir
     try:
-        model, tokenizer = backend.load_trained(cfg, args.run_dir)
+        model, tokenizer = backend.load_trained(cfg, weights_dir)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

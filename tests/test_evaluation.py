@@ -146,9 +146,14 @@ def test_bad_eval_settings_fail_in_one_line(override, message):
 def evaluated_run(tmp_path_factory):
     from grpo_sweep.train import train
 
+    from omegaconf import OmegaConf
+
     run_dir = tmp_path_factory.mktemp("run")
     overrides = FAST + ["trainer.eval.every_steps=2", "optimized_metric=best.eval_rewards.xmlcount"]
-    return run_dir, train(compose(overrides), run_dir, overrides=overrides)
+    cfg = compose(overrides)
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra writes it (generate reads it)
+    return run_dir, train(cfg, run_dir, overrides=overrides)
 
 
 def test_a_run_is_evaluated_before_during_and_after_training(evaluated_run):
@@ -177,6 +182,24 @@ def test_the_best_step_is_in_the_summary_and_its_adapter_is_kept(evaluated_run):
     adapter = run_dir / summary["best"]["adapter"]
     assert (adapter / "adapter_model.safetensors").is_file()
     assert summary["best"]["adapter"] == ("lora" if best_step == 6 else "best/lora")
+
+
+def test_generate_loads_the_best_adapter(evaluated_run, capsys, monkeypatch):
+    from grpo_sweep.backends import hf
+    from grpo_sweep.generate import main
+
+    run_dir, summary = evaluated_run
+    loaded = []
+    real = hf.load_trained
+    monkeypatch.setattr(hf, "load_trained", lambda cfg, where: loaded.append(where) or real(cfg, where))
+    assert main([str(run_dir), "Calculate 1 + 2.", "--best", "--max-new-tokens", "4", "--seed", "0"]) == 0
+    assert loaded == [(run_dir / summary["best"]["adapter"]).parent]
+    (run_dir / "summary.json").rename(run_dir / "summary.moved")
+    try:
+        assert main([str(run_dir), "Calculate 1 + 2.", "--best"]) == 2
+        assert "has no best adapter" in capsys.readouterr().err
+    finally:
+        (run_dir / "summary.moved").rename(run_dir / "summary.json")
 
 
 def test_an_evaluation_that_fails_is_reported_and_the_adapter_kept(tmp_path):
