@@ -181,8 +181,6 @@ def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "
 def _accepts(target: str, param: str) -> bool:
     import inspect
 
-    from . import resolve_reward
-
     try:
         return param in inspect.signature(resolve_reward(target)).parameters
     except (TypeError, ValueError):
