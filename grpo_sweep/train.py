@@ -31,7 +31,7 @@ from .results import (
     write_jsonl_atomic,
 )
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
-from .rewards.mix import build_mix, data_columns, needs_ground_truth
+from .rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +277,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")
     held_out = filter_long_prompts(held_out, tokenizer, cfg.trainer.max_prompt_length, "held-out")
     reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer, on_error=cfg.reward_errors)
+    log.info("%s", describe_mix(cfg.reward_mix))
 
     metrics_path = run_dir / METRICS
     # A run dir with a checkpoint is this run's earlier attempt (requeued, timed out, killed): continue it.

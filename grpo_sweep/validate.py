@@ -15,9 +15,9 @@ from typing import Any
 from .backends import BACKENDS
 from .backends.gpu_stack import BackendError, check_config
 from .data import DataError, precheck_files
-from .rewards import RewardError
+from .rewards import REWARDS, RewardError, required_columns, resolve_reward
 from .rewards.guard import ON_ERROR
-from .rewards.mix import check_mix, data_columns, needs_ground_truth, terms
+from .rewards.mix import Term, check_mix, data_columns, needs_ground_truth, terms
 from .rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
 
 DATA_SOURCES = ("arithmetic", "hub", "file")
@@ -71,9 +71,10 @@ def validate(cfg: Any) -> None:
     try:
         mix_terms = check_mix(cfg.reward_mix)
         check_config(cfg)
-        precheck_files(cfg.data, needs_ground_truth(cfg.reward_mix), data_columns(cfg.reward_mix))
+        columns = precheck_files(cfg.data, needs_ground_truth(cfg.reward_mix), data_columns(cfg.reward_mix))
     except (RewardError, BackendError, DataError) as exc:
         raise ConfigError(str(exc)) from None
+    _check_accuracy_reward(cfg, mix_terms, columns)
     if "reward_weights" in trainer.args:
         weights = list(trainer.args["reward_weights"] or [])
         names = [t.name for t in mix_terms]
@@ -113,6 +114,41 @@ def _check_eval(cfg: Any) -> None:
                 f"optimized_metric={metric}: the best step is chosen among the held-out evaluations, which measure "
                 f"{', '.join('best.' + m for m in PERIODIC_METRICS)}"
             )
+
+
+def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:
+    """``eval_accuracy`` is trainer.eval.accuracy_reward's held-out mean: it must resolve, and find its columns
+    where the data's columns are known here (``columns``; None for hub data)."""
+    name = cfg.trainer.eval.accuracy_reward
+    try:
+        fn = resolve_reward(name)
+    except RewardError as exc:
+        raise ConfigError(f"trainer.eval.accuracy_reward={name!r}: {exc}") from None
+    if columns is None:
+        return
+    params = next((t.params for t in mix_terms if t.target == name), {})  # as evaluate.accuracy_reward binds them
+    missing = [c for c in required_columns(fn, bound=params) if c not in columns]
+    if not missing:
+        return
+    # evaluation hands a None ground truth to a reward that needs one: it scores None, so eval_accuracy is None
+    if missing == ["ground_truth"] and cfg.optimized_metric != "eval_accuracy":
+        return
+    own = next((t for t in mix_terms if t.target not in REWARDS and t.weight > 0), None)
+    example = own or next(t for t in mix_terms if t.weight > 0)
+    instead = (
+        f"set trainer.eval.accuracy_reward={example.target} (its held-out mean becomes eval_accuracy)"
+        if own else "set trainer.eval.accuracy_reward to a reward the data can feed"
+    )
+    if missing == ["ground_truth"]:
+        raise ConfigError(
+            f"trainer.eval.accuracy_reward={name} needs column 'ground_truth', which the data lacks "
+            f"(columns: {', '.join(columns)}), so eval_accuracy, the optimized_metric, would be None; "
+            f"set data.ground_truth_column, {instead}, or optimized_metric=eval_rewards.{example.name}"
+        )
+    raise ConfigError(
+        f"trainer.eval.accuracy_reward={name} needs column {missing[0]!r}, which the data lacks "
+        f"(columns: {', '.join(columns)}); add the column, or {instead}"
+    )
 
 
 SECRET_KEY = re.compile(r"(^|_)(api_key|token|secret|password|passwd)$", re.IGNORECASE)

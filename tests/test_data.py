@@ -50,6 +50,18 @@ def test_file_source_with_gsm8k_style_answers(tmp_path):
     row = train[0]
     assert row["ground_truth"] == f"{row['extra']}000"
     assert "extra" in train.column_names  # other columns reach the rewards
+    # the named ground-truth column holds the normalised answer too; the untouched text sits beside it
+    assert row["answer"] == row["ground_truth"]
+    assert row["answer_raw"] == f"work...\n#### {row['extra']},000"
+
+
+def test_without_a_marker_the_ground_truth_column_is_left_as_it_is(tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": f"q{i}", "answer": i} for i in range(10)])
+    cfg = compose(["data=file", f"data.path={path}", "data.ground_truth_column=answer"])
+    train, _ = load_splits(cfg.data, need_ground_truth=True)
+    assert "answer_raw" not in train.column_names
+    assert [str(a) for a in train["answer"]] == train["ground_truth"]
+    assert isinstance(train[0]["answer"], int)
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,7 @@ def lora_targets_absent(tmp, mp):
 
 
 GT = [{"prompt": "1+1?", "ground_truth": "2"}] * 3
+CODE = [{**row, "tests": ["assert True"]} for row in GT]
 CASES = [
     # (id, setup, message the error must contain)
     ("unknown group option", lambda t, m: compose(["reward_mix=nope"]), "Could not find 'reward_mix/nope'"),
@@ -113,7 +114,15 @@ CASES = [
     ("missing prompt column", file_data([{"question": "1+1?", "ground_truth": "2"}] * 3), "data.prompt_column='prompt' is not a column of the train data; columns: ['question', 'ground_truth']"),
     ("missing ground_truth column with a correctness reward", file_data([{"prompt": "1+1?"}] * 3), "data.ground_truth_column='ground_truth' is not a column of the train data"),
     ("null ground_truth rows", file_data([*GT, {"prompt": "x", "ground_truth": None}, {"prompt": "y", "ground_truth": ""}]), "2 of 5 train rows have no ground truth in column 'ground_truth' (rows 3, 4)"),
-    ("code reward without its tests column", file_data(GT, ["+reward_mix.code.weight=1"]), "reward 'code' reads column 'tests', which the train data lacks"),
+    ("code reward without its tests column", file_data(GT, ["+reward_mix.code.weight=1"]), "reward_mix.code needs column 'tests', which the train data lacks"),
+    ("custom reward needing a column the data lacks", bad(["+reward_mix.mine.fn=tests.reward_plugins.needs_answer"]), "reward_mix.mine (tests.reward_plugins.needs_answer) needs column 'answer', which the train data lacks (columns: prompt, ground_truth); map a column to it with reward_mix.mine.columns.answer=ground_truth"),
+    ("custom reward needing a column a data file lacks", file_data(GT, ["reward_mix=none", "+reward_mix.mine.fn=tests.reward_plugins.needs_answer"]), "reward_mix.mine (tests.reward_plugins.needs_answer) needs column 'answer', which the train data lacks"),
+    ("custom reward asking for `prompt`", bad(["+reward_mix.mine.fn=tests.reward_plugins.needs_prompt"]), "needs column 'prompt', which TRL never passes to rewards (it passes 'prompts')"),
+    ("weight-0 reward needing a ground truth the data lacks", file_data([{"prompt": "1+1?"}] * 3, ["+reward_mix.mine.fn=tests.reward_plugins.prefix_reward"]), "but reward_mix.correct needs a ground truth; set data.ground_truth_column to the column that holds the answers, or drop it with ~reward_mix.correct (weight 0: it is only logged)"),
+    ("empty reward mix", bad(["reward_mix=none"]), "reward_mix is empty; pick one of conf/reward_mix/ or add rewards (reward_mix=none +reward_mix.mine.fn=mypkg.rewards.my_reward)"),
+    ("bad reward column mapping", bad(["+reward_mix.xmlcount.columns=[a]"]), "reward_mix.xmlcount.columns=['a']: give parameter: column pairs"),
+    ("accuracy reward unknown", bad(["trainer.eval.accuracy_reward=corect"]), "trainer.eval.accuracy_reward='corect': unknown reward 'corect'"),
+    ("eval_accuracy without a ground truth to score it", file_data([{"prompt": "1+1?"}] * 3, ["reward_mix=none", "+reward_mix.mine.fn=tests.reward_plugins.prefix_reward"]), "trainer.eval.accuracy_reward=correct needs column 'ground_truth', which the data lacks (columns: prompt), so eval_accuracy, the optimized_metric, would be None; set data.ground_truth_column, set trainer.eval.accuracy_reward=tests.reward_plugins.prefix_reward (its held-out mean becomes eval_accuracy), or optimized_metric=eval_rewards.mine"),
     ("unknown data source", bad(["data.source=s3"]), "data.source='s3'; use one of: arithmetic, hub, file"),
     ("lora.r <= 0", bad(["lora.r=0"]), "lora.r=0: LoRA rank must be > 0"),
     ("LoRA target modules absent from the model", lora_targets_absent, "lora.target_modules: ['nope_proj'] not in the model; its linear modules are ['down_proj', 'gate_proj', 'k_proj'"),
@@ -130,7 +139,7 @@ CASES = [
     ("unsloth backend without its package", with_packages(set(), True, ["backend.name=unsloth"]), "backend.name=unsloth: the unsloth package is not installed"),
     ("unsloth backend without a GPU, its CPU fallback turned off", with_packages({"unsloth"}, False, ["backend.name=unsloth"], {"UNSLOTH_DISABLE_CPU_FALLBACK": "1"}), "backend.name=unsloth needs a GPU and this machine has no GPU"),
     ("code reward where the sandbox cannot be built", no_sandbox, "reward_mix.code: cannot sandbox generated code with isolation=namespaces here"),
-    ("code reward with an unknown isolation", bad(["+reward_mix.code.weight=1", "+reward_mix.code.params.isolation=none"]), "reward_mix.code.params.isolation='none'; use one of: namespaces, rlimits"),
+    ("code reward with an unknown isolation", file_data(CODE, ["+reward_mix.code.weight=1", "+reward_mix.code.params.isolation=none"]), "reward_mix.code.params.isolation='none'; use one of: namespaces, rlimits"),
     ("SLURM launcher without sbatch", no_sbatch, "hydra/launcher=slurm: SLURM's sbatch is not on PATH here"),
     ("Optuna storage: directory cannot be made", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'f', [])}/optuna.db"), "cannot be opened"),
     ("Optuna storage: not an SQLite file", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'x.db', [{'a': 1}])}"), "cannot be opened: DatabaseError"),
@@ -152,8 +161,8 @@ def test_bad_input_fails_with_a_message_naming_it(name, setup, message, tmp_path
         assert "\n" not in text, text
 
 
-def test_valid_inputs_pass():
-    cfg = compose(["+reward_mix.code.weight=0.5"])
+def test_valid_inputs_pass(tmp_path):
+    cfg = compose(["data=file", f"data.path={jsonl(tmp_path / 'd.jsonl', CODE)}", "+reward_mix.code.weight=0.5"])
     validate(cfg)
     check_machine(cfg)  # builds the sandbox for real here
 

@@ -18,6 +18,10 @@ def random_expression(rng: random.Random, min_operands: int, max_operands: int, 
     return expression, int(eval(expression, {"__builtins__": {}}))
 
 
+# The keys of every row: validation knows the data's columns from this, without generating it.
+ARITHMETIC_COLUMNS = ("question", "ground_truth")
+
+
 def arithmetic_splits(
     n_train: int, n_eval: int, min_operands: int, max_operands: int, max_operand: int, seed: int
 ) -> tuple[list[dict], list[dict]]:

@@ -24,11 +24,31 @@ __all__ = [
     "equivalent",
     "extract_answer",
     "extract_boxed",
+    "required_columns",
     "resolve_reward",
 ]
 
-# Rewards whose score is only meaningful against a ground_truth column.
-NEEDS_GROUND_TRUTH = frozenset({"correct", "boxed"})
+# What TRL's GRPOTrainer passes every reward besides the dataset columns (trl 1.14, _calculate_rewards).
+TRL_ARGS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"})
+
+
+def required_columns(fn: RewardFn, bound=()) -> list[str]:
+    """The dataset columns ``fn`` cannot be called without: parameters with no default that TRL does not
+    pass itself and that config does not bind (``bound``: the mix's params, trainer settings)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        p.name
+        for p in params
+        if p.kind in keyword and p.default is p.empty and p.name not in TRL_ARGS and p.name not in bound
+    ]
+
+
+# Rewards whose score is only meaningful against a ground_truth column: read off their signatures.
+NEEDS_GROUND_TRUTH = frozenset(name for name, fn in REWARDS.items() if "ground_truth" in required_columns(fn))
 
 
 class RewardError(ValueError):
@@ -73,16 +93,42 @@ def _check_signature(target: str, fn: RewardFn) -> None:
             f"reward {target!r} must accept **kwargs: TRL passes prompts, completion_ids, trainer_state "
             "and every dataset column by keyword"
         )
+    positional = [p.name for p in params if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
+    if positional:
+        raise RewardError(
+            f"reward {target!r}: parameter {positional[0]!r} is positional-only, but TRL passes everything by keyword"
+        )
 
 
-def build_reward(name: str, target: str | None = None, params: Mapping[str, Any] | None = None) -> RewardFn:
-    """The reward ``target`` (default: ``name``) with ``params`` bound, logged by TRL under ``name``."""
+def build_reward(
+    name: str,
+    target: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> RewardFn:
+    """The reward ``target`` (default: ``name``) with ``params`` bound, logged by TRL under ``name``.
+
+    ``columns`` maps a parameter of the reward to the dataset column it is given (``{answer: ground_truth}``
+    hands a reward written for a column ``answer`` the data's ``ground_truth``).
+    """
     fn = resolve_reward(target or name)
     params = dict(params or {})
     bound: RewardFn = functools.partial(fn, **params) if params else fn
+    if columns:
+        bound = _renamed(bound, dict(columns))
     if bound is fn and fn.__name__ == name:
         return fn
     wrapper = functools.update_wrapper(functools.partial(bound), fn)
     wrapper.__name__ = name
     wrapper.__qualname__ = name
     return wrapper
+
+
+def _renamed(fn: RewardFn, columns: dict[str, str]) -> RewardFn:
+    def call(*args, **kwargs):
+        for param, column in columns.items():
+            if column in kwargs:  # absent: let fn's own error name the missing parameter
+                kwargs[param] = kwargs[column]
+        return fn(*args, **kwargs)
+
+    return call

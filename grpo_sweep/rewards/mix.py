@@ -1,14 +1,16 @@
 """Turn a ``reward_mix`` config into TRL's ``reward_funcs`` and ``reward_weights``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import NEEDS_GROUND_TRUTH, REWARDS, RewardError, build_reward
+from . import REWARDS, RewardError, build_reward, required_columns, resolve_reward
 from .guard import guarded
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
 TRAINER_PARAMS = ("max_completion_length",)
+# Dataset columns TRL keeps from the rewards (it passes them as prompts / completions / completion_ids).
+WITHHELD_COLUMNS = {"prompt": "prompts", "completion": "completions", "completion_ids": "completion_ids"}
 
 
 @dataclass
@@ -17,9 +19,48 @@ class Term:
     target: str
     weight: float
     params: dict
+    columns: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"reward_mix.{self.name}" + (f" ({self.target})" if self.target != self.name else "")
 
 
-TERM_KEYS = ("weight", "fn", "params")
+TERM_KEYS = ("weight", "fn", "params", "columns")
+
+
+@dataclass(frozen=True)
+class ColumnNeed:
+    """A dataset column a reward of the mix cannot run without, and how to give it one."""
+
+    term: Term
+    param: str  # the reward's parameter (or params key, for `code`'s tests_column)
+    via_params: bool = False
+
+    @property
+    def reward(self) -> str:
+        return self.term.label
+
+    def fix(self, column: str, has_truth: bool) -> str:
+        name = self.term.name
+        if self.via_params:
+            fix = f"set reward_mix.{name}.params.{self.param} to the column that holds them"
+        elif column == "ground_truth":
+            fix = "set data.ground_truth_column to the column that holds the answers"
+        else:
+            source = "ground_truth" if has_truth else "<column>"
+            fix = f"map a column to it with reward_mix.{name}.columns.{self.param}={source}, or add the column"
+        if self.term.weight == 0:  # TRL computes it anyway, to log it
+            return f"{fix}, or drop it with ~reward_mix.{name} (weight 0: it is only logged)"
+        if self.term.target in REWARDS:
+            return f"{fix}, or drop it with ~reward_mix.{name}"
+        return fix
+
+    def missing(self, column: str, which: str, columns: list[str], has_truth: bool) -> str:
+        return (
+            f"{self.reward} needs column {column!r}, which the {which} data lacks "
+            f"(columns: {', '.join(columns)}); {self.fix(column, has_truth)}"
+        )
 
 
 def terms(mix: Mapping[str, Any]) -> list[Term]:
@@ -33,12 +74,18 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
             raise RewardError(f"reward_mix.{name}: unknown key {unknown[0]!r}; a reward takes {', '.join(TERM_KEYS)}")
         if not isinstance(term.get("weight", 1.0), (int, float)) or isinstance(term.get("weight"), bool):
             raise RewardError(f"reward_mix.{name}.weight={term.get('weight')!r}: must be a number")
+        columns = term.get("columns") or {}
+        if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
+            raise RewardError(
+                f"reward_mix.{name}.columns={columns!r}: give parameter: column pairs, e.g. {{answer: ground_truth}}"
+            )
         out.append(
             Term(
                 name=str(name),
                 target=str(term.get("fn") or name),
                 weight=float(term.get("weight", 1.0)),
                 params=dict(term.get("params") or {}),
+                columns={str(k): str(v) for k, v in columns.items()},
             )
         )
     return out
@@ -48,23 +95,74 @@ def check_mix(mix: Mapping[str, Any]) -> list[Term]:
     """Resolve every reward and check the weights; raise a one-line RewardError naming the bad entry."""
     mix_terms = terms(mix)
     if not mix_terms:
-        raise RewardError(f"reward_mix is empty; pick one of conf/reward_mix/ or add rewards, built-ins: {', '.join(sorted(REWARDS))}")
+        raise RewardError(
+            "reward_mix is empty; pick one of conf/reward_mix/ or add rewards "
+            "(reward_mix=none +reward_mix.mine.fn=mypkg.rewards.my_reward), "
+            f"built-ins: {', '.join(sorted(REWARDS))}"
+        )
     for term in mix_terms:
         build_reward(term.name, term.target, term.params)  # raises on unknown names / bad imports
         if term.weight < 0:
             raise RewardError(f"reward_mix.{term.name}.weight={term.weight}: weights must be >= 0")
+        for column in _term_needs(term):
+            if column in WITHHELD_COLUMNS:
+                raise RewardError(
+                    f"{term.label} needs column {column!r}, which TRL never passes to rewards "
+                    f"(it passes {WITHHELD_COLUMNS[column]!r}); take that parameter instead"
+                )
     if all(term.weight == 0 for term in mix_terms):
         raise RewardError("reward_mix: every weight is 0, so there is nothing to learn; give one reward a weight > 0")
     return mix_terms
 
 
+def _term_needs(term: Term) -> dict[str, ColumnNeed]:
+    """The columns ``term``'s reward must be given (column -> need), read off its signature with its params
+    and the trainer settings bound."""
+    fn = resolve_reward(term.target)
+    needs = {
+        term.columns.get(param, param): ColumnNeed(term, param)
+        for param in required_columns(fn, bound={*term.params, *TRAINER_PARAMS})
+    }
+    if term.target == "code":  # reads the column its tests_column param names, through **kwargs
+        needs[str(term.params.get("tests_column", "tests"))] = ColumnNeed(term, "tests_column", via_params=True)
+    return needs
+
+
+def data_columns(mix: Mapping[str, Any]) -> dict[str, ColumnNeed]:
+    """Every dataset column the mix's rewards need (ground_truth included), mapped to the first reward that needs it.
+
+    A weight-0 reward counts: TRL still calls it (and logs its mean) every step.
+    """
+    needs: dict[str, ColumnNeed] = {}
+    for term in terms(mix):
+        for column, need in _term_needs(term).items():
+            needs.setdefault(column, need)
+    return needs
+
+
 def needs_ground_truth(mix: Mapping[str, Any]) -> bool:
-    return any(term.target in NEEDS_GROUND_TRUTH for term in terms(mix))
+    return "ground_truth" in data_columns(mix)
 
 
-def data_columns(mix: Mapping[str, Any]) -> dict[str, str]:
-    """Dataset columns (other than ground_truth) that rewards of the mix read: column -> reward name."""
-    return {str(term.params.get("tests_column", "tests")): term.name for term in terms(mix) if term.target == "code"}
+def describe_mix(mix: Mapping[str, Any]) -> str:
+    """The effective mix, one reward a line: name, weight, where it comes from, params, columns it reads."""
+    mix_terms = terms(mix)
+    lines = [f"reward mix: {len(mix_terms)} reward(s), reward = weighted sum"]
+    width = max((len(t.name) for t in mix_terms), default=0)
+    for term in mix_terms:
+        source = f"built-in {term.target}" if term.target in REWARDS else term.target
+        parts = [f"  {term.name:<{width}}  weight {term.weight:g}", source]
+        if term.weight == 0:
+            parts.append("(logged only)")
+        if term.params:
+            parts.append("params " + ", ".join(f"{k}={v!r}" for k, v in term.params.items()))
+        if term.columns:
+            parts.append("columns " + ", ".join(f"{p}<-{c}" for p, c in term.columns.items()))
+        reads = list(_term_needs(term))
+        if reads:
+            parts.append("reads " + ", ".join(reads))
+        lines.append("  ".join(parts))
+    return "\n".join(lines)
 
 
 def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "raise") -> tuple[list, list[float]]:
@@ -75,15 +173,13 @@ def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "
         for key in TRAINER_PARAMS:
             if trainer_cfg is not None and key not in params and _accepts(term.target, key):
                 params[key] = trainer_cfg[key]
-        funcs.append(guarded(build_reward(term.name, term.target, params), term.name, on_error))
+        funcs.append(guarded(build_reward(term.name, term.target, params, term.columns), term.name, on_error))
         weights.append(term.weight)
     return funcs, weights
 
 
 def _accepts(target: str, param: str) -> bool:
     import inspect
-
-    from . import resolve_reward
 
     try:
         return param in inspect.signature(resolve_reward(target)).parameters
