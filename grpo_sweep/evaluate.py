@@ -56,7 +56,7 @@ def accuracy_reward(cfg: Any):
     name = cfg.trainer.eval.accuracy_reward
     for term in terms(cfg.reward_mix):
         if term.target == name:
-            return build_reward(name, name, term.params)
+            return build_reward(name, name, term.params, term.columns)
     return build_reward(name)
 
 
@@ -70,6 +70,10 @@ def answer_key(cfg: Any) -> Callable[[str], str | None]:
     if name == "boxed":
         return extract_boxed
     return extract_lenient  # a custom accuracy reward: its extraction is unknown, vote on the last answer
+
+
+def _ignore(*args, **kwargs) -> None:
+    pass
 
 
 def _normal(answer: str | None) -> str | None:
@@ -118,7 +122,9 @@ class Evaluator:
     def _kwargs(self, prompts: list, texts: list[str], columns: dict) -> dict:
         completions = [[{"role": "assistant", "content": text}] for text in texts]
         completion_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-        return dict(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+        # what TRL passes a reward besides the columns; outside training there is no trainer state to give
+        return dict(prompts=prompts, completions=completions, completion_ids=completion_ids, trainer_state=None,
+                    log_extra=_ignore, log_metric=_ignore, **columns)
 
     def lenient(self, texts: list[str], truths: list | None) -> list[float | None]:
         if truths is None:

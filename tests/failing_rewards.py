@@ -17,7 +17,7 @@ def killer(completions, kill=False, **kwargs):
 
 
 def fails_outside_training(completions, trainer_state=None, **kwargs):
-    """Scores 0 in training (TRL passes trainer_state) and raises in the held-out evaluation (it does not)."""
+    """Scores 0 in training (TRL passes its trainer_state) and raises in the held-out evaluation (no trainer state)."""
     if trainer_state is None:
         raise RuntimeError("this reward only works inside training")
     return [0.0 for _ in completions]

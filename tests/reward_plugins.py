@@ -39,21 +39,21 @@ def needs_prompt(completions, prompt, **kwargs):
     return [0.0 for _ in completions]
 
 
-# A faithful copy of the GSM8K correctness reward from willccbb's "GRPO Llama-1B" demo (grpo_demo.py gist,
-# 2025), reused unchanged in Unsloth's Llama3.1_(8B)-GRPO notebook and countless copies. There the dataset's
-# `answer` column already holds the number after "####" (its extract_hash_answer), hence `r == a`.
+# The shape of the GSM8K correctness reward in willccbb's "GRPO Llama-1B" demo (grpo_demo.py gist, 2025), reused
+# in Unsloth's Llama3.1_(8B)-GRPO notebook and its many copies: same signature and scoring, written anew here.
+# There the dataset's `answer` column already holds the number after "####" (its extract_hash_answer), so it
+# compares the last <answer> text with `answer` as strings and pays 2.0.
 def extract_xml_answer(text: str) -> str:
-    answer = text.split("<answer>")[-1]
-    answer = answer.split("</answer>")[0]
-    return answer.strip()
+    """The text between the last `<answer>` and the `</answer>` after it, stripped (the whole text without tags)."""
+    after = text.rsplit("<answer>", 1)[-1]
+    return after.split("</answer>", 1)[0].strip()
 
 
 def correctness_reward_func(prompts, completions, answer, **kwargs) -> list[float]:
-    responses = [completion[0]['content'] for completion in completions]
-    q = prompts[0][-1]['content']
-    extracted_responses = [extract_xml_answer(r) for r in responses]
-    print('-'*20, f"Question:\n{q}", f"\nAnswer:\n{answer[0]}", f"\nResponse:\n{responses[0]}", f"\nExtracted:\n{extracted_responses[0]}")
-    return [2.0 if r == a else 0.0 for r, a in zip(extracted_responses, answer)]
+    """2.0 when the extracted answer equals the row's `answer` string exactly, else 0.0."""
+    extracted = [extract_xml_answer(completion[0]["content"]) for completion in completions]
+    print(f"Question: {prompts[0][-1]['content']!r}  Answer: {answer[0]!r}  Extracted: {extracted[0]!r}")
+    return [2.0 if got == expected else 0.0 for got, expected in zip(extracted, answer)]
 
 
 def needs_source(completions, source, **kwargs):

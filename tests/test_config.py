@@ -25,6 +25,8 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     if group == "data" and option == "file":
         (tmp_path / "x.jsonl").write_text('{"prompt": "1+1?", "ground_truth": "2"}\n' * 3)
         overrides.append(f"data.path={tmp_path / 'x.jsonl'}")
+    if group == "reward_mix" and option == "none":
+        overrides.append("+reward_mix.mine.fn=xmlcount")  # the empty mix is the start of one's own, not a mix
     if group == "trainer" and option == "standard":
         overrides.append("model.max_seq_length=1024")  # the walkthrough's 256 + 768 tokens
     cfg = compose(overrides)
