@@ -1,7 +1,8 @@
 # The program that runs model-generated code inside the sandbox (see sandbox.py). It is started as
 # `python -I -S -c <this file's text>` and reads one JSON payload on stdin. Standard library only, and
 # everything it needs is imported before privileges are dropped: afterwards the interpreter's own
-# directory may be unreadable.
+# directory may be unreadable. Everything here is readable and writable by the program it runs, so it is
+# never given an expected value: it reports test inputs' outcomes as plain data and sandbox.py judges them.
 import ctypes
 import io
 import json
@@ -97,30 +98,73 @@ def _alarm(signum, frame):
     raise _TestTimeout()
 
 
+# Results leave as plain data only: sandbox.py judges them against expected values that never enter here.
+MAX_RESULT_CHARS = 256 * 1024  # one test's encoded result
+MAX_REPORT_CHARS = 4 * 1024 * 1024  # all of them (sandbox.py reads at most this much back)
+MAX_DEPTH = 64
+_SEQUENCES = ((list, "l"), (tuple, "t"), (set, "s"), (frozenset, "f"))
+
+
+def encode(value, depth=0):
+    """`value` as JSON-able plain data; a subclass of a builtin is reduced to the builtin (its overrides go)."""
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deep")
+    if value is None or type(value) is bool:
+        return value
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    for kind, tag in _SEQUENCES:
+        if isinstance(value, kind):
+            return {tag: [encode(item, depth + 1) for item in kind.__iter__(value)]}
+    if isinstance(value, dict):
+        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]}
+    if isinstance(value, (bytes, bytearray)):
+        return {"b" if isinstance(value, bytes) else "a": bytes(value).hex()}
+    if isinstance(value, complex):
+        value = complex(value)
+        return {"c": [value.real, value.imag]}
+    raise TypeError("not plain data")
+
+
+def run_test(compiled, test):
+    if test["kind"] == "stdio":  # run as a script; the captured stdout is the result
+        stdout = io.StringIO()
+        sys.stdout, sys.stdin = stdout, io.StringIO(test["input"])
+        exec(compiled, {"__name__": "__main__"})
+        return ["out", stdout.getvalue()]
+    namespace = {"__name__": "__sandbox__"}
+    exec(compiled, namespace)
+    if test["kind"] == "probe":  # the values the test's asserts compare; the comparisons happen in sandbox.py
+        exec(compile(test["setup"], "<test>", "exec"), namespace)
+        return ["values", [encode(eval(compile(probe, "<test>", "eval"), namespace)) for probe in test["probes"]]]
+    exec(compile(test["code"], "<test>", "exec"), namespace)  # a snippet sandbox.py could not split
+    return ["ran"]
+
+
 def run_tests(code, tests, per_test_s):
-    """One bool per test: each test in a fresh namespace holding the program."""
-    results = []
+    """One JSON text per test, each from a fresh namespace holding the program."""
+    results, used = [], 0
     signal.signal(signal.SIGALRM, _alarm)
     compiled = compile(code, "<completion>", "exec")
     for test in tests:
-        stdout = io.StringIO()
-        sys.stdout, sys.stdin = stdout, io.StringIO(test.get("input", "") if isinstance(test, dict) else "")
-        passed = False
-        signal.setitimer(signal.ITIMER_REAL, per_test_s)
+        sys.stdout, sys.stdin = io.StringIO(), io.StringIO()
         try:
-            if isinstance(test, dict):  # stdin/stdout test: run as a script, compare output
-                exec(compiled, {"__name__": "__main__"})
-                passed = stdout.getvalue().strip() == str(test["output"]).strip()
-            else:  # a Python snippet (asserts) run after the program
-                namespace = {"__name__": "__sandbox__"}
-                exec(compiled, namespace)
-                exec(compile(test, "<test>", "exec"), namespace)
-                passed = True
+            signal.setitimer(signal.ITIMER_REAL, per_test_s)
+            try:
+                # encoding inside the timer: a huge or endless value costs the program's time
+                text = json.dumps(run_test(compiled, test))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
         except BaseException:  # noqa: BLE001  (SystemExit, timeouts and anything the program raises fail the test)
-            passed = False
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        results.append(passed)
+            text = '["error"]'
+        if len(text) > MAX_RESULT_CHARS or used + len(text) > MAX_REPORT_CHARS:
+            text = '["error"]'
+        used += len(text)
+        results.append(text)
     return results
 
 
@@ -140,7 +184,7 @@ def main():
         os.write(result_fd, f"{token} SETUP {json.dumps(traceback.format_exc()[-800:])}\n".encode())
         os._exit(3)
     results = run_tests(payload["code"], payload["tests"], payload["limits"]["per_test_s"])
-    os.write(result_fd, f"{token} {json.dumps(results)}\n".encode())
+    os.write(result_fd, f"{token} [{', '.join(results)}]\n".encode())
     os._exit(0)
 
 

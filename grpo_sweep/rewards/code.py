@@ -10,6 +10,32 @@ dataset column (default ``tests``), one row's value being any of:
 
 Execution happens only in ``sandbox.execute`` (see there for what is contained). A row without tests scores
 ``None`` (TRL skips it); a completion without code scores 0.
+
+What earns reward, and what the reward guarantees (tests/test_code_reward_adversarial.py tries to break each):
+
+- A test passes only on plain values judged outside the sandbox. A stdin/stdout test sends the program its
+  input only; its stdout comes back and is compared (stripped) here. An assert snippet of imports and
+  ``assert`` statements over calls into the program (``assert f(1, 2) == 3``, ``assert not f(x)``,
+  ``assert math.isclose(f(x), 2.5)``, ``assert set(f(x)) == {1, 2}``, ...) sends only the calls; their results
+  come back as builtin data and the rest of the assert is evaluated here, with the real builtins and ``math``,
+  with ordinary Python semantics (``4 == 4.0``, ``1 == True``, a tuple is not a list).
+- So the expected values never enter the sandbox: no frame walk, ``gc`` scan, ``/proc/self`` read or forged
+  report line can find them, and a forged report can only claim values, which is what returning them does.
+  Objects with a rigged ``__eq__``/``__ne__``/``__bool__`` (or a builtin subclass overriding them) fail: a
+  subclass of a builtin arrives as the builtin, anything else fails its test. Shadowing or patching the
+  builtins or ``math`` the assert uses changes nothing here. Exiting early (``sys.exit``, ``os._exit``),
+  looping, forking, or a value too large (over 256 KB encoded) fails the test(s) concerned.
+
+What it does not guarantee:
+
+- Hard-coding the answers of tests the prompt shows (MBPP prompts list them) earns full reward: only tests the
+  model never sees can tell. That is a property of the test set; hold some tests out.
+- Snippets of any other shape (loops, helper definitions, methods called on a result, ``*``/``%``/``**`` on a
+  result, names the snippet imports besides ``math``) run as scripts after the program and pass when they
+  raise nothing; that result comes from inside the sandbox, and a program that attacks the harness can forge
+  it. ``sandbox.Execution.self_reported`` counts such tests and a warning is logged the first time.
+- A value that is not builtin data (a ``Fraction``, a ``deque``, a numpy array, a custom class) fails its
+  test even where the dataset's reference would compare equal.
 """
 from __future__ import annotations
 

@@ -1,0 +1,187 @@
+"""Adversarial completions for the code reward: programs written to earn reward without solving the task.
+
+Each attack program scores 0 (against tests that an honest program passes, see the positive cases), and
+the last case documents what the reward cannot see: hard-coding the visible tests' answers.
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from grpo_sweep.rewards import REWARDS
+from grpo_sweep.rewards.sandbox import Limits, decode, execute, plan_snippet
+
+code_reward = REWARDS["code"]
+
+ADD = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]
+MIXED = ["assert add(1, 2) == 3", "assert not add(1, 2) != 3", "assert add(2, 2)", "assert add(2, 2) is not None"]
+PAIR = ["assert pair(1) == [1, 1]", "assert pair(2) == [2, 2]"]
+GREET = ["assert greet('ann') == 'hello ann'", "assert greet('bo') == 'hello bo'"]
+FIB = ["assert fib(10) == 55", "assert fib(20) == 6765", "assert fib(15) == 610"]
+AREA = ["assert math.isclose(area(2), 12.566, rel_tol=0.001)", "assert abs(area(1) - 3.1416) < 0.001"]
+COMMON = ["assert set(common([1, 2, 3], [2, 3, 4])) == set([2, 3])", "assert sorted(common([5], [5]))[:1] == [5]"]
+FREQ = ["assert freq('aab') == {'a': 2, 'b': 1}"]
+# A stdin/stdout task whose expected output is a string no program could guess: only reading it can earn it.
+STDIO = [{"input": "ping", "output": "zq-7c1e-pong"}, {"input": "3", "output": "6"}]
+
+HONEST = {
+    "add": ("def add(a, b):\n    return a + b", ADD),
+    "add, mixed assert shapes": ("def add(a, b):\n    return a + b", MIXED),
+    "pair returns a list": ("def pair(x):\n    return [x, x]", PAIR),
+    "greet": ("def greet(n):\n    return 'hello ' + n", GREET),
+    "fib": ("def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a", FIB),
+    "area with math.isclose / abs": ("import math\ndef area(r):\n    return math.pi * r * r", AREA),
+    "common through set() and sorted()[:1]": ("def common(a, b):\n    return [x for x in a if x in b]", COMMON),
+    "Counter compared with a dict": ("from collections import Counter\ndef freq(s):\n    return Counter(s)", FREQ),
+    "stdin/stdout": ("s = input()\nprint('zq-7c1e-pong' if s == 'ping' else int(s) * 2)", STDIO),
+}
+
+FORGE_VIA_FRAMES = '''
+import sys, os, re
+f = sys._getframe()
+while f is not None:
+    for value in list(f.f_locals.values()):
+        if isinstance(value, str) and re.fullmatch("[0-9a-f]{32}", value):
+            for line in ("[true, true, true]", '[["ran"], ["ran"], ["ran"]]'):
+                for fd in range(3, 64):
+                    try:
+                        os.write(fd, (value + " " + line + "\\n").encode())
+                    except OSError:
+                        pass
+            os._exit(0)
+    f = f.f_back
+def add(a, b): return -99
+'''
+PAYLOAD_VIA_FRAMES = '''
+import sys
+q = sys.stdin.read().strip()
+f = sys._getframe()
+while f is not None:
+    for v in list(f.f_locals.values()):
+        for t in (v.get("tests") if isinstance(v, dict) else None) or []:
+            if isinstance(t, dict) and t.get("input", "").strip() == q and "output" in t:
+                print(t["output"])
+    f = f.f_back
+'''
+PAYLOAD_VIA_GC = '''
+import gc, re
+TABLE = {}
+for o in gc.get_objects():
+    if isinstance(o, (list, dict)):
+        for a, e in re.findall(r"fib\\((\\d+)\\) == (\\d+)", str(o)[:100000]):
+            TABLE[int(a)] = int(e)
+def fib(n): return TABLE.get(n)
+'''
+SCAN_OWN_MEMORY = '''
+import re
+found = set()
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms = line.split()[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if "r" in perms and hi - lo < 64 << 20:
+            try:
+                mem.seek(lo)
+                found.update(re.findall(rb"zq-[0-9a-f]{4}-pong", mem.read(hi - lo)))
+            except (OSError, OverflowError, ValueError):
+                pass
+print(*sorted(hit.decode() for hit in found))
+'''
+ALWAYS_EQUAL = "class A:\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __bool__ = lambda s: True\n    __hash__ = object.__hash__\n"
+
+# name: (program, tests). Each earns 0.
+ATTACKS = {
+    "__eq__ always true": (ALWAYS_EQUAL + "def add(a, b): return A()", ADD),
+    "__eq__/__ne__/__bool__ on mixed asserts": (ALWAYS_EQUAL + "def add(a, b): return A()", MIXED),
+    "int subclass __eq__": ("class I(int):\n    __eq__ = lambda s, o: True\n    __hash__ = int.__hash__\ndef add(a, b): return I(-99)", ADD),
+    "str subclass __eq__": ("class S(str):\n    __eq__ = lambda s, o: True\n    __hash__ = str.__hash__\ndef greet(n): return S('nope')", GREET),
+    "list subclass __eq__": ("class L(list):\n    __eq__ = lambda s, o: True\ndef pair(x): return L()", PAIR),
+    "dict subclass __eq__": ("class D(dict):\n    __eq__ = lambda s, o: True\ndef freq(s): return D()", FREQ),
+    "fake __class__ claims int": ("class F:\n    __class__ = property(lambda s: int)\n    __eq__ = lambda s, o: True\n    __hash__ = object.__hash__\ndef add(a, b): return F()", ADD),
+    "shadow set() used by the test": ("def set(*a): return 1\ndef common(a, b): return []", COMMON[:1]),
+    "fake math module": ("import types\nmath = types.SimpleNamespace(isclose=lambda *a, **k: True)\ndef area(r): return 0.0", AREA[:1]),
+    "patch builtins.abs": ("import builtins\nbuiltins.abs = lambda x: 0\ndef area(r): return 0.0", AREA[1:]),
+    "sys.exit(0) at import": ("import sys\nsys.exit(0)\ndef add(a, b): return -99", ADD),
+    "raise SystemExit in the function": ("def add(a, b):\n    raise SystemExit(0)", ADD),
+    "os._exit(0) in the function": ("import os\ndef add(a, b):\n    os._exit(0)", ADD),
+    "quit()": ("def add(a, b):\n    quit()", ADD),
+    "rebind AssertionError": ("import builtins\nbuiltins.AssertionError = type('Nope', (Exception,), {})\ndef add(a, b): return -99", ADD),
+    "rebind BaseException": ("import builtins\nbuiltins.BaseException = type('Nope', (Exception,), {})\ndef add(a, b): return -99", ADD),
+    "patch builtins.isinstance": ("import builtins\nbuiltins.isinstance = lambda *a: True\ndef add(a, b): return -99", ADD),
+    "patch json.dumps (the report)": ("import json\njson.dumps = lambda *a, **k: '[true, true, true]'\ndef add(a, b): return -99", ADD),
+    "forge the report with the token from frames": (FORGE_VIA_FRAMES, ADD),
+    "caller's constants as an oracle": ("import sys\ndef fib(n):\n    consts = sys._getframe(1).f_code.co_consts\n    return [c for c in consts if isinstance(c, int) and c != n][-1]", FIB),
+    "tests from the harness's frames (stdio)": (PAYLOAD_VIA_FRAMES, STDIO),
+    "tests from gc.get_objects()": (PAYLOAD_VIA_GC, FIB),
+    "expected output from /proc/self/mem (stdio)": (SCAN_OWN_MEMORY, STDIO),
+    "replace sys.stdout (stdio)": ("import sys, io\nclass W(io.StringIO):\n    def getvalue(self): return 'zq-7c1e-pong'\nsys.stdout = W()", STDIO),
+    "atexit and __del__ print a pass": ("import atexit, os\natexit.register(lambda: os.write(1, b'[true, true, true]\\n'))\nclass D:\n    def __del__(self): print('passed')\nd = D()\ndef add(a, b): return -99", ADD),
+    "cyclic value": ("def add(a, b):\n    x = []\n    x.append(x)\n    return x", ADD),
+    "fork: a child lingers": ("import os, time\nif os.fork() == 0:\n    time.sleep(30)\ndef add(a, b): return -99", ADD),
+    "fork bomb": ("import os\nwhile True:\n    os.fork()", ADD),
+    "catch the timeout, return garbage": ("def add(a, b):\n    try:\n        while True:\n            pass\n    except BaseException:\n        return None", ADD),
+    "ignore SIGALRM and loop": ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ndef add(a, b):\n    while True:\n        pass", ADD),
+}
+
+
+def score(program: str, tests: list, **params) -> float:
+    params = {"timeout_s": 2.0, "per_test_s": 1.0, "memory_mb": 256, **params}
+    return code_reward(completions=[f"```python\n{program}\n```"], tests=[tests], **params)[0]
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_honest_programs_earn_full_reward(name):
+    program, tests = HONEST[name]
+    assert score(program, tests) == 1.0
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_attacks_earn_nothing(name):
+    program, tests = ATTACKS[name]
+    assert score(program, tests) == 0.0
+
+
+def test_python_semantics_of_plain_values_are_kept():
+    # as in plain Python: 1 == True and 4 == 4.0 hold, a tuple is not a list
+    assert score("def f(x): return 1", ["assert f(0) == True", "assert f(0) - 1 == 0"]) == 1.0
+    assert score("def f(x): return 4", ["assert f(0) == 4.0", "assert f(0) is not None"]) == 1.0
+    assert score("def pair(x): return (x, x)", PAIR) == 0.0
+
+
+def test_one_oversized_value_fails_only_its_own_test():
+    program = "def add(a, b):\n    return 'x' * 10**7 if a == 1 else a + b"
+    assert score(program, ADD) == pytest.approx(2 / 3)
+
+
+def test_only_inputs_enter_the_sandbox():
+    plan = plan_snippet("import math\nassert math.isclose(area(2), 12.566, rel_tol=0.001) and area(0) == 0")
+    assert plan.setup == "import math" and plan.probes == ("area(2)", "area(0)")
+    # names the test imports (other than math) or anything but calls into the program: not split
+    assert plan_snippet("from collections import Counter\nassert f('ab') == Counter('ab')") is None
+    assert plan_snippet("assert f(1).startswith('a')") is None
+    assert plan_snippet("assert f(1) * 10**9 == 3") is None  # no unbounded arithmetic on returned values here
+    assert plan_snippet("assert len('abc') == 3") is None  # never calls the program: runs as written
+
+
+def test_decode_accepts_only_plain_encodings():
+    assert decode({"t": [1, {"l": ["a"]}, {"s": [2]}]}) == (1, ["a"], {2})
+    assert decode({"d": [[{"f": [1]}, None]]}) == {frozenset([1]): None}
+    for bad in ({"x": []}, {"l": 1}, {"d": [[1]]}, {"l": [], "t": []}):
+        with pytest.raises(ValueError):
+            decode(bad)
+
+
+def test_script_snippets_still_run_and_are_flagged(caplog):
+    loop = "for i in range(3):\n    assert add(i, i) == 2 * i"
+    with caplog.at_level(logging.WARNING):
+        good = execute("def add(a, b): return a + b", [loop, ADD[0]], Limits(timeout_s=3))
+    assert good.passed == [True, True] and good.self_reported == 1
+    assert execute("def add(a, b): return -99", [loop], Limits(timeout_s=3)).score == 0.0
+
+
+def test_hard_coding_the_visible_tests_is_not_detected():
+    """A property of the test set, not of the sandbox: prompts that show the asserts invite this."""
+    table = "def add(a, b):\n    return {(1, 2): 3, (-1, 1): 0, (2, 2): 4}[(a, b)]"
+    assert score(table, ADD) == 1.0
+    assert score(table, ["assert add(5, 5) == 10"]) == 0.0  # held-out tests are the cure
