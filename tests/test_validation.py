@@ -123,6 +123,10 @@ CASES = [
     ("bad reward column mapping", bad(["+reward_mix.xmlcount.columns=[a]"]), "reward_mix.xmlcount.columns=['a']: give parameter: column pairs"),
     ("accuracy reward unknown", bad(["trainer.eval.accuracy_reward=corect"]), "trainer.eval.accuracy_reward='corect': unknown reward 'corect'"),
     ("eval_accuracy without a ground truth to score it", file_data([{"prompt": "1+1?"}] * 3, ["reward_mix=none", "+reward_mix.mine.fn=tests.reward_plugins.prefix_reward"]), "trainer.eval.accuracy_reward=correct needs column 'ground_truth', which the data lacks (columns: prompt), so eval_accuracy, the optimized_metric, would be None; set data.ground_truth_column, set trainer.eval.accuracy_reward=tests.reward_plugins.prefix_reward (its held-out mean becomes eval_accuracy), or optimized_metric=eval_rewards.mine"),
+    ("negative periodic evaluation interval", bad(["trainer.eval.every_steps=-5"]), "trainer.eval.every_steps=-5: must be >= 0"),
+    ("negative pass@k sample count", bad(["trainer.eval.k=-1"]), "trainer.eval.k=-1: must be >= 0"),
+    ("pass@k samples at temperature 0", bad(["trainer.eval.temperature=0"]), "trainer.eval.temperature=0.0 with trainer.eval.k=4: k samples at temperature 0 are k copies of the greedy answer"),
+    ("best.* objective the evaluation does not measure", bad(["optimized_metric=best.reward"]), "optimized_metric=best.reward: the best step is chosen among the held-out evaluations"),
     ("unknown data source", bad(["data.source=s3"]), "data.source='s3'; use one of: arithmetic, hub, file"),
     ("lora.r <= 0", bad(["lora.r=0"]), "lora.r=0: LoRA rank must be > 0"),
     ("LoRA target modules absent from the model", lora_targets_absent, "lora.target_modules: ['nope_proj'] not in the model; its linear modules are ['down_proj', 'gate_proj', 'k_proj'"),
@@ -189,3 +193,14 @@ def test_a_run_into_another_runs_directory_writes_nothing(tmp_path):
     assert out.returncode != 0
     assert "holds a run started with another config (lora.r: 16 -> 32)" in out.stderr
     assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # not even Hydra's .hydra/
+
+
+def test_the_readme_table_is_these_cases():
+    """The README's bad-input table lists exactly CASES, in order, with their messages."""
+    from .conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+    expected = [f"| {i} | {case_id} | `{message}` |" for i, (case_id, _, message) in enumerate(CASES, 1)]
+    assert rows == expected
+    assert f"The {len(CASES)} bad inputs covered" in readme
