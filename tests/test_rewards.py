@@ -6,6 +6,7 @@ import math
 import pytest
 
 from grpo_sweep.rewards import REWARDS, RewardError, build_reward, extract_answer, extract_boxed, resolve_reward
+from grpo_sweep.rewards.answer import equivalent, extract_lenient
 
 GOOD = "<think>\nfirst 1 + 2 = 3\nthen 3 * 4 = 12\n</think>\n<answer>\n12\n</answer>\n"
 
@@ -135,3 +136,47 @@ def test_unknown_reward_lists_valid_names():
 def test_bad_import_paths_fail_clearly(target, message):
     with pytest.raises(RewardError, match=message):
         resolve_reward(target)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is 42.", "42"),
+        ("so x = -3", "-3"),
+        ("first 2.5, then .5", ".5"),
+        ("the ratio is 3/4", "3/4"),
+        ("it costs 1,000 dollars", "1000"),
+        ("a total of 1,234,567", "1234567"),
+        ("guess 7, but \\boxed{\\frac{1}{2}} then 9", "\\frac{1}{2}"),  # boxed beats a later number
+        ("<answer> 9 </answer> and 10", "9"),  # an answer tag beats a later number
+        ("<answer> </answer> so 5", "5"),  # blank contents are skipped
+        ("\\boxed{} so 6", "6"),
+        ("so $\\frac{3}{4}$", "\\frac{3}{4}"),
+        ("thus \\(x+1\\) it is", "x+1"),
+        ("it is 3\\sqrt{2}.", "3\\sqrt{2}"),
+        ("it is 2\\pi", "2\\pi"),
+        ("12, 13, 14", "14"),
+        ("no answer here", None),
+        ("x2 and y3", None),  # digits inside names are not numbers
+        ("", None),
+    ],
+)
+def test_extract_lenient(text, expected):
+    assert extract_lenient(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, truth, expected",
+    [("it costs 1,000", "1000", 1.0), ("ratio 3/4", "0.75", 1.0), ("is 3\\sqrt{2}.", "3\\sqrt{2}", 1.0), ("is 41", "42", 0.0)],
+)
+def test_extract_lenient_feeds_equivalent(text, truth, expected):
+    assert equivalent(extract_lenient(text), truth) == expected
+
+
+def test_extract_lenient_is_linear_on_pathological_text():
+    import time
+
+    start = time.perf_counter()
+    for text in ("a" + " ." * 50_000, " \\a" * 50_000 + "!", "$" * 100_000, "1," * 50_000, "\\(" * 50_000):
+        extract_lenient(text)
+    assert time.perf_counter() - start < 2.0

@@ -31,6 +31,48 @@ def extract_answer(text: str, answer_tag: str = "answer") -> str | None:
     return text[opening + len(answer_tag) + 2 : closing].strip()
 
 
+# extract_lenient's candidates, found by one pass each; none can backtrack badly (no nested quantifiers).
+_LENIENT_NUMBER = re.compile(
+    r"(?<![\w.)])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])|(?<![\w.])-?\.\d+"
+)
+_LENIENT_MATH = re.compile(r"\$\$([^$]{1,500})\$\$|\$([^$]{1,500})\$|\\\((.{1,500}?)\\\)|\\\[(.{1,500}?)\\\]", re.DOTALL)
+# A LaTeX expression written bare as the text's last token: `3\sqrt{2}`, `\frac{3}{4}.`, `2\pi`.
+_LENIENT_TAIL = re.compile(r"(?:^|\s)(-?[\w.{}^()/+*-]*\\[A-Za-z]+[\w.{}^()/+*\\-]*)[\s.,;:!]*\Z")
+
+
+def extract_lenient(text: str) -> str | None:
+    """The completion's final answer wherever and however it is written, for a *lenient* accuracy.
+
+    In order of preference: the content of the last balanced ``\\boxed{…}``; else of the last
+    ``<answer>…</answer>``; else whichever of these ends last in the text: a number (``42``, ``-3``, ``2.5``,
+    ``.5``, ``3/4``, ``1,000`` returned as ``1000``), an inline math span (``$…$``, ``$$…$$``, ``\\(…\\)``,
+    ``\\[…\\]``, its content), or a bare LaTeX expression as the text's last token (``… is 3\\sqrt{2}.``).
+    Blank contents are skipped; None when nothing is found. Regex only (no sympy): pass the result to
+    ``equivalent(candidate, ground_truth)`` to score it. Unlike the `correct`/`boxed` rewards it ignores
+    layout (think blocks, repeated tags), so it measures "the right answer is there", not "the answer
+    was given as asked".
+    """
+    if not text:
+        return None
+    boxed = extract_boxed(text)
+    if boxed:
+        return boxed
+    tagged = extract_answer(text)
+    if tagged:
+        return tagged
+    best, best_end = None, -1
+    for match in _LENIENT_NUMBER.finditer(text):
+        best, best_end = match.group(0).replace(",", ""), match.end()
+    for match in _LENIENT_MATH.finditer(text):
+        content = next(g for g in match.groups() if g is not None).strip()
+        if content and match.end() >= best_end:
+            best, best_end = content, match.end()
+    tail = _LENIENT_TAIL.search(text[-MAX_ANSWER_CHARS:])
+    if tail:
+        best = tail.group(1).rstrip(".,;:")
+    return best
+
+
 def extract_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{…}`` with balanced braces (a plain regex stops at the first ``}``)."""
     start = text.rfind("\\boxed{")
