@@ -112,6 +112,14 @@ def _layout(text: str, answer_tag: str, think_tag: str) -> tuple[list[str], list
     Malformed: a block opened inside another one (``<answer><answer>``, ``<answer><think>``,
     ``<think><think>``), a closing tag with no block open, a block left open.
     """
+    opening, closing = f"<{think_tag}>", f"</{think_tag}>"
+    # Fast paths (str.find runs in C) for the common layouts: no think tags, or one well-formed think block.
+    if f"<{answer_tag}>" not in text and f"</{answer_tag}>" not in text:
+        if opening not in text and closing not in text:
+            return [], [text]
+        t0, t1 = text.find(opening), text.find(closing)
+        if 0 <= t0 < t1 and text.count(opening) == 1 and text.count(closing) == 1:
+            return [], [text[:t0], text[t1 + len(closing) :]]
     blocks: list[str] = []
     outside: list[str] = []
     start, answer_start, in_think, seen_think = 0, -1, False, False
@@ -149,6 +157,14 @@ def _layout(text: str, answer_tag: str, think_tag: str) -> tuple[list[str], list
 def answer_block(text: str, answer_tag: str = "answer", think_tag: str = "think") -> str | None:
     """Stripped content of the ONE ``<answer>…</answer>`` block outside ``<think>``; None when there are
     none or several, when it is blank, or when the tags are malformed (see `_layout`)."""
+    opening, closing = f"<{answer_tag}>", f"</{answer_tag}>"
+    if text.count(opening) == 1 and text.count(closing) == 1:
+        # Fast path (str.find runs in C) for the common layouts; anything else goes through _layout.
+        a0, a1 = text.find(opening), text.find(closing)
+        t0, t1 = text.find(f"<{think_tag}>"), text.find(f"</{think_tag}>")
+        if a0 < a1 and (t0 == -1 or text.count(f"<{think_tag}>") == 1) and (t1 == -1 or text.count(f"</{think_tag}>") == 1):
+            if (t0 == t1 == -1) or (0 <= t0 < t1 and (a1 < t0 or a0 > t1)) or (t0 == -1 and 0 <= t1 < a0):
+                return text[a0 + len(opening) : a1].strip() or None
     layout = _layout(text, answer_tag, think_tag)
     if layout is None or len(layout[0]) != 1:
         return None
@@ -192,19 +208,25 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
     truth = str(ground_truth).strip()
     if not truth:
         return None
-    if is_words(truth):  # no sympy needed: decided here, as mathcheck.compare would
-        return 0.0 if candidate is None else (1.0 if normalise_words(candidate) == normalise_words(truth) else 0.0)
-    if candidate is not None:
-        # Longer candidates are runaway text (sympy can take minutes on them); only the truth is checked then.
-        candidate = None if len(candidate) > MAX_ANSWER_CHARS else one_answer(candidate)
+    if candidate is not None and len(candidate) > MAX_ANSWER_CHARS:
+        candidate = None  # runaway text, not an answer (sympy can take minutes on it): only the truth is checked
     if _PLAIN_NUMBER.fullmatch(truth):
         # Fast exact paths for a numeric truth; sympy costs 1-12 ms a comparison.
         if candidate is None:
             return 0.0
-        if _PLAIN_NUMBER.fullmatch(candidate):
-            return 1.0 if Fraction(truth) == Fraction(candidate) else 0.0
+        if not _PLAIN_NUMBER.fullmatch(candidate.strip()):
+            candidate = one_answer(candidate)
+            if candidate is None:
+                return 0.0
+        if _PLAIN_NUMBER.fullmatch(candidate.strip()):
+            return 1.0 if Fraction(truth) == Fraction(candidate.strip()) else 0.0
         if not any(ch.isdigit() for ch in candidate):
             return 0.0  # words without a digit never equal a number (math-verify agrees, slowly)
+        return _compare(truth, candidate)
+    if is_words(truth):  # no sympy needed: decided here, as mathcheck.compare would
+        return 0.0 if candidate is None else (1.0 if normalise_words(candidate) == normalise_words(truth) else 0.0)
+    if candidate is not None:
+        candidate = one_answer(candidate)
     return _compare(truth, candidate)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import islice
 
 from ._text import texts
 from .registry import reward
@@ -18,18 +17,30 @@ def _tag_pattern(think: str, answer: str) -> re.Pattern:
     return re.compile(f"<(/?)({re.escape(think)}|{re.escape(answer)})>")
 
 
-def _two_blocks(text: str, think: str, answer: str) -> tuple[str, str, str, str, str] | None:
-    """(before, think content, between, answer content, after) when the only tags of either kind in ``text`` are
-    one ``<think>``, ``</think>``, ``<answer>``, ``</answer>`` in that order; None otherwise. So neither block
-    holds a tag of either kind and no second block exists anywhere."""
-    tags = list(islice(_tag_pattern(think, answer).finditer(text), 5))  # a fifth tag already fails
-    if [(t.group(1), t.group(2)) for t in tags] != [("", think), ("/", think), ("", answer), ("/", answer)]:
-        return None
-    t0, t1, t2, t3 = tags
-    return (
-        text[: t0.start()], text[t0.end() : t1.start()], text[t1.end() : t2.start()],
-        text[t2.end() : t3.start()], text[t3.end() :],
-    )
+@lru_cache(maxsize=64)
+def _format_pattern(think: str, answer: str) -> re.Pattern:
+    # DOTALL so reasoning may span lines (the walkthrough's `.*?` without it fails on any newline).
+    return re.compile(rf"\s*<{think}>(.*?)</{think}>\s*<{answer}>(.*?)</{answer}>\s*", re.DOTALL)
+
+
+@lru_cache(maxsize=64)
+def _strict_pattern(think: str, answer: str) -> re.Pattern:
+    # The walkthrough's exact layout: each tag on its own line, one trailing newline allowed.
+    return re.compile(rf"<{think}>\n(.*?)\n</{think}>\n<{answer}>\n(.*?)\n</{answer}>\n?", re.DOTALL)
+
+
+def _one_block_each(pattern: re.Pattern, text: str, think: str, answer: str) -> bool:
+    """``pattern`` (think group, answer group) matches all of ``text``, neither group holds a tag of either kind
+    (so there is no second block anywhere) and the answer is not blank."""
+    # With one closing tag of each kind the lazy groups have one way to match: linear time, where
+    # `</think><answer>` repeated would make the bare pattern try every pair.
+    if text.count(f"</{think}>") != 1 or text.count(f"</{answer}>") != 1:
+        return False
+    match = pattern.fullmatch(text)
+    if match is None or not match.group(2).strip():
+        return False
+    tags = _tag_pattern(think, answer)
+    return tags.search(match.group(1)) is None and tags.search(match.group(2)) is None
 
 
 @reward("format")
@@ -37,28 +48,16 @@ def format_reward(completions, think_tag: str = "think", answer_tag: str = "answ
     """1 when the completion is exactly one `<think>…</think>` then exactly one `<answer>…</answer>` with
     non-blank content, no tag of either kind inside either block, and only whitespace before, between and
     after them. The reasoning may be anything, blank too, over any number of lines."""
-    scores = []
-    for text in texts(completions):
-        parts = _two_blocks(text, think_tag, answer_tag)
-        ok = parts is not None and _blank(parts[0]) and _blank(parts[2]) and _blank(parts[4]) and not _blank(parts[3])
-        scores.append(1.0 if ok else 0.0)
-    return scores
+    pattern = _format_pattern(think_tag, answer_tag)
+    return [1.0 if _one_block_each(pattern, t, think_tag, answer_tag) else 0.0 for t in texts(completions)]
 
 
 @reward("strict_format")
 def strict_format(completions, think_tag: str = "think", answer_tag: str = "answer", **kwargs) -> list[float]:
     """1 for the walkthrough's exact layout: `<think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>`, one trailing
     newline allowed, nothing else; the same one-block-each rule as `format` (answer non-blank)."""
-    scores = []
-    for text in texts(completions):
-        parts = _two_blocks(text, think_tag, answer_tag)
-        ok = (
-            parts is not None
-            and parts[0] == "" and parts[2] == "\n" and parts[4] in ("", "\n")
-            and _newline_framed(parts[1]) and _newline_framed(parts[3]) and not _blank(parts[3])
-        )
-        scores.append(1.0 if ok else 0.0)
-    return scores
+    pattern = _strict_pattern(think_tag, answer_tag)
+    return [1.0 if _one_block_each(pattern, t, think_tag, answer_tag) else 0.0 for t in texts(completions)]
 
 
 @reward("soft_format")
@@ -68,7 +67,15 @@ def soft_format(completions, think_tag: str = "think", answer_tag: str = "answer
     tag; other text, further blocks and stray closing tags may be anywhere."""
     pattern = _tag_pattern(think_tag, answer_tag)
     scores = []
+    tags = (f"<{think_tag}>", f"</{think_tag}>", f"<{answer_tag}>", f"</{answer_tag}>")
     for text in texts(completions):
+        t0, t1, a0, a1 = (text.find(tag) for tag in tags)
+        if t0 == -1 or a1 == -1:  # cheap reject, no scan
+            scores.append(0.0)
+            continue
+        if t0 < t1 < a0 < a1 and all(text.count(tag) == 1 for tag in tags):  # the common case, in C
+            scores.append(1.0 if text[a0 + len(tags[2]) : a1].strip() else 0.0)
+            continue
         think_end, found, stack = -1, False, []
         for tag in pattern.finditer(text):
             if not tag.group(1):
@@ -91,10 +98,6 @@ def soft_format(completions, think_tag: str = "think", answer_tag: str = "answer
 
 def _blank(text: str) -> bool:
     return not text.strip()
-
-
-def _newline_framed(content: str) -> bool:
-    return len(content) >= 2 and content[0] == "\n" and content[-1] == "\n"
 
 
 @reward("xmlcount")

@@ -43,13 +43,13 @@ _NOT_UNITS = frozenset(
     " eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty"
     " seventy eighty ninety maybe perhaps approximately about roughly nearly almost than".split()
 )
-# What makes one answer several (math-verify keeps only the last part of `11 \\ 12`, `11 \to 12`, `11 \lor 12`,
-# `\tag{11} 12`), or hides part of it (`\cancel{11} 12`, `\phantom`, `\color`), or is not an exact value
-# (`\approx 12`, `\neq`). A line break or `&` is allowed only inside a matrix.
+# What makes one answer several while math-verify reads one of them (the last part of `11 \\ 12`, `11 \to 12`,
+# `11 \lor 12`, `11 \hspace{1em} 12`, `\tag{11} 12`; `\phantom{11}12` shows 12 and reads 23), or is not an
+# exact value (`\approx 12`, `\neq`). A line break or `&` is allowed only inside a matrix.
 _SEVERAL = re.compile(
     r"\\(?:to|(?:long)?(?:right|left|leftright)arrow|(?:Long)?(?:Right|Left|Leftright)arrow|implies|impliedby|iff"
-    r"|mapsto|gets|lor|land|vee|wedge|[hv]space|q?quad|label|tag|[lcvd]?dots|b?x?cancel|sout|st|(?:text)?color"
-    r"|colorbox|[hv]?phantom|approx|sim|simeq|ne|neq|not|newline|boxed|fbox)(?![A-Za-z])"
+    r"|mapsto|gets|lor|land|vee|wedge|[hv]space|q?quad|label|tag|[lcvd]?dots|[hv]?phantom|approx|sim|simeq"
+    r"|ne|neq|not|newline|boxed|fbox)(?![A-Za-z])"
 )
 _LINE_BREAK = re.compile(r"\\\\(?![A-Za-z])|&")
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
@@ -84,7 +84,7 @@ def one_answer(candidate: str) -> str | None:
     Invisible characters go, whitespace collapses, one outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` is
     unwrapped, and a number with a currency sign or up to three words of units (``$18``, ``12 apples``,
     ``1,000``) becomes the plain number (not when a word changes it: ``12 thousand``, ``12 or thirteen``). None for: a blank answer; another ``$`` or ``\\boxed`` left inside; a line break or ``&`` outside a
-    matrix; arrows, ``\\lor``, ``\\tag``, spacing, ``\\cancel``/``\\phantom``/``\\color``, ``\\approx``/``\\neq``;
+    matrix; arrows, ``\\lor``, ``\\tag``, spacing, ``\\phantom``, ``\\approx``/``\\neq``;
     a number inside ``\\text{}`` next to a number outside it (``12 \\text{ (or 11)}``). Lists and sets
     (``12, 13``) stay: math-verify parses them as sets, which never equal a single value.
     """
@@ -113,16 +113,16 @@ def one_answer(candidate: str) -> str | None:
     return text
 
 
+_BRACE = re.compile(r"[{}]")
+
+
 def _closing_brace(text: str, opening: int) -> int:
     """Index of the brace closing the one at ``opening``, -1 when unbalanced."""
     depth = 0
-    for i in range(opening, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+    for brace in _BRACE.finditer(text, opening):  # jumps from brace to brace instead of char by char
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return brace.start()
     return -1
 
 
