@@ -72,9 +72,10 @@ def test_correct_with_integer_ground_truth():
     assert score("correct", ["<answer>12</answer>", "<answer>13</answer>"], ground_truth=[12, 12]) == [1.0, 0.0]
 
 
-def test_correct_uses_the_last_answer_and_needs_one():
-    texts = ["<answer>5</answer> no wait <answer>12</answer>", "12 without tags", "<answer></answer>"]
-    assert score("correct", texts, ground_truth=["12"] * 3) == [1.0, 0.0, 0.0]
+def test_correct_needs_exactly_one_answer_block():
+    # The last-answer rule let a model hedge: two blocks are no answer, whichever is right.
+    texts = ["<answer>5</answer> no wait <answer>12</answer>", "12 without tags", "<answer></answer>", "<answer>12</answer>"]
+    assert score("correct", texts, ground_truth=["12"] * 4) == [0.0, 0.0, 0.0, 1.0]
 
 
 def test_correct_skips_unusable_ground_truth():
@@ -88,7 +89,9 @@ def test_correct_custom_tag():
 def test_boxed_balances_braces():
     # The walkthrough's \\boxed\{(.*?)\} stops at the first "}" and reads "\frac{1".
     assert extract_boxed("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
-    assert score("boxed", ["so \\boxed{\\frac{1}{2}}", "\\boxed{1} then \\boxed{0.5}", "\\boxed{\\frac{1}{2}"], ground_truth=["0.5"] * 3) == [1.0, 1.0, 0.0]
+    texts = ["so \\boxed{\\frac{1}{2}}", "\\boxed{1} then \\boxed{0.5}", "\\boxed{\\frac{1}{2}", "\\boxed{0.5} so \\boxed{0.5}"]
+    # two different boxed answers are none; the same one boxed twice is one
+    assert score("boxed", texts, ground_truth=["0.5"] * 4) == [1.0, 0.0, 0.0, 1.0]
 
 
 def test_int_accepts_negative_integers_only():
@@ -107,6 +110,79 @@ def test_rewards_stay_in_unit_interval_on_odd_text():
     for name, fn in REWARDS.items():
         for value in fn(completions=odd, ground_truth=["1"] * len(odd), completion_ids=[[1]] * len(odd), tests=[["assert True"]] * len(odd)):
             assert value is None or (0.0 <= value <= 1.0 and math.isfinite(value)), (name, value)
+
+
+# Issue 12: ground truth, <answer>/\\boxed{} content, score. A truth without $…$ was parsed as a plain expression,
+# whose extractor keeps one number of it (3\\sqrt{2} -> 3), and letters parsed as a product of symbols.
+EQUALITY_TABLE = [
+    ("3\\sqrt{2}", "3", 0.0),
+    ("2\\pi", "2", 0.0),
+    ("x + 3", "3", 0.0),
+    ("y = 2x + 1", "1", 0.0),
+    ("Evelyn", "Evenly", 0.0),  # words are not products of letters
+    ("3\\sqrt{2}", "\\sqrt{18}", 1.0),
+    ("(x + 2)^2 + (y - 3)^2", "x^2 + y^2 + 4x - 6y + 13", 1.0),
+    ("forty two", "\\boxed{42}", 0.0),  # a word truth compares as words: 42 is not "forty two"
+    ("forty two", "42", 0.0),
+    ("Forty  two", "forty two", 1.0),
+    ("Evelyn", "\\text{evelyn.}", 1.0),
+    ("\\text{no solution}", "No solution", 1.0),
+    ("y = 2x + 1", "2x + 1", 1.0),  # an assignment matches its value (math-verify's rule), both ways
+    ("2x + 1", "y = 2x + 1", 1.0),
+    ("x = 3", "y = 3", 0.0),
+    ("x > 3", "3", 0.0),
+    ("x > 3", "(3, \\infty)", 1.0),
+    ("12", "x = 12", 1.0),
+    ("12", "x = \\frac{24}{2} = 12", 1.0),
+    ("12", "13 = 12", 0.0),  # every side that is not a bare variable must equal the truth
+    ("12", "x = 11 = 12", 0.0),
+    ("12", "2x + 5 = 12", 0.0),
+    ("12", "12, 13, 14", 0.0),  # several answers in one
+    ("14", "12, 13, 14", 0.0),
+    ("\\{1, 2\\}", "2, 1", 1.0),  # a set truth takes a set
+    ("12", "12, 12", 1.0),  # one distinct value
+    ("12", "12 apples", 1.0),
+    ("12", "\\$12", 1.0),
+    ("12", "12 thousand", 0.0),
+    ("1000", "1,000", 1.0),
+    ("0.5", "\\frac{1}{2}", 1.0),
+    ("\\frac{1}{2}", "0.5", 1.0),
+]
+
+
+@pytest.mark.parametrize("truth, answer, expected", EQUALITY_TABLE, ids=[f"{t}|{a}" for t, a, _ in EQUALITY_TABLE])
+def test_equality_table(truth, answer, expected):
+    assert score("correct", [f"<think>x</think><answer>{answer}</answer>"], ground_truth=[truth]) == [expected]
+    boxed_answer = answer if answer.startswith("\\boxed") else f"\\boxed{{{answer}}}"
+    assert score("boxed", [f"so {boxed_answer}"], ground_truth=[truth]) == [expected]
+
+
+def test_equivalent_directly_and_in_the_helper_agree_on_words():
+    from grpo_sweep.rewards.mathcheck import compare
+
+    for truth, answer, expected in EQUALITY_TABLE[4:12]:
+        assert equivalent(answer, truth) == compare(truth, answer) == expected, (truth, answer)
+
+
+@pytest.mark.parametrize(
+    "name, text, expected",
+    [
+        ("correct", "reasoning</think>\n<answer>12</answer>", 1.0),  # the prompt opened <think>
+        ("correct", "<think>I will use <answer> tags</think><answer>12</answer>", 1.0),  # tags named in reasoning
+        ("correct", "<answer>\n$12$\n</answer>", 1.0),
+        ("correct", "<think>a</think> words <answer>12</answer> more words", 1.0),  # layout is format's job
+        ("boxed", "<think>maybe \\boxed{11}</think> so \\boxed{12}", 1.0),
+        ("boxed", "<think>x</think><answer>\\boxed{12}</answer>", 1.0),
+        ("int", "<think>maybe <answer>1.5</answer></think><answer>-12</answer>", 1.0),
+        ("format", "<think></think><answer>12</answer>", 1.0),  # reasoning may be blank
+        ("format", "\n <think>a\nb</think>\n\n<answer>x</answer>\n", 1.0),
+        ("strict_format", "<think>\n\n</think>\n<answer>\n1\n</answer>", 1.0),
+        ("soft_format", "<think>a</think>\nso\n<answer>1</answer> done </answer>", 1.0),  # stray closer after
+        ("soft_format", "<think>a</think><think>b</think><answer>1</answer>", 1.0),  # soft: repeats allowed
+    ],
+)
+def test_rules_still_pay_for_the_real_thing(name, text, expected):
+    assert score(name, [text], ground_truth=["12"]) == [expected]
 
 
 def test_extract_answer():
@@ -167,7 +243,7 @@ def test_extract_lenient(text, expected):
 
 @pytest.mark.parametrize(
     "text, truth, expected",
-    [("it costs 1,000", "1000", 1.0), ("ratio 3/4", "0.75", 1.0), ("is 3\\sqrt{2}.", "3\\sqrt{2}", 1.0), ("is 41", "42", 0.0)],
+    [("it costs 1,000", "1000", 1.0), ("ratio 3/4", "0.75", 1.0), ("is 3\\sqrt{2}.", "\\sqrt{18}", 1.0), ("is 41", "42", 0.0)],
 )
 def test_extract_lenient_feeds_equivalent(text, truth, expected):
     assert equivalent(extract_lenient(text), truth) == expected

@@ -14,34 +14,174 @@ import os
 import select
 import subprocess
 import sys
+import re
 import threading
 import time
+import unicodedata
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 5.0
 
 
+# Words, not math: letters (any script) in words separated by spaces/apostrophes/hyphens, at least one run of two
+# letters. As LaTeX they would parse as products of single-letter symbols (`Evelyn` == `Evenly`).
+_WORDS = re.compile(r"[^\W\d_]+(?:[\s'\u2019-]+[^\W\d_]+)*[.!]?")
+_TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|boxed)\s*\{([^{}]*)\}")
+# Zero-width and other invisible format characters: they hide nothing a reader sees, so they count for nothing.
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_SPACES = re.compile(r"\s+")
+# A number, optionally with a currency sign before it and words (units) after it: `$18`, `12 apples`, `1,000`.
+_NUMBER_WITH_UNITS = re.compile(
+    r"(?:\\?\$\s?)?([+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)((?:\s[^\W\d_]{2,}){0,3})\.?", re.ASCII
+)
+# Words after a number that change or add to it: `12 thousand`, `12 or thirteen` are not 12 with units.
+_NOT_UNITS = frozenset(
+    "or and to not no plus minus times over divided point squared cubed percent hundred thousand million billion"
+    " trillion dozen half halves third thirds quarter quarters one two three four five six seven eight nine ten"
+    " eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty"
+    " seventy eighty ninety maybe perhaps approximately about roughly nearly almost than".split()
+)
+# What makes one answer several while math-verify reads one of them (the last part of `11 \\ 12`, `11 \to 12`,
+# `11 \lor 12`, `11 \hspace{1em} 12`, `\tag{11} 12`; `\phantom{11}12` shows 12 and reads 23), or is not an
+# exact value (`\approx 12`, `\neq`). A line break or `&` is allowed only inside a matrix.
+_SEVERAL = re.compile(
+    r"\\(?:to|(?:long)?(?:right|left|leftright)arrow|(?:Long)?(?:Right|Left|Leftright)arrow|implies|impliedby|iff"
+    r"|mapsto|gets|lor|land|vee|wedge|[hv]space|q?quad|label|tag|[lcvd]?dots|[hv]?phantom|approx|sim|simeq"
+    r"|ne|neq|not|newline|boxed|fbox)(?![A-Za-z])"
+)
+_LINE_BREAK = re.compile(r"\\\\(?![A-Za-z])|&")
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+_DIGIT_IN_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|operatorname)\s*\{[^{}]*\d[^{}]*\}")
+_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+def is_words(truth: str) -> bool:
+    """True when ``truth`` is words (``Evelyn``, ``forty two``, ``\\text{no solution}``), not math."""
+    bare = _unwrap_text(truth)
+    return bool(_WORDS.fullmatch(bare) and _TWO_LETTERS.search(bare))
+
+
+def normalise_words(text: str) -> str:
+    """Compared form of a word answer: invisible characters, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
+    punctuation dropped, NFKC, casefolded, whitespace collapsed."""
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", _unwrap_text(text)).casefold()).strip().rstrip(".!,;:").strip()
+
+
+def _unwrap_text(text: str) -> str:
+    text = _INVISIBLE.sub("", text).strip().strip("$").strip()
+    while True:
+        unwrapped = _TEXT_WRAPPER.sub(r"\1", text).strip()
+        if unwrapped == text:
+            return text
+        text = unwrapped
+
+
+def one_answer(candidate: str) -> str | None:
+    """``candidate`` as ONE math answer to parse, or None when it is several or hides part of itself.
+
+    Invisible characters go, whitespace collapses, one outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` is
+    unwrapped, and a number with a currency sign or up to three words of units (``$18``, ``12 apples``,
+    ``1,000``) becomes the plain number (not when a word changes it: ``12 thousand``, ``12 or thirteen``). None for: a blank answer; another ``$`` or ``\\boxed`` left inside; a line break or ``&`` outside a
+    matrix; arrows, ``\\lor``, ``\\tag``, spacing, ``\\phantom``, ``\\approx``/``\\neq``;
+    a number inside ``\\text{}`` next to a number outside it (``12 \\text{ (or 11)}``). Lists and sets
+    (``12, 13``) stay: math-verify parses them as sets, which never equal a single value.
+    """
+    text = _SPACES.sub(" ", _INVISIBLE.sub("", candidate)).strip()
+    changed = True
+    while changed and text:
+        changed = False
+        for opening, closing in _WRAPPERS:
+            if len(text) > len(opening) + len(closing) and text.startswith(opening) and text.endswith(closing):
+                text, changed = text[len(opening) : -len(closing)].strip(), True
+                break
+        else:
+            if text.startswith("\\boxed{") and _closing_brace(text, len("\\boxed{") - 1) == len(text) - 1:
+                text, changed = text[len("\\boxed{") : -1].strip(), True
+    if not text:
+        return None
+    number = _NUMBER_WITH_UNITS.fullmatch(text)
+    if number and not _NOT_UNITS.intersection(number.group(2).casefold().split()):
+        return number.group(1).replace(",", "")
+    if _UNESCAPED_DOLLAR.search(text) or _SEVERAL.search(text):
+        return None
+    if "matrix" not in text and "array" not in text and _LINE_BREAK.search(text):
+        return None
+    if _DIGIT_IN_TEXT.search(text) and any(ch.isdigit() for ch in _DIGIT_IN_TEXT.sub("", text)):
+        return None
+    return text
+
+
+_BRACE = re.compile(r"[{}]")
+
+
+def _closing_brace(text: str, opening: int) -> int:
+    """Index of the brace closing the one at ``opening``, -1 when unbalanced."""
+    depth = 0
+    for brace in _BRACE.finditer(text, opening):  # jumps from brace to brace instead of char by char
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return brace.start()
+    return -1
+
+
 def compare(truth: str, candidate: str | None) -> float | None:
-    """1.0 / 0.0 for a match / no match, None when the truth cannot be parsed (runs in the helper)."""
+    """1.0 / 0.0 for a match / no match, None when the truth cannot be parsed (runs in the helper).
+
+    A truth of words compares as normalised strings (`normalise_words`). Any other truth is parsed as LaTeX
+    (``$…$`` added unless it has one), falling back to a plain expression; math-verify's plain extractor alone
+    keeps one number of an expression (``3\\sqrt{2}`` -> 3). The candidate must be `one_answer` and is parsed
+    as LaTeX only. When the truth is a value and the candidate an equation (``x = 12``), every side of it that
+    is not a bare variable must equal the truth: ``x = 12`` and ``x = \\frac{24}{2} = 12`` match 12,
+    ``13 = 12`` and ``2x + 5 = 12`` do not (math-verify alone takes the last right-hand side).
+    """
+    if is_words(truth):
+        if candidate is None:
+            return 0.0
+        return 1.0 if normalise_words(candidate) == normalise_words(truth) else 0.0
+
     from math_verify import parse, verify
 
-    def parsed(expression: str):
+    def as_latex(expression: str):
         # Timeouts off: the helper's caller enforces one by killing the helper.
-        value = parse(expression, parsing_timeout=None)
-        if not value and "$" not in expression:
-            value = parse(f"${expression}$", parsing_timeout=None)
-        return value
+        return parse(expression if "$" in expression else f"${expression}$", parsing_timeout=None)
 
-    gold = parsed(truth)
+    gold = as_latex(truth) or parse(truth, parsing_timeout=None)
     if not gold:
         return None
-    if candidate is None or not candidate.strip():
+    if candidate is None:
         return 0.0
-    answer = parsed(candidate)
+    candidate = one_answer(candidate)
+    if candidate is None:
+        return 0.0
+    answer = as_latex(candidate)
     if not answer:
         return 0.0
+    sides = _value_sides(gold[0], answer[0])
+    if sides is not None:
+        return 1.0 if sides and all(verify(gold, side, timeout_seconds=None) for side in sides) else 0.0
     return 1.0 if verify(gold, answer, timeout_seconds=None) else 0.0
+
+
+def _value_sides(gold, answer) -> list | None:
+    """The sides of an equation ``answer`` that must each equal a value ``gold``; None when not that case,
+    [] when ``answer`` is a relation that cannot state a value (an inequality)."""
+    from math_verify.grader import is_expr_of_only_symbols
+    from sympy import And, Eq
+    from sympy.core.relational import Relational
+
+    if isinstance(gold, (Relational, And)) or not isinstance(answer, (Relational, And)):
+        return None
+    links = getattr(answer, "_unsorted_args", answer.args) if isinstance(answer, And) else (answer,)
+    sides = []
+    for link in links:
+        if not isinstance(link, Eq):
+            return []
+        if not is_expr_of_only_symbols(link.lhs):
+            sides.append(link.lhs)
+        sides.append(link.rhs)
+    return sides
 
 
 class Helper:
