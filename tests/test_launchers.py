@@ -60,6 +60,10 @@ def fake_sbatch(tmp_path):
     scripts.mkdir()
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\ncp "$1" {scripts}/\necho "Submitted batch job 4242"\n')
     (bin_dir / "sbatch").chmod(0o755)
+    # submitit's SLURM executor refuses to start without `srun` on PATH (a fresh machine has no SLURM at all);
+    # only the job script, never run here, calls it
+    (bin_dir / "srun").write_text('#!/bin/sh\necho "fake srun: not for running" >&2\nexit 1\n')
+    (bin_dir / "srun").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, scripts
 
 
