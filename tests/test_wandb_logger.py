@@ -73,6 +73,12 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
         assert run.summary["objective"] == summary["objective"]
         assert run.summary["eval_accuracy"] == summary["eval_accuracy"]
         assert run.summary["objective_step"] == 6 and run.summary["status"] == "completed"
+        # the held-out evaluations: before training (step 0) and after, in history; last and best in the summary
+        evals = [h for h in run.history if "eval/accuracy" in h]
+        assert [h["train/global_step"] for h in evals] == summary["eval_steps"] == [0, 6]
+        assert all(f"eval/{name}" in h and "eval/accuracy_lenient" in h for h in evals for name in names)
+        for key in ("eval_accuracy_before", "eval_accuracy_lenient", "eval_pass_at_k", "eval_maj_at_k", "best_objective", "best_step"):
+            assert run.summary[key] == summary[key], key
     assert out.stdout.count("upload it with: wandb sync") == 4
 
 
