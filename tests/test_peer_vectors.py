@@ -190,3 +190,9 @@ def test_vector_counts_match_the_readme():
         counts[case.values[0]] = counts.get(case.values[0], 0) + 1
     assert counts == COUNTS
     assert sum(counts.values()) >= 300
+    differences = {}
+    for _vid, reward in DIFFERENCES:
+        differences[reward] = differences.get(reward, 0) + 1
+    assert differences == {"correct": 9, "boxed": 9}  # README.md's "Differences" counts
+    ids = {case.id for case in MATH_CASES}
+    assert all(f"{reward}-{vid}" in ids for vid, reward in DIFFERENCES)  # none left over from a renamed vector

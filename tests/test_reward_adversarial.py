@@ -69,6 +69,8 @@ CASES = [
     ("correct", THINK + "<answer>(5, 8) \\text{ but not } (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-negated"),
     ("correct", THINK + "<answer>(5, 8) \\text{ and (1, 1) } (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-number-hidden-in-text"),
     ("correct", THINK + "<answer>(5, 8) \\to (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-arrow"),
+    ("correct", THINK + "<answer>(5, 8) \\text{ and maybe } (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-hedged"),
+    ("correct", THINK + "<answer>" + ",".join(f"({a},{b})" for a in range(1, 9) for b in range(1, 9)) + "</answer>", "(5, 8), (8, 5)", "correct-parts-all-pairs"),
     ("correct", THINK + "<answer>(5, 8), (8, 5) \\approx (8.1, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-approximation"),
     ("correct", THINK + "<answer>\\boxed{(5, 8)}</answer><answer>\\boxed{(8, 5)}</answer>", "(5, 8), (8, 5)", "correct-parts-in-two-blocks"),
     # --- correct: structure

@@ -141,8 +141,10 @@ _PART_TOKEN = re.compile(
     r"\\boxed\s*\{|\\(?:text|textbf|textit|textrm|textnormal|mbox)\s*\{|\\q?quad(?![A-Za-z])|\\[{}]|\\[A-Za-z]+|\\."
     r"|[{(\[]|[})\]]|[,;]|(?<![^\s$])(?:and|or)(?![^\s$])"
 )
-# Words that turn a list into something else: `(5, 8) \text{ but not } (8, 5)`.
-_NEGATING = frozenset("not no nor neither except without but only if unless".split())
+# Words that turn a list into something else (`(5, 8) \text{ but not } (8, 5)`) or hedge it.
+_NEGATING = frozenset(
+    "not no nor neither except without but only if unless maybe perhaps approximately about roughly nearly almost".split()
+)
 
 
 def split_parts(candidate: str) -> list[str] | None:
@@ -152,7 +154,8 @@ def split_parts(candidate: str) -> list[str] | None:
     ``or``, a ``\\text{…}`` of words (``\\text{ and }``, ``\\text{ for part (a) and }``), and by the edges of
     each top-level ``\\boxed{…}``, whose content is split the same way (``\\boxed{1}, \\boxed{2}`` and
     ``\\boxed{1, 2}`` are both the parts 1 and 2). Empty parts are dropped. None when a ``\\text{…}`` between
-    parts holds a digit or a negating word (``not``, ``except``, ``only if``…) or the brackets do not balance.
+    parts holds a digit, a negating or hedging word (``not``, ``except``, ``only if``, ``approximately``…) or the
+    brackets do not balance.
     """
     text = _unwrapped(candidate)
     parts: list[str] = []
@@ -227,7 +230,8 @@ def compare(truth: str, candidate: str | None) -> float | None:
     \\text{and} \\quad (8, 5)``, ``\\boxed{1}, \\boxed{2}, \\boxed{3}``), in any order, each part one answer: every
     part must equal (with the equation rule) a part of the truth and every part of the truth must be given, so an
     extra distinct part (``(5, 8), (8, 5), (1, 1)``) or a missing one never matches; a part given twice counts
-    once, as in math-verify's sets. A truth of one part still needs one answer. An answer written as one set
+    once, as in math-verify's sets (more than twice the truth's parts is a shotgun and scores 0). A truth of one
+    part still needs one answer. An answer written as one set
     (``\\{1, 2, 3\\}``) is compared whole by math-verify, which also needs the same elements, no more, no fewer.
     """
     if is_words(truth):
@@ -249,8 +253,8 @@ def compare(truth: str, candidate: str | None) -> float | None:
         return 0.0
     if isinstance(gold[0], FiniteSet) and len(gold[0]) > 1:
         parts = split_parts(candidate)
-        if parts is None:
-            return 0.0
+        if parts is None or len(parts) > 2 * len(gold[0]):
+            return 0.0  # a list far longer than the truth is not its parts repeated but a shotgun (n*m comparisons)
         if len(parts) > 1:
             answers = [as_latex(one) if (one := one_answer(part)) is not None else None for part in parts]
             if not all(answers):
