@@ -145,6 +145,12 @@ EQUALITY_TABLE = [
     ("12", "\\$12", 1.0),
     ("12", "12 thousand", 0.0),
     ("1000", "1,000", 1.0),
+    ("10000", "10,\\!000", 1.0),  # the MATH dataset's thousands separator
+    ("16386.20", "\\$16,\\!386.20", 1.0),
+    ("28\\%", "$28$ \\%", 1.0),  # a percent sign after the math span
+    ("28\\%", "28 percent", 1.0),
+    ("1000", "1 000", 0.0),  # a space is no thousands separator: `12 130` is as likely two answers
+    ("25", "12 13", 0.0),  # math-verify adds spaced numbers
     ("0.5", "\\frac{1}{2}", 1.0),
     ("\\frac{1}{2}", "0.5", 1.0),
 ]
@@ -155,6 +161,38 @@ def test_equality_table(truth, answer, expected):
     assert score("correct", [f"<think>x</think><answer>{answer}</answer>"], ground_truth=[truth]) == [expected]
     boxed_answer = answer if answer.startswith("\\boxed") else f"\\boxed{{{answer}}}"
     assert score("boxed", [f"so {boxed_answer}"], ground_truth=[truth]) == [expected]
+
+
+# A truth of several parts (math-verify reads it as a set) may be answered part by part: the answer in <answer>,
+# the same answer for `boxed` (parts in one box, or one box per part). Lists the truth in any order; each part
+# one answer; every part of the truth given, no other. Adversarial ones (extra, missing, repeated parts) are in
+# test_reward_adversarial.py.
+MULTI_PART = [
+    ("(5, 8), (8, 5)", ["(5, 8) \\quad \\text{and} \\quad (8, 5)"], ["\\boxed{(5, 8)} \\quad \\text{and} \\quad \\boxed{(8, 5)}"]),
+    ("(5, 8), (8, 5)", ["(8, 5), (5, 8)", "(x, y) = (5, 8) \\text{ or } (8, 5)"], ["\\boxed{(8, 5)}, \\boxed{(5, 8)}"]),
+    ("k = 45, n = 2", ["\\boxed{k = 45} \\quad \\text{and} \\quad \\boxed{n = 2}", "n = 2; k = 45"], ["\\boxed{k = 45} and \\boxed{n = 2}"]),
+    ("\\{1, 2, 3\\}", ["\\boxed{1},\\boxed{2},\\boxed{3}", "3 and 2 and 1", "\\{1, 2, 3\\}"], ["\\boxed{1} and \\boxed{2} and \\boxed{3}", "\\boxed{1, 2} then \\boxed{3}"]),
+    ("a_3 = 2, a_{37} = 19", ["$$\\boxed{a_{37} = 19, \\quad a_3 = 2}$$"], ["$a_3 = \\boxed{2}$ and $a_{37} = \\boxed{19}$"]),
+    ("x_1 = 2,\\quad x_2 = -3", ["-3 \\text{ or } 2", "x_2 = -3 \\text{ and } x_1 = 2"], ["\\boxed{2}, \\boxed{-3}"]),
+    ("(5, 8), (8, 5)", ["(5, 8), (8, 5), (5, 8)"], ["\\boxed{(5, 8)}, \\boxed{(8, 5)}, \\boxed{(5, 8)}"]),  # a repeat counts once
+]
+
+
+@pytest.mark.parametrize("truth, answers, boxed_texts", MULTI_PART, ids=[m[0] for m in MULTI_PART])
+def test_a_truth_of_several_parts_takes_its_parts(truth, answers, boxed_texts):
+    texts = [f"<think>x</think><answer>{answer}</answer>" for answer in answers]
+    assert score("correct", texts, ground_truth=[truth] * len(texts)) == [1.0] * len(texts)
+    boxed = [f"<think>maybe \\boxed{{7}}</think> so {text}" for text in boxed_texts]
+    assert score("boxed", boxed, ground_truth=[truth] * len(boxed)) == [1.0] * len(boxed)
+
+
+def test_a_truth_of_one_part_still_takes_one_answer():
+    answers = ["12, 13, 14", "11 \\quad 12", "\\boxed{11}\\boxed{12}", "11 \\text{ and } 12", "12 \\quad 12"]
+    texts = [f"<think>x</think><answer>{answer}</answer>" for answer in answers]
+    assert score("correct", texts, ground_truth=["12"] * len(texts)) == [0.0] * len(texts)
+    assert score("correct", texts, ground_truth=["(12, 13)"] * len(texts)) == [0.0] * len(texts)  # a point is one part
+    boxed = ["\\boxed{11}\\boxed{12}", "\\boxed{11} and \\boxed{12}", "\\boxed{12} or \\boxed{12.0}"]
+    assert score("boxed", boxed, ground_truth=["12"] * len(boxed)) == [0.0] * len(boxed)
 
 
 def test_equivalent_directly_and_in_the_helper_agree_on_words():

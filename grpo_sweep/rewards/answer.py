@@ -6,7 +6,8 @@ A sample whose ground truth cannot be parsed scores ``None`` so TRL skips it rat
 
 They pay only for ONE answer, given where asked: `correct` and `int` read exactly one ``<answer>…</answer>``
 block outside the ``<think>`` block (tags mentioned inside the reasoning are ignored; nested, unclosed or stray
-tags mean no answer); `boxed` reads the one distinct top-level ``\\boxed{…}`` outside ``<think>``. Which
+tags mean no answer); `boxed` reads the one distinct top-level ``\\boxed{…}`` outside ``<think>`` (several
+distinct boxes only for a truth of as many parts). Which
 answers are equal: see `equivalent` and `mathcheck.compare`.
 """
 from __future__ import annotations
@@ -84,7 +85,7 @@ def extract_lenient(text: str) -> str | None:
 def extract_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{…}`` with balanced braces (a plain regex stops at the first ``}``).
 
-    Loose (any position, last one wins); the `boxed` reward uses the strict `single_boxed`."""
+    Loose (any position, last one wins); the `boxed` reward uses the strict `boxed_answer`."""
     start = text.rfind("\\boxed{")
     while start != -1:
         depth, i = 0, start + len("\\boxed{") - 1
@@ -171,22 +172,28 @@ def answer_block(text: str, answer_tag: str = "answer", think_tag: str = "think"
     return layout[0][0].strip() or None
 
 
-def single_boxed(text: str, think_tag: str = "think") -> str | None:
-    """Content of the top-level ``\\boxed{…}`` (balanced braces) outside ``<think>``, when there is exactly one
-    distinct one (the same answer boxed twice is one answer; ``\\boxed{12}\\boxed{13}`` is none); None otherwise."""
+def boxed_answer(text: str, think_tag: str = "think") -> str | None:
+    """The answer the top-level ``\\boxed{…}`` (balanced braces) outside ``<think>`` give; None when there is none
+    or the tags are malformed (see `_layout`).
+
+    One distinct box (the same answer boxed twice is one answer) gives its content. Several distinct boxes give
+    all of them, in order, as ``\\boxed{a}\\boxed{b}``: that is one answer of several parts, which can only match
+    a truth of as many parts (`mathcheck.compare`) and never a single value (`mathcheck.one_answer`)."""
     layout = _layout(text, "\0", think_tag)  # no answer tag can match "<\0>": answer tags play no part here
     if layout is None:
         return None
-    found = set()
+    found: dict[str, None] = {}  # distinct contents in order of appearance
     for piece in layout[1]:
         start = piece.find("\\boxed{")
         while start != -1:
             end = _closing_brace(piece, start + len("\\boxed{") - 1)
             if end == -1:
                 break  # unbalanced: the rest of this piece is inside it
-            found.add(piece[start + len("\\boxed{") : end].strip())
+            found[piece[start + len("\\boxed{") : end].strip()] = None
             start = piece.find("\\boxed{", end)
-    return found.pop() or None if len(found) == 1 else None
+    if len(found) == 1:
+        return next(iter(found)) or None
+    return "".join(f"\\boxed{{{content}}}" for content in found) or None
 
 
 @lru_cache(maxsize=65536)
@@ -201,7 +208,8 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
     A truth of words (`mathcheck.is_words`: ``Evelyn``, ``forty two``) equals a candidate with the same words
     after `mathcheck.normalise_words` (case, spacing, ``\\text{}``, trailing punctuation): ``forty two`` is
     not 42. Any other truth is math (`mathcheck.compare`): the candidate must be one answer
-    (`mathcheck.one_answer`; a list ``12, 13`` never equals 12) of at most MAX_ANSWER_CHARS characters.
+    (`mathcheck.one_answer`; a list ``12, 13`` never equals 12) of at most MAX_ANSWER_CHARS characters, or, for a
+    truth of several parts (``(5, 8), (8, 5)``), as many parts as it has (``(5, 8) \\quad\\text{and}\\quad (8, 5)``).
     """
     if ground_truth is None:
         return None
@@ -226,7 +234,9 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
     if is_words(truth):  # no sympy needed: decided here, as mathcheck.compare would
         return 0.0 if candidate is None else (1.0 if normalise_words(candidate) == normalise_words(truth) else 0.0)
     if candidate is not None:
-        candidate = one_answer(candidate)
+        one = one_answer(candidate)
+        # A truth with a comma may be of several parts (known only once parsed, in the helper), answered in parts.
+        candidate = one if one is not None or ("," not in truth and ";" not in truth) else candidate
     return _compare(truth, candidate)
 
 
@@ -241,8 +251,9 @@ def correct(completions, ground_truth, answer_tag: str = "answer", think_tag: st
 
 @reward("boxed")
 def boxed(completions, ground_truth, think_tag: str = "think", **kwargs) -> list[float | None]:
-    """1 when the one distinct `\\boxed{…}` outside `<think>` (`single_boxed`) equals `ground_truth` (`equivalent`)."""
-    return [equivalent(single_boxed(text, think_tag), truth) for text, truth in zip(texts(completions), ground_truth)]
+    """1 when the distinct `\\boxed{…}` outside `<think>` (`boxed_answer`) equal `ground_truth` (`equivalent`): one
+    box for a truth of one part, or one box per part (or fewer boxes holding lists) for a truth of several."""
+    return [equivalent(boxed_answer(text, think_tag), truth) for text, truth in zip(texts(completions), ground_truth)]
 
 
 @reward("int")

@@ -55,6 +55,12 @@ _LINE_BREAK = re.compile(r"\\\\(?![A-Za-z])|&")
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 _DIGIT_IN_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|operatorname)\s*\{[^{}]*\d[^{}]*\}")
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+# `10,\!000`: the MATH dataset's thousands separator (a comma with its space taken back).
+_THOUSANDS_THIN = re.compile(r"(?<=\d),\\!(?=\d{3})")
+# A percent after the number or math span it belongs to: `$28$ %`, `28 percent`.
+_PERCENT = re.compile(r"^(?:\$([^$]+)\$|([+-]?\d[\d,]*(?:\.\d+)?))\s*(?:\\?%|per\s?cent)\.?$")
+# Two numbers with only a space between them: math-verify adds them (`12 13` is 25).
+_SPACED_NUMBERS = re.compile(r"\d\s+\.?\d")
 
 
 def is_words(truth: str) -> bool:
@@ -78,16 +84,9 @@ def _unwrap_text(text: str) -> str:
         text = unwrapped
 
 
-def one_answer(candidate: str) -> str | None:
-    """``candidate`` as ONE math answer to parse, or None when it is several or hides part of itself.
-
-    Invisible characters go, whitespace collapses, one outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` is
-    unwrapped, and a number with a currency sign or up to three words of units (``$18``, ``12 apples``,
-    ``1,000``) becomes the plain number (not when a word changes it: ``12 thousand``, ``12 or thirteen``). None for: a blank answer; another ``$`` or ``\\boxed`` left inside; a line break or ``&`` outside a
-    matrix; arrows, ``\\lor``, ``\\tag``, spacing, ``\\phantom``, ``\\approx``/``\\neq``;
-    a number inside ``\\text{}`` next to a number outside it (``12 \\text{ (or 11)}``). Lists and sets
-    (``12, 13``) stay: math-verify parses them as sets, which never equal a single value.
-    """
+def _unwrapped(candidate: str) -> str:
+    """``candidate`` without invisible characters, with whitespace collapsed and outer ``$…$``/``\\(…\\)``/
+    ``\\[…\\]``/``\\boxed{…}`` wrappers removed (any number of them, nested)."""
     text = _SPACES.sub(" ", _INVISIBLE.sub("", candidate)).strip()
     changed = True
     while changed and text:
@@ -99,18 +98,108 @@ def one_answer(candidate: str) -> str | None:
         else:
             if text.startswith("\\boxed{") and _closing_brace(text, len("\\boxed{") - 1) == len(text) - 1:
                 text, changed = text[len("\\boxed{") : -1].strip(), True
+    return text
+
+
+def one_answer(candidate: str) -> str | None:
+    """``candidate`` as ONE math answer to parse, or None when it is several or hides part of itself.
+
+    Invisible characters go, whitespace collapses, outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
+    are unwrapped, ``,\\!`` between digits becomes ``,`` (``10,\\!000``), a percent sign or word after a number or
+    a ``$…$`` span joins it (``$28$ %``, ``28 percent`` -> ``28\\%``), and a number with a currency sign or up to
+    three words of units (``$18``, ``\\$16,\\!386.20``, ``12 apples``, ``1,000``) becomes the plain number (not
+    when a word changes it: ``12 thousand``, ``12 or thirteen``). None for: a blank answer; another ``$`` or
+    ``\\boxed`` left inside; a line break or ``&`` outside a matrix; arrows, ``\\lor``, ``\\tag``, spacing,
+    ``\\phantom``, ``\\approx``/``\\neq``; two numbers with only a space between (``12 13``: math-verify reads 25,
+    and ``1 000`` is as likely a list as a thousand); a number inside ``\\text{}`` next to a number outside it
+    (``12 \\text{ (or 11)}``). Lists and sets (``12, 13``) stay: math-verify parses them as sets, which never
+    equal a single value (`compare` splits them itself when the truth has several parts).
+    """
+    text = _THOUSANDS_THIN.sub(",", _PERCENT.sub(_percent, _unwrapped(candidate)))
     if not text:
         return None
     number = _NUMBER_WITH_UNITS.fullmatch(text)
     if number and not _NOT_UNITS.intersection(number.group(2).casefold().split()):
         return number.group(1).replace(",", "")
-    if _UNESCAPED_DOLLAR.search(text) or _SEVERAL.search(text):
+    if _UNESCAPED_DOLLAR.search(text) or _SEVERAL.search(text) or _SPACED_NUMBERS.search(text):
         return None
     if "matrix" not in text and "array" not in text and _LINE_BREAK.search(text):
         return None
     if _DIGIT_IN_TEXT.search(text) and any(ch.isdigit() for ch in _DIGIT_IN_TEXT.sub("", text)):
         return None
     return text
+
+
+def _percent(match: re.Match) -> str:
+    return (match.group(1) or match.group(2).replace(",", "")) + "\\%"
+
+
+# What separates the parts of an answer when the truth has several (`split_parts`); everything else is read
+# only to track bracket depth. `\,` and other one-character commands are matched whole so their comma or
+# brace is not taken for a separator or a bracket.
+_PART_TOKEN = re.compile(
+    r"\\boxed\s*\{|\\(?:text|textbf|textit|textrm|textnormal|mbox)\s*\{|\\q?quad(?![A-Za-z])|\\[{}]|\\[A-Za-z]+|\\."
+    r"|[{(\[]|[})\]]|[,;]|(?<![^\s$])(?:and|or)(?![^\s$])"
+)
+# Words that turn a list into something else (`(5, 8) \text{ but not } (8, 5)`) or hedge it.
+_NEGATING = frozenset(
+    "not no nor neither except without but only if unless maybe perhaps approximately about roughly nearly almost".split()
+)
+
+
+def split_parts(candidate: str) -> list[str] | None:
+    """The parts of a candidate answer to a truth of several parts, in order; None when it cannot be split.
+
+    Parts are separated, outside brackets and braces, by ``,``, ``;``, ``\\quad``, ``\\qquad``, a bare ``and``/
+    ``or``, a ``\\text{…}`` of words (``\\text{ and }``, ``\\text{ for part (a) and }``), and by the edges of
+    each top-level ``\\boxed{…}``, whose content is split the same way (``\\boxed{1}, \\boxed{2}`` and
+    ``\\boxed{1, 2}`` are both the parts 1 and 2). Empty parts are dropped. None when a ``\\text{…}`` between
+    parts holds a digit, a negating or hedging word (``not``, ``except``, ``only if``, ``approximately``…) or the
+    brackets do not balance.
+    """
+    text = _unwrapped(candidate)
+    parts: list[str] = []
+    depth, start, pos = 0, 0, 0
+
+    def cut(end: int, resume: int) -> None:
+        nonlocal start
+        parts.append(text[start:end])
+        start = resume
+
+    while (token := _PART_TOKEN.search(text, pos)) is not None:
+        tok, pos = token.group(), token.end()
+        if tok[-1] == "{" and tok[0] == "\\" and len(tok) > 2:  # \boxed{ or \text{
+            if depth:
+                depth += 1
+                continue
+            end = _closing_brace(text, pos - 1)
+            if end == -1:
+                return None
+            inner = text[pos:end]
+            if tok.startswith("\\boxed"):
+                boxed = split_parts(inner)
+                if boxed is None:
+                    return None
+                cut(token.start(), end + 1)
+                parts.extend(boxed)
+            else:
+                words = inner.casefold().split()
+                if any(ch.isdigit() for ch in inner) or _NEGATING.intersection(words):
+                    return None
+                cut(token.start(), end + 1)
+            pos = end + 1
+        elif tok in ("{", "(", "[", "\\{"):
+            depth += 1
+        elif tok in ("}", ")", "]", "\\}"):
+            depth -= 1
+            if depth < 0:
+                return None
+        elif depth == 0 and (tok in (",", ";", "and", "or") or tok in ("\\quad", "\\qquad")):
+            cut(token.start(), pos)
+    if depth:
+        return None
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 _BRACE = re.compile(r"[{}]")
@@ -135,13 +224,23 @@ def compare(truth: str, candidate: str | None) -> float | None:
     as LaTeX only. When the truth is a value and the candidate an equation (``x = 12``), every side of it that
     is not a bare variable must equal the truth: ``x = 12`` and ``x = \\frac{24}{2} = 12`` match 12,
     ``13 = 12`` and ``2x + 5 = 12`` do not (math-verify alone takes the last right-hand side).
+
+    A truth of several parts (math-verify reads it as a set of two or more: ``(5, 8), (8, 5)``, ``k = 45, n = 2``,
+    ``\\{1, 2, 3\\}``, ``x_1 = 2,\\quad x_2 = 3``) may be answered in parts (`split_parts`: ``(5, 8) \\quad
+    \\text{and} \\quad (8, 5)``, ``\\boxed{1}, \\boxed{2}, \\boxed{3}``), in any order, each part one answer: every
+    part must equal (with the equation rule) a part of the truth and every part of the truth must be given, so an
+    extra distinct part (``(5, 8), (8, 5), (1, 1)``) or a missing one never matches; a part given twice counts
+    once, as in math-verify's sets (more than twice the truth's parts is a shotgun and scores 0). A truth of one
+    part still needs one answer. An answer written as one set
+    (``\\{1, 2, 3\\}``) is compared whole by math-verify, which also needs the same elements, no more, no fewer.
     """
     if is_words(truth):
         if candidate is None:
             return 0.0
         return 1.0 if normalise_words(candidate) == normalise_words(truth) else 0.0
 
-    from math_verify import parse, verify
+    from latex2sympy2_extended.sets import FiniteSet
+    from math_verify import parse
 
     def as_latex(expression: str):
         # Timeouts off: the helper's caller enforces one by killing the helper.
@@ -152,16 +251,54 @@ def compare(truth: str, candidate: str | None) -> float | None:
         return None
     if candidate is None:
         return 0.0
+    if isinstance(gold[0], FiniteSet) and len(gold[0]) > 1:
+        parts = split_parts(candidate)
+        if parts is None or len(parts) > 2 * len(gold[0]):
+            return 0.0  # a list far longer than the truth is not its parts repeated but a shotgun (n*m comparisons)
+        if len(parts) > 1:
+            answers = [as_latex(one) if (one := one_answer(part)) is not None else None for part in parts]
+            if not all(answers):
+                return 0.0
+            return 1.0 if _all_matched(list(gold[0].args), [answer[0] for answer in answers]) else 0.0
+        # one part (a set written `\{1, 2\}`, or a single value): math-verify compares it as a whole
     candidate = one_answer(candidate)
     if candidate is None:
         return 0.0
     answer = as_latex(candidate)
     if not answer:
         return 0.0
-    sides = _value_sides(gold[0], answer[0])
+    return 1.0 if _equal(gold, answer) else 0.0
+
+
+def _equal(gold, answer) -> bool:
+    """math-verify's equality, with the equation rule of `compare`; ``gold``/``answer`` are parse results
+    (lists) or single sympy objects."""
+    from math_verify import verify
+
+    sides = _value_sides(gold[0] if isinstance(gold, list) else gold, answer[0] if isinstance(answer, list) else answer)
     if sides is not None:
-        return 1.0 if sides and all(verify(gold, side, timeout_seconds=None) for side in sides) else 0.0
-    return 1.0 if verify(gold, answer, timeout_seconds=None) else 0.0
+        return bool(sides) and all(verify(gold, side, timeout_seconds=None) for side in sides)
+    return verify(gold, answer, timeout_seconds=None)
+
+
+def _all_matched(golds: list, answers: list) -> bool:
+    """True when every answer equals some gold part and every gold part is equalled by some answer: a repeated
+    answer adds nothing, an extra distinct one fails. Answers in the truth's order cost one comparison each."""
+    equal: dict[tuple[int, int], bool] = {}
+
+    def same(g: int, a: int) -> bool:
+        if (g, a) not in equal:
+            equal[g, a] = _equal(golds[g], answers[a])
+        return equal[g, a]
+
+    order = range(len(golds))
+    covered = set()
+    for a in range(len(answers)):
+        match = next((g for g in sorted(order, key=lambda g: g != a) if same(g, a)), None)
+        if match is None:
+            return False
+        covered.add(match)
+    return all(g in covered or any(same(g, a) for a in range(len(answers))) for g in order)
 
 
 def _value_sides(gold, answer) -> list | None:
