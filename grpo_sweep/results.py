@@ -39,6 +39,12 @@ def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
     write_text_atomic(path, "".join(json.dumps(redact(row), default=_jsonable) + "\n" for row in rows))
 
 
+def append_jsonl(path: Path, row: dict) -> None:
+    """One row appended as a line, NaN/inf as null, secrets masked (a line cut by a kill is skipped on read)."""
+    with Path(path).open("a") as f:
+        f.write(json.dumps(redact({k: clean_number(v) for k, v in row.items()}), default=_jsonable) + "\n")
+
+
 def read_jsonl(path: Path) -> list[dict]:
     rows = []
     if path.exists():

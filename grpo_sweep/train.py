@@ -1,7 +1,6 @@
 """One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation → results."""
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -23,13 +22,14 @@ from .results import (
     METRICS,
     SAMPLES,
     SUMMARY,
-    clean_number,
+    append_jsonl,
     lookup,
     read_jsonl,
     reward_trajectory,
     write_json_atomic,
     write_jsonl_atomic,
 )
+from .redact import redact
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from .rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
 
@@ -81,9 +81,7 @@ class MetricsJsonl(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        row = {"step": state.global_step, **{k: clean_number(v) for k, v in logs.items()}}
-        with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.path, {"step": state.global_step, **logs})
 
 
 class RewardProgress(ProgressCallback):
@@ -295,8 +293,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     evaluator = Evaluator(backend, tokenizer, held_out, reward_funcs, cfg, run_dir)
 
     def write_eval_row(row: dict) -> None:
-        with metrics_path.open("a") as f:
-            f.write(json.dumps({k: clean_number(v) for k, v in row.items()}) + "\n")
+        append_jsonl(metrics_path, row)
         tracker.log_metrics(row)
 
     periodic = PeriodicEval(
@@ -344,7 +341,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
         evaluation = evaluator.greedy(trainer.model)
         evaluation.update(evaluator.sampled(trainer.model))
     except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
-        error = f"held-out evaluation failed: {type(exc).__name__}: {exc}"
+        error = redact(f"held-out evaluation failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
         log.error("%s", error, exc_info=True)
         empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
         summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
