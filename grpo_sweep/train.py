@@ -15,7 +15,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from .backends import get_backend
 from .data import load_splits
-from .evaluate import BEST_DIR, EvaluationFailed, Evaluator, PeriodicEval, evaluate, metrics_row, selection_metric
+from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, metrics_row, selection_metric
 from .loggers import open_logger
 from .pool import shares_terminal
 from .results import (

@@ -11,10 +11,10 @@ import atexit
 import json
 import logging
 import os
+import re
 import select
 import subprocess
 import sys
-import re
 import threading
 import time
 import unicodedata
