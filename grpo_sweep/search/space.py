@@ -74,7 +74,8 @@ class SearchSpace:
                 spec["choices"] = [str(c) for c in spec["choices"]]
                 group_params.append(key)
             elif _select(cfg, key) is _MISSING:
-                if not (key.startswith(PASSTHROUGH) and len(key) > len(PASSTHROUGH) and "." not in key[len(PASSTHROUGH):]):
+                name = key[len(PASSTHROUGH):] if key.startswith(PASSTHROUGH) else ""
+                if not name or "." in name:
                     raise SearchSpaceError(f"hydra.sweeper.params: {key!r} is not a config key")
                 added.append(key)
         simplex: list[str] = []
