@@ -150,3 +150,141 @@ def test_two_workers_in_parallel_with_journal_storage(tmp_path, launcher):
     assert len(trials) == 6
     workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
     assert workers == {0, 1}
+
+
+def real_groups() -> dict:
+    """The config groups of conf/ with their options, as the sweeper and workers read them."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from grpo_sweep.config import register_configs
+    from grpo_sweep.search.worker import config_groups
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        choices = hydra_compose(config_name="config", return_hydra_config=True).hydra.runtime.choices
+        return config_groups(GlobalHydra.instance().config_loader(), choices)
+
+
+class RecordingTrial(FakeTrial):
+    """Picks the first (or last) choice and remembers every parameter name it was asked for."""
+
+    def __init__(self, pick: int):
+        self.pick, self.names = pick, []
+
+    def suggest_float(self, name, low, high, log=False):
+        self.names.append(name)
+        return super().suggest_float(name, low, high, log)
+
+    def suggest_categorical(self, name, choices):
+        self.names.append(name)
+        return choices[self.pick]
+
+
+DESIGN = {
+    "reward_mix": {"type": "categorical", "choices": ["correct", "smoke", "format_correct"]},
+    "trainer.args.scale_rewards": {"type": "categorical", "choices": ["group", "batch", "none"]},
+    "trainer.args.multi_objective_aggregation": {"type": "categorical", "choices": ["sum_then_normalize", "normalize_then_sum"]},
+}
+
+
+def test_mix_is_a_group_override_and_its_weights_a_conditional_simplex():
+    cfg = compose()
+    space = SearchSpace.from_config(DESIGN, {"rewards": None}, cfg, groups=real_groups(), compose=lambda o: compose(o))
+    assert space.groups == ("reward_mix",)
+    assert space.simplex_by_mix == {"correct": [], "smoke": ["xmlcount", "correct"], "format_correct": ["format", "correct"]}
+
+    trial = RecordingTrial(pick=-1)
+    overrides = space.as_overrides(space.suggest(trial, cfg))
+    # only the chosen mix's weights exist, under names no other mix shares
+    assert [n for n in trial.names if n.startswith("simplex.")] == ["simplex.format_correct.format"]
+    assert overrides[0] == "reward_mix=format_correct"
+    assert "++trainer.args.scale_rewards=none" in overrides
+    trial_cfg = compose(overrides)
+    assert list(trial_cfg.reward_mix) == ["format", "correct"]
+    assert trial_cfg.reward_mix.format.weight + trial_cfg.reward_mix.correct.weight == pytest.approx(1.0, abs=1e-5)
+    assert trial_cfg.trainer.args == {"scale_rewards": "none", "multi_objective_aggregation": "normalize_then_sum"}
+
+    # a one-reward mix: no weight parameter at all (its weight would only rescale the advantages)
+    trial = RecordingTrial(pick=0)
+    overrides = space.as_overrides(space.suggest(trial, cfg))
+    assert not [n for n in trial.names if n.startswith("simplex.")]
+    assert list(compose(overrides).reward_mix) == ["correct"]
+
+
+def test_any_group_is_searched_by_override():
+    cfg = compose()
+    space = SearchSpace.from_config({"lora": {"type": "categorical", "choices": ["default", "none"]}}, None, cfg,
+                                    groups=real_groups())
+    overrides = space.as_overrides(space.suggest(FakeTrial(), cfg))
+    assert overrides == ["lora=none"]
+    assert compose(overrides).lora.enabled is False
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"reward_mix": {"type": "categorical", "choices": ["format", "fromat"]}},
+         "^hydra.sweeper.params.reward_mix: 'fromat' is not an option of config group reward_mix \\(correct, format,"),
+        ({"lora": {"type": "float", "low": 0, "high": 1}}, "config group takes type categorical"),
+        ({"trainer.args.scale_rewards.x": {"type": "categorical", "choices": [1]}}, "not a config key"),
+        ({"trainer.argz": {"type": "categorical", "choices": [1]}}, "not a config key"),
+    ],
+)
+def test_bad_group_choices_fail_in_one_line(params, message):
+    with pytest.raises(SearchSpaceError, match=message) as info:
+        SearchSpace.from_config(params, None, compose(), groups=real_groups(), compose=lambda o: compose(o))
+    assert "\n" not in str(info.value)
+
+
+DESIGN_ARGS = [
+    "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "trainer.max_steps=4",
+    "data.max_eval_samples=8", "data.arithmetic.n_train=64", "data.arithmetic.n_eval=8", "trainer.eval.max_new_tokens=16",
+]
+
+
+def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_path):
+    from grpo_sweep.search.config import read_study_file
+    from grpo_sweep.search.report import reproduce_command
+
+    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, f"output_root={tmp_path}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    study_dir = tmp_path / "grpo" / "studies" / "reward_design"
+    trials = study_trials(study_dir)
+    assert len(trials) == 4
+    assert {t.state.name for t in trials} <= {"COMPLETE", "PRUNED"}, [(t.state.name, t.user_attrs) for t in trials]
+    assert len({t.params["reward_mix"] for t in trials}) >= 2
+    # (seeded) a completed trial searched a two-reward mix's weights, so the weights' reproduction is checked
+    assert any(t.state.name == "COMPLETE" and any(p.startswith("simplex.") for p in t.params) for t in trials)
+    for t in trials:  # conditional: weight parameters of the chosen mix only
+        mix = t.params["reward_mix"]
+        assert all(p.startswith(f"simplex.{mix}.") for p in t.params if p.startswith("simplex."))
+
+    # Every trial (best.yaml's one included) is reproduced by composing its command: the mix as a group
+    # override, its weights, and TRL's aggregation knobs.
+    info = read_study_file(study_dir)
+    best = OmegaConf.load(study_dir / "best.yaml")
+    assert best.overrides[0] == f"reward_mix={best.params.reward_mix}"
+    assert best.command == reproduce_command(info, next(t for t in trials if t.number == best.trial))
+    for t in trials:
+        if t.state.name != "COMPLETE":
+            continue
+        reproduced = OmegaConf.to_container(compose(reproduce_command(info, t).split()[2:]), resolve=True)
+        saved = OmegaConf.load(study_dir / "trials" / str(t.number) / ".hydra" / "config.yaml")
+        assert reproduced == OmegaConf.to_container(saved, resolve=True)
+        assert reproduced["trainer"]["args"]["scale_rewards"] == t.params["trainer.args.scale_rewards"]
+        weights = [term["weight"] for term in reproduced["reward_mix"].values()]
+        if len(weights) > 1:
+            assert sum(weights) == pytest.approx(1.0, abs=1e-5)
+
+    # A mix that cannot train is refused before any trial runs, in one line.
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, "hydra.sweeper.params.reward_mix.choices=[format,none]",
+         "hydra.sweeper.study_name=refused", f"output_root={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert refused.returncode != 0
+    assert "hydra.sweeper.params: reward_mix=none is refused: reward_mix is empty" in refused.stderr
+    assert not (tmp_path / "grpo" / "studies" / "refused" / "trials").exists()

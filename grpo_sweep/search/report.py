@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..results import write_text_atomic
 from .config import read_study_file
+from .space import merge_overrides, override_key
 from .storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ def _fmt(value) -> str:
 
 
 def reproduce_command(study_info: dict, trial) -> str:
-    overrides = list(study_info.get("reproduce_overrides", [])) + list(trial.user_attrs.get("overrides", []))
+    overrides = merge_overrides(study_info.get("reproduce_overrides", []), trial.user_attrs.get("overrides", []))
     return "python launch.py " + " ".join(overrides)
 
 
@@ -44,11 +45,11 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
         "",
     ]
     param_names = sorted({p for t in trials for p in t.user_attrs.get("overrides", [])})
-    keys = sorted({o.split("=", 1)[0] for o in param_names})
+    keys = sorted({override_key(o) for o in param_names})
     header = ["trial", "state", "value", "last report"] + keys + ["error"]
     rows = []
     for t in trials:
-        params = dict(o.split("=", 1) for o in t.user_attrs.get("overrides", []))
+        params = _params(t)
         value = t.values if t.values and len(t.values) > 1 else t.value
         last = max(t.intermediate_values) if t.intermediate_values else "-"
         rows.append([str(t.number), t.state.name, _fmt(value), str(last)] + [params.get(k, "-") for k in keys]
@@ -79,6 +80,10 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     return text
 
 
+def _params(trial) -> dict:
+    return {override_key(o): o.split("=", 1)[1] for o in trial.user_attrs.get("overrides", [])}
+
+
 def _write_best(sweep_dir: Path, info: dict, trial, command: str) -> None:
     from omegaconf import OmegaConf
 
@@ -86,7 +91,9 @@ def _write_best(sweep_dir: Path, info: dict, trial, command: str) -> None:
         "trial": trial.number,
         "values": list(trial.values),
         "objectives": info["objectives"],
-        "params": dict(o.split("=", 1) for o in trial.user_attrs.get("overrides", [])),
+        "params": _params(trial),
+        # exactly as given on the command line: a group choice (`reward_mix=format`) then values
+        "overrides": list(trial.user_attrs.get("overrides", [])),
         "command": command,
     }
     tmp = sweep_dir / "best.yaml.tmp"

@@ -13,7 +13,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from .config import objectives_and_directions, write_study_file
-from .space import SearchSpace
+from .space import SearchSpace, SearchSpaceError, merge_overrides
 from .storage import check_storage_url, resolve_url
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class OptunaSweeperImpl(Sweeper):
         job_cfg = self._compose(arguments)
         validate(job_cfg)
         objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
-        SearchSpace.from_config(s.params, s.reward_weights, job_cfg)  # fail here, not in every worker
+        self._check_space(arguments, job_cfg)  # fail here, not in every worker
         url = resolve_url(s.storage, sweep_dir)
         check_storage_url(url)
         from .storage import open_storage
@@ -111,6 +111,27 @@ class OptunaSweeperImpl(Sweeper):
             print(message, file=sys.stderr)
             raise RuntimeError(message)
         return returns
+
+    def _check_space(self, arguments: List[str], job_cfg: DictConfig) -> SearchSpace:
+        """Build the space as the workers will, and compose and validate the config of every combination of
+        config-group choices, so that no trial fails because of the space itself."""
+        import itertools
+
+        from ..validate import validate
+        from .worker import config_groups
+
+        s = self.settings
+        groups = config_groups(self.hydra_context.config_loader, self.config.hydra.runtime.choices)
+        compose = lambda extra: self._compose(merge_overrides(arguments, extra))  # noqa: E731
+        space = SearchSpace.from_config(s.params, s.reward_weights, job_cfg, groups=groups, compose=compose)
+        options = [[f"{key}={choice}" for choice in space.params[key]["choices"]] for key in space.groups]
+        for combination in itertools.product(*options):
+            try:
+                validate(compose(list(combination)))
+            except Exception as exc:  # composition errors (Hydra's) as well as ConfigError: each would fail trials
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise SearchSpaceError(f"hydra.sweeper.params: {' '.join(combination)} is refused: {first}") from None
+        return space
 
     def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
         """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept)."""

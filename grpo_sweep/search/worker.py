@@ -18,7 +18,7 @@ from ..loggers import close_failed
 from ..results import SUMMARY, lookup, write_json_atomic
 from ..sweep import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, objectives_and_directions
-from .space import SearchSpace, as_overrides
+from .space import SearchSpace, merge_overrides
 from .storage import open_storage, resolve_url
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def build_sampler(spec: Any, worker_index: int, space: SearchSpace):
         if not values:
             raise ValueError(f"sampler grid: hydra.sweeper.params.{key} needs `choices` or a `grid` list of values")
         grid[key] = list(values)
-    if space.simplex:
+    if space.simplex or any((space.simplex_by_mix or {}).values()):
         raise ValueError("sampler grid cannot search reward weights on the simplex; set hydra.sweeper.reward_weights=null")
     return optuna.samplers.GridSampler(grid, seed=seed)
 
@@ -77,10 +77,31 @@ def too_many_failures(study, max_failures: int) -> str | None:
     )
 
 
+def config_groups(config_loader, choices) -> dict[str, list[str]]:
+    """Every config group of the job (``hydra.runtime.choices``) with its options, hydra's own left out."""
+    return {
+        str(group): list(config_loader.get_group_options(str(group)))
+        for group in choices if not str(group).startswith("hydra/")
+    }
+
+
 class Objective:
-    def __init__(self, cfg, space: SearchSpace, sweep_dir: Path, base_overrides: list[str], objectives: list[str], settings):
+    def __init__(self, cfg, space: SearchSpace, sweep_dir: Path, base_overrides: list[str], objectives: list[str],
+                 settings, compose=None):
         self.cfg, self.space, self.sweep_dir = cfg, space, sweep_dir
         self.base_overrides, self.objectives, self.s = base_overrides, objectives, settings
+        # composes the job config for overrides; needed when a parameter chooses a config group
+        self.compose = compose
+
+    def trial_config(self, values: dict, overrides: list[str]):
+        if self.space.groups:
+            # a group choice replaces a whole subtree (and may bring defaults of its own): compose it as the
+            # command line would, so the trial's config is exactly what its reproduce command gives
+            return self.compose(overrides)
+        cfg = copy.deepcopy(self.cfg)
+        for key, value in values.items():
+            OmegaConf.update(cfg, key, value, merge=False, force_add=key in self.space.added)
+        return cfg
 
     def __call__(self, trial):
         import optuna
@@ -89,8 +110,9 @@ class Objective:
         from ..validate import validate
 
         values = self.space.suggest(trial, self.cfg)
-        overrides = self.base_overrides + as_overrides(values)
-        trial.set_user_attr("overrides", as_overrides(values))
+        point = self.space.as_overrides(values)
+        overrides = merge_overrides(self.base_overrides, point)
+        trial.set_user_attr("overrides", point)
         earlier = _same_point(trial)
         if earlier is not None:
             # A discrete space repeats points; training one again would spend steps to learn nothing new.
@@ -99,9 +121,7 @@ class Objective:
                 raise optuna.TrialPruned(f"same parameters as pruned trial {earlier.number}")
             return earlier.values[0] if len(earlier.values) == 1 else earlier.values
         trial_dir = self.sweep_dir / TRIALS_DIR / str(trial.number)
-        cfg = copy.deepcopy(self.cfg)
-        for key, value in values.items():
-            OmegaConf.update(cfg, key, value, merge=False)
+        cfg = self.trial_config(values, overrides)
         hydra_dir = trial_dir / ".hydra"
         hydra_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, hydra_dir / "config.yaml")
@@ -149,6 +169,24 @@ def _same_point(trial):
     return None
 
 
+def hydra_composer(config_name: str):
+    """Compose job configs with Hydra's compose API: the worker runs inside the Hydra app (every launcher
+    restores its global state), so the search path includes any --config-dir of the sweep."""
+
+    def compose(overrides: list[str]):
+        from hydra import compose as hydra_compose
+
+        return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+    return compose
+
+
+def hydra_groups(choices) -> dict[str, list[str]]:
+    from hydra.core.global_hydra import GlobalHydra
+
+    return config_groups(GlobalHydra.instance().config_loader(), choices)
+
+
 def run_worker(cfg, hydra_cfg) -> float | None:
     """The task of a worker job: optimize until the study's trial budget is spent."""
     import optuna
@@ -158,7 +196,12 @@ def run_worker(cfg, hydra_cfg) -> float | None:
     sweep_dir = Path(hydra_cfg.sweep.dir)
     worker_index = int(hydra_cfg.job.num or 0)
     objectives, _ = objectives_and_directions(s, cfg.optimized_metric)
-    space = SearchSpace.from_config(s.params, s.reward_weights, cfg)
+    base_overrides = list(hydra_cfg.overrides.task)
+    compose = hydra_composer(hydra_cfg.job.config_name)
+    space = SearchSpace.from_config(
+        s.params, s.reward_weights, cfg, groups=hydra_groups(hydra_cfg.runtime.choices),
+        compose=lambda extra: compose(merge_overrides(base_overrides, extra)),
+    )
     storage = open_storage(resolve_url(s.storage, sweep_dir), s.heartbeat_interval, s.grace_period)
     study = optuna.load_study(
         study_name=s.study_name,
@@ -168,7 +211,7 @@ def run_worker(cfg, hydra_cfg) -> float | None:
     )
     settings = OmegaConf.to_container(s, resolve=True)
     settings["_worker_index"] = worker_index
-    objective = Objective(cfg, space, sweep_dir, list(hydra_cfg.overrides.task), objectives, OmegaConf.create(settings))
+    objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, OmegaConf.create(settings), compose)
 
     def stop_on_failures(study, trial):
         message = too_many_failures(study, s.max_failures)
