@@ -333,7 +333,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     lines += ["", "## Runs, best first", ""] + runs_table(ranked, names)
     per_config = seeds_table(runs, names, direction)
     if per_config:
-        lines += ["", "## Per configuration over seeds: mean ± std and the paired difference from the best", "",
+        lines += ["", "## Mean ± std over seeds, per configuration, and the paired difference from the best", "",
                   "Δ vs best: the mean over the seeds both configurations ran of (this configuration's objective − "
                   "the best configuration's), the same seed paired with itself; 95% CI: Student t on those "
                   "differences, n−1 degrees of freedom. Verdict: `better`/`worse` when the CI excludes 0 "

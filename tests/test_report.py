@@ -43,7 +43,7 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     assert [r[1] for r in rows][:4] == ["2", "3", "1", "0"]  # by objective, best first
     assert {r[1]: r[3] for r in rows}["4"] == "failed" and {r[1]: r[3] for r in rows}["5"] == "running"
     assert rows[0][2] == "reward_mix=b trainer.seed=1"  # only what varies (lora.r=8 is common)
-    seeds = table_rows(report, "## Per configuration over seeds")
+    seeds = table_rows(report, "## Mean ± std over seeds")
     assert seeds[0][:3] == ["reward_mix=b", "1,2", "0.800 ± 0.141"]
     assert seeds[1][:3] == ["reward_mix=a", "1,2", "0.300 ± 0.141"]
     # a - b by seed: -0.7, -0.3: mean -0.5, half-width t_{0.975,1} * 0.2828 / sqrt(2) = 12.706 * 0.2 = 2.541
@@ -71,7 +71,7 @@ def test_optuna_trials_show_params_and_states_and_follow_the_direction(tmp_path)
     assert rows[0][2] == "trial 2: optimizer.learning_rate=0.0001"
     assert "2 COMPLETE, 1 FAIL, 1 PRUNED" in report and "(minimize)" in report
     assert (tmp_path / "plots/accuracy_vs_optimizer.learning_rate.png").stat().st_size > 5000
-    assert "Per configuration" not in report  # no seeds swept
+    assert "Mean ± std" not in report  # no seeds swept
 
 
 def test_cli_reports_and_rejects_a_missing_dir(tmp_path, capsys):
@@ -102,7 +102,7 @@ def make_seed_sweep(sweep: Path, values=THREE_SEEDS, cost=True):
 def test_paired_difference_from_the_best_and_cost(tmp_path):
     make_seed_sweep(tmp_path)
     report = build_report(tmp_path, plots=False).read_text()
-    rows = table_rows(report, "## Per configuration over seeds")
+    rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=b", "reward_mix=c", "reward_mix=a"]
     assert rows[0][1:6] == ["1,2,3", "0.800 ± 0.100", "0 (reference)", "-", "reference (best)"]
     # c - b: mean -0.00333, sd 0.05033, half-width 4.3027 * 0.05033 / sqrt(3) = 0.12503
@@ -120,7 +120,7 @@ def test_paired_difference_from_the_best_and_cost(tmp_path):
 def test_minimize_flips_best_and_verdicts(tmp_path):
     make_seed_sweep(tmp_path, cost=False)
     report = build_report(tmp_path, direction="minimize", plots=False).read_text()
-    rows = table_rows(report, "## Per configuration over seeds")
+    rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=c", "reward_mix=b"]
     assert rows[0][5] == "reference (best)"
     assert rows[2][3:6] == ["+0.500 (n=3)", "[+0.00317, +0.997]", "worse"]  # higher is worse here
@@ -130,7 +130,7 @@ def test_minimize_flips_best_and_verdicts(tmp_path):
 
 def test_one_shared_seed_says_there_is_no_ci(tmp_path):
     make_seed_sweep(tmp_path, {("b", 1): 0.9, ("b", 2): 0.7, ("a", 2): 0.2, ("a", 3): 0.4}, cost=False)
-    rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Per configuration over seeds")
+    rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Mean ± std over seeds")
     assert rows[1][:6] == ["reward_mix=a", "2,3", "0.300 ± 0.141", "-0.500 (n=1)", "-",
                            "indistinguishable (1 paired seed: no CI)"]
 
