@@ -1,7 +1,8 @@
 """A sweep's report from its run directories alone: ``python -m grpo_sweep.report <sweep_dir>``.
 
 Writes ``report.md`` and PNG plots into the sweep directory: the runs ranked by objective (with training and
-held-out reward means), mean ± std per configuration when seeds were swept, reward curves and per-reward
+held-out reward means and what each cost), mean ± std per configuration when seeds were swept with the paired
+difference from the best configuration and whether it is more than seed noise, reward curves and per-reward
 components per run, and held-out accuracy against each swept parameter. Reads ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial`` block in
 the summary when there is one: number, state, params, value). No account, no network, no torch.
 """
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .results import METRICS, read_jsonl, write_text_atomic
-from .sweep import collect_runs, varying_overrides
+from .results import METRICS, cost_line, read_jsonl, write_text_atomic
+from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
+from .sweep import collect_runs, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -84,19 +86,7 @@ def load_runs(sweep_dir: Path) -> list[Run]:
 
 
 def _direction(sweep_dir: Path, runs: list[Run], direction: str | None) -> str:
-    if direction:
-        return direction
-    try:  # an Optuna sweep records its directions in study.json (the first objective ranks the table)
-        from .search.config import read_study_file
-
-        return str(read_study_file(sweep_dir)["directions"][0]).lower()
-    except (FileNotFoundError, ImportError, KeyError, IndexError):
-        pass
-    for run in runs:
-        trial_direction = (run.summary.get("trial") or {}).get("direction")
-        if trial_direction:
-            return str(trial_direction).lower()
-    return "maximize"
+    return direction or sweep_direction(sweep_dir, [run.summary for run in runs])
 
 
 def rank(runs: list[Run], direction: str) -> list[Run]:
@@ -139,6 +129,7 @@ def runs_table(runs: list[Run], names: list[str]) -> list[str]:
     header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "before", "lenient", "pass@k", "maj@k",
               "best (step)", "reward", "reward (start)"]
     header += [f"rewards/{n}" for n in names] + [f"held-out {n}" for n in names] + ["steps", "runtime (s)"]
+    header += ["device (s)", "tokens", "tokens/s"]
     rows = []
     for i, run in enumerate(runs, 1):
         s = run.summary
@@ -150,13 +141,10 @@ def runs_table(runs: list[Run], names: list[str]) -> list[str]:
             + [_fmt(train.get(n)) for n in names]
             + [_fmt(held_out.get(n)) for n in names]
             + [_fmt(s.get("steps") or (run.history[-1].get("step") if run.history else None)),
-               _fmt(s.get("runtime_s"), 1) if isinstance(s.get("runtime_s"), float) else _fmt(s.get("runtime_s"))]
+               _fmt(s.get("runtime_s"), 1) if isinstance(s.get("runtime_s"), float) else _fmt(s.get("runtime_s")),
+               _fmt(s.get("device_seconds"), 1), _fmt(s.get("generated_tokens")), _fmt(s.get("tokens_per_s"), 1)]
         )
     return _table(header, rows)
-
-
-def is_seed(key: str) -> bool:
-    return key.rsplit(".", 1)[-1] == "seed"
 
 
 def seed_groups(runs: list[Run]) -> dict[str, list[Run]]:
@@ -166,6 +154,21 @@ def seed_groups(runs: list[Run]) -> dict[str, list[Run]]:
         key = " ".join(f"{k}={_param(v)}" for k, v in run.params.items() if not is_seed(k)) or "(defaults)"
         groups.setdefault(key, []).append(run)
     return groups
+
+
+def seed_of(run: Run) -> tuple:
+    """What pairs runs across configurations: the values of all its seed parameters."""
+    return tuple(sorted((k, _param(v)) for k, v in run.params.items() if is_seed(k)))
+
+
+def seeds_swept(runs: list[Run]) -> bool:
+    return any(is_seed(k) for r in runs for k in r.params) and any(len(g) > 1 for g in seed_groups(runs).values())
+
+
+def comparisons(runs: list[Run], direction: str) -> list[Comparison]:
+    groups = seed_groups(runs)
+    return compare_to_best({key: seed_means((seed_of(r), r.objective) for r in group) for key, group in groups.items()},
+                           direction)
 
 
 def _mean_std(values: list) -> str:
@@ -178,22 +181,22 @@ def _mean_std(values: list) -> str:
 
 
 def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
-    groups = seed_groups(runs)
-    if not any(is_seed(k) for r in runs for k in r.params) or all(len(g) < 2 for g in groups.values()):
+    """Per configuration: its seeds, mean ± std, and the paired difference from the best configuration."""
+    if not seeds_swept(runs):
         return []
-    header = ["configuration", "seeds", "objective", "eval_accuracy", "lenient", "best", "reward"] + [f"rewards/{n}" for n in names]
+    groups = seed_groups(runs)
+    header = ["configuration", "seeds", "objective (mean ± std)", "Δ vs best (paired)", "95% CI", "verdict",
+              "eval_accuracy", "lenient", "best", "reward"] + [f"rewards/{n}" for n in names]
     header += [f"held-out {n}" for n in names]
-    sign = -1 if direction == "maximize" else 1
-
-    def order(item):
-        values = [r.objective for r in item[1] if r.objective is not None]
-        return (not values, sign * (statistics.mean(values) if values else 0.0))
-
     rows = []
-    for key, group in sorted(groups.items(), key=order):
+    for row in comparisons(runs, direction):
+        group = groups[row.config]
         seeds = ",".join(_param(v) for r in group for k, v in r.params.items() if is_seed(k)) or str(len(group))
+        delta = "0 (reference)" if row.is_best else signed(row.delta)
+        if row.n and not row.is_best:
+            delta += f" (n={row.n})"
         rows.append(
-            [key, seeds, _mean_std([r.objective for r in group]),
+            [row.config, seeds, _mean_std([r.objective for r in group]), delta, ci_text(row), row.verdict,
              _mean_std([r.summary.get("eval_accuracy") for r in group]),
              _mean_std([r.summary.get("eval_accuracy_lenient") for r in group]),
              _mean_std([r.summary.get("best_objective") for r in group]),
@@ -323,10 +326,20 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     best = ranked[0] if ranked[0].objective is not None else None
     if best is not None:
         lines.append(f"Best: run `{best.dir.name}` ({best.label}) with objective {_fmt(best.objective)}.")
+    cost = cost_line([run.summary for run in runs])
+    if cost:
+        lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
+                     "tokens: completions sampled in training).")
     lines += ["", "## Runs, best first", ""] + runs_table(ranked, names)
     per_config = seeds_table(runs, names, direction)
     if per_config:
-        lines += ["", "## Mean ± std over seeds, per configuration", ""] + per_config
+        lines += ["", "## Mean ± std over seeds, per configuration, and the paired difference from the best", "",
+                  "Δ vs best: the mean over the seeds both configurations ran of (this configuration's objective − "
+                  "the best configuration's), the same seed paired with itself; 95% CI: Student t on those "
+                  "differences, n−1 degrees of freedom. Verdict: `better`/`worse` when the CI excludes 0 "
+                  f"({'higher' if direction == 'maximize' else 'lower'} is better), else `indistinguishable` — "
+                  "with fewer than 2 shared seeds there is no CI. The best configuration (best mean objective) is "
+                  "the reference.", ""] + per_config
     if plots:
         try:
             images = write_plots(ranked, names, sweep_dir / PLOTS, metric)

@@ -6,7 +6,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from .results import read_summary, write_text_atomic
+from .results import cost_line, read_summary, write_text_atomic
+from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
 
 
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
@@ -49,7 +50,43 @@ def _best(summary: dict) -> str:
     return f"{_fmt(summary.get('best_objective'))} ({summary['best_step']})"
 
 
-def sweep_table(sweep_dir: Path) -> str:
+def sweep_direction(sweep_dir: Path, summaries: list[dict]) -> str:
+    """How the objective ranks: an Optuna study's first direction (study.json, else a trial's), else maximize."""
+    try:
+        from .search.config import read_study_file
+
+        return str(read_study_file(sweep_dir)["directions"][0]).lower()
+    except (FileNotFoundError, ImportError, KeyError, IndexError):
+        pass
+    for summary in summaries:
+        trial_direction = (summary.get("trial") or {}).get("direction")
+        if trial_direction:
+            return str(trial_direction).lower()
+    return "maximize"
+
+
+def seed_block(summaries: list[dict], overrides: list[list[str]], direction: str) -> list[str]:
+    """One line per configuration when seeds were swept: mean objective, paired Δ from the best, 95% CI, verdict."""
+    groups: dict[str, list[tuple]] = {}
+    for summary, run_overrides in zip(summaries, overrides):
+        if "overrides" not in summary:  # still running: its configuration is not in its (missing) summary yet
+            continue
+        config = " ".join(o for o in run_overrides if not is_seed(o.partition("=")[0])) or "(defaults)"
+        seed = tuple(sorted(o for o in run_overrides if is_seed(o.partition("=")[0])))
+        groups.setdefault(config, []).append((seed, summary.get("objective")))
+    seeded = any(is_seed(o.partition("=")[0]) for run_overrides in overrides for o in run_overrides)
+    if not seeded or all(len(g) < 2 for g in groups.values()):
+        return []
+    rows = compare_to_best({config: seed_means(pairs) for config, pairs in groups.items()}, direction)
+    cells = [[r.config, f"{len(r.by_seed)} seeds", "mean " + ("-" if r.mean is None else f"{r.mean:.3f}"),
+              "Δ 0 (reference)" if r.is_best else f"Δ {signed(r.delta)}" + (f" n={r.n}" if r.n else ""),
+              "" if r.is_best else f"95% CI {ci_text(r)}", r.verdict] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    return [f"Per configuration over seeds ({direction}; Δ = paired difference from the best, same seeds):"] + [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+
+
+def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
     runs = collect_runs(sweep_dir)
     if not runs:
         return f"no runs under {sweep_dir}"
@@ -59,7 +96,8 @@ def sweep_table(sweep_dir: Path) -> str:
         f"rewards/{name}" for name in reward_names
     ]
     rows = []
-    for (run_dir, summary), overrides in zip(runs, varying_overrides(summaries)):
+    swept = varying_overrides(summaries)
+    for (run_dir, summary), overrides in zip(runs, swept):
         train_rewards = summary.get("train_rewards") or {}
         rows.append(
             [
@@ -80,7 +118,9 @@ def sweep_table(sweep_dir: Path) -> str:
     table = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
     failed = [(d, s) for d, s in runs if s.get("status") == "failed"]
     notes = [f"run {d.name} failed: {s.get('error', '?')}" for d, s in failed]
-    return "\n".join(table + notes)
+    per_config = seed_block(summaries, swept, direction or sweep_direction(sweep_dir, summaries))
+    cost = cost_line(summaries)
+    return "\n".join(table + notes + ([""] + per_config if per_config else []) + ([cost] if cost else []))
 
 
 # Runs that failed in the last sweep of this process; launch.py exits non-zero when there are any.

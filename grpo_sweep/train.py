@@ -26,6 +26,7 @@ from .results import (
     lookup,
     read_jsonl,
     reward_trajectory,
+    run_cost,
     write_json_atomic,
     write_jsonl_atomic,
 )
@@ -330,6 +331,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
         empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
         summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
                             trainer.state.global_step, overrides or [], periodic)
+        summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
         summary.update(status="pruned", **monitor.record())
         write_json_atomic(run_dir / SUMMARY, summary)
         tracker.finish(summary)
@@ -365,6 +367,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
     summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
     summary["timings_s"] = {k: None if v is None else round(v, 3) for k, v in timings.items()}
+    summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
     # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
     summary["device"] = {"torch": str(next(trainer.model.parameters()).device),
                          "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}

@@ -266,6 +266,10 @@ def summary_fields(summary: dict) -> dict:
         "objective_step": summary.get("best_step") if str(summary.get("optimized_metric", "")).startswith("best.") else summary.get("steps"),
         "runtime_s": summary.get("runtime_s"),
         "final/reward": summary.get("reward"),
+        # what the run cost (results.run_cost); the sweep report sums them
+        "cost/device_seconds": summary.get("device_seconds"),
+        "cost/generated_tokens": summary.get("generated_tokens"),
+        "cost/tokens_per_s": summary.get("tokens_per_s"),
     }
     for name, value in (summary.get("eval_rewards") or {}).items():
         out[f"eval/{name}"] = value

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from grpo_sweep.report import build_report, main
+from grpo_sweep.sweep import sweep_table
 
 
 def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None, rewards=("format",), steps=5):
@@ -45,6 +46,10 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     seeds = table_rows(report, "## Mean ± std over seeds")
     assert seeds[0][:3] == ["reward_mix=b", "1,2", "0.800 ± 0.141"]
     assert seeds[1][:3] == ["reward_mix=a", "1,2", "0.300 ± 0.141"]
+    # a - b by seed: -0.7, -0.3: mean -0.5, half-width t_{0.975,1} * 0.2828 / sqrt(2) = 12.706 * 0.2 = 2.541
+    assert seeds[0][3:6] == ["0 (reference)", "-", "reference (best)"]
+    assert seeds[1][3:6] == ["-0.500 (n=2)", "[-3.041, +2.041]", "indistinguishable"]
+    assert seeds[2][:6] == ["reward_mix=c", "1,2", "-", "-", "-", "-"]  # one failed, one running: no objective
     assert "ValueError: boom" in report and "4 completed" in report and "1 failed" in report
     assert {p.name for p in (tmp_path / "plots").glob("*.png")} == {
         "reward_curves.png", "reward_components.png", "accuracy_vs_reward_mix.png"}
@@ -77,3 +82,68 @@ def test_cli_reports_and_rejects_a_missing_dir(tmp_path, capsys):
     assert "sweep_dir=" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError):
         build_report(tmp_path / "0" / ".hydra")
+
+
+THREE_SEEDS = {  # (reward_mix, seed) -> objective; made up so the paired CIs are known
+    ("b", 1): 0.9, ("b", 2): 0.7, ("b", 3): 0.8,
+    ("a", 1): 0.2, ("a", 2): 0.4, ("a", 3): 0.3,  # a - b: -0.7, -0.3, -0.5
+    ("c", 1): 0.85, ("c", 2): 0.75, ("c", 3): 0.79,  # c - b: -0.05, +0.05, -0.01
+}
+
+
+def make_seed_sweep(sweep: Path, values=THREE_SEEDS, cost=True):
+    for i, ((mix, seed), acc) in enumerate(values.items()):
+        summary = {"objective": acc, "eval_accuracy": acc}
+        if cost:
+            summary.update(device_seconds=10.0 + i, generated_tokens=1000 * (i + 1), tokens_per_s=100.0)
+        make_run(sweep, str(i), [f"reward_mix={mix}", f"trainer.seed={seed}"], summary)
+
+
+def test_paired_difference_from_the_best_and_cost(tmp_path):
+    make_seed_sweep(tmp_path)
+    report = build_report(tmp_path, plots=False).read_text()
+    rows = table_rows(report, "## Mean ± std over seeds")
+    assert [r[0] for r in rows] == ["reward_mix=b", "reward_mix=c", "reward_mix=a"]
+    assert rows[0][1:6] == ["1,2,3", "0.800 ± 0.100", "0 (reference)", "-", "reference (best)"]
+    # c - b: mean -0.00333, sd 0.05033, half-width 4.3027 * 0.05033 / sqrt(3) = 0.12503
+    assert rows[1][3:6] == ["-0.00333 (n=3)", "[-0.128, +0.122]", "indistinguishable"]
+    # a - b: mean -0.5, sd 0.2, half-width 4.3027 * 0.2 / sqrt(3) = 0.49683: the CI stays below 0
+    assert rows[2][3:6] == ["-0.500 (n=3)", "[-0.997, -0.00317]", "worse"]
+    assert "(higher is better)" in report and "is the reference" in report
+    # 9 runs: 10 + 11 + ... + 18 = 126 device-seconds, 1000 * (1 + ... + 9) = 45,000 tokens
+    assert "Cost: 126.0 device-seconds (0.04 device-hours), 45,000 completion tokens generated in training, " \
+           "357 tokens per device-second" in report
+    runs = table_rows(report, "## Runs, best first")
+    assert runs[0][1] == "0" and runs[0][-3:] == ["10.0", "1000", "100.0"]
+
+
+def test_minimize_flips_best_and_verdicts(tmp_path):
+    make_seed_sweep(tmp_path, cost=False)
+    report = build_report(tmp_path, direction="minimize", plots=False).read_text()
+    rows = table_rows(report, "## Mean ± std over seeds")
+    assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=c", "reward_mix=b"]
+    assert rows[0][5] == "reference (best)"
+    assert rows[2][3:6] == ["+0.500 (n=3)", "[+0.00317, +0.997]", "worse"]  # higher is worse here
+    assert rows[1][5] == "worse"  # c - a: +0.65, +0.35, +0.49: mean 0.497, half-width 0.373
+    assert "(lower is better)" in report and "Cost:" not in report
+
+
+def test_one_shared_seed_says_there_is_no_ci(tmp_path):
+    make_seed_sweep(tmp_path, {("b", 1): 0.9, ("b", 2): 0.7, ("a", 2): 0.2, ("a", 3): 0.4}, cost=False)
+    rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Mean ± std over seeds")
+    assert rows[1][:6] == ["reward_mix=a", "2,3", "0.300 ± 0.141", "-0.500 (n=1)", "-",
+                           "indistinguishable (1 paired seed: no CI)"]
+
+
+def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path):
+    make_seed_sweep(tmp_path)
+    table = sweep_table(tmp_path)
+    block = table.split("Per configuration over seeds")[1].splitlines()
+    assert block[0].startswith(" (maximize")
+    lines = [line.split() for line in block[1:4]]
+    assert lines[0][0] == "reward_mix=b" and " ".join(lines[0][-2:]) == "reference (best)"
+    assert lines[1][0] == "reward_mix=c" and lines[1][-1] == "indistinguishable"
+    assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.997, -0.00317]" in block[3]
+    assert "mean 0.800" in block[1] and "3 seeds" in block[1]
+    assert table.splitlines()[-1].startswith("Cost: 126.0 device-seconds")
+    assert "Per configuration" not in sweep_table(tmp_path / "0")  # one run: nothing to compare
