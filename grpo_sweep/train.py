@@ -86,11 +86,21 @@ class MetricsJsonl(TrainerCallback):
 
 
 class RewardProgress(ProgressCallback):
-    """The usual progress bar, showing the current reward instead of printing every log dict."""
+    """The usual progress bar, showing the current reward (and the latest held-out accuracy once a periodic
+    evaluation has run) instead of printing every log dict."""
+
+    def __init__(self, periodic: PeriodicEval | None = None):
+        super().__init__()
+        self.periodic = periodic
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
-            self.training_bar.set_postfix(reward=f"{logs['reward']:.3f}", refresh=False)
+            postfix = {"reward": f"{logs['reward']:.3f}"}
+            results = self.periodic.results if self.periodic is not None else {}
+            accuracy = results[max(results)].get("eval_accuracy") if results else None
+            if accuracy is not None:
+                postfix["eval_acc"] = f"{accuracy:.3f}"
+            self.training_bar.set_postfix(postfix, refresh=False)
 
 
 def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float]):
@@ -317,7 +327,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not shares_terminal():
-        trainer.add_callback(RewardProgress())
+        trainer.add_callback(RewardProgress(periodic))
     mark = time.perf_counter()
     timings["setup"] = mark - started  # model, data, rewards, trainer
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)

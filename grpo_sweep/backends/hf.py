@@ -26,7 +26,7 @@ def model_source(model_cfg: Any) -> str:
     if model_cfg.tiny is not None:
         from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
 
-        spec = TinySpec(**dict(model_cfg.tiny), max_position_embeddings=model_cfg.max_seq_length)
+        spec = TinySpec.from_config(model_cfg.tiny, model_cfg.max_seq_length)
         return str(ensure_tiny_model(spec))
     return model_cfg.name_or_path
 

@@ -15,6 +15,26 @@ WALKTHROUGH_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj
 
 
 @dataclass
+class WarmStartConfig:
+    """A short causal-LM pre-training of the tiny model on arithmetic facts in plain text (`6 * 3 = 18.`), so
+    that GRPO has knowledge to elicit. It never sees a chat prompt, the task's questions or the answer format."""
+
+    # 0: off (the random model as built); N: that many pre-training steps
+    steps: int = 0
+    learning_rate: float = 3e-3
+    batch_size: int = 64
+    # the facts: every `a op b` with a, b in 1..max_operand and op in + - *
+    max_operand: int = 9
+    # share of "restate" lines (`Take 6 * 3. 6 * 3 = 18.`: find the expression named earlier, then work it);
+    # the rest are lines of 1 to 4 facts
+    restate_fraction: float = 0.6
+    # leave the answer-format tag tokens out of the loss, so pre-training does not drive their probability to 0
+    # (they never occur in the corpus; GRPO must still be able to sample them)
+    mask_tag_tokens: bool = True
+    seed: int = 0
+
+
+@dataclass
 class TinyModelConfig:
     """A random-initialised Llama built locally (no download), with a byte-level BPE tokenizer."""
 
@@ -26,6 +46,8 @@ class TinyModelConfig:
     initializer_range: float = 0.2
     bpe_merges: int = 512
     seed: int = 0
+    # a cached plain-text pre-training of the random model, off while warm_start.steps is 0
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
 
 @dataclass

@@ -11,10 +11,11 @@ import os
 import random
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
-from grpo_sweep.config.schema import TinyModelConfig
+from grpo_sweep.config.schema import TinyModelConfig, WarmStartConfig
 
 # Bump when the build changes in a way that must invalidate cached models.
 BUILD_VERSION = 3
@@ -35,25 +36,53 @@ class TinySpec(TinyModelConfig):
 
     max_position_embeddings: int = 512
 
+    @classmethod
+    def from_config(cls, tiny: Mapping[str, Any], max_position_embeddings: int) -> "TinySpec":
+        """From ``model.tiny`` (a dict or DictConfig)."""
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(tiny, DictConfig):
+            tiny = OmegaConf.to_container(tiny, resolve=True)
+        values = {f.name: tiny[f.name] for f in fields(TinyModelConfig) if f.name in tiny}
+        warm = values.get("warm_start")
+        if isinstance(warm, Mapping):
+            values["warm_start"] = WarmStartConfig(**{f.name: warm[f.name] for f in fields(WarmStartConfig) if f.name in warm})
+        return cls(**values, max_position_embeddings=max_position_embeddings)
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("GRPO_SWEEP_CACHE", Path.home() / ".cache" / "grpo_sweep"))
 
 
+def _key(spec: TinySpec) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def tiny_model_path(spec: TinySpec) -> Path:
-    key = json.dumps({"v": BUILD_VERSION, **asdict(spec)}, sort_keys=True)
-    return cache_root() / f"tiny-llama-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    """The random model's directory: the warm start is not part of its key (a warm start is built from it)."""
+    settings = {k: v for k, v in asdict(spec).items() if k != "warm_start"}
+    return cache_root() / f"tiny-llama-{_key({'v': BUILD_VERSION, **settings})}"
 
 
 def ensure_tiny_model(spec: TinySpec) -> Path:
-    """The cached model directory for ``spec``, built on first use (safe when runs race to build it)."""
-    path = tiny_model_path(spec)
+    """The cached model directory for ``spec``, built on first use (safe when runs race to build it); with
+    ``spec.warm_start.steps`` > 0, that model after its plain-text pre-training (``models/warm.py``)."""
+    if spec.warm_start.steps:
+        from .warm import ensure_warm_model
+
+        return ensure_warm_model(ensure_tiny_model(replace(spec, warm_start=WarmStartConfig())), spec)
+    return build_cached(tiny_model_path(spec), lambda staging: _build(spec, staging))
+
+
+def build_cached(path: Path, build: Callable[[Path], None]) -> Path:
+    """``path``, made by ``build(staging_dir)`` unless it is there; the finished directory is renamed into place in
+    one step, so a racing builder or a killed one never leaves a half-written model where a run would load it."""
     if (path / "config.json").exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
     try:
-        _build(spec, staging)
+        build(staging)
         try:
             os.rename(staging, path)  # atomic; fails if another process finished first
         except OSError:

@@ -1,0 +1,37 @@
+"""The training progress bar's postfix: the reward, and the latest held-out accuracy once one was measured."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from grpo_sweep.train import RewardProgress
+
+
+class Bar:
+    def __init__(self):
+        self.postfix = None
+
+    def set_postfix(self, postfix, refresh=True):
+        self.postfix = dict(postfix)
+
+
+def _show(periodic, logs):
+    progress = RewardProgress(periodic)
+    progress.training_bar = Bar()
+    progress.on_log(None, SimpleNamespace(is_world_process_zero=True), None, logs=logs)
+    return progress.training_bar.postfix
+
+
+def test_reward_alone_before_any_evaluation():
+    assert _show(None, {"reward": 0.25}) == {"reward": "0.250"}
+    assert _show(SimpleNamespace(results={}), {"reward": 0.25}) == {"reward": "0.250"}
+
+
+def test_latest_evaluation_accuracy_is_shown():
+    periodic = SimpleNamespace(results={0: {"eval_accuracy": 0.0}, 40: {"eval_accuracy": 0.375}})
+    assert _show(periodic, {"reward": 0.5}) == {"reward": "0.500", "eval_acc": "0.375"}
+
+
+def test_a_failed_accuracy_and_logs_without_reward_show_nothing_new():
+    periodic = SimpleNamespace(results={0: {"eval_accuracy": None}})
+    assert _show(periodic, {"reward": 0.5}) == {"reward": "0.500"}
+    assert _show(periodic, {"loss": 1.0}) is None
