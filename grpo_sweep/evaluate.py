@@ -285,6 +285,12 @@ class PeriodicEval(TrainerCallback):
         self.offer(step, result, model)
         return result
 
+    def final(self, step: int, result: dict, seconds: float, model, saved: Path) -> None:
+        """The evaluation after training: one more row, and a candidate for best (its adapter is ``saved``)."""
+        self.results[step] = {k: result.get(k) for k in ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards")}
+        self.write(metrics_row(step, result, seconds))
+        self.offer(step, result, model, saved=saved)
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if state.global_step == 0 and 0 not in self.results:
             self.run(0, model)

@@ -15,7 +15,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from .backends import get_backend
 from .data import load_splits
-from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, metrics_row, selection_metric
+from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selection_metric
 from .loggers import open_logger
 from .pool import shares_terminal
 from .results import (
@@ -363,9 +363,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
         tracker.finish(summary)
         raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})") from exc
     write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
-    periodic.results[step] = {k: evaluation.get(k) for k in ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards")}
-    write_eval_row(metrics_row(step, evaluation, time.perf_counter() - mark))
-    periodic.offer(step, evaluation, trainer.model, saved=adapter)
+    periodic.final(step, evaluation, time.perf_counter() - mark, trainer.model, saved=adapter)
     timings["eval"] = time.perf_counter() - mark
     summary = summarize(
         cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
