@@ -4,6 +4,13 @@ What it sees (``corpus``): lines of facts such as ``6 * 3 = 18. 2 + 7 = 9.`` and
 ``Take 6 * 3. 6 * 3 = 18.`` over every two-operand expression of single digits. Never a chat turn, a question
 of the task (``What is the result of …``), the system prompt or the ``<think>``/``<answer>`` tags: whatever the
 model later does in that format, GRPO taught it. Cached by content hash next to the random model it starts from.
+
+Off by default because it does not yet do its job (measured, BENCHMARKS.md "Issue 13, first steps"): after 600
+steps the model restates the right fact for 23 % of held-out chat questions (0 % from random), but in eight GRPO
+settings (lr 1e-3 to 3e-3, beta 0.04 to 0.2, LoRA and full, 120 to 200 steps) it never found the ``<answer>`` tag
+around that fact: a tag is sampled ~0.5 % of the time per position, and chasing ``xmlcount`` wears the restating
+down. Next to try: a first reward that pays for the right number in the first sentence (then format), a longer
+budget, and a smaller held-out split of 2-operand questions.
 """
 from __future__ import annotations
 
