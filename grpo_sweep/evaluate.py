@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from .results import lookup
+from .results import lookup, measured_periodically, without_best
 from .rewards import build_reward
 from .rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from .rewards.mix import terms
@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 
 BEST_DIR = "best"
 BEST_RECORD = "best.json"
-# summary.json keys a periodic evaluation measures, so the best step can be chosen on them
-PERIODIC_KEYS = ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards.")
 
 
 class EvaluationFailed(RuntimeError):
@@ -81,14 +79,8 @@ def _normal(answer: str | None) -> str | None:
 
 
 def selection_metric(optimized_metric: str) -> str:
-    """The metric the best step is chosen on: the objective, without a leading ``best.``."""
-    metric = optimized_metric[len("best."):] if optimized_metric.startswith("best.") else optimized_metric
-    return metric if metric.startswith(PERIODIC_KEYS) else "eval_accuracy"
-
-
-def selects_on_periodic(optimized_metric: str) -> bool:
-    metric = optimized_metric[len("best."):] if optimized_metric.startswith("best.") else optimized_metric
-    return metric.startswith(PERIODIC_KEYS)
+    """The metric the best step is chosen on: the objective without ``best.``, when the evaluations measure it."""
+    return without_best(optimized_metric) if measured_periodically(optimized_metric) else "eval_accuracy"
 
 
 class Evaluator:

@@ -20,7 +20,7 @@ from typing import Any
 
 from .results import METRICS, cost_line, read_jsonl, write_text_atomic
 from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
-from .sweep import collect_runs, sweep_direction, varying_overrides
+from .sweep import best_cell, collect_runs, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -118,13 +118,6 @@ def reward_names(runs: list[Run]) -> list[str]:
     return sorted({name for r in runs for name in (r.summary.get("train_rewards") or {})})
 
 
-def _best(summary: dict) -> str:
-    """The best held-out evaluation (value of ``best_metric``) and its step: last and best side by side."""
-    if summary.get("best_step") is None:
-        return "-"
-    return f"{_fmt(summary.get('best_objective'))} ({summary['best_step']})"
-
-
 def runs_table(runs: list[Run], names: list[str]) -> list[str]:
     header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "before", "lenient", "pass@k", "maj@k",
               "best (step)", "reward", "reward (start)"]
@@ -137,7 +130,7 @@ def runs_table(runs: list[Run], names: list[str]) -> list[str]:
         rows.append(
             [i, run.dir.name, run.label, run.state, _fmt(run.objective), _fmt(s.get("eval_accuracy")),
              _fmt(s.get("eval_accuracy_before")), _fmt(s.get("eval_accuracy_lenient")), _fmt(s.get("eval_pass_at_k")),
-             _fmt(s.get("eval_maj_at_k")), _best(s), _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
+             _fmt(s.get("eval_maj_at_k")), best_cell(s), _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
             + [_fmt(train.get(n)) for n in names]
             + [_fmt(held_out.get(n)) for n in names]
             + [_fmt(s.get("steps") or (run.history[-1].get("step") if run.history else None)),

@@ -79,6 +79,22 @@ def clean_number(value: Any) -> Any:
     return value
 
 
+# summary.json keys the held-out evaluation measures at every evaluation, so a best step can be chosen on them
+# (`eval_rewards.<reward>` for any reward of the mix); `best.<key>` names that key's value at the best step.
+PERIODIC_METRICS = ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards.")
+BEST_PREFIX = "best."
+
+
+def without_best(metric: str) -> str:
+    """``eval_accuracy`` for ``best.eval_accuracy``; any other metric as it is."""
+    return metric[len(BEST_PREFIX):] if metric.startswith(BEST_PREFIX) else metric
+
+
+def measured_periodically(metric: str) -> bool:
+    base = without_best(metric)
+    return base in PERIODIC_METRICS[:2] or base.startswith(PERIODIC_METRICS[2])
+
+
 def lookup(summary: dict, dotted: str) -> Any:
     """``summary["a"]["b"]`` for ``"a.b"``; a flat key containing dots wins."""
     if dotted in summary:

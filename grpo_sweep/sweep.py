@@ -43,7 +43,7 @@ def varying_overrides(summaries: list[dict]) -> list[list[str]]:
     return [[o for o in overrides if o not in common] for overrides in all_sets]
 
 
-def _best(summary: dict) -> str:
+def best_cell(summary: dict) -> str:
     """The best evaluation's value of the metric the best step is chosen on, and its step."""
     if summary.get("best_step") is None:
         return "-"
@@ -107,7 +107,7 @@ def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
                 _fmt(summary.get("eval_accuracy")),
                 _fmt(summary.get("eval_accuracy_before")),
                 _fmt(summary.get("eval_accuracy_lenient")),
-                _best(summary),
+                best_cell(summary),
                 _fmt(summary.get("objective")),
                 _fmt(summary.get("reward")),
             ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import BACKENDS
+from .results import BEST_PREFIX, measured_periodically
 from .backends.gpu_stack import BackendError, check_config
 from .data import DataError, precheck_files
 from .rewards import REWARDS, RewardError, required_columns, resolve_reward
@@ -91,10 +92,6 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
 
 
-# summary.json keys that the periodic evaluation measures, so a best step can be chosen on them
-PERIODIC_METRICS = ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards.<reward>")
-
-
 def _check_eval(cfg: Any) -> None:
     ev = cfg.trainer.eval
     if ev.every_steps < 0:
@@ -107,13 +104,11 @@ def _check_eval(cfg: Any) -> None:
             "k copies of the greedy answer; set trainer.eval.temperature > 0 (e.g. 1.0) or trainer.eval.k=0"
         )
     metric = str(cfg.optimized_metric)
-    if metric.startswith("best."):
-        base = metric[len("best."):]
-        if base not in ("eval_accuracy", "eval_accuracy_lenient") and not base.startswith("eval_rewards."):
-            raise ConfigError(
-                f"optimized_metric={metric}: the best step is chosen among the held-out evaluations, which measure "
-                f"{', '.join('best.' + m for m in PERIODIC_METRICS)}"
-            )
+    if metric.startswith(BEST_PREFIX) and not measured_periodically(metric):
+        raise ConfigError(
+            f"optimized_metric={metric}: the best step is chosen among the held-out evaluations, which measure "
+            "best.eval_accuracy, best.eval_accuracy_lenient, best.eval_rewards.<reward>"
+        )
 
 
 def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from transformers import TrainerCallback
 
 from .loggers import RunLogger, finished
+from .results import BEST_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ def summary_fields(summary: dict) -> dict:
         "best_objective": summary.get("best_objective"),
         "best_step": summary.get("best_step"),
         # the step the objective was measured at: the best evaluation's for `best.*` objectives
-        "objective_step": summary.get("best_step") if str(summary.get("optimized_metric", "")).startswith("best.") else summary.get("steps"),
+        "objective_step": summary.get("best_step") if str(summary.get("optimized_metric", "")).startswith(BEST_PREFIX) else summary.get("steps"),
         "runtime_s": summary.get("runtime_s"),
         "final/reward": summary.get("reward"),
         # what the run cost (results.run_cost); the sweep report sums them

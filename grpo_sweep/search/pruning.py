@@ -6,7 +6,7 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-from ..results import lookup
+from ..results import lookup, without_best
 
 
 class TrialMonitor:
@@ -15,7 +15,7 @@ class TrialMonitor:
     def __init__(self, trial, metric: str, every: int, eval_samples: int, can_prune: bool = True):
         self.trial = trial
         # a `best.<metric>` objective is pruned on <metric>: the quick look measures the current model
-        self.metric = metric[len("best."):] if metric.startswith("best.") else metric
+        self.metric = without_best(metric)
         self.every = max(1, int(every))
         self.eval_samples = eval_samples
         self.can_prune = can_prune
