@@ -31,6 +31,12 @@ CASES = [
     ("correct", THINK + "<answer>x + 3 = 12</answer>", TRUTH, "correct-equation-instead-of-value"),
     ("correct", THINK + "<answer>13 = 12</answer>", TRUTH, "correct-false-equation"),
     ("correct", THINK + "<answer>x = 11 = 12</answer>", TRUTH, "correct-equation-chain"),
+    # --- correct / boxed: the question restated as the answer (math-verify evaluates it to the truth)
+    ("correct", THINK + "<answer>(1 + 2) * 4</answer>", TRUTH, "correct-question-copied"),
+    ("correct", THINK + "<answer>3 \\cdot 4</answer>", TRUTH, "correct-product-left-to-do"),
+    ("correct", THINK + "<answer>2^{2} \\times 3</answer>", TRUTH, "correct-power-times-left-to-do"),
+    ("correct", THINK + "<answer>x = 3 * 4</answer>", TRUTH, "correct-equation-with-no-value-side"),
+    ("boxed", "so \\boxed{20 - 8}", TRUTH, "boxed-difference-left-to-do"),
     # --- correct: several answers in one tag
     ("correct", THINK + "<answer>12, 13, 14</answer>", TRUTH, "correct-list"),
     ("correct", THINK + "<answer>10, 11, 12</answer>", TRUTH, "correct-list-ending-right"),
@@ -203,6 +209,10 @@ def test_the_adversarial_set_covers_every_reward_it_claims():
     "name, completion, truth",
     [
         ("correct", THINK + "<answer>12</answer>", TRUTH),
+        ("correct", THINK + "<answer>3 * 4 = 12</answer>", TRUTH),
+        ("correct", THINK + "<answer>\\frac{24}{2}</answer>", TRUTH),
+        ("correct", THINK + "<answer>-12</answer>", "-12"),
+        ("correct", THINK + "<answer>3 \\cdot \\sqrt{2}</answer>", "3\\sqrt{2}"),
         ("correct", THINK + "<answer>\\sqrt{18}</answer>", "3\\sqrt{2}"),
         ("correct", THINK + "<answer>Evelyn</answer>", "Evelyn"),
         ("boxed", "so \\boxed{12}", TRUTH),

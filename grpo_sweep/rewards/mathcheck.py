@@ -61,6 +61,11 @@ _THOUSANDS_THIN = re.compile(r"(?<=\d),\\!(?=\d{3})")
 _PERCENT = re.compile(r"^(?:\$([^$]+)\$|([+-]?\d[\d,]*(?:\.\d+)?))\s*(?:\\?%|per\s?cent)\.?$")
 # Two numbers with only a space between them: math-verify adds them (`12 13` is 25).
 _SPACED_NUMBERS = re.compile(r"\d\s+\.?\d")
+# A truth that is a plain number (`12`, `-3`, `1,000`, `2.5`) asks for a value, not for a way to compute one.
+_NUMERAL = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?")
+# An operation still to be done between two operands: `3 * 4`, `(1 + 2) \cdot 4`, `2^{3}`. A fraction (`24/2`,
+# `\frac{1}{2}`) and a sign (`-5`) are ways to write a value, so they are not operations here.
+_OPERATION = re.compile(r"[\d)}.]\s*(?:[-+*^\u00d7\u00b7\u00f7]|\\(?:times|cdot|div|pm|mp)(?![A-Za-z]))\s*[\d(\\{.]")
 
 
 def is_words(truth: str) -> bool:
@@ -128,6 +133,13 @@ def one_answer(candidate: str) -> str | None:
     if _DIGIT_IN_TEXT.search(text) and any(ch.isdigit() for ch in _DIGIT_IN_TEXT.sub("", text)):
         return None
     return text
+
+
+def states_a_value(candidate: str) -> bool:
+    """True when the answer (or a side of it, if it is an equation) is written as a value, with no operation left
+    to do. Against a numeric truth, `(1 + 2) * 4` restates an arithmetic question rather than answering it, yet
+    math-verify evaluates it to 12; ``6 * 2 = 12`` states 12 and is then held to the equation rule."""
+    return any(any(c.isdigit() for c in side) and not _OPERATION.search(side) for side in candidate.split("="))
 
 
 def _percent(match: re.Match) -> str:
@@ -223,7 +235,9 @@ def compare(truth: str, candidate: str | None) -> float | None:
     keeps one number of an expression (``3\\sqrt{2}`` -> 3). The candidate must be `one_answer` and is parsed
     as LaTeX only. When the truth is a value and the candidate an equation (``x = 12``), every side of it that
     is not a bare variable must equal the truth: ``x = 12`` and ``x = \\frac{24}{2} = 12`` match 12,
-    ``13 = 12`` and ``2x + 5 = 12`` do not (math-verify alone takes the last right-hand side).
+    ``13 = 12`` and ``2x + 5 = 12`` do not (math-verify alone takes the last right-hand side). Against a truth
+that is a plain number, the answer must state a value (`states_a_value`): ``3 \\cdot 4`` and ``(1 + 2) * 4``
+score 0 for 12, though they equal it; ``3 \\cdot 4 = 12`` states 12 and is judged by the equation rule.
 
     A truth of several parts (math-verify reads it as a set of two or more: ``(5, 8), (8, 5)``, ``k = 45, n = 2``,
     ``\\{1, 2, 3\\}``, ``x_1 = 2,\\quad x_2 = 3``) may be answered in parts (`split_parts`: ``(5, 8) \\quad
@@ -262,7 +276,7 @@ def compare(truth: str, candidate: str | None) -> float | None:
             return 1.0 if _all_matched(list(gold[0].args), [answer[0] for answer in answers]) else 0.0
         # one part (a set written `\{1, 2\}`, or a single value): math-verify compares it as a whole
     candidate = one_answer(candidate)
-    if candidate is None:
+    if candidate is None or (_NUMERAL.fullmatch(truth.strip()) and not states_a_value(candidate)):
         return 0.0
     answer = as_latex(candidate)
     if not answer:
