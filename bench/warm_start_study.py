@@ -15,6 +15,8 @@ and over 8 samples at temperature 1 the per-sample accuracy and pass@8. Variants
 - ``symbol_ops4``: the same with ``# @ ~ &`` as operations.
 - ``filler``: the same questions (16 ops), think is a filler sentence, the answer the value; facts lines restate
   the expression with filler before the value (``Take 6 * 3. Hmm. It is 18.``).
+- ``fresh_ops``: a fresh two-letter operation name in every turn (``6 qk 3``), whose value is always the first
+  operand: the only way to learn the think line is to copy the operation.
 - ``letter_ops``: string operations with the arithmetic symbols on letters (``ab + c = abc``, ``abc - b = ac``,
   ``ab * 2 = abab``).
 """
@@ -26,7 +28,7 @@ import random
 import string
 import time
 
-VARIANTS = ("facts_only", "word_ops4", "word_ops16", "symbol_ops4", "filler", "letter_ops")
+VARIANTS = ("facts_only", "word_ops4", "word_ops16", "symbol_ops4", "filler", "letter_ops", "fresh_ops")
 SYSTEM = "Respond in the following format:\n<think>\n...\n</think>\n<answer>\n...\n</answer>"
 INTROS = ("Take", "Consider", "Now", "Look at", "Here is", "Next:", "Then")
 FILLERS = ("", " Well,", " So", " Ok.", "\n", " Let us see.\n", " Hmm.")
@@ -81,6 +83,9 @@ def main() -> None:
             else:
                 x, n = word(rng.randint(1, 2)), rng.randint(2, 3)
                 asked, value = f"{x} * {n}", x * n
+        elif args.variant == "fresh_ops":
+            a, b = rng.randint(1, 9), rng.randint(1, 9)
+            asked, value = f"{a} {word(2)} {b}", a
         else:
             op, a, b = rng.choice(list(ops)), rng.randint(1, 9), rng.randint(1, 9)
             asked, value = f"{a} {op} {b}", ops[op](a, b)

@@ -1,8 +1,10 @@
-"""Keep API keys and tokens out of every file a run writes.
+"""Keep API keys and tokens out of every file a run writes and everything it sends (the one place that knows
+what a secret looks like; results files, log records, the W&B config and summary and config validation use it).
 
 The values of environment variables whose names say they are secrets (``WANDB_API_KEY``, ``HF_TOKEN``,
-``*_SECRET``, ``*_PASSWORD`` …) are replaced by ``***`` in results files and log records, wherever they
-turn up (a reward logging its environment, an error message quoting a URL with a token in it).
+``*_SECRET``, ``*_PASSWORD`` …) are replaced by ``***`` wherever they turn up (a reward logging its environment,
+an error message quoting a URL with a token in it), and so is any value under a secret-looking key
+(``hub_token``, ``api_key``; not ``max_new_tokens``).
 """
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ import os
 import re
 from typing import Any
 
+# Environment variable names: any of these words anywhere (GITHUB_AUTH, AWS_SECRET_ACCESS_KEY) — masking a value
+# too many costs nothing there.
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# Config and summary keys: a secret word as a whole part of the key (hub_token, WANDB_API_KEY, db.password), so
+# that ordinary keys (max_new_tokens, pad_token_id) keep their values.
+SECRET_KEY = re.compile(r"(?:^|[_.-])(?:api_?key|token|secret|password|passwd|credentials?)(?:$|[_.-])", re.IGNORECASE)
 MASK = "***"
 # Short values (e.g. "1", "true") would mask ordinary text; real keys are long.
 MIN_SECRET_CHARS = 8
@@ -22,18 +29,21 @@ def secret_values() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def is_secret_key(key: Any) -> bool:
+    return bool(SECRET_KEY.search(str(key)))
+
+
 def redact(value: Any, secrets: list[str] | None = None) -> Any:
-    """``value`` with every secret string masked, through dicts, lists and strings."""
+    """``value`` with every secret string masked, and every non-empty value under a secret-looking key, through
+    dicts, lists and strings."""
     secrets = secret_values() if secrets is None else secrets
-    if not secrets:
-        return value
     if isinstance(value, str):
         for secret in secrets:
             if secret in value:
                 value = value.replace(secret, MASK)
         return value
     if isinstance(value, dict):
-        return {redact(k, secrets): redact(v, secrets) for k, v in value.items()}
+        return {redact(k, secrets): MASK if is_secret_key(k) and v else redact(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact(v, secrets) for v in value]
     return value

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from .backends import BACKENDS
+from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
 from .backends.gpu_stack import BackendError, check_config
 from .data import DataError, precheck_files
@@ -146,9 +146,6 @@ def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] |
     )
 
 
-SECRET_KEY = re.compile(r"(^|_)(api_key|token|secret|password|passwd)$", re.IGNORECASE)
-
-
 def _no_secrets_in(cfg: Any) -> None:
     """A config is saved with every run (.hydra/, summary.json): it must not carry credentials.
 
@@ -163,7 +160,7 @@ def _no_secrets_in(cfg: Any) -> None:
         for key, value in node.items():
             if isinstance(value, dict):
                 walk(value, f"{path}{key}.")
-            elif SECRET_KEY.search(str(key)) and isinstance(value, str) and value and "${" not in value and value != "???":
+            elif is_secret_key(key) and isinstance(value, str) and value and "${" not in value and value != "???":
                 raise ConfigError(
                     f"{path}{key}=<hidden>: credentials must not go into the config (it is saved with the run); "
                     "set them in the environment instead (HF_TOKEN, WANDB_API_KEY)"

@@ -11,7 +11,6 @@ import hashlib
 import logging
 import netrc
 import os
-import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,38 +20,18 @@ from omegaconf import OmegaConf
 from transformers import TrainerCallback
 
 from .loggers import RunLogger, finished
+from .redact import redact, secret_values
 from .results import BEST_PREFIX
 
 log = logging.getLogger(__name__)
 
 RUN_ID_FILE = "wandb_run_id"
 STEP_KEY = "train/global_step"  # the x-axis transformers' own W&B integration uses
-# hub_token, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY — but not max_new_tokens
-SECRET_NAME = re.compile(r"(?:^|[_.-])(?:api_?key|token|secret|password|passwd|credentials?)(?:$|[_.-])", re.IGNORECASE)
-REDACTED = "<redacted>"
 # Overrides that say where or how a run is logged, not what it trains: left out of names and tags.
 NOT_IN_NAME = ("hydra", "logger", "output_root", "task_name")
 W_AND_B_TAG_MAX = 64
 WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
 _online_failed = False  # set once an online start failed in this process
-
-
-def _secret_values() -> list[str]:
-    """Values of environment variables whose names look secret (WANDB_API_KEY, HF_TOKEN, ...)."""
-    return [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8]
-
-
-def redact(value: Any, secrets: list[str] | None = None) -> Any:
-    """A copy of ``value`` with secret-looking keys and any secret environment value masked."""
-    secrets = _secret_values() if secrets is None else secrets
-    if isinstance(value, dict):
-        return {k: REDACTED if SECRET_NAME.search(str(k)) and v else redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v, secrets) for v in value]
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-    return value
 
 
 def _training_overrides(overrides: list[str]) -> list[str]:
@@ -179,7 +158,7 @@ class WandbLogger(RunLogger):
 
         self.cfg = cfg.logger
         self.run_dir = Path(run_dir)
-        secrets = _secret_values()
+        secrets = secret_values()
         self.run_id, resumed = read_or_create_run_id(self.run_dir)
         init = dict(
             project=cfg.logger.project,

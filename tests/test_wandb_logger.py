@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from grpo_sweep.wandb_logger import choose_mode, redact, run_name, run_tags, swept_keys
+from grpo_sweep.redact import redact
+from grpo_sweep.wandb_logger import choose_mode, run_name, run_tags, swept_keys
 
 from .conftest import FAST, ROOT, run_launch
 
@@ -139,7 +140,7 @@ def test_names_tags_and_redaction():
     assert run_tags(overrides, ["mine", "lora.r=16"]) == ["mine", "lora.r=16", "reward_mix=format"]
     cfg = {"trainer": {"args": {"hub_token": "abc", "push": True}, "max_new_tokens": 16}, "note": "k=sekrit-value-123", "n": 1}
     assert redact(cfg, ["sekrit-value-123"]) == {
-        "trainer": {"args": {"hub_token": "<redacted>", "push": True}, "max_new_tokens": 16}, "note": "k=<redacted>", "n": 1,
+        "trainer": {"args": {"hub_token": "***", "push": True}, "max_new_tokens": 16}, "note": "k=***", "n": 1,
     }
 
 
