@@ -1,5 +1,5 @@
 """backend=unsloth: config, pinned-stack and GPU checks (no unsloth needed), and a real run through Unsloth's
-CPU fallback (skipped where unsloth is not importable: see README "Unsloth backend" for the CPU install)."""
+CPU fallback (skipped where unsloth is not importable: see docs/gpu.md "On CPU" for the CPU install)."""
 from __future__ import annotations
 
 import importlib.util
@@ -18,7 +18,7 @@ from .conftest import FAST, ROOT, compose, run_launch
 HAS_UNSLOTH = importlib.util.find_spec("unsloth") is not None
 needs_unsloth = pytest.mark.skipif(
     not HAS_UNSLOTH,
-    reason="unsloth is not importable (CPU install: README 'Unsloth backend'; put it on PYTHONPATH)",
+    reason="unsloth is not importable (CPU install: docs/gpu.md 'On CPU'; put it on PYTHONPATH)",
 )
 
 

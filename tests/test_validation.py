@@ -1,6 +1,6 @@
-"""Every bad input the README's "bad input → message" table lists fails before training, with one line naming it.
+"""Every bad input docs/validation.md's "bad input → message" table lists fails before training, with one line naming it.
 
-Each case is (id, setup, expected message). ``setup(tmp_path, monkeypatch)`` triggers the error; the README
+Each case is (id, setup, expected message). ``setup(tmp_path, monkeypatch)`` triggers the error; that
 table is these cases.
 """
 from __future__ import annotations
@@ -195,12 +195,10 @@ def test_a_run_into_another_runs_directory_writes_nothing(tmp_path):
     assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # not even Hydra's .hydra/
 
 
-def test_the_readme_table_is_these_cases():
-    """The README's bad-input table lists exactly CASES, in order, with their messages."""
-    from .conftest import ROOT
-
-    readme = (ROOT / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+def test_the_docs_table_is_these_cases():
+    """docs/validation.md's bad-input table lists exactly CASES, in order, with their messages."""
+    page = (ROOT / "docs" / "validation.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
     expected = [f"| {i} | {case_id} | `{message}` |" for i, (case_id, _, message) in enumerate(CASES, 1)]
     assert rows == expected
-    assert f"The {len(CASES)} bad inputs covered" in readme
+    assert f"The {len(CASES)} bad inputs covered" in page
