@@ -20,6 +20,7 @@ from typing import Any
 
 from .results import METRICS, cost_line, read_jsonl, write_text_atomic
 from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
+from .tables import markdown_table
 from .sweep import best_cell, collect_runs, sweep_direction, varying_overrides
 
 REPORT = "report.md"
@@ -107,18 +108,11 @@ def _param(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def line(cells):
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-    return [line(header), "|" + "|".join("---" for _ in header) + "|"] + [line(r) for r in rows]
-
-
 def reward_names(runs: list[Run]) -> list[str]:
     return sorted({name for r in runs for name in (r.summary.get("train_rewards") or {})})
 
 
-def runs_table(runs: list[Run], names: list[str]) -> list[str]:
+def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
     header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "before", "lenient", "pass@k", "maj@k",
               "best (step)", "reward", "reward (start)"]
     header += [f"rewards/{n}" for n in names] + [f"held-out {n}" for n in names] + ["steps", "runtime (s)"]
@@ -137,7 +131,7 @@ def runs_table(runs: list[Run], names: list[str]) -> list[str]:
                _fmt(s.get("runtime_s"), 1) if isinstance(s.get("runtime_s"), float) else _fmt(s.get("runtime_s")),
                _fmt(s.get("device_seconds"), 1), _fmt(s.get("generated_tokens")), _fmt(s.get("tokens_per_s"), 1)]
         )
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def seed_groups(runs: list[Run]) -> dict[str, list[Run]]:
@@ -173,7 +167,7 @@ def _mean_std(values: list) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
+def seedsmarkdown_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
     """Per configuration: its seeds, mean ± std, and the paired difference from the best configuration."""
     if not seeds_swept(runs):
         return []
@@ -197,7 +191,7 @@ def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
             + [_mean_std([(r.summary.get("train_rewards") or {}).get(n) for r in group]) for n in names]
             + [_mean_std([(r.summary.get("eval_rewards") or {}).get(n) for r in group]) for n in names]
         )
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def _series(history: list[dict], key: str) -> tuple[list, list]:
@@ -323,8 +317,8 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     if cost:
         lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
                      "tokens: completions sampled in training).")
-    lines += ["", "## Runs, best first", ""] + runs_table(ranked, names)
-    per_config = seeds_table(runs, names, direction)
+    lines += ["", "## Runs, best first", ""] + runsmarkdown_table(ranked, names)
+    per_config = seedsmarkdown_table(runs, names, direction)
     if per_config:
         lines += ["", "## Mean ± std over seeds, per configuration, and the paired difference from the best", "",
                   "Δ vs best: the mean over the seeds both configurations ran of (this configuration's objective − "

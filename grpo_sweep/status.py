@@ -17,6 +17,7 @@ from .results import METRICS, read_jsonl, read_summary, write_text_atomic
 from .resume import RESUMES
 from .submit import JOBS
 from .sweep import collect_runs, sweep_table, varying_overrides
+from .tables import aligned_columns
 
 ENDED = ("done", "failed")
 # SLURM states of a job that ended; without a summary.json it ended without finishing its run
@@ -120,8 +121,7 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
          "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(swept) or "(defaults)"]
         for s, swept in zip(states, varying_overrides(states))
     ]
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    lines = aligned_columns([header] + rows)
     counts = {}
     for s in states:
         counts[s["state"]] = counts.get(s["state"], 0) + 1

@@ -8,6 +8,7 @@ from hydra.experimental.callback import Callback
 
 from .results import cost_line, read_summary, write_text_atomic
 from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
+from .tables import aligned_columns, markdown_table
 
 
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
@@ -81,9 +82,8 @@ def seed_block(summaries: list[dict], overrides: list[list[str]], direction: str
     cells = [[r.config, f"{len(r.by_seed)} seeds", "mean " + ("-" if r.mean is None else f"{r.mean:.3f}"),
               "Δ 0 (reference)" if r.is_best else f"Δ {signed(r.delta)}" + (f" n={r.n}" if r.n else ""),
               "" if r.is_best else f"95% CI {ci_text(r)}", r.verdict] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    return [f"Per configuration over seeds ({direction}; Δ = paired difference from the best, same seeds):"] + [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return [f"Per configuration over seeds ({direction}; Δ = paired difference from the best, same seeds):"] + (
+        aligned_columns(cells, indent="  "))
 
 
 def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
@@ -113,9 +113,7 @@ def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
             ]
             + [_fmt(train_rewards.get(name)) for name in reward_names]
         )
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    table = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
+    table = markdown_table(header, rows)
     failed = [(d, s) for d, s in runs if s.get("status") == "failed"]
     notes = [f"run {d.name} failed: {s.get('error', '?')}" for d, s in failed]
     per_config = seed_block(summaries, swept, direction or sweep_direction(sweep_dir, summaries))

@@ -9,6 +9,7 @@ from ..results import write_text_atomic
 from .config import read_study_file
 from .space import merge_overrides, override_key
 from .storage import open_storage
+from ..tables import markdown_table
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
         last = max(t.intermediate_values) if t.intermediate_values else "-"
         rows.append([str(t.number), t.state.name, _fmt(value), str(last)] + [params.get(k, "-") for k in keys]
                     + [t.user_attrs.get("error", "")[:60]])
-    lines += _table(header, rows)
+    lines += markdown_table(header, rows)
     completed = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     best_trials = []
     if completed:
@@ -99,12 +100,6 @@ def _write_best(sweep_dir: Path, info: dict, trial, command: str) -> None:
     tmp = sweep_dir / "best.yaml.tmp"
     OmegaConf.save(OmegaConf.create(data), tmp)
     tmp.replace(sweep_dir / "best.yaml")
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    return [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
 
 
 def _plots(study, sweep_dir: Path, multi: bool) -> list[Path]:
