@@ -6,13 +6,17 @@ import sys
 
 import pytest
 from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from grpo_sweep.config import Config
 from grpo_sweep.validate import ConfigError, validate
 
 from .conftest import CONF, ROOT, compose
 
 GROUPS = ["model", "lora", "reward_mix", "optimizer", "data", "trainer", "backend", "logger", "experiment", "debug"]
+# groups whose options set several other groups by design; every other group's option sets only its own keys
+BUNDLES = ["experiment", "debug"]
 
 
 def options(group: str) -> list[str]:
@@ -34,14 +38,64 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
         validate(cfg)  # GPU presets are validated on their own hardware
 
 
+def option_values(group: str, option: str):
+    """What conf/<group>/<option>.yaml says: the sibling options of its defaults list, then its own keys."""
+    node = OmegaConf.load(CONF / group / f"{option}.yaml")
+    defaults = list(node.pop("defaults", []))
+    merged = OmegaConf.create()
+    for entry in defaults if "_self_" in defaults else [*defaults, "_self_"]:
+        if entry == "_self_":
+            merged = OmegaConf.merge(merged, node)
+        elif isinstance(entry, str):
+            merged = OmegaConf.merge(merged, option_values(group, entry))
+        elif not all(str(key).startswith("override /") for key in entry):
+            # `override /group: option` picks another group's option and adds no values here
+            raise AssertionError(f"conf/{group}/{option}.yaml: defaults entry {entry} not understood by this test")
+    return merged
+
+
+def flat(container, prefix: str = "") -> dict:
+    if not isinstance(container, dict) or not container:
+        return {prefix: container}
+    return {k: v for key, value in container.items() for k, v in flat(value, f"{prefix}.{key}" if prefix else key).items()}
+
+
+@pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS if g not in BUNDLES for o in options(g)])
+def test_choosing_an_option_gives_its_files_values(group, option):
+    """`<group>=<option>` alone gives exactly that file's values on the schema's defaults: no other group's
+    default option (trainer=smoke, ...) writes into this group."""
+    expected = OmegaConf.merge(OmegaConf.structured(Config), {group: option_values(group, option)})[group]
+    got = OmegaConf.to_container(compose([f"{group}={option}"])[group])
+    want = OmegaConf.to_container(expected)
+    wrong = {key: f"{value!r}, the file says {flat(want).get(key, '(no such key)')!r}"
+             for key, value in flat(got).items() if flat(want).get(key, object()) != value}
+    wrong.update({key: "missing" for key in flat(want).keys() - flat(got).keys()})
+    assert not wrong, f"{group}={option} gives {wrong}"
+
+
 def test_defaults_are_the_cpu_main_job():
     cfg = compose()
     assert cfg.model.tiny is not None
     assert cfg.trainer.bf16 is False
     assert cfg.trainer.mask_truncated_completions is False
     assert cfg.optimizer.lr_scheduler_type == "constant"
+    o = cfg.optimizer
+    assert (o.optim, o.learning_rate, o.warmup_steps, o.max_grad_norm, o.weight_decay) == ("adamw_torch", 3e-3, 0, 1.0, 0.0)
+    assert (cfg.lora.r, cfg.lora.alpha) == (64, 64)
     assert dict(cfg.reward_mix)["xmlcount"]["weight"] == 1.0
     assert cfg.optimized_metric == "eval_accuracy"
+    defaults = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml").defaults)
+    assert {"optimizer": "smoke", "lora": "wide", "trainer": "smoke"}.items() <= {
+        k: v for entry in defaults if isinstance(entry, dict) for k, v in entry.items()}.items()
+
+
+def test_standard_trainer_takes_the_walkthroughs_optimizer_and_lora_unless_told_otherwise():
+    cfg = compose(["trainer=standard"])
+    o = cfg.optimizer
+    assert (o.optim, o.learning_rate, o.lr_scheduler_type, o.warmup_steps, o.max_grad_norm) == ("adamw_torch", 5e-6, "cosine", 0.1, 0.1)
+    assert (cfg.lora.r, cfg.lora.alpha) == (16, 32)
+    cfg = compose(["trainer=standard", "optimizer=smoke", "lora=wide"])
+    assert (cfg.optimizer.learning_rate, cfg.optimizer.lr_scheduler_type, cfg.lora.r) == (3e-3, "constant", 64)
 
 
 def test_walkthrough_experiment_is_the_walkthrough_setup():
