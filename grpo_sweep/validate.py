@@ -14,7 +14,7 @@ from typing import Any
 from .backends import BACKENDS
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
-from .backends.gpu_stack import BackendError, check_config
+from .backends.gpu_stack import BackendError, check_config, check_cpu_fallback, gpu_refusal
 from .data import DataError, precheck_files
 from .rewards import REWARDS, RewardError, required_columns, resolve_reward
 from .rewards.guard import ON_ERROR
@@ -184,29 +184,17 @@ def check_machine(cfg: Any) -> None:
     """What only the machine that trains can answer: a GPU for GPU-only settings, the backend's packages,
     the code reward's sandbox. Run where training runs (run_task), not on the login node that submits."""
     gpu = gpu_available()
-    fix = "this machine has no GPU"
-    if not gpu:
-        if cfg.model.dtype in ("bfloat16", "float16"):
-            raise ConfigError(f"model.dtype={cfg.model.dtype} needs a GPU and {fix}; use model.dtype=float32 (or auto)")
-        if cfg.trainer.bf16:
-            raise ConfigError(f"trainer.bf16=true needs a GPU and {fix}; use trainer.bf16=false (or null: bf16 when supported)")
-        for key in ("bf16", "fp16"):
-            if cfg.trainer.args.get(key):
-                raise ConfigError(f"trainer.args.{key}=true needs a GPU and {fix}; remove it")
-        if cfg.model.load_in_4bit:
-            raise ConfigError(f"model.load_in_4bit=true (QLoRA) needs a GPU and {fix}; use model.load_in_4bit=false")
-        if cfg.optimizer.optim.startswith("paged_"):
-            raise ConfigError(f"optimizer.optim={cfg.optimizer.optim} (paged) needs a GPU and {fix}; use optimizer=adamw_torch")
+    if not gpu and (refusal := gpu_refusal(cfg)):
+        raise ConfigError(refusal)
     if "8bit" in cfg.optimizer.optim and importlib.util.find_spec("bitsandbytes") is None:
         raise ConfigError(f"optimizer.optim={cfg.optimizer.optim} needs bitsandbytes, which is not installed; use optimizer=adamw_torch")
     if cfg.backend.name == "unsloth":
         if importlib.util.find_spec("unsloth") is None:
             raise ConfigError("backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl")
-        if not gpu and os.environ.get("UNSLOTH_DISABLE_CPU_FALLBACK") == "1":
-            raise ConfigError(
-                f"backend.name=unsloth needs a GPU and {fix} (UNSLOTH_DISABLE_CPU_FALLBACK=1 turns off Unsloth's CPU "
-                "fallback); unset it to run on stock transformers/PEFT, or use backend=trl"
-            )
+        try:
+            check_cpu_fallback(gpu)
+        except BackendError as exc:
+            raise ConfigError(str(exc)) from None
     for term in terms(cfg.reward_mix):
         if term.target == "code":
             isolation = term.params.get("isolation", "namespaces")

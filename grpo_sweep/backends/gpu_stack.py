@@ -89,16 +89,36 @@ def check_stack(
     raise BackendError(f"backend=unsloth: {'; '.join(problems)}. Fix: {fix}{SKIP_CHECK_ENV}=1 runs anyway)")
 
 
-def gpu_only_options(cfg: Any) -> list[str]:
-    """The options of ``cfg`` that only work on a CUDA GPU, as ``key=value`` strings."""
-    options = []
+def gpu_only_settings(cfg: Any) -> list[tuple[str, str]]:
+    """Every setting of ``cfg`` that needs a CUDA GPU, with what to set instead on CPU: the one list the checks
+    on the training machine (``validate.check_machine``) and in the backends (``check_device``) read."""
+    found = []
+    if cfg.model.dtype in ("bfloat16", "float16"):
+        found.append((f"model.dtype={cfg.model.dtype}", "model.dtype=float32 (or auto)"))
+    if cfg.trainer.bf16:
+        found.append(("trainer.bf16=true", "trainer.bf16=false (or null: bf16 when supported)"))
+    for key in ("bf16", "fp16"):
+        if cfg.trainer.args.get(key):
+            found.append((f"trainer.args.{key}=true", f"remove trainer.args.{key}"))
     if cfg.model.load_in_4bit:
-        options.append("model.load_in_4bit=true")
+        found.append(("model.load_in_4bit=true (QLoRA)", "model.load_in_4bit=false"))
+    if cfg.optimizer.optim.startswith("paged_"):
+        found.append((f"optimizer.optim={cfg.optimizer.optim} (paged)", "optimizer=adamw_torch"))
     if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
-        options.append("backend.fast_inference=true")
+        found.append(("backend.fast_inference=true", "backend.fast_inference=false"))
     if cfg.trainer.use_vllm:
-        options.append("trainer.use_vllm=true")
-    return options
+        found.append(("trainer.use_vllm=true", "trainer.use_vllm=false"))
+    return found
+
+
+def gpu_refusal(cfg: Any) -> str | None:
+    """One line naming every GPU-only setting of ``cfg`` and its CPU fix; None when there is none."""
+    found = gpu_only_settings(cfg)
+    if not found:
+        return None
+    verb = "needs" if len(found) == 1 else "need"
+    return (f"{', '.join(s for s, _ in found)} {verb} a GPU and this machine has no GPU; "
+            f"on CPU: {', '.join(fix for _, fix in found)}")
 
 
 def check_cpu_fallback(cuda: bool, env: dict | None = None) -> None:
@@ -106,8 +126,8 @@ def check_cpu_fallback(cuda: bool, env: dict | None = None) -> None:
     env = os.environ if env is None else env
     if not cuda and env.get("UNSLOTH_DISABLE_CPU_FALLBACK") == "1":
         raise BackendError(
-            "backend=unsloth: no CUDA GPU found and UNSLOTH_DISABLE_CPU_FALLBACK=1 forbids Unsloth's CPU "
-            "fallback; unset it to train on CPU, or run on a GPU node"
+            "backend.name=unsloth needs a GPU and this machine has no GPU (UNSLOTH_DISABLE_CPU_FALLBACK=1 turns off "
+            "Unsloth's CPU fallback); unset it to run on stock transformers/PEFT, or use backend=trl"
         )
 
 
@@ -116,12 +136,10 @@ def check_device(
 ) -> None:
     """On the training machine: refuse GPU-only options without a GPU, and vLLM generation without vllm."""
     env = os.environ if env is None else env
-    options = gpu_only_options(cfg)
     if not cuda:
-        if options:
-            off = " ".join(o.replace("=true", "=false") for o in options)
-            verb = "needs" if len(options) == 1 else "need"
-            raise BackendError(f"{', '.join(options)} {verb} a CUDA GPU and none was found; on CPU set {off}")
+        refusal = gpu_refusal(cfg)
+        if refusal:
+            raise BackendError(refusal)
         if cfg.backend.name == "unsloth":
             check_cpu_fallback(cuda, env)
     if cfg.trainer.use_vllm and version_of("vllm") is None:

@@ -39,8 +39,6 @@ def torch_dtype(name: str) -> torch.dtype:
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if name not in dtypes:
         raise ModelConfigError(f"model.dtype={name!r}; use one of: auto, {', '.join(dtypes)}")
-    if dtypes[name] is not torch.float32 and not torch.cuda.is_available():
-        raise ModelConfigError(f"model.dtype={name} needs a CUDA GPU; on CPU use model.dtype=float32 (or auto)")
     return dtypes[name]
 
 
@@ -59,8 +57,6 @@ def load_base_model(model_cfg: Any, source: str):
 
     kwargs: dict[str, Any] = {"dtype": torch_dtype(model_cfg.dtype), "trust_remote_code": model_cfg.trust_remote_code}
     if model_cfg.load_in_4bit:
-        if not torch.cuda.is_available():
-            raise ModelConfigError("model.load_in_4bit=true needs a CUDA GPU; set model.load_in_4bit=false on CPU")
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
