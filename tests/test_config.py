@@ -33,9 +33,7 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
         overrides.append("+reward_mix.mine.fn=xmlcount")  # the empty mix is the start of one's own, not a mix
     if group == "trainer" and option == "standard":
         overrides.append("model.max_seq_length=1024")  # the walkthrough's 256 + 768 tokens
-    cfg = compose(overrides)
-    if not (group == "model" and option != "tiny") and group != "experiment":
-        validate(cfg)  # GPU presets are validated on their own hardware
+    validate(compose(overrides))  # config-level checks; what the machine must have is check_machine's, on it
 
 
 def option_values(group: str, option: str):

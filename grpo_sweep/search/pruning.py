@@ -12,13 +12,12 @@ from ..results import lookup, without_best
 class TrialMonitor:
     """Holds what a trial reported; ``callback`` plugs it into the trainer."""
 
-    def __init__(self, trial, metric: str, every: int, eval_samples: int, can_prune: bool = True):
+    def __init__(self, trial, metric: str, every: int, eval_samples: int):
         self.trial = trial
         # a `best.<metric>` objective is pruned on <metric>: the quick look measures the current model
         self.metric = without_best(metric)
         self.every = max(1, int(every))
         self.eval_samples = eval_samples
-        self.can_prune = can_prune
         self.intermediate: dict[int, float] = {}
         self.pruned_at: int | None = None
 
@@ -47,7 +46,7 @@ class _ReportCallback(TrainerCallback):
             return control
         m.intermediate[step] = float(value)
         m.trial.report(float(value), step)
-        if m.can_prune and m.trial.should_prune():
+        if m.trial.should_prune():
             m.pruned_at = step
             control.should_training_stop = True
         return control
