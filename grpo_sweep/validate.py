@@ -16,7 +16,7 @@ from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
 from .backends.gpu_stack import BackendError, check_config, check_cpu_fallback, gpu_refusal
 from .data import DataError, precheck_files
-from .rewards import REWARDS, RewardError, required_columns, resolve_reward
+from .rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
 from .rewards.guard import ON_ERROR
 from .rewards.mix import Term, check_mix, data_columns, needs_ground_truth, terms
 from .rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
@@ -88,7 +88,7 @@ def validate(cfg: Any) -> None:
     _no_secrets_in(cfg)
     for term in mix_terms:
         isolation = term.params.get("isolation", "namespaces")
-        if term.target == "code" and isolation not in ISOLATIONS:
+        if needs(resolve_reward(term.target)).sandbox and isolation not in ISOLATIONS:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
 
 
@@ -196,7 +196,7 @@ def check_machine(cfg: Any) -> None:
         except BackendError as exc:
             raise ConfigError(str(exc)) from None
     for term in terms(cfg.reward_mix):
-        if term.target == "code":
+        if needs(resolve_reward(term.target)).sandbox:
             isolation = term.params.get("isolation", "namespaces")
             try:
                 check_isolation(isolation)

@@ -60,3 +60,17 @@ def needs_source(completions, source, **kwargs):
     """1 when the completion cites the row's `source` column."""
     texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
     return [1.0 if str(s) in t else 0.0 for t, s in zip(texts, source)]
+
+
+def reads_named_column(completions, cases_column="cases", **kwargs):
+    """Reads the column its parameter names, through **kwargs: declared, as the built-in `code` reward does."""
+    return [1.0 if case else 0.0 for case in kwargs[cases_column]]
+
+
+def _declare():
+    from grpo_sweep.rewards import Needs
+
+    reads_named_column.reward_needs = Needs(column_params={"cases_column": "cases"})
+
+
+_declare()

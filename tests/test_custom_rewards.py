@@ -8,7 +8,8 @@ import pytest
 
 from grpo_sweep.data import DataError, load_splits, precheck_files
 from grpo_sweep.data.arithmetic import ARITHMETIC_COLUMNS, arithmetic_splits
-from grpo_sweep.rewards import NEEDS_GROUND_TRUTH, REWARDS, required_columns
+from grpo_sweep.rewards import REWARDS, Needs, required_columns
+from grpo_sweep.rewards import needs as needs_of
 from grpo_sweep.rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
 from grpo_sweep.validate import ConfigError, validate
 
@@ -54,7 +55,7 @@ def test_required_columns_skip_what_trl_passes_defaults_and_bound_params():
 
 
 def test_builtins_needs_come_from_the_same_inspection():
-    assert NEEDS_GROUND_TRUTH == {"correct", "boxed"}
+    assert {name for name, fn in REWARDS.items() if "ground_truth" in required_columns(fn)} == {"correct", "boxed"}
     assert required_columns(REWARDS["correct"]) == ["ground_truth"]
     assert required_columns(REWARDS["length"]) == []  # max_completion_length has a default (and is bound)
 
@@ -78,6 +79,14 @@ def test_a_param_bound_by_the_mix_is_not_a_column():
 def test_code_reward_needs_the_column_its_params_name():
     needs = data_columns({"code": {"params": {"tests_column": "test_list"}}})
     assert list(needs) == ["test_list"]
+    assert needs_of(REWARDS["code"]) == Needs(column_params={"tests_column": "tests"}, sandbox=True)
+    assert needs_of(REWARDS["correct"]) == Needs()  # its ground_truth is in its signature
+
+
+def test_a_custom_reward_declares_what_it_reads_as_the_built_ins_do():
+    assert list(data_columns({"mine": {"fn": f"{PLUGINS}.reads_named_column"}})) == ["cases"]
+    named = data_columns({"mine": {"fn": f"{PLUGINS}.reads_named_column", "params": {"cases_column": "specs"}}})
+    assert list(named) == ["specs"] and named["specs"].param == "cases_column"
 
 
 # --- refused before training, on the launching machine -----------------------------------------------------

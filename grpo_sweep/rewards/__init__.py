@@ -14,16 +14,18 @@ from typing import Any, Mapping
 from . import answer, code, format, length  # noqa: F401  (importing registers the built-ins)
 from ._text import completion_text
 from .answer import equivalent, extract_answer, extract_boxed
-from .registry import REWARDS, RewardFn
+from .registry import REWARDS, Needs, RewardFn, needs
 
 __all__ = [
     "REWARDS",
     "RewardError",
+    "Needs",
     "build_reward",
     "completion_text",
     "equivalent",
     "extract_answer",
     "extract_boxed",
+    "needs",
     "required_columns",
     "resolve_reward",
 ]
@@ -45,10 +47,6 @@ def required_columns(fn: RewardFn, bound=()) -> list[str]:
         for p in params
         if p.kind in keyword and p.default is p.empty and p.name not in TRL_ARGS and p.name not in bound
     ]
-
-
-# Rewards whose score is only meaningful against a ground_truth column: read off their signatures.
-NEEDS_GROUND_TRUTH = frozenset(name for name, fn in REWARDS.items() if "ground_truth" in required_columns(fn))
 
 
 class RewardError(ValueError):

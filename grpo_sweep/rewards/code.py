@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ._text import texts
 from .answer import extract_answer
-from .registry import reward
+from .registry import Needs, reward
 from .sandbox import Limits, check_isolation, execute
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -86,7 +86,7 @@ def parse_tests(value) -> list | None:
     return tests
 
 
-@reward("code")
+@reward("code", Needs(column_params={"tests_column": "tests"}, sandbox=True))
 def code(
     completions,
     tests_column: str = "tests",

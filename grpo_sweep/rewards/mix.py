@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import REWARDS, RewardError, build_reward, required_columns, resolve_reward
+from . import needs as needs_of
 from .guard import guarded
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
@@ -34,7 +35,7 @@ class ColumnNeed:
     """A dataset column a reward of the mix cannot run without, and how to give it one."""
 
     term: Term
-    param: str  # the reward's parameter (or params key, for `code`'s tests_column)
+    param: str  # the reward's parameter (or the params key that names the column, `Needs.column_params`)
     via_params: bool = False
 
     @property
@@ -119,13 +120,13 @@ def _term_needs(term: Term) -> dict[str, ColumnNeed]:
     """The columns ``term``'s reward must be given (column -> need), read off its signature with its params
     and the trainer settings bound."""
     fn = resolve_reward(term.target)
-    needs = {
+    columns = {
         term.columns.get(param, param): ColumnNeed(term, param)
         for param in required_columns(fn, bound={*term.params, *TRAINER_PARAMS})
     }
-    if term.target == "code":  # reads the column its tests_column param names, through **kwargs
-        needs[str(term.params.get("tests_column", "tests"))] = ColumnNeed(term, "tests_column", via_params=True)
-    return needs
+    for param, default in needs_of(fn).column_params.items():  # read through **kwargs, by the name param gives
+        columns[str(term.params.get(param, default))] = ColumnNeed(term, param, via_params=True)
+    return columns
 
 
 def data_columns(mix: Mapping[str, Any]) -> dict[str, ColumnNeed]:

@@ -4,14 +4,31 @@ Kept free of heavy imports: composing and validating a config on a login node lo
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 RewardFn = Callable[..., list]
 
 REWARDS: dict[str, RewardFn] = {}
 
 
-def reward(name: str) -> Callable[[RewardFn], RewardFn]:
+@dataclass(frozen=True)
+class Needs:
+    """What a reward needs beyond the columns its signature names (those are read off it: `required_columns`).
+    Declared where the reward is registered (or as a function's ``reward_needs`` attribute, for one's own);
+    validation, the data checks and the machine check read it from here."""
+
+    # parameter -> its default: the reward reads the column that this parameter names, through **kwargs
+    column_params: Mapping[str, str] = field(default_factory=dict)
+    # it runs generated code: its `isolation` param must be one the sandbox has, and the machine must provide it
+    sandbox: bool = False
+
+
+def needs(fn: RewardFn) -> Needs:
+    return getattr(fn, "reward_needs", None) or Needs()
+
+
+def reward(name: str, needs: Needs | None = None) -> Callable[[RewardFn], RewardFn]:
     """Register a built-in reward under ``name`` and make ``name`` its ``__name__``.
 
     TRL logs each reward as ``rewards/<fn.__name__>/mean``, so the registry name is what users see.
@@ -22,6 +39,8 @@ def reward(name: str) -> Callable[[RewardFn], RewardFn]:
             raise ValueError(f"reward name {name!r} registered twice")
         fn.__name__ = name
         fn.__qualname__ = name
+        if needs is not None:
+            fn.reward_needs = needs
         REWARDS[name] = fn
         return fn
 
