@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from omegaconf import OmegaConf
 from transformers import TrainerCallback
 
+from .adapters.trl import latest_completions
 from .loggers import RunLogger, finished
 from .redact import redact, secret_values
 from .results import BEST_PREFIX
@@ -289,8 +290,8 @@ class WandbStepLogger(TrainerCallback):
         """The latest generation batch, from the trainer's own buffer (what TRL's log_completions prints)."""
         import wandb
 
-        logs = getattr(self.trainer, "_logs", None)  # TRL keeps no public handle on the latest completions
-        if not logs or not logs.get("prompt"):
+        logs = latest_completions(self.trainer)
+        if logs is None:
             return None
         rewards = {name: list(values) for name, values in logs["rewards"].items()}
         columns = ["step", "prompt", "completion", *rewards, "advantage"]
