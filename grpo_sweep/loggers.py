@@ -1,11 +1,8 @@
-"""Experiment trackers behind `logger=`: none (metrics.jsonl + summary.json only) or wandb.
-
-Light on purpose: `wandb` is imported only when `logger=wandb` trains, so `logger=none` works without it.
-"""
+"""What every experiment tracker is (`RunLogger`, which alone is `logger=none`: metrics.jsonl + summary.json only)
+and the process's one open tracker run. Trackers build on this module; `tracking.open_logger` picks one."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -26,17 +23,13 @@ class RunLogger:
         """The run ended (completed or failed); ``summary`` is what summary.json holds."""
 
 
-def open_logger(cfg: Any, run_dir: Path, overrides: list[str]) -> RunLogger:
-    """Start the tracker named by ``cfg.logger.name`` for one run; one tracker run per training run."""
+def activate(logger: RunLogger) -> RunLogger:
+    """Make ``logger`` the process's open tracker run; a previous one that was never finished is closed as failed."""
     global _active
     if _active is not None:  # a previous run in this process died before finishing its tracker run
         close_failed({"status": "failed", "error": "a later run started before this one finished"})
-    if cfg.logger.name == "none" or cfg.logger.mode == "disabled":
-        return RunLogger()
-    from .wandb_logger import WandbLogger
-
-    _active = WandbLogger(cfg, run_dir, overrides)
-    return _active
+    _active = logger
+    return logger
 
 
 def finished(logger: RunLogger) -> None:

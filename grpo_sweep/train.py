@@ -16,7 +16,7 @@ from transformers.trainer_callback import ProgressCallback
 from .backends import get_backend
 from .data import load_splits
 from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selection_metric
-from .loggers import open_logger
+from .tracking import open_logger
 from .pool import shares_terminal
 from .results import (
     METRICS,

@@ -198,7 +198,8 @@ def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
 
 def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path, monkeypatch):
     """In one process (local -m): a run that raises ends its W&B run with exit code 1; the next is a new run."""
-    from grpo_sweep.loggers import close_failed, open_logger
+    from grpo_sweep.loggers import close_failed
+    from grpo_sweep.tracking import open_logger
 
     from .conftest import compose
 

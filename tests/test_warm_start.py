@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from grpo_sweep.config.schema import WarmStartConfig
-from grpo_sweep.models import tiny, warm
-from grpo_sweep.models.tiny import TinySpec, build_cached, ensure_tiny_model, tiny_model_path
+from grpo_sweep.models import ensure_model, tiny, warm
+from grpo_sweep.models.tiny import TinySpec, build_cached, tiny_model_path
 from grpo_sweep.models.warm import corpus_line, facts, warm_model_path
 
 
@@ -79,7 +79,7 @@ def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
 
     spec = TinySpec(warm_start=WarmStartConfig(steps=3, batch_size=4))
-    path = ensure_tiny_model(spec)
+    path = ensure_model(spec)
     assert path.name.startswith(tiny_model_path(spec).name + "-warm-")
     assert (tiny_model_path(spec) / "config.json").exists()
     base = AutoModelForCausalLM.from_pretrained(tiny_model_path(spec))
@@ -87,7 +87,7 @@ def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
     changed = [n for (n, a), (_, b) in zip(base.named_parameters(), warmed.named_parameters()) if not a.equal(b)]
     assert changed  # it trained
     stamp = (path / "config.json").stat().st_mtime_ns
-    assert ensure_tiny_model(spec) == path and (path / "config.json").stat().st_mtime_ns == stamp
+    assert ensure_model(spec) == path and (path / "config.json").stat().st_mtime_ns == stamp
 
 
 def test_from_config_reads_a_composed_warm_start(cfg_factory):

@@ -24,10 +24,11 @@ class ModelConfigError(ValueError):
 def model_source(model_cfg: Any) -> str:
     """Where to load the base model from: the cached tiny build, or ``name_or_path``."""
     if model_cfg.tiny is not None:
-        from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
+        from grpo_sweep.models import ensure_model
+        from grpo_sweep.models.tiny import TinySpec
 
         spec = TinySpec.from_config(model_cfg.tiny, model_cfg.max_seq_length)
-        return str(ensure_tiny_model(spec))
+        return str(ensure_model(spec))
     return model_cfg.name_or_path
 
 

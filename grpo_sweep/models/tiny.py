@@ -11,7 +11,7 @@ import os
 import random
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -65,12 +65,8 @@ def tiny_model_path(spec: TinySpec) -> Path:
 
 
 def ensure_tiny_model(spec: TinySpec) -> Path:
-    """The cached model directory for ``spec``, built on first use (safe when runs race to build it); with
-    ``spec.warm_start.steps`` > 0, that model after its plain-text pre-training (``models/warm.py``)."""
-    if spec.warm_start.steps:
-        from .warm import ensure_warm_model
-
-        return ensure_warm_model(ensure_tiny_model(replace(spec, warm_start=WarmStartConfig())), spec)
+    """The cached random model directory for ``spec``, built on first use (safe when runs race to build it); its
+    warm start is ``models.ensure_model``'s business."""
     return build_cached(tiny_model_path(spec), lambda staging: _build(spec, staging))
 
 
