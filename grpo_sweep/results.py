@@ -64,6 +64,25 @@ def read_summary(run_dir: Path) -> dict | None:
     return json.loads(path.read_text())
 
 
+def record_failure(run_dir: Path, error: str, overrides: Iterable[str], traceback_text: str = "",
+                   runtime_s: float | None = None, keep_recorded: bool = False, **extra: Any) -> dict:
+    """Write the summary of a run that did not finish, the one way every path does it (a run that raised, a run the
+    gate refused, a worker process that died, a failed Optuna trial), so the table, report and status read the
+    same fields: ``status: failed``, ``error``, the end of its traceback, ``overrides``, ``runtime_s``, ``run_dir``.
+
+    ``keep_recorded``: when the run already recorded its own failure (train() writes a fuller one), keep that."""
+    if keep_recorded and (previous := read_summary(run_dir)) and previous.get("status") == "failed":
+        return previous
+    summary = {"status": "failed", "error": error, "overrides": list(overrides), "run_dir": str(run_dir)}
+    if traceback_text:
+        summary["traceback"] = traceback_text[-4000:]
+    if runtime_s is not None:
+        summary["runtime_s"] = round(runtime_s, 3)
+    summary.update(extra)
+    write_json_atomic(Path(run_dir) / SUMMARY, summary)
+    return summary
+
+
 def _jsonable(value: Any):
     if hasattr(value, "item"):  # numpy / torch scalars
         return value.item()

@@ -187,3 +187,17 @@ def test_generated_tokens_of_a_real_run_equal_what_trl_generated(tmp_path):
     timings = summary["timings_s"]
     assert summary["device_seconds"] == pytest.approx(timings["train"] + timings["save"] + timings["eval"], abs=2e-3)
     assert summary["tokens_per_s"] == pytest.approx(sum(COUNTED) / summary["device_seconds"], rel=1e-2)
+
+
+def test_one_writer_records_every_failed_run(tmp_path):
+    from grpo_sweep.results import read_summary, record_failure
+
+    run = tmp_path / "0"
+    run.mkdir()
+    record_failure(run, "ValueError: bad", ["lora.r=3"], traceback_text="x" * 5000, runtime_s=1.23456, trial={"number": 2})
+    summary = read_summary(run)
+    assert summary == {"status": "failed", "error": "ValueError: bad", "overrides": ["lora.r=3"], "run_dir": str(run),
+                       "traceback": "x" * 4000, "runtime_s": 1.235, "trial": {"number": 2}}
+    # a run that recorded its own failure keeps it when asked; otherwise the newer record wins
+    assert record_failure(run, "died", [], keep_recorded=True)["error"] == "ValueError: bad"
+    assert record_failure(run, "died", [])["error"] == "died"
