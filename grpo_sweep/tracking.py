@@ -4,16 +4,16 @@ Light on purpose: `wandb` is imported only when `logger=wandb` trains, so `logge
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from .context import RunContext
 from .loggers import RunLogger, activate
 
 
-def open_logger(cfg: Any, run_dir: Path, overrides: list[str]) -> RunLogger:
+def open_logger(cfg: Any, context: RunContext) -> RunLogger:
     """Start the tracker named by ``cfg.logger.name`` for one run; one tracker run per training run."""
     if cfg.logger.name == "none" or cfg.logger.mode == "disabled":
         return RunLogger()
     from .wandb_logger import WandbLogger
 
-    return activate(WandbLogger(cfg, run_dir, overrides))
+    return activate(WandbLogger(cfg, context))

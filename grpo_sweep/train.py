@@ -17,7 +17,6 @@ from .backends import get_backend
 from .data import load_splits
 from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selection_metric
 from .tracking import open_logger
-from .pool import shares_terminal
 from .results import (
     METRICS,
     SAMPLES,
@@ -30,6 +29,7 @@ from .results import (
     write_json_atomic,
     write_jsonl_atomic,
 )
+from .context import RunContext
 from .redact import redact
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from .rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
@@ -244,20 +244,22 @@ def periodic_fields(periodic: PeriodicEval) -> dict:
     return out
 
 
-def train(cfg: Any, run_dir: Path, overrides: list[str] | None = None, monitor=None) -> dict:
-    """Train, evaluate and save one run into ``run_dir``; return its summary.
+def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None) -> dict:
+    """Train, evaluate and save one run; return its summary. ``run``: the context the task was told
+    (``context.from_hydra``), or a bare run directory for a single run with ``overrides`` (the Python API, tests).
 
     ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
     Optuna trial and may stop training early; a pruned run keeps its partial results with status "pruned".
     """
     global _previous_run_end
     try:
-        return _train(cfg, run_dir, overrides, monitor)
+        context = run if isinstance(run, RunContext) else RunContext(Path(run), list(overrides or []))
+        return _train(cfg, context, monitor)
     finally:
         _previous_run_end = time.monotonic()
 
 
-def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dict:
+def _train(cfg: Any, context: RunContext, monitor) -> dict:
     import datasets
     from trl import GRPOTrainer
 
@@ -265,8 +267,9 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
 
     started = time.perf_counter()
     timings = {"startup": startup_s()}
+    run_dir, overrides = context.run_dir, context.overrides
     run_dir.mkdir(parents=True, exist_ok=True)
-    tracker = open_logger(cfg, run_dir, overrides or [])  # logger=none: a no-op
+    tracker = open_logger(cfg, context)  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
     if needs_ground_truth(cfg.reward_mix):
         from .rewards.mathcheck import HELPER
@@ -326,7 +329,7 @@ def _train(cfg: Any, run_dir: Path, overrides: list[str] | None, monitor) -> dic
     )
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
-    if not cfg.trainer.disable_tqdm and not shares_terminal():
+    if not cfg.trainer.disable_tqdm and not context.shares_terminal:
         trainer.add_callback(RewardProgress(periodic))
     mark = time.perf_counter()
     timings["setup"] = mark - started  # model, data, rewards, trainer

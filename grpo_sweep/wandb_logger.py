@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from transformers import TrainerCallback
 
 from .adapters.trl import latest_completions
+from .context import RunContext
 from .loggers import RunLogger, finished
 from .redact import redact, secret_values
 from .results import BEST_PREFIX
@@ -76,39 +77,10 @@ def run_tags(overrides: list[str], user_tags: list[str]) -> list[str]:
     return list(dict.fromkeys(tags))
 
 
-def _sweep_dir() -> Path | None:
-    """The multirun's directory when this run is one job of a Hydra ``-m`` sweep, else None."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-    except ImportError:
-        return None
-    if not HydraConfig.initialized():
-        return None
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode != RunMode.MULTIRUN:
-        return None
-    # The job's output dir is <sweep.dir>/<sweep.subdir>: walk up as many parts as the subdir has. Reading the
-    # realised path (not re-resolving sweep.dir's ${now:} interpolation) gives every job, in any process, the same answer.
-    depth = len(Path(str(hydra_cfg.sweep.subdir)).parts)
-    return Path(hydra_cfg.runtime.output_dir).resolve().parents[depth - 1]
-
-
-def _optuna_trial() -> bool:
-    """This run is a trial of grpo-sweep's Optuna sweeper (its worker jobs train the trials)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        from .search.config import SWEEPER_TARGET
-    except ImportError:
-        return False
-    return HydraConfig.initialized() and HydraConfig.get().sweeper.get("_target_") == SWEEPER_TARGET
-
-
-def default_group(cfg: Any, run_dir: Path) -> str:
+def default_group(cfg: Any, context: RunContext) -> str:
     """The sweep's directory names the group (a single run is a group of one); a short hash of its absolute
     path keeps two sweeps started in the same second on different machines apart."""
-    where = _sweep_dir() or Path(run_dir).resolve()
+    where = context.sweep_dir or Path(context.run_dir).resolve()
     digest = hashlib.sha1(str(where).encode()).hexdigest()[:6]
     return f"{cfg.task_name}-{where.name}-{digest}"
 
@@ -154,19 +126,20 @@ def read_or_create_run_id(run_dir: Path) -> tuple[str, bool]:
 
 
 class WandbLogger(RunLogger):
-    def __init__(self, cfg: Any, run_dir: Path, overrides: list[str]):
+    def __init__(self, cfg: Any, context: RunContext):
         import wandb
 
         self.cfg = cfg.logger
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(context.run_dir)
+        overrides = context.overrides
         secrets = secret_values()
         self.run_id, resumed = read_or_create_run_id(self.run_dir)
         init = dict(
             project=cfg.logger.project,
             entity=cfg.logger.entity,
-            group=cfg.logger.group or default_group(cfg, self.run_dir),
-            job_type=cfg.logger.job_type or ("trial" if _optuna_trial() else "train"),
-            name=redact(cfg.logger.run_name or run_name(overrides, swept_keys(_sweep_dir())), secrets),
+            group=cfg.logger.group or default_group(cfg, context),
+            job_type=cfg.logger.job_type or ("trial" if context.optuna_worker else "train"),
+            name=redact(cfg.logger.run_name or run_name(overrides, swept_keys(context.sweep_dir)), secrets),
             tags=redact(run_tags(overrides, list(cfg.logger.tags)), secrets),
             notes=cfg.logger.notes,
             config=redact(OmegaConf.to_container(cfg, resolve=True), secrets),

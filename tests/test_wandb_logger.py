@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from grpo_sweep.context import RunContext
 from grpo_sweep.redact import redact
 from grpo_sweep.wandb_logger import choose_mode, run_name, run_tags, swept_keys
 
@@ -205,9 +206,9 @@ def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     cfg = compose(["logger=wandb", "logger.group=g1", "logger.job_type=trial"])
-    first = open_logger(cfg, tmp_path / "0", ["reward_mix=format"])
+    first = open_logger(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]))
     close_failed({"status": "failed", "error": "ValueError: boom"})
-    second = open_logger(cfg, tmp_path / "1", ["reward_mix=smoke"])
+    second = open_logger(cfg, RunContext(tmp_path / "1", ["reward_mix=smoke"]))
     second.finish({"status": "completed", "objective": 0.5, "eval_accuracy": 0.5, "steps": 3})
     [failed] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "0")]
     [done] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "1")]
