@@ -105,7 +105,7 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
         try:
             check_run(cfg, run_dir, trains_here)
         except ConfigError as exc:
-            raise Refused(f"grpo-sweep: run #{num} ({' '.join(swept) or 'defaults'}): {exc}; no run was started") from None
+            raise Refused(f"grpo-sweep: job {num} ({' '.join(swept) or 'defaults'}): {exc}; no run was started") from None
         run_dirs.append(run_dir)
     if gated:
         launcher._gate_planned = {**planned, **dict(zip(keys, run_dirs))}

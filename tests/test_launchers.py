@@ -116,7 +116,7 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["lora.r=16,0"], "run #1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
+        (["lora.r=16,0"], "grpo-sweep: job 1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
         (["hydra.launcher.tasks_per_node=2", "lora.r=16"], "hydra.launcher.tasks_per_node=2: one run is one training process"),
         (["lora.rr=3"], "lora.rr"),
     ],
