@@ -55,7 +55,8 @@ def test_a_grid_with_one_bad_job_starts_no_run(tmp_path, launcher):
 def test_a_slurm_grid_with_one_bad_job_submits_nothing(tmp_path, fake_sbatch):  # noqa: F811
     env, scripts = fake_sbatch
     out, probe = submit(["-m", "hydra/launcher=slurm", *CPU_JOB, *GRID], tmp_path, env)
-    assert probe["code"] == REFUSAL, out.stderr[-3000:]  # SystemExit with the refusal: exit status 1
+    assert probe["code"] == 1, out.stderr[-3000:]
+    assert_one_line_refusal(out.stderr, REFUSAL)
     assert list(scripts.iterdir()) == []  # nothing reached sbatch
     assert started_runs(tmp_path) == []
 

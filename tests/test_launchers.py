@@ -78,6 +78,9 @@ def submit(args: list[str], cwd: Path, env: dict) -> tuple[subprocess.CompletedP
             runpy.run_path({str(ROOT / "launch.py")!r}, run_name="__main__")
         except SystemExit as exc:
             code = exc.code
+            if isinstance(code, str):  # as the interpreter does: the message to stderr, exit status 1
+                print(code, file=sys.stderr)
+                code = 1
         print("PROBE " + json.dumps({{"code": code, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
         """
     )
