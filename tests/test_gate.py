@@ -7,6 +7,7 @@ metrics.jsonl (or, under SLURM, a job script at the stand-in sbatch), which the 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,20 @@ def test_a_backend_this_machine_lacks_is_one_line_before_anything_runs(tmp_path,
     line = f"grpo-sweep: {message}" if args[0] != "-m" else f"grpo-sweep: job 1 (backend=unsloth): {message}; no run was started"
     assert_one_line_refusal(out.stderr, line)
     assert started_runs(tmp_path) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("unsloth") is not None, reason="unsloth is installed here")
+def test_a_run_refused_where_it_trains_is_a_failed_run_in_one_line(tmp_path):
+    """Hydra's own sweeper and launcher: nothing gates the sweep with this machine's checks, so the run's own
+    process refuses it (as a SLURM compute node would): a failed run with its reason, no traceback, no training."""
+    out = run_launch(["-m", "hydra/sweeper=basic", "hydra/launcher=basic", "backend=unsloth"], tmp_path, timeout=120,
+                     env=ENV)
+    assert out.returncode == 1, out.stderr[-3000:]
+    message = "backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl"
+    [summary] = tmp_path.glob("grpo/multiruns/*/0/summary.json")
+    assert json.loads(summary.read_text())["error"] == f"refused: {message}"
+    assert f"refused: {message}" in out.stdout and "Traceback" not in out.stdout + out.stderr
+    assert not list(tmp_path.glob("**/metrics.jsonl"))
 
 
 def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
