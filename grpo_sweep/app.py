@@ -8,11 +8,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .gate import check_run
 from .loggers import close_failed
 from .redact import install_log_redaction
 from .results import SUMMARY, read_summary, write_json_atomic
-from .resume import check_same_run
-from .validate import check_machine, validate
+from .validate import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,26 @@ def _optuna_worker_settings():
 
 def run_task(cfg: Any) -> float | None:
     install_log_redaction()
-    validate(cfg)
-    check_machine(cfg)
     worker = _optuna_worker_settings()
+    run_dir, overrides, multirun = _run_dir_overrides_multirun()
+    try:
+        # the gate once more, on the machine that trains: a compute node may lack what the login node has
+        check_run(cfg, None if worker is not None else run_dir, trains_here=True)
+    except ConfigError as exc:
+        if not multirun:
+            # one line, not Hydra's traceback (a SystemExit is no job failure to Hydra; it stops the process)
+            raise SystemExit(f"grpo-sweep: {exc}") from None
+        if worker is not None:
+            raise  # an Optuna worker that cannot train any trial: the sweeper reports the failed worker
+        # one refused run of a sweep is a failed run: recorded, in the table, and the others go on
+        log.error("run %s refused: %s", run_dir, exc)
+        write_json_atomic(run_dir / SUMMARY, {"status": "failed", "error": f"refused: {exc}", "overrides": overrides,
+                                              "run_dir": str(run_dir)})
+        return math.nan
     if worker is not None:
         from .search.worker import run_worker
 
         return run_worker(cfg, worker)
-    run_dir, overrides, multirun = _run_dir_overrides_multirun()
-    check_same_run(run_dir, cfg)
     previous = read_summary(run_dir)
     if previous and previous.get("status") == "completed":
         # a sweep re-run into its own directory (to finish what was cut off) skips what is done

@@ -9,6 +9,8 @@ segfault in native code), Parallel abandons the whole sweep. Here at most one ru
 runs in flight when a worker died are run again one at a time, so the run that kills its process is found and
 recorded as failed, and every other run still runs.
 
+Before any worker starts, every run of the batch passes the gate (grpo_sweep/gate.py): one bad run, and none runs.
+
 On a machine with NVIDIA GPUs there is one worker per GPU (at most), each pinned to its own GPU through
 CUDA_VISIBLE_DEVICES before it imports torch; the CPU cores otherwise.
 """
@@ -102,8 +104,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra_plugins.hydra_joblib_launcher._core import execute_job
     from joblib.externals.loky import get_reusable_executor
 
-    from .submit import lost_run_return, numbered_run_dir
+    from .submit import lost_run_return
 
+    run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: every run passes, or none starts
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
@@ -137,10 +140,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                     ", ".join(str(initial_job_idx + i) for i, _ in lost))
         again, lost = _drain(submitter(1), [i for i, _ in lost], 1)
         results.update(again)
-    loader = launcher.hydra_context.config_loader
     for index, exc in lost:
         overrides = list(job_overrides[index])
-        run_dir = numbered_run_dir(loader.load_sweep_config(launcher.config, overrides), initial_job_idx + index)
+        run_dir = run_dirs[index]
         codes = re.search(r"exit codes of the workers are \{(.*?)\}", str(exc))
         error = (f"its worker process died ({codes.group(1) if codes else type(exc).__name__}) while it ran, and "
                  "again when it ran alone: killed for memory? a crash in native code?")

@@ -1,6 +1,7 @@
 """Submitting a sweep through submitit (the launch side of hydra_plugins/grpo_sweep_launcher).
 
-Runs on the login node: no torch/trl/transformers here, and every run is validated before one is queued.
+Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/gate.py) before
+one is queued.
 """
 from __future__ import annotations
 
@@ -14,21 +15,18 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf, open_dict
 
+from .gate import Refused
 from .results import SUMMARY, read_summary, write_json_atomic
-from .resume import ResumeError, check_same_run
-from .sweep import varying_overrides
-from .validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
 
 JOBS = "jobs.json"
 
 
-class SubmitError(ConfigError, CompactHydraException):
-    """A run that cannot work, found before submission; Hydra prints it as one line, without a traceback."""
+class SubmitError(Refused):
+    """What the submitit launchers need and lack, found before submission; one line, without a traceback."""
 
 
 def check_resources(params: dict, executor: str) -> None:
@@ -110,22 +108,6 @@ def numbered_run_dir(cfg: Any, num: int) -> Path:
     with open_dict(cfg.hydra.job):
         cfg.hydra.job.num = num
     return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
-
-
-def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
-    """Compose and validate every run as its job will; return each run's directory. Raises before submission."""
-    cfgs = compose_runs(launcher.hydra_context.config_loader, launcher.config, job_overrides)
-    swept = varying_overrides([{"overrides": list(o)} for o in job_overrides])
-    run_dirs = []
-    for idx, cfg, shown in zip(range(initial_job_idx, initial_job_idx + len(job_overrides)), cfgs, swept):
-        run_dir = numbered_run_dir(cfg, idx)
-        try:
-            validate(cfg)
-            check_same_run(run_dir, cfg)  # a sweep dir re-used for another sweep
-        except (ConfigError, ResumeError) as exc:
-            raise SubmitError(f"run #{idx} ({' '.join(shown) or 'defaults'}): {exc}; nothing was submitted") from None
-        run_dirs.append(run_dir)
-    return run_dirs
 
 
 def record_jobs(sweep_dir: Path, entries: list[dict]) -> None:
@@ -225,9 +207,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
-    check_resources(launcher.params, launcher._EXECUTOR)
     started = time.perf_counter()
-    run_dirs = plan_runs(launcher, job_overrides, initial_job_idx)
+    run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: resources and every run, or nothing is queued
     log.info("validated %d runs in %.2f s", len(run_dirs), time.perf_counter() - started)
 
     executor = _executor(launcher)

@@ -78,6 +78,9 @@ def submit(args: list[str], cwd: Path, env: dict) -> tuple[subprocess.CompletedP
             runpy.run_path({str(ROOT / "launch.py")!r}, run_name="__main__")
         except SystemExit as exc:
             code = exc.code
+            if isinstance(code, str):  # as the interpreter does: the message to stderr, exit status 1
+                print(code, file=sys.stderr)
+                code = 1
         print("PROBE " + json.dumps({{"code": code, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
         """
     )
@@ -116,7 +119,7 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["lora.r=16,0"], "run #1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
+        (["lora.r=16,0"], "grpo-sweep: job 1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
         (["hydra.launcher.tasks_per_node=2", "lora.r=16"], "hydra.launcher.tasks_per_node=2: one run is one training process"),
         (["lora.rr=3"], "lora.rr"),
     ],

@@ -181,7 +181,7 @@ def launch(args, cwd, env=None):
 def test_a_sweep_with_one_bad_job_launches_nothing(tmp_path):
     out = launch(["-m", "trainer.num_generations=4,3", f"output_root={tmp_path}"], tmp_path)
     assert out.returncode != 0
-    assert "grpo-sweep: job 1 (trainer.num_generations=3" in out.stderr
+    assert "grpo-sweep: job 1 (trainer.num_generations=3): trainer.num_generations=3 must divide" in out.stderr
     assert not list(tmp_path.glob("**/metrics.jsonl")), "a job ran although another was invalid"
 
 

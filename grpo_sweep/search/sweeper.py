@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class OptunaSweeperImpl(Sweeper):
+    # its base config and every config-group choice of its space pass the gate before a worker starts; each
+    # trial passes it in its worker (Objective)
+    gates_sweep = True
+
     def __init__(self, **settings: Any):
         self.settings = OmegaConf.create(settings)
         self.config: DictConfig | None = None
@@ -49,20 +53,28 @@ class OptunaSweeperImpl(Sweeper):
         with_hydra.pop("hydra", None)
         return OmegaConf.create(with_hydra)
 
+    def _trains_here(self) -> bool:
+        from ..gate import GatedLauncher
+
+        return isinstance(self.launcher, GatedLauncher) and self.launcher.trains_here
+
     def sweep(self, arguments: List[str]) -> Any:
         import optuna
 
-        from ..validate import validate
+        from ..gate import check_config, stop
+        from ..validate import ConfigError
 
         s = self.settings
         sweep_dir = Path(self.config.hydra.sweep.dir)
+        job_cfg = self._compose(arguments)
+        try:
+            check_config(job_cfg, self._trains_here())
+            self._check_space(arguments, job_cfg)  # fail here, not in every worker
+        except (ConfigError, SearchSpaceError) as exc:
+            stop(ConfigError(f"{exc}; no worker was started"))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-
-        job_cfg = self._compose(arguments)
-        validate(job_cfg)
         objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
-        self._check_space(arguments, job_cfg)  # fail here, not in every worker
         url = resolve_url(s.storage, sweep_dir)
         check_storage_url(url)
         from .storage import open_storage
@@ -117,7 +129,7 @@ class OptunaSweeperImpl(Sweeper):
         config-group choices, so that no trial fails because of the space itself."""
         import itertools
 
-        from ..validate import validate
+        from ..gate import check_config
         from .worker import config_groups
 
         s = self.settings
@@ -127,7 +139,7 @@ class OptunaSweeperImpl(Sweeper):
         options = [[f"{key}={choice}" for choice in space.params[key]["choices"]] for key in space.groups]
         for combination in itertools.product(*options):
             try:
-                validate(compose(list(combination)))
+                check_config(compose(list(combination)), self._trains_here())
             except Exception as exc:  # composition errors (Hydra's) as well as ConfigError: each would fail trials
                 first = (str(exc).strip().splitlines() or [""])[0]
                 raise SearchSpaceError(f"hydra.sweeper.params: {' '.join(combination)} is refused: {first}") from None

@@ -106,8 +106,8 @@ class Objective:
     def __call__(self, trial):
         import optuna
 
+        from ..gate import check_run
         from ..train import train
-        from ..validate import validate
 
         values = self.space.suggest(trial, self.cfg)
         point = self.space.as_overrides(values)
@@ -129,7 +129,7 @@ class Objective:
         started = time.time()
         info = {"number": trial.number, "params": values, "worker": self.s.get("_worker_index", 0)}
         try:
-            validate(cfg)
+            check_run(cfg, trial_dir, trains_here=True)  # the gate, for this trial: it trains here, now
             monitor = None
             multi = len(self.objectives) > 1
             if not multi and self.s.pruner.name != "none":

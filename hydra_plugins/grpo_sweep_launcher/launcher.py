@@ -1,7 +1,11 @@
 """grpo-sweep's submitit launchers: hydra-submitit-launcher's, plus what a shared cluster needs.
 
-On top of the stock launcher (same config keys, same ``checkpoint()`` requeue contract):
-- every run of the batch is validated on the submitting node, so a bad value fails before anything is queued;
+Every launcher here goes through grpo_sweep's gate (``grpo_sweep/gate.py``: ``GatedLauncher``) before any run
+of its batch starts: each run composed, validated, its run directory checked, the launcher's resources checked.
+hydra/launcher=local is Hydra's BasicLauncher with that gate.
+
+On top of the stock submitit launcher (same config keys, same ``checkpoint()`` requeue contract):
+- every run of the batch passes the gate on the submitting node, so a bad value fails before anything is queued;
 - the job ids are recorded next to the runs (``<sweep_dir>/jobs.json``) for ``python -m grpo_sweep.status``;
 - ``detach=true`` returns right after submitting (log out; check later with the status command);
 - a job that died without a result (cancelled, out of memory, node failure) is recorded as a failed run and
@@ -11,9 +15,9 @@ The local one (``hydra/launcher=submitit_local``: a subprocess per run) gets the
 ``array_parallelism`` runs at a time (default: one per ``cpus_per_task`` cores): the stock one starts every run
 at once, and 16 runs on 2 cores each took 64 s just to start (BENCHMARKS.md, scaling).
 
-``GrpoBasicSweeper`` (the default ``hydra/sweeper=grpo_basic``) is Hydra's BasicSweeper without its trial
-compose of every run when every run is composed anyway (by these launchers, or by the Preflight callback for
-the others): one compose a run, not two.
+``GrpoBasicSweeper`` (the default ``hydra/sweeper=grpo_basic``) is Hydra's BasicSweeper whose check of each batch
+is the gate, over the whole sweep before its first batch (Hydra's only composes each batch to see that it
+composes); it hands the plan to the launcher, so each run is composed once.
 
 Hydra only instantiates launchers found under the ``hydra_plugins`` namespace, hence this package.
 Imports stay light: Hydra imports every plugin module at start-up, on login nodes too.
@@ -22,12 +26,15 @@ Imports stay light: Hydra imports every plugin module at start-up, on login node
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher, BasicLauncherConf
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
+
+from grpo_sweep.gate import GatedLauncher
 
 
 @dataclass
@@ -37,9 +44,27 @@ class GrpoSlurmQueueConf(SlurmQueueConf):
     detach: bool = False
 
 
-class _SubmitLaunch:
+@dataclass
+class GrpoBasicLauncherConf(BasicLauncherConf):
+    _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoBasicLauncher"
+
+
+class GrpoBasicLauncher(GatedLauncher, BasicLauncher):
+    """hydra/launcher=local: Hydra's BasicLauncher (the runs one after another in this process), gated."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        self.plan(job_overrides, initial_job_idx)
+        return super().launch(job_overrides, initial_job_idx)
+
+
+class _SubmitLaunch(GatedLauncher):
     """``launch`` is grpo_sweep.submit's; everything else (the job side, the requeue on preemption/timeout) is
     the stock launcher's."""
+
+    def check_resources(self) -> None:
+        from grpo_sweep import submit
+
+        submit.check_resources(self.params, self._EXECUTOR)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from grpo_sweep import submit
@@ -48,6 +73,8 @@ class _SubmitLaunch:
 
 
 class GrpoSlurmLauncher(_SubmitLaunch, SlurmLauncher):
+    trains_here = False  # a compute node trains: its machine checks run there (app.run_task)
+
     def __init__(self, detach: bool = False, **params: Any) -> None:
         super().__init__(**params)
         self.detach = detach
@@ -73,7 +100,7 @@ class GrpoPoolConf:
     n_jobs: int = -1
 
 
-class GrpoPoolLauncher(JoblibLauncher):
+class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
     """hydra/launcher=pool: worker processes that run several runs each; a worker that dies costs one run, not
     the sweep (grpo_sweep/pool.py)."""
 
@@ -92,19 +119,24 @@ class GrpoBasicSweeperConf(BasicSweeperConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoBasicSweeper"
 
 
-PREFLIGHT = "grpo_sweep.preflight.Preflight"
-
-
 class GrpoBasicSweeper(BasicSweeper):
+    # the whole sweep passes the gate before its first batch (the Preflight callback leaves sweeps to the sweeper)
+    gates_sweep = True
+
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        # Hydra composes every run of the batch here only to see that it composes, then drops it (~0.1 s a run).
-        # grpo-sweep's submitit launchers compose every run themselves, in this process, and raise Hydra's error
-        # (or ours) before anything is queued (submit.plan_runs); with any other launcher the Preflight callback
-        # has composed and validated every run of the sweep before the first batch. A second compose only costs.
-        callbacks = (self.config.hydra.get("callbacks") or {}).values()
-        preflight = any(c.get("_target_") == PREFLIGHT for c in callbacks)
-        if not (preflight or isinstance(self.launcher, (GrpoSlurmLauncher, GrpoLocalLauncher))):
-            super().validate_batch_is_legal(batch)
+        # Hydra composes each batch here only to see that it composes, then drops it (~0.1 s a run), and a later
+        # batch only after the earlier ones ran. The gate plans every batch before the first (the first call), and
+        # the launcher, when it is one of grpo-sweep's, keeps that plan and composes nothing again.
+        if self.batch_index != 1:
+            return
+        from grpo_sweep.gate import Refused, plan_runs, stop
+
+        assert self.overrides is not None
+        every = [job for jobs in self.overrides for job in jobs]
+        try:
+            plan_runs(self.launcher, every, 0, config=self.config, loader=self.hydra_context.config_loader)
+        except Refused as exc:
+            stop(exc)
 
 
 ConfigStore.instance().store(
@@ -113,5 +145,8 @@ ConfigStore.instance().store(
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep"
 )  # also stored as "submitit_local", over the stock entry: grpo_sweep.config.schema.register_configs
+ConfigStore.instance().store(
+    group="hydra/launcher", name="grpo_basic", node=GrpoBasicLauncherConf, provider="grpo_sweep"
+)
 ConfigStore.instance().store(group="hydra/launcher", name="grpo_pool", node=GrpoPoolConf, provider="grpo_sweep")
 ConfigStore.instance().store(group="hydra/sweeper", name="grpo_basic", node=GrpoBasicSweeperConf, provider="grpo_sweep")
