@@ -5,61 +5,41 @@ import logging
 import math
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
+from .context import from_hydra
 from .gate import check_run
 from .loggers import close_failed
 from .redact import install_log_redaction
-from .results import SUMMARY, read_summary, write_json_atomic
+from .results import read_summary, record_failure
 from .validate import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def _run_dir_overrides_multirun() -> tuple[Path, list[str], bool]:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    hydra_cfg = HydraConfig.get()
-    return Path(hydra_cfg.runtime.output_dir), list(hydra_cfg.overrides.task), hydra_cfg.mode == RunMode.MULTIRUN
-
-
-def _optuna_worker_settings():
-    """Hydra's config when this job is a worker of grpo-sweep's Optuna sweeper, else None."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from .search.config import SWEEPER_TARGET
-
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN and hydra_cfg.sweeper.get("_target_") == SWEEPER_TARGET:
-        return hydra_cfg
-    return None
-
-
 def run_task(cfg: Any) -> float | None:
     install_log_redaction()
-    worker = _optuna_worker_settings()
-    run_dir, overrides, multirun = _run_dir_overrides_multirun()
+    context = from_hydra()  # the one place that asks how this run was launched
+    run_dir, overrides, multirun, worker = context.run_dir, context.overrides, context.multirun, context.optuna_worker
     try:
         # the gate once more, on the machine that trains: a compute node may lack what the login node has
-        check_run(cfg, None if worker is not None else run_dir, trains_here=True)
+        check_run(cfg, None if worker else run_dir, trains_here=True)
     except ConfigError as exc:
         if not multirun:
             # one line, not Hydra's traceback (a SystemExit is no job failure to Hydra; it stops the process)
             raise SystemExit(f"grpo-sweep: {exc}") from None
-        if worker is not None:
+        if worker:
             raise  # an Optuna worker that cannot train any trial: the sweeper reports the failed worker
         # one refused run of a sweep is a failed run: recorded, in the table, and the others go on
         log.error("run %s refused: %s", run_dir, exc)
-        write_json_atomic(run_dir / SUMMARY, {"status": "failed", "error": f"refused: {exc}", "overrides": overrides,
-                                              "run_dir": str(run_dir)})
+        record_failure(run_dir, f"refused: {exc}", overrides)
         return math.nan
-    if worker is not None:
+    if worker:
+        from hydra.core.hydra_config import HydraConfig
+
         from .search.worker import run_worker
 
-        return run_worker(cfg, worker)
+        return run_worker(cfg, HydraConfig.get(), context)
     previous = read_summary(run_dir)
     if previous and previous.get("status") == "completed":
         # a sweep re-run into its own directory (to finish what was cut off) skips what is done
@@ -74,7 +54,7 @@ def run_task(cfg: Any) -> float | None:
         from .evaluate import EvaluationFailed
         from .train import train  # torch, trl, transformers: only on the machine that trains
 
-        summary = train(cfg, run_dir, overrides)
+        summary = train(cfg, context)
     except EvaluationFailed as exc:
         # train() wrote the summary (training record, saved adapter, status failed, the error): keep it
         close_failed({"status": "failed", "error": str(exc)})
@@ -86,17 +66,7 @@ def run_task(cfg: Any) -> float | None:
         # Not BaseException: submitit's requeue on preemption/timeout exits through here (SystemExit), and a
         # requeued run is not a failed one. Keep a record of the failure next to the run, so a sweep's table
         # shows it and why.
-        write_json_atomic(
-            run_dir / SUMMARY,
-            {
-                "status": "failed",
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()[-4000:],
-                "overrides": overrides,
-                "runtime_s": round(time.time() - started, 3),
-                "run_dir": str(run_dir),
-            },
-        )
+        record_failure(run_dir, f"{type(exc).__name__}: {exc}", overrides, traceback.format_exc(), time.time() - started)
         close_failed({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})  # the next run gets its own tracker run
         if not multirun:
             raise

@@ -22,16 +22,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from .context import WORKERS_ENV
+
 log = logging.getLogger(__name__)
 
-# set in every worker: how many workers run side by side (runs then print no progress bar each)
-WORKERS_ENV = "GRPO_SWEEP_POOL_WORKERS"
 _held_locks: list = []  # a worker's GPU lock, held while the worker lives
-
-
-def shares_terminal() -> bool:
-    """A pool worker with others beside it: one progress bar per run would garble the shared terminal."""
-    return int(os.environ.get(WORKERS_ENV, "1")) > 1
 
 
 def visible_gpus() -> list[str]:

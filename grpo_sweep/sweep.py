@@ -4,9 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hydra.experimental.callback import Callback
 
-from .results import cost_line, read_summary, write_text_atomic
+from .results import cost_line, read_summary
 from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import aligned_columns, markdown_table
 
@@ -119,30 +118,3 @@ def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
     per_config = seed_block(summaries, swept, direction or sweep_direction(sweep_dir, summaries))
     cost = cost_line(summaries)
     return "\n".join(table + notes + ([""] + per_config if per_config else []) + ([cost] if cost else []))
-
-
-# Runs that failed in the last sweep of this process; launch.py exits non-zero when there are any.
-FAILED_RUNS: list[str] = []
-
-
-class SweepTable(Callback):
-    """Hydra callback: after a multirun, print the comparison table and save it as sweep_table.md."""
-
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        if config.hydra.launcher.get("detach"):
-            return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
-        from .search.config import SWEEPER_TARGET
-
-        if config.hydra.sweeper.get("_target_") != SWEEPER_TARGET:
-            # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
-            FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
-        table = sweep_table(sweep_dir)
-        write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
-        print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")
-        try:
-            from .report import build_report
-
-            print(f"report with plots: {build_report(sweep_dir)}")
-        except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
-            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.report {sweep_dir}")

@@ -12,6 +12,7 @@ from typing import Any, List
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from ..context import OPTUNA_WORKER, ROLE_ENV
 from .config import objectives_and_directions, write_study_file
 from .space import SearchSpace, SearchSpaceError, merge_overrides
 from .storage import check_storage_url, resolve_url
@@ -104,7 +105,9 @@ class OptunaSweeperImpl(Sweeper):
         returns = []
         if done < s.n_trials:
             workers = max(1, min(s.n_workers, s.n_trials - done))
-            returns = self.launcher.launch([list(arguments)] * workers, initial_job_idx=0)
+            # told, not guessed: each worker job knows from its environment (Hydra's env_set) that it trains trials
+            role = f"hydra.job.env_set.{ROLE_ENV}={OPTUNA_WORKER}"
+            returns = self.launcher.launch([[*arguments, role]] * workers, initial_job_idx=0)
             for r in returns:
                 try:
                     _ = r.return_value

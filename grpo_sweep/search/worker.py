@@ -14,8 +14,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..context import RunContext
 from ..loggers import close_failed
-from ..results import SUMMARY, lookup, write_json_atomic
+from ..results import SUMMARY, lookup, record_failure, write_json_atomic
 from ..sweep import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, objectives_and_directions
 from .space import SearchSpace, merge_overrides
@@ -87,8 +88,10 @@ def config_groups(config_loader, choices) -> dict[str, list[str]]:
 
 class Objective:
     def __init__(self, cfg, space: SearchSpace, sweep_dir: Path, base_overrides: list[str], objectives: list[str],
-                 settings, compose=None):
+                 settings, compose=None, context: RunContext | None = None):
         self.cfg, self.space, self.sweep_dir = cfg, space, sweep_dir
+        # the worker job's context; each trial's is derived from it
+        self.context = context or RunContext(sweep_dir, list(base_overrides), sweep_dir, optuna_worker=True)
         self.base_overrides, self.objectives, self.s = base_overrides, objectives, settings
         # composes the job config for overrides; needed when a parameter chooses a config group
         self.compose = compose
@@ -136,16 +139,13 @@ class Objective:
                 from .pruning import TrialMonitor
 
                 monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
-            summary = train(cfg, trial_dir, overrides=overrides, monitor=monitor)
+            summary = train(cfg, self.context.for_trial(trial_dir, overrides), monitor=monitor)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])
             close_failed({"status": "failed", "error": error})  # the next trial gets its own tracker run
-            write_json_atomic(trial_dir / SUMMARY, {
-                "status": "failed", "error": error, "traceback": traceback.format_exc()[-4000:],
-                "overrides": overrides, "runtime_s": round(time.time() - started, 3), "run_dir": str(trial_dir),
-                "trial": {**info, "state": "FAIL"},
-            })
+            record_failure(trial_dir, error, overrides, traceback.format_exc(), time.time() - started,
+                           trial={**info, "state": "FAIL"})
             raise
         summary["trial"] = {**info, "state": STATE_BY_STATUS[summary["status"]]}
         write_json_atomic(trial_dir / SUMMARY, summary)
@@ -187,7 +187,7 @@ def hydra_groups(choices) -> dict[str, list[str]]:
     return config_groups(GlobalHydra.instance().config_loader(), choices)
 
 
-def run_worker(cfg, hydra_cfg) -> float | None:
+def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | None:
     """The task of a worker job: optimize until the study's trial budget is spent."""
     import optuna
     from optuna.study import MaxTrialsCallback
@@ -211,7 +211,7 @@ def run_worker(cfg, hydra_cfg) -> float | None:
     )
     settings = OmegaConf.to_container(s, resolve=True)
     settings["_worker_index"] = worker_index
-    objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, OmegaConf.create(settings), compose)
+    objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, OmegaConf.create(settings), compose, context)
 
     def stop_on_failures(study, trial):
         message = too_many_failures(study, s.max_failures)

@@ -1,0 +1,38 @@
+"""The end of a ``-m`` sweep (a Hydra callback): the comparison table, report.md and its plots, and the exit status.
+
+Kept apart from ``sweep`` (reading a sweep's runs) and ``report`` (writing the report), which both sit below it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from .results import write_text_atomic
+from .search.config import STUDY_FILE
+from .sweep import collect_runs, sweep_table
+
+# the runs of this process's sweep that failed: launch.py exits 1 when there is one
+FAILED_RUNS: list[str] = []
+
+
+class SweepTable(Callback):
+    """Hydra callback: after a multirun, print the comparison table and save it as sweep_table.md."""
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if config.hydra.launcher.get("detach"):
+            return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
+        if not (sweep_dir / STUDY_FILE).exists():
+            # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
+            FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
+        table = sweep_table(sweep_dir)
+        write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
+        print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")
+        try:
+            from .report import build_report
+
+            print(f"report with plots: {build_report(sweep_dir)}")
+        except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
+            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.report {sweep_dir}")
