@@ -18,7 +18,7 @@ from typing import Any, Iterator, Sequence
 from omegaconf import OmegaConf, open_dict
 
 from .gate import Refused
-from .results import SUMMARY, read_summary, write_json_atomic
+from .results import record_failure, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -140,13 +140,7 @@ def lost_run_return(overrides: Sequence[str], run_dir: Path, error: str, detail:
     the run recorded itself is kept), and return what a failed run returns to the sweeper."""
     from hydra.core.utils import JobReturn, JobStatus
 
-    summary = read_summary(run_dir)
-    if not summary or summary.get("status") != "failed":
-        write_json_atomic(
-            run_dir / SUMMARY,
-            {"status": "failed", "error": error, "traceback": detail[-4000:], "overrides": list(overrides),
-             "run_dir": str(run_dir)},
-        )
+    record_failure(run_dir, error, overrides, detail, keep_recorded=True)
     return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=math.nan)
 
 
