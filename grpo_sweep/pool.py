@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -76,7 +75,7 @@ def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -
     died). Queued runs are kept out of the executor so that a dying worker only takes the runs in flight with it."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    from joblib.externals.loky.process_executor import BrokenProcessPool
+    from .adapters.loky import BrokenProcessPool
 
     queue, in_flight, done, lost = list(indices), {}, {}, []
     while queue or in_flight:
@@ -96,8 +95,8 @@ def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from hydra_plugins.hydra_joblib_launcher._core import execute_job
-    from joblib.externals.loky import get_reusable_executor
+    from .adapters.hydra import joblib_execute_job
+    from .adapters.loky import get_reusable_executor, worker_exit_codes
 
     from .submit import lost_run_return
 
@@ -125,7 +124,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             # workers stay 5 minutes (loky's default is 10 s), so a later batch finds them with torch imported.
             executor = get_reusable_executor(max_workers=max_workers, timeout=300,
                                              env={WORKERS_ENV: str(workers)}, **pinning)
-            return executor.submit(execute_job, initial_job_idx + index, job_overrides[index], launcher.hydra_context,
+            return executor.submit(joblib_execute_job, initial_job_idx + index, job_overrides[index], launcher.hydra_context,
                                    launcher.config, launcher.task_function, state)
         return submit
 
@@ -138,8 +137,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     for index, exc in lost:
         overrides = list(job_overrides[index])
         run_dir = run_dirs[index]
-        codes = re.search(r"exit codes of the workers are \{(.*?)\}", str(exc))
-        error = (f"its worker process died ({codes.group(1) if codes else type(exc).__name__}) while it ran, and "
+        codes = worker_exit_codes(exc)
+        error = (f"its worker process died ({codes or type(exc).__name__}) while it ran, and "
                  "again when it ran alone: killed for memory? a crash in native code?")
         log.error("run %d (%s): %s", initial_job_idx + index, " ".join(overrides), error)
         results[index] = lost_run_return(overrides, run_dir, error, str(exc))

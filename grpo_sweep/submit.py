@@ -18,6 +18,7 @@ from typing import Any, Iterator, Sequence
 from omegaconf import OmegaConf, open_dict
 
 from .gate import Refused
+from .adapters.submitit import executor_kind, job_arguments, requeue, run_job
 from .results import record_failure, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
     lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
     The earlier config is reused, not copied (a copy costs 6-10 ms): a yielded config holds until the next one.
     """
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+    from .adapters.hydra import apply_overrides, overrides_dirname
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException
 
@@ -87,7 +88,7 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
         cfg = composed.get(family)
         if cfg is not None:
             try:
-                ConfigLoaderImpl._apply_overrides_to_config(plain, cfg)  # every plain key of the family: all reset
+                apply_overrides(plain, cfg)  # every plain key of the family: all reset
             except ConfigCompositionException:
                 cfg = None
         if cfg is None:
@@ -97,9 +98,7 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
             app = [o for o in parsed if not o.is_hydra_override()]
             cfg.hydra.overrides.task = [o.input_line for o in app]
             dirname = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=app, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys
-            )
+            cfg.hydra.job.override_dirname = overrides_dirname(app, dirname.exclude_keys, dirname.item_sep, dirname.kv_sep)
         yield cfg
 
 
@@ -124,7 +123,7 @@ def _executor(launcher: Any):
     import submitit
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
-    kind = launcher._EXECUTOR
+    kind = executor_kind(launcher)
     params = dict(launcher.params)
     init = {"folder": params.pop("submitit_folder")}
     if "max_num_timeout" in params:
@@ -146,7 +145,7 @@ def lost_run_return(overrides: Sequence[str], run_dir: Path, error: str, detail:
 
 def local_parallelism(launcher: Any) -> int | None:
     """How many local runs at a time (submitit_local); None for SLURM, whose own array throttle does this."""
-    if launcher._EXECUTOR != "local":
+    if executor_kind(launcher) != "local":
         return None
     if launcher.array_parallelism is not None:
         if launcher.array_parallelism < 1:
@@ -187,12 +186,12 @@ class _BatchJob:
 
     def __call__(self, *args: Any) -> Any:
         launcher, state = pickle.loads(self.blob)
-        return launcher(*args, state)
+        return run_job(launcher, args, state)
 
     def checkpoint(self, *args: Any) -> Any:
         """Preempted or timed out: requeue as the launcher does (its own job, with the same arguments)."""
         launcher, state = pickle.loads(self.blob)
-        return launcher.checkpoint(*args, state)
+        return requeue(launcher, args, state)
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
@@ -212,7 +211,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     job_params = []
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-        job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}"))
+        job_params.append(job_arguments(overrides, idx))
     limit = local_parallelism(launcher)
     if limit is not None and limit < len(job_params):
         log.info("%d runs, at most %d at a time (hydra.launcher.array_parallelism)", len(job_params), limit)

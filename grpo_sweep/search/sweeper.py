@@ -106,7 +106,7 @@ class OptunaSweeperImpl(Sweeper):
         if done < s.n_trials:
             workers = max(1, min(s.n_workers, s.n_trials - done))
             # told, not guessed: each worker job knows from its environment (Hydra's env_set) that it trains trials
-            role = f"hydra.job.env_set.{ROLE_ENV}={OPTUNA_WORKER}"
+            role = f"+hydra.job.env_set.{ROLE_ENV}={OPTUNA_WORKER}"
             returns = self.launcher.launch([[*arguments, role]] * workers, initial_job_idx=0)
             for r in returns:
                 try:

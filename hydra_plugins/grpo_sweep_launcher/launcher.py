@@ -26,14 +26,14 @@ Imports stay light: Hydra imports every plugin module at start-up, on login node
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher, BasicLauncherConf
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 
+from grpo_sweep.adapters.hydra import BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf
+from grpo_sweep.adapters.submitit import executor_kind
 from grpo_sweep.gate import GatedLauncher
 
 
@@ -64,7 +64,7 @@ class _SubmitLaunch(GatedLauncher):
     def check_resources(self) -> None:
         from grpo_sweep import submit
 
-        submit.check_resources(self.params, self._EXECUTOR)
+        submit.check_resources(self.params, executor_kind(self))
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from grpo_sweep import submit

@@ -1,0 +1,28 @@
+"""hydra-submitit-launcher internals (1.2) that grpo-sweep's batched submission relies on.
+
+- ``executor_kind``: which submitit executor a launcher class drives (``_EXECUTOR``: ``"local"`` or ``"slurm"``).
+- ``job_arguments`` / ``run_job`` / ``requeue``: the stock launcher's job side is its ``__call__(sweep_overrides,
+  job_dir_key, job_num, job_id, singleton_state)`` and ``checkpoint`` with the same positional arguments.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+JOB_ARGUMENTS = ("sweep_overrides", "job_dir_key", "job_num", "job_id", "singleton_state")
+
+
+def executor_kind(launcher: Any) -> str:
+    return launcher._EXECUTOR
+
+
+def job_arguments(overrides: list[str], job_num: int) -> tuple:
+    """The per-job arguments before Hydra's state, as the stock launcher submits them."""
+    return (list(overrides), "hydra.sweep.dir", job_num, f"job_id_for_{job_num}")
+
+
+def run_job(launcher: Any, arguments: tuple, state: Any) -> Any:
+    return launcher(*arguments, state)
+
+
+def requeue(launcher: Any, arguments: tuple, state: Any) -> Any:
+    return launcher.checkpoint(*arguments, state)
