@@ -125,8 +125,7 @@ def main() -> None:
                         help="leave out the half-written summary (the report before this change stopped at it)")
     parser.add_argument("--keep", action="store_true", help="reuse sweeps already built under --root")
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    entry = results.setdefault(args.label, {})
+    entry: dict = {}
     for n in args.runs:
         sweep = args.root / f"sweep_{n}"
         if not (args.keep and sweep.exists()):
@@ -155,6 +154,8 @@ def main() -> None:
         f" --label {args.label}" + (" --status" if args.status else "")
         + (" --no-half-written" if args.no_half_written else ""))
     RESULTS.parent.mkdir(exist_ok=True)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}  # read now: another label may have finished
+    results[args.label] = entry
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {RESULTS}")
 
