@@ -1,10 +1,12 @@
 """A sweep's report from its run directories alone: ``python -m grpo_sweep.report <sweep_dir>``.
 
-Writes ``report.md`` and PNG plots into the sweep directory: the runs ranked by objective (with training and
-held-out reward means and what each cost), mean ± std per configuration when seeds were swept with the paired
-difference from the best configuration and whether it is more than seed noise, reward curves and per-reward
-components per run, and held-out accuracy against each swept parameter. Reads ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial`` block in
-the summary when there is one: number, state, params, value). No account, no network, no torch.
+Writes ``report.md``, ``runs.csv`` and PNG plots into the sweep directory: mean ± std per configuration when seeds
+were swept with the paired difference from the best configuration and whether it is more than seed noise, the best
+runs (training and held-out reward means, what each cost), runs whose summary cannot be read, failures; every run in
+``runs.csv`` (overrides as columns, every summary value); training reward curves per configuration (mean over seeds,
+± 1 std), the best configurations' reward components, and held-out accuracy against each swept parameter (box +
+strip). Legible and fast at thousands of runs. Reads ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial``
+block in the summary when there is one: number, state, params, value). No account, no network, no torch.
 """
 from __future__ import annotations
 
@@ -14,14 +16,15 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .results import METRICS, cost_line, read_jsonl, write_text_atomic
+from .results import METRICS, cost_line, iter_jsonl, write_text_atomic
 from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import markdown_table
-from .sweep import best_cell, collect_runs, sweep_direction, varying_overrides
+from .sweep import UNREADABLE, best_cell, collect_runs, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -33,7 +36,6 @@ class Run:
     summary: dict
     label: str
     params: dict  # swept parameter -> value (overrides, or an Optuna trial's params)
-    history: list = field(default_factory=list)
 
     @property
     def state(self) -> str:
@@ -61,10 +63,14 @@ def _hydra_overrides(run_dir: Path) -> list[str]:
     from omegaconf import OmegaConf
 
     path = run_dir / ".hydra" / "overrides.yaml"
-    return [str(o) for o in OmegaConf.load(path)] if path.exists() else []
+    try:
+        return [str(o) for o in OmegaConf.load(path)] if path.exists() else []
+    except Exception:  # a half-written overrides.yaml: the run is still listed, without its overrides
+        return []
 
 
 def load_runs(sweep_dir: Path) -> list[Run]:
+    """Every run's summary and swept parameters; the metrics are read later, only for the plots."""
     found = collect_runs(sweep_dir)
     for run_dir, summary in found:
         if "overrides" not in summary:  # still running (or killed): Hydra wrote its overrides when it started
@@ -82,8 +88,19 @@ def load_runs(sweep_dir: Path) -> list[Run]:
             label = f"trial {trial['number']}: " + " ".join(f"{k}={_param(v)}" for k, v in (trial.get("params") or {}).items())
         else:
             label = " ".join(overrides) or run_dir.name
-        runs.append(Run(run_dir, summary, label, params, read_jsonl(run_dir / METRICS)))
+        runs.append(Run(run_dir, summary, label, params))
     return runs
+
+
+def last_step(run: Run) -> int | None:
+    """The run's step: from its summary, else the last logged training step (a run still going)."""
+    if run.summary.get("steps") is not None:
+        return run.summary["steps"]
+    step = None
+    for row in iter_jsonl(run.dir / METRICS):
+        if isinstance(row.get("step"), int) and "train_runtime" not in row:
+            step = row["step"]
+    return step
 
 
 def _direction(sweep_dir: Path, runs: list[Run], direction: str | None) -> str:
@@ -127,7 +144,7 @@ def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
              _fmt(s.get("eval_maj_at_k")), best_cell(s), _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
             + [_fmt(train.get(n)) for n in names]
             + [_fmt(held_out.get(n)) for n in names]
-            + [_fmt(s.get("steps") or (run.history[-1].get("step") if run.history else None)),
+            + [_fmt(last_step(run)),
                _fmt(s.get("runtime_s"), 1) if isinstance(s.get("runtime_s"), float) else _fmt(s.get("runtime_s")),
                _fmt(s.get("device_seconds"), 1), _fmt(s.get("generated_tokens")), _fmt(s.get("tokens_per_s"), 1)]
         )
@@ -194,18 +211,74 @@ def seedsmarkdown_table(runs: list[Run], names: list[str], direction: str) -> li
     return markdown_table(header, rows)
 
 
-def _series(history: list[dict], key: str) -> tuple[list, list]:
-    points = [(row["step"], row[key]) for row in history
-              if isinstance(row.get(key), (int, float)) and "step" in row and "train_runtime" not in row]
-    return [p[0] for p in points], [p[1] for p in points]
+# Plots stay legible at any sweep size: this many configurations are drawn in colour and named in a legend, the
+# rest in grey under one legend entry; a parameter with more distinct values than this gets a scatter, not boxes.
+TOP_CONFIGS = 6
+TOP_RUNS = 20  # runs listed in report.md (every run is in runs.csv)
+TOP_FAILURES = 20
+MAX_BOXES = 12
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "param"
 
 
-def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metric: str) -> list[tuple[str, str]]:
-    """PNG files (title, relative path) for the report; Agg backend, nothing shown."""
+def config_curves(group: list[Run], names: list[str]) -> dict[str, tuple[list, list, list]]:
+    """Per logged key (``reward``, ``rewards/<name>/mean``): steps, mean over the group's runs and their std (0 for
+    one run) at each step. The metrics files are streamed: only these few numbers per step are kept."""
+    keys = ["reward"] + [f"rewards/{name}/mean" for name in names]  # looked up, not searched for: rows have ~30 keys
+    sums: dict[str, dict[int, list]] = {}
+    for run in group:
+        for row in iter_jsonl(run.dir / METRICS):
+            step = row.get("step")
+            if not isinstance(step, (int, float)) or "train_runtime" in row:
+                continue
+            for key in keys:
+                value = row.get(key)
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    acc = sums.setdefault(key, {}).setdefault(step, [0, 0.0, 0.0])
+                    acc[0] += 1
+                    acc[1] += value
+                    acc[2] += value * value
+    curves = {}
+    for key, by_step in sums.items():
+        steps = sorted(by_step)
+        means = [by_step[x][1] / by_step[x][0] for x in steps]
+        stds = [math.sqrt(max(0.0, (by_step[x][2] - by_step[x][0] * m * m) / (by_step[x][0] - 1))) if by_step[x][0] > 1
+                else 0.0 for x, m in zip(steps, means)]
+        curves[key] = (steps, means, stds)
+    return curves
+
+
+def ranked_configs(runs: list[Run], direction: str) -> list[tuple[str, list[Run], float | None]]:
+    """(configuration, its runs, mean objective over them), best mean first; configurations without one last."""
+    sign = -1 if direction == "maximize" else 1
+    rows = []
+    for key, group in seed_groups(runs).items():
+        values = [r.objective for r in group if r.objective is not None]
+        rows.append((key, group, statistics.mean(values) if values else None))
+    return sorted(rows, key=lambda row: (row[2] is None, sign * (row[2] or 0.0)))
+
+
+def _config_label(i: int, key: str, group: list[Run], mean: float | None) -> str:
+    text = key if len(key) <= 70 else key[:67] + "..."
+    return f"#{i} {text} ({'-' if mean is None else _fmt(mean)}" + (f", {len(group)} runs)" if len(group) > 1 else ")")
+
+
+def _band(ax, steps, means, stds, color, label, linewidth=1.4) -> None:
+    ax.plot(steps, means, color=color, linewidth=linewidth, label=label)
+    if any(stds):
+        ax.fill_between(steps, [m - d for m, d in zip(means, stds)], [m + d for m, d in zip(means, stds)],
+                        color=color, alpha=0.15, linewidth=0)
+
+
+def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metric: str,
+                direction: str = "maximize") -> list[tuple[str, str]]:
+    """PNG files (title, relative path) for the report; Agg backend, nothing shown.
+
+    Whatever the number of runs, each figure has a fixed size and a bounded legend: curves are per configuration
+    (mean over its seeds, ± 1 std band), the best TOP_CONFIGS in colour; per-parameter plots are box + strip plots.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -213,81 +286,162 @@ def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metr
 
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = []
-    many = len(runs) > 8
+    configs = ranked_configs(runs, direction)
+    top = configs[:TOP_CONFIGS]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    seeded = any(len(group) > 1 for _, group, _ in configs)
+    curves = {key: config_curves(group, names) for key, group, _ in configs}
+    what = "mean over seeds ± 1 std" if seeded else "one run each"
 
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for run in runs:
-        steps, values = _series(run.history, "reward")
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for key, _, _ in configs[TOP_CONFIGS:]:  # the rest first, underneath, in grey
+        steps, means, _ = curves[key].get("reward", ([], [], []))
+        ax.plot(steps, means, color="0.6", linewidth=0.6, alpha=0.35)
+    for i, (key, group, mean) in enumerate(top):
+        steps, means, stds = curves[key].get("reward", ([], [], []))
         if steps:
-            ax.plot(steps, values, label=run.label[:60], linewidth=1.2)
-    ax.set(xlabel="step", ylabel="reward (weighted sum)", title="Training reward per run")
+            _band(ax, steps, means, stds, colors[i % len(colors)], _config_label(i + 1, key, group, mean), 1.6)
+    if len(configs) > TOP_CONFIGS:
+        ax.plot([], [], color="0.6", linewidth=0.8, label=f"the other {len(configs) - TOP_CONFIGS} configurations")
+    title = f"Training reward per configuration ({what})"
+    ax.set(xlabel="step", ylabel="reward (weighted sum)", title=title)
     ax.grid(alpha=0.3)
     if ax.lines:
-        ax.legend(fontsize=6 if many else 8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  title=f"best {len(top)} of {len(configs)} by mean objective" if len(configs) > len(top) else None,
+                  title_fontsize=7)
     fig.savefig(out_dir / "reward_curves.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
-    plots.append(("Training reward per run", f"{out_dir.name}/reward_curves.png"))
+    plots.append((title, f"{out_dir.name}/reward_curves.png"))
 
-    cols = min(4, max(1, len(runs)))
-    rows = math.ceil(len(runs) / cols) if runs else 1
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.6 * rows), squeeze=False, sharey=True)
-    for ax, run in zip(axes.flat, runs):
-        for name in names:
-            steps, values = _series(run.history, f"rewards/{name}/mean")
+    cols = min(3, max(1, len(top)))
+    rows = math.ceil(len(top) / cols) if top else 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False, sharey=True)
+    for i, (ax, (key, group, mean)) in enumerate(zip(axes.flat, top)):
+        for j, name in enumerate(names):
+            steps, means, stds = curves[key].get(f"rewards/{name}/mean", ([], [], []))
             if steps:
-                ax.plot(steps, values, label=name, linewidth=1.1)
-        ax.set_title(f"{run.dir.name}: {run.label}"[:48], fontsize=8)
+                _band(ax, steps, means, stds, colors[j % len(colors)], name, 1.1)
+        ax.set_title(_config_label(i + 1, key, group, mean)[:60], fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(runs):]:
+    for ax in list(axes.flat)[len(top):]:
         ax.axis("off")
     fig.supxlabel("step", fontsize=9)
     fig.supylabel("reward component (unweighted mean)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out_dir / "reward_components.png", dpi=90)
     plt.close(fig)
-    plots.append(("Reward components per run", f"{out_dir.name}/reward_components.png"))
+    which = f"the best {len(top)} of {len(configs)} configurations" if len(configs) > len(top) else "per configuration"
+    plots.append((f"Reward components, {which} ({what})", f"{out_dir.name}/reward_components.png"))
 
     metrics = [("eval_accuracy", "held-out accuracy")]
     if optimized_metric and optimized_metric != "eval_accuracy":
         metrics.append(("objective", f"objective ({optimized_metric})"))
+    best_runs = {id(r) for r in rank(runs, direction)[:5] if r.objective is not None}
     for param in sorted({k for r in runs for k in r.params if not is_seed(k)}):  # seeds are replicates, not a knob
         points = [(r.params[param], r) for r in runs if param in r.params]
         numeric = all(isinstance(v, (int, float)) for v, _ in points)
-        categories = sorted({str(v) for v, _ in points}) if not numeric else []
-        fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.6), squeeze=False)
+        values = sorted({v for v, _ in points}, key=lambda v: (v if numeric else str(v)))
+        boxes = len(values) <= MAX_BOXES
+        fig, axes = plt.subplots(1, len(metrics), figsize=(max(5.0, 0.6 * len(values) + 2) * len(metrics), 3.8),
+                                 squeeze=False)
         for ax, (key, title) in zip(axes.flat, metrics):
-            xs, ys = [], []
+            by_value: dict[Any, list] = {}
+            xs, ys, top_xy = [], [], []
             for value, run in points:
                 y = run.objective if key == "objective" else run.summary.get(key)
-                if isinstance(y, (int, float)):
-                    xs.append(value if numeric else categories.index(str(value)))
+                if isinstance(y, (int, float)) and math.isfinite(y):
+                    by_value.setdefault(value, []).append(y)
+                    # strip: spread a value's points sideways (jitter from the run's name: the same on every report)
+                    x = values.index(value) + (zlib.crc32(run.dir.name.encode()) % 1000 / 1000 - 0.5) * 0.3 \
+                        if boxes else value
+                    xs.append(x)
                     ys.append(y)
-            ax.scatter(xs, ys, alpha=0.7)
-            means = {}
-            for x, y in zip(xs, ys):
-                means.setdefault(x, []).append(y)
-            line = sorted((x, statistics.mean(v)) for x, v in means.items())
-            if line:
-                ax.plot([p[0] for p in line], [p[1] for p in line], color="tab:orange", linewidth=1, label="mean")
-            if not numeric:
-                ax.set_xticks(range(len(categories)), categories, rotation=30, ha="right", fontsize=8)
-            elif len({x for x in xs if x > 0}) > 2 and min(xs, default=0) > 0 and max(xs) / min(xs) >= 100:
-                ax.set_xscale("log")
+                    if id(run) in best_runs:
+                        top_xy.append((x, y))
+            alpha = max(0.15, min(0.7, 40 / max(1, len(ys) / max(1, len(values)))))
+            ax.scatter(xs, ys, s=10, alpha=alpha, color="tab:blue", linewidths=0, label="runs")
+            if boxes:
+                present = [i for i, v in enumerate(values) if by_value.get(v)]
+                if present:
+                    ax.boxplot([by_value[values[i]] for i in present], positions=present, widths=0.5,
+                               showfliers=False, medianprops={"color": "tab:blue"},
+                               boxprops={"color": "0.4"}, whiskerprops={"color": "0.4"}, capprops={"color": "0.4"})
+                    means = [(i, statistics.mean(by_value[values[i]])) for i in present]
+                    ax.plot([m[0] for m in means], [m[1] for m in means], color="tab:orange", marker="D",
+                            markersize=4, linewidth=1, label="mean")
+                ax.set_xticks(range(len(values)), [_param(v) for v in values], rotation=30, ha="right", fontsize=8)
+                ax.set_xlim(-0.6, len(values) - 0.4)
+            else:
+                positive = [x for x in xs if x > 0]
+                if len(positive) == len(xs) and positive and max(positive) / min(positive) >= 100:
+                    ax.set_xscale("log")
+            if top_xy:
+                ax.scatter([p[0] for p in top_xy], [p[1] for p in top_xy], marker="*", s=70, color="tab:red",
+                           zorder=5, label=f"best {len(top_xy)} runs" if len(top_xy) > 1 else "best run")
             ax.set(xlabel=param, ylabel=title, title=f"{title} vs {param}")
             ax.grid(alpha=0.3)
+            if ax.collections or ax.lines:
+                ax.legend(fontsize=7)
         fig.tight_layout()
         path = out_dir / f"accuracy_vs_{_safe(param)}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
-        plots.append((f"Held-out accuracy vs {param}", f"{out_dir.name}/{path.name}"))
+        plots.append((f"Held-out accuracy vs {param}" + (" (box: quartiles, line: mean)" if boxes else ""),
+                      f"{out_dir.name}/{path.name}"))
     written = {Path(rel).name for _, rel in plots}
     for stale in out_dir.glob("*.png"):  # plots/ is the report's own: drop what an earlier report drew
         if stale.name not in written:
             stale.unlink()
     return plots
+
+
+RUNS_CSV = "runs.csv"
+_FIRST = ("objective", "eval_accuracy", "eval_accuracy_before", "eval_accuracy_lenient", "eval_pass_at_k",
+          "eval_maj_at_k", "best_objective", "best_step", "reward", "reward_first", "steps", "runtime_s",
+          "device_seconds", "generated_tokens", "tokens_per_s", "status", "error")
+_SKIP = {"overrides", "versions", "traceback", "device", "trial.params"}  # overrides are columns; the rest not metrics
+
+
+def _flatten(node: Any, prefix: str, out: dict) -> None:
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if name in _SKIP:
+            continue
+        if isinstance(value, dict):
+            _flatten(value, name + ".", out)
+        elif isinstance(value, list):
+            if all(not isinstance(v, (dict, list)) for v in value):
+                out[name] = " ".join(map(str, value))
+        else:
+            out[name] = value
+
+
+def write_runs_csv(ranked: list[Run], path: Path) -> None:
+    """One row per run, best first: rank, run, state, configuration, each swept parameter, every summary value
+    (nested ones as dotted columns, e.g. ``train_rewards.format``). The file to load into pandas."""
+    import csv
+    import io
+
+    params = sorted({k for r in ranked for k in r.params})
+    flat = []
+    for run in ranked:
+        row: dict = {}
+        _flatten(run.summary, "", row)
+        flat.append(row)
+    seen = dict.fromkeys(k for row in flat for k in row)
+    metrics = [k for k in _FIRST if k in seen] + sorted(k for k in seen if k not in _FIRST)
+    metrics = [k for k in metrics if k not in params]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["rank", "run", "state", "configuration", *params, *metrics])
+    for i, (run, row) in enumerate(zip(ranked, flat), 1):
+        writer.writerow([i, run.dir.name, run.state, run.label, *(run.params.get(p, "") for p in params),
+                         *("" if row.get(k) is None else row[k] for k in metrics)])
+    write_text_atomic(path, buffer.getvalue())
 
 
 def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = True) -> Path:
@@ -317,19 +471,32 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     if cost:
         lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
                      "tokens: completions sampled in training).")
-    lines += ["", "## Runs, best first", ""] + runsmarkdown_table(ranked, names)
+    lines.append(f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
+                 "(`pandas.read_csv`).")
+    write_runs_csv(ranked, sweep_dir / RUNS_CSV)
     per_config = seedsmarkdown_table(runs, names, direction)
     if per_config:
         lines += ["", "## Mean ± std over seeds, per configuration, and the paired difference from the best", "",
+                  "Best configuration first. "
                   "Δ vs best: the mean over the seeds both configurations ran of (this configuration's objective − "
                   "the best configuration's), the same seed paired with itself; 95% CI: Student t on those "
                   "differences, n−1 degrees of freedom. Verdict: `better`/`worse` when the CI excludes 0 "
                   f"({'higher' if direction == 'maximize' else 'lower'} is better), else `indistinguishable` — "
                   "with fewer than 2 shared seeds there is no CI. The best configuration (best mean objective) is "
                   "the reference.", ""] + per_config
+    shown = ranked[:TOP_RUNS]
+    lines += ["", "## Runs, best first", ""]
+    if len(ranked) > len(shown):
+        lines += [f"The {len(shown)} best of {len(ranked)} runs; all of them: [{RUNS_CSV}]({RUNS_CSV}).", ""]
+    lines += runsmarkdown_table(shown, names)
+    unreadable = [r for r in runs if r.state == UNREADABLE]
+    if unreadable:
+        lines += ["", "## Unreadable runs", "", f"{len(unreadable)} run(s) left a summary.json that cannot be read; "
+                  "they are reported without results:", ""]
+        lines += [f"- `{r.dir.name}` ({r.label}): {r.summary.get('error', '?')}" for r in unreadable]
     if plots:
         try:
-            images = write_plots(ranked, names, sweep_dir / PLOTS, metric)
+            images = write_plots(ranked, names, sweep_dir / PLOTS, metric, direction)
         except ImportError as exc:  # matplotlib is optional for the table
             images = []
             lines += ["", f"(no plots: {exc})"]
@@ -338,7 +505,10 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
             lines += [f"### {title}", "", f"![{title}]({rel})", ""]
     failed = [r for r in ranked if r.state.lower() in ("failed", "fail")]
     if failed:
-        lines += ["", "## Failures", ""] + [f"- `{r.dir.name}` ({r.label}): {r.summary.get('error', '?')}" for r in failed]
+        lines += ["", "## Failures", ""] + [f"- `{r.dir.name}` ({r.label}): {r.summary.get('error', '?')}"
+                                            for r in failed[:TOP_FAILURES]]
+        if len(failed) > TOP_FAILURES:
+            lines.append(f"- ... and {len(failed) - TOP_FAILURES} more: [{RUNS_CSV}]({RUNS_CSV}), column `error`")
     offline = sorted(sweep_dir.glob("**/wandb/offline-run-*"))
     if offline:
         one_level = all(len(p.relative_to(sweep_dir).parts) == 3 for p in offline)  # <run>/wandb/offline-run-*

@@ -6,7 +6,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .redact import redact
 
@@ -55,6 +55,44 @@ def read_jsonl(path: Path) -> list[dict]:
                 except json.JSONDecodeError:  # a line cut short by a kill: skip it
                     continue
     return rows
+
+
+def iter_jsonl(path: Path) -> Iterator[dict]:
+    """The rows of a JSONL file one at a time (a sweep's metrics need not all be in memory); a cut line is skipped."""
+    try:
+        f = Path(path).open()
+    except FileNotFoundError:
+        return
+    with f:
+        for line in f:
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short by a kill: skip it
+                    continue
+                if isinstance(row, dict):
+                    yield row
+
+
+def read_summary_checked(run_dir: Path) -> tuple[dict | None, str | None]:
+    """(summary, None); (None, None) when there is no summary.json yet; (None, why) when it cannot be read.
+
+    For tools that read many runs: one half-written or unreadable summary is reported with its reason, not raised.
+    """
+    path = Path(run_dir) / SUMMARY
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{SUMMARY} cannot be read: {type(exc).__name__}: {exc}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"{SUMMARY} is not valid JSON (half-written?): {exc}"
+    if not isinstance(data, dict):
+        return None, f"{SUMMARY} holds a JSON {type(data).__name__}, not an object"
+    return data, None
 
 
 def read_summary(run_dir: Path) -> dict | None:

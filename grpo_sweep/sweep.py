@@ -5,24 +5,32 @@ from pathlib import Path
 from typing import Any
 
 
-from .results import cost_line, read_summary
+from .results import cost_line, read_summary_checked
 from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import aligned_columns, markdown_table
 
 
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
+# A run whose summary.json exists but cannot be read (see collect_runs).
+UNREADABLE = "unreadable"
 
 
 def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
-    """(run_dir, summary) for every run directory under ``sweep_dir`` (a missing summary = still running)."""
+    """(run_dir, summary) for every run directory under ``sweep_dir`` (a missing summary = still running).
+
+    A summary.json that cannot be read (half-written, not JSON) gives ``{"status": "unreadable", "error": why}``:
+    one bad run must not stop the table or the report of the others.
+    """
     runs = []
     for config in sorted(Path(sweep_dir).glob("**/.hydra/config.yaml")):
         run_dir = config.parent.parent
         if (run_dir / WORKER_MARKER).exists():
             continue
-        summary = read_summary(run_dir) or {"status": "running"}
-        runs.append((run_dir, summary))
+        summary, problem = read_summary_checked(run_dir)
+        if problem:
+            summary = {"status": UNREADABLE, "error": problem}
+        runs.append((run_dir, summary or {"status": "running"}))
     return sorted(runs, key=lambda item: _order(item[0].name))
 
 
@@ -85,18 +93,39 @@ def seed_block(summaries: list[dict], overrides: list[list[str]], direction: str
         aligned_columns(cells, indent="  "))
 
 
-def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
+# The end-of-sweep table shows at most this many runs (the best by objective); every run is in runs.csv.
+TOP_RUNS = 20
+TOP_NOTES = 10
+
+
+def _ranked(runs: list[tuple[Path, dict]], direction: str) -> list[int]:
+    """Indexes of ``runs``, best objective first, runs without one last (in run order)."""
+    sign = -1 if direction == "maximize" else 1
+
+    def key(i: int):
+        value = runs[i][1].get("objective")
+        ok = isinstance(value, (int, float)) and value == value and abs(value) != float("inf")
+        return (not ok, sign * value if ok else 0.0, i)
+
+    return sorted(range(len(runs)), key=key)
+
+
+def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RUNS) -> str:
+    """The runs' comparison table: every run in run order, or, for more than ``top`` runs, the ``top`` best."""
     runs = collect_runs(sweep_dir)
     if not runs:
         return f"no runs under {sweep_dir}"
     summaries = [summary for _, summary in runs]
+    direction = direction or sweep_direction(sweep_dir, summaries)
     reward_names = sorted({name for s in summaries for name in (s.get("train_rewards") or {})})
     header = ["run", "overrides", "status", "eval_accuracy", "before", "lenient", "best (step)", "objective", "reward"] + [
         f"rewards/{name}" for name in reward_names
     ]
     rows = []
     swept = varying_overrides(summaries)
-    for (run_dir, summary), overrides in zip(runs, swept):
+    shown = range(len(runs)) if len(runs) <= top else _ranked(runs, direction)[:top]
+    for i in shown:
+        (run_dir, summary), overrides = runs[i], swept[i]
         train_rewards = summary.get("train_rewards") or {}
         rows.append(
             [
@@ -113,8 +142,14 @@ def sweep_table(sweep_dir: Path, direction: str | None = None) -> str:
             + [_fmt(train_rewards.get(name)) for name in reward_names]
         )
     table = markdown_table(header, rows)
-    failed = [(d, s) for d, s in runs if s.get("status") == "failed"]
-    notes = [f"run {d.name} failed: {s.get('error', '?')}" for d, s in failed]
-    per_config = seed_block(summaries, swept, direction or sweep_direction(sweep_dir, summaries))
+    if len(runs) > top:
+        table.append(f"(the {top} best of {len(runs)} runs by objective, {direction}; every run, its overrides as "
+                     f"columns: {Path(sweep_dir) / 'runs.csv'}, and per configuration: {Path(sweep_dir) / 'report.md'}"
+                     f" — both written by python -m grpo_sweep.report {sweep_dir})")
+    bad = [(d, s) for d, s in runs if s.get("status") in ("failed", UNREADABLE)]
+    notes = [f"run {d.name} {s['status']}: {s.get('error', '?')}" for d, s in bad[:TOP_NOTES]]
+    if len(bad) > TOP_NOTES:
+        notes.append(f"... and {len(bad) - TOP_NOTES} more failed or unreadable runs (report.md lists them all)")
+    per_config = seed_block(summaries, swept, direction)
     cost = cost_line(summaries)
     return "\n".join(table + notes + ([""] + per_config if per_config else []) + ([cost] if cost else []))

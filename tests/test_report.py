@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib.image
 import pytest
 
 from grpo_sweep.report import build_report, main
@@ -147,3 +148,72 @@ def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path)
     assert "mean 0.800" in block[1] and "3 seeds" in block[1]
     assert table.splitlines()[-1].startswith("Cost: 126.0 device-seconds")
     assert "Per configuration" not in sweep_table(tmp_path / "0")  # one run: nothing to compare
+
+
+def test_runs_csv_has_one_row_per_run_with_overrides_as_columns(tmp_path):
+    import csv
+
+    make_seed_sweep(tmp_path)
+    make_run(tmp_path, "9", ["reward_mix=c", "trainer.seed=4"], {"status": "failed", "error": "ValueError: boom"})
+    build_report(tmp_path, plots=False)
+    with (tmp_path / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 10 and [r["rank"] for r in rows] == [str(i) for i in range(1, 11)]
+    assert rows[0]["run"] == "0" and rows[0]["reward_mix"] == "b" and rows[0]["trainer.seed"] == "1"
+    assert rows[0]["objective"] == "0.9" and rows[0]["state"] == "completed"
+    assert rows[0]["train_rewards.format"] == "0.25" and rows[0]["device_seconds"] == "10.0"
+    assert rows[-1]["state"] == "failed" and rows[-1]["error"] == "ValueError: boom" and rows[-1]["objective"] == ""
+    assert "overrides" not in rows[0]  # they are the parameter columns
+
+
+def test_large_sweep_lists_the_top_runs_and_bounds_the_legend(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from grpo_sweep import report as report_module
+
+    # 12 configurations x 2 seeds = 24 runs: more runs than report.md lists, more configurations than get colours
+    monkeypatch.setattr(report_module, "TOP_RUNS", 5)
+    for i in range(24):
+        mix, seed = f"m{i // 2:02d}", i % 2 + 1
+        make_run(tmp_path, str(i), [f"reward_mix={mix}", f"trainer.seed={seed}"],
+                 {"objective": i / 100, "eval_accuracy": i / 100})
+    legends = []
+    real_legend = matplotlib.axes.Axes.legend
+
+    def spy(ax, *args, **kwargs):
+        made = real_legend(ax, *args, **kwargs)
+        legends.append((ax.get_title(), [t.get_text() for t in made.get_texts()]))
+        return made
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", spy)
+    report = build_report(tmp_path).read_text()
+    assert len(table_rows(report, "## Runs, best first")) == 5 and "The 5 best of 24 runs" in report
+    assert report.index("## Mean ± std over seeds") < report.index("## Runs, best first")
+    curves = next(texts for title, texts in legends if title.startswith("Training reward per configuration"))
+    assert len(curves) == report_module.TOP_CONFIGS + 1 and curves[-1] == "the other 6 configurations"
+    assert curves[0].startswith("#1 reward_mix=m11 (0.225, 2 runs)")  # best mean objective first
+    components = matplotlib.image.imread(tmp_path / "plots/reward_components.png")
+    assert components.shape[0] < 800  # the best TOP_CONFIGS configurations, not one panel per run
+
+
+def test_a_half_written_summary_is_reported_and_the_rest_still_are(tmp_path, capsys):
+    make_seed_sweep(tmp_path, cost=False)
+    bad = make_run(tmp_path, "9", ["reward_mix=c", "trainer.seed=4"], {"objective": 0.5})
+    text = (bad / "summary.json").read_text()
+    (bad / "summary.json").write_text(text[: len(text) // 2])
+    assert main([str(tmp_path), "--no-plots"]) == 0
+    report = (tmp_path / "report.md").read_text()
+    section = report.split("## Unreadable runs")[1]
+    assert "- `9` (reward_mix=c trainer.seed=4): summary.json is not valid JSON (half-written?)" in section
+    assert len(table_rows(report, "## Runs, best first")) == 10 and "1 unreadable" in report
+    assert "run 9 unreadable: summary.json is not valid JSON" in sweep_table(tmp_path)
+
+
+def test_sweep_table_shows_the_top_runs_and_where_the_rest_are(tmp_path):
+    make_seed_sweep(tmp_path)
+    small = sweep_table(tmp_path)
+    assert [line.split("|")[1].strip() for line in small.splitlines()[2:11]] == [str(i) for i in range(9)]
+    table = sweep_table(tmp_path, top=3).splitlines()
+    assert [line.split("|")[1].strip() for line in table[2:5]] == ["0", "6", "2"]  # 0.9, 0.85, 0.8
+    assert table[5].startswith("(the 3 best of 9 runs by objective, maximize; every run, its overrides as columns: ")
+    assert str(tmp_path / "runs.csv") in table[5]
