@@ -7,6 +7,8 @@ says whether the interval excludes 0, in the objective's direction. Pure arithme
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import statistics
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ def is_seed(key: str) -> bool:
     return key.lstrip("+~").rsplit(".", 1)[-1] == "seed"
 
 
+@functools.lru_cache(maxsize=None)
 def t_quantile(p: float, dof: int) -> float:
     """The ``p`` quantile of Student's t with ``dof`` degrees of freedom (t_{0.975, 2} = 4.303).
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .results import METRICS, read_jsonl, read_summary, write_text_atomic
+from .results import METRICS, read_jsonl, read_summary_checked, write_text_atomic
 from .resume import RESUMES
 from .submit import JOBS
 from .sweep import collect_runs, sweep_table, varying_overrides
@@ -75,11 +75,14 @@ def run_states(sweep_dir: Path) -> list[dict]:
     states = []
     for run in runs:
         run_dir = Path(run["run_dir"])
-        summary = read_summary(run_dir) or {}
+        summary, unreadable = read_summary_checked(run_dir)
+        summary = summary or {}
         slurm_state, requeues = slurm.get(run.get("job_id") or "", (None, 0))
         resumes = len(read_jsonl(run_dir / RESUMES))
         error = ""
-        if summary.get("status") == "completed":
+        if unreadable:  # reported with its reason; the other runs' states still count
+            state, error = "unreadable", unreadable
+        elif summary.get("status") == "completed":
             state = "done"
         elif summary.get("status") == "failed":
             state = "failed"
@@ -128,7 +131,7 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
     lines.insert(0, f"Sweep {sweep_dir}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     for s in states:
         if s["error"]:
-            lines.append(f"\nrun {s['num']} failed:\n  " + s["error"].replace("\n", "\n  "))
+            lines.append(f"\nrun {s['num']} {s['state']}:\n  " + s["error"].replace("\n", "\n  "))
     finished = all(s["state"] in ENDED for s in states)
     if finished:
         table = sweep_table(Path(sweep_dir))

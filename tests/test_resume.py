@@ -62,6 +62,17 @@ def test_status_of_a_local_sweep_from_its_run_dirs(tmp_path):
     assert [line.split()[2] for line in text.splitlines()[2:5]] == ["done", "failed", "running"]
 
 
+def test_status_reports_a_half_written_summary_and_the_other_runs(tmp_path):
+    for num, text in (("0", json.dumps({"status": "completed", "objective": 0.5, "overrides": ["lora.r=16"]})),
+                      ("1", '{"status": "comp')):
+        (tmp_path / num / ".hydra").mkdir(parents=True)
+        (tmp_path / num / ".hydra" / "config.yaml").write_text("{}")
+        (tmp_path / num / "summary.json").write_text(text)
+    text, _ = report(tmp_path)
+    assert "1 done, 1 unreadable" in text
+    assert "summary.json" in text.split("run 1 unreadable", 1)[1].splitlines()[1]
+
+
 def test_a_killed_run_resumes_in_its_dir_with_every_step_once(tmp_path):
     """SIGKILL mid-run, then the same command with the same run dir: it continues from the checkpoint."""
     run_dir = tmp_path / "run"
