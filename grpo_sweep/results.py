@@ -15,11 +15,18 @@ METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)  # reading the umask means setting it: put it straight back
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Temp file in the same directory, fsync, rename: a reader (or a crash) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; a run's files are read by the people sharing the sweep directory, so they
+        # get the mode any new file gets here (0666 less the umask)
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()

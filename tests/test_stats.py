@@ -201,3 +201,14 @@ def test_one_writer_records_every_failed_run(tmp_path):
     # a run that recorded its own failure keeps it when asked; otherwise the newer record wins
     assert record_failure(run, "died", [], keep_recorded=True)["error"] == "ValueError: bad"
     assert record_failure(run, "died", [])["error"] == "died"
+
+
+def test_run_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
+    import os
+
+    from grpo_sweep.results import write_text_atomic
+
+    write_text_atomic(tmp_path / "runs.csv", "a,b\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "runs.csv").stat().st_mode & 0o777 == 0o666 & ~umask
