@@ -10,8 +10,11 @@ import logging
 import math
 import os
 import pickle
+import re
 import shutil
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -44,11 +47,76 @@ def check_resources(params: dict, executor: str) -> None:
             "the same run into the same directory; keep tasks_per_node=1 and give the job GPUs with gpus_per_node"
         )
     gpus = params.get("gpus_per_node") or 0
+    if executor == "slurm":
+        check_partition_fit(params, slurm_nodes(params.get("partition")))
     if gpus > 1:
         log.warning(
             "hydra.launcher.gpus_per_node=%d: a run is one process and trains on one GPU; the other %d stay idle "
             "unless a backend uses them (e.g. a vLLM server). One run per GPU: gpus_per_node=1", gpus, gpus - 1,
         )
+
+
+@dataclass(frozen=True)
+class Node:
+    """What one node of a partition offers, as ``sinfo`` reports it."""
+
+    cpus: int
+    mem_mb: int
+    gpus: int
+
+
+_GRES_GPUS = re.compile(r"gpu(?::[^:,(]+)?:(\d+)")
+
+
+def parse_sinfo(text: str, partition: str | None) -> list[Node]:
+    """Nodes of ``partition`` (the default one, marked ``*``, when None) from ``sinfo -h -o "%P|%c|%m|%G"``."""
+    nodes = []
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 4:
+            continue
+        name, cpus, mem, gres = fields
+        if (partition is None and not name.endswith("*")) or (partition is not None and name.rstrip("*") != partition):
+            continue
+        gpus = sum(int(n) for n in _GRES_GPUS.findall(gres))
+        try:
+            nodes.append(Node(int(cpus.rstrip("+")), int(mem.rstrip("+")), gpus))
+        except ValueError:
+            continue  # a field sinfo could not fill ("N/A"): nothing to compare against
+    return nodes
+
+
+def slurm_nodes(partition: str | None) -> list[Node]:
+    """The partition's nodes, or [] when sinfo cannot say (then nothing is refused on its account)."""
+    if not shutil.which("sinfo"):
+        return []
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P|%c|%m|%G"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_sinfo(out.stdout, partition) if out.returncode == 0 else []
+
+
+def check_partition_fit(params: dict, nodes: list[Node]) -> None:
+    """Refuse, in one line naming the key, a request that no node of the partition can meet: such jobs would pend
+    forever (reason PartitionConfig) or be refused by sbatch with a raw gres error."""
+    if not nodes:
+        return
+    where = f"partition {params['partition']!r}" if params.get("partition") else "the default partition"
+    offered = ", ".join(sorted({f"{n.cpus} CPUs, {n.mem_mb / 1024:.1f} GB, {n.gpus} GPUs" for n in nodes}))
+    most_gpus = max(n.gpus for n in nodes)
+    asked = {  # key: (what the job asks, the most a node has, the value that fits)
+        "gpus_per_node": (params.get("gpus_per_node") or 0, most_gpus, most_gpus or "null"),
+        "cpus_per_task": ((params.get("cpus_per_task") or 1) * (params.get("tasks_per_node") or 1),
+                          max(n.cpus for n in nodes), max(n.cpus for n in nodes)),
+        "mem_gb": (params.get("mem_gb") or 0, max(n.mem_mb for n in nodes) // 1024, max(n.mem_mb for n in nodes) // 1024),
+    }
+    for key, (want, most, fix) in asked.items():
+        if want > most:
+            raise SubmitError(
+                f"hydra.launcher.{key}={want}: no node of {where} has that many (its nodes: {offered}); set "
+                f"hydra.launcher.{key}={fix}, or hydra/launcher=slurm_local on the local SLURM of scripts/slurm_local.sh"
+            )
 
 
 def _plain_value(override: Any, loader: Any) -> bool:

@@ -307,3 +307,22 @@ def test_pool_survives_a_run_that_kills_its_worker(tmp_path):
     status = {n: json.loads((sweep_dir / n / "summary.json").read_text())["status"] for n in "0123"}
     assert status == {"0": "completed", "1": "failed", "2": "completed", "3": "completed"}
     assert "run 1 failed: its worker process died (EXIT(137)) while it ran, and again when it ran alone" in out.stdout
+
+
+def test_a_slurm_request_no_node_can_meet_is_refused_naming_the_key():
+    from grpo_sweep.submit import SubmitError, check_partition_fit, parse_sinfo
+
+    sinfo = "debug*|2|20800|(null)\ngpu|64|512000+|gpu:a100:4(S:0-1)\n"
+    local = parse_sinfo(sinfo, None)
+    assert [(n.cpus, n.mem_mb, n.gpus) for n in local] == [(2, 20800, 0)]
+    assert [(n.cpus, n.gpus) for n in parse_sinfo(sinfo, "gpu")] == [(64, 4)]
+    for params, message in (
+        ({"gpus_per_node": 1, "cpus_per_task": 1, "mem_gb": 2}, "hydra.launcher.gpus_per_node=1: no node of the default partition"),
+        ({"gpus_per_node": None, "cpus_per_task": 8, "mem_gb": 2}, "set hydra.launcher.cpus_per_task=2"),
+        ({"gpus_per_node": None, "cpus_per_task": 1, "mem_gb": 32}, "set hydra.launcher.mem_gb=20"),
+    ):
+        with pytest.raises(SubmitError, match=message):
+            check_partition_fit(params, local)
+    check_partition_fit({"gpus_per_node": None, "cpus_per_task": 1, "mem_gb": 2}, local)
+    check_partition_fit({"gpus_per_node": 1, "cpus_per_task": 8, "mem_gb": 64, "partition": "gpu"}, parse_sinfo(sinfo, "gpu"))
+    check_partition_fit({"gpus_per_node": 8}, [])  # sinfo did not answer: sbatch decides

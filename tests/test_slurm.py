@@ -186,3 +186,23 @@ def test_optuna_study_with_slurm_workers(tmp_path):
     workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
     assert workers == {0, 1}
     assert "Optuna study 'test_space': 6 trials" in out.stdout
+
+
+def test_a_request_no_node_can_meet_is_one_line_and_the_local_profile_fits(tmp_path):
+    """The README's SLURM grid on the local node (CPUs only): refused naming gpus_per_node, nothing submitted;
+    hydra/launcher=slurm_local is the profile that fits it."""
+    out = run_launch(["-m", "hydra/launcher=slurm", "reward_mix=format,correct", *FAST], tmp_path, env=ENV)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert "hydra.launcher.gpus_per_node=1: no node of" in last and "hydra/launcher=slurm_local" in last, last
+    assert not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
+    from hydra import compose, initialize_config_dir
+
+    from grpo_sweep.config import register_configs
+    from grpo_sweep.submit import check_partition_fit, slurm_nodes
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", ["hydra/launcher=slurm_local"], return_hydra_config=True)
+    assert slurm_nodes(None)  # the local node answers
+    check_partition_fit(dict(cfg.hydra.launcher), slurm_nodes(None))  # the profile fits it: nothing raised

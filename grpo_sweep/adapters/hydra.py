@@ -10,19 +10,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher, BasicLauncherConf
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
-
-__all__ = ["BasicLauncher", "BasicLauncherConf", "BasicSweeper", "BasicSweeperConf", "apply_overrides",
+__all__ = ["apply_overrides",
            "joblib_execute_job", "overrides_dirname"]
+
+_CORE_PLUGINS = {
+    "BasicLauncher": "hydra._internal.core_plugins.basic_launcher",
+    "BasicLauncherConf": "hydra._internal.core_plugins.basic_launcher",
+    "BasicSweeper": "hydra._internal.core_plugins.basic_sweeper",
+    "BasicSweeperConf": "hydra._internal.core_plugins.basic_sweeper",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Looked up when asked for, not when this module is imported: Hydra's plugin scan re-executes its core plugin
+    # modules, and a class taken before the scan is not the one Hydra's own code then checks against (super()
+    # fails with "obj must be an instance or subtype of type").
+    if name in _CORE_PLUGINS:
+        import importlib
+
+        return getattr(importlib.import_module(_CORE_PLUGINS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def apply_overrides(overrides: list, cfg: Any) -> None:
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
     ConfigLoaderImpl._apply_overrides_to_config(overrides, cfg)
 
 
 def overrides_dirname(overrides: list, exclude_keys: list, item_sep: str, kv_sep: str) -> str:
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+
     return get_overrides_dirname(overrides=overrides, exclude_keys=exclude_keys, item_sep=item_sep, kv_sep=kv_sep)
 
 
