@@ -110,9 +110,11 @@ def _ranked(runs: list[tuple[Path, dict]], direction: str) -> list[int]:
     return sorted(range(len(runs)), key=key)
 
 
-def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RUNS) -> str:
-    """The runs' comparison table: every run in run order, or, for more than ``top`` runs, the ``top`` best."""
-    runs = collect_runs(sweep_dir)
+def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RUNS,
+                runs: list[tuple[Path, dict]] | None = None) -> str:
+    """The runs' comparison table: every run in run order, or, for more than ``top`` runs, the ``top`` best.
+    ``runs``: ``collect_runs(sweep_dir)`` when the caller has read them already."""
+    runs = collect_runs(sweep_dir) if runs is None else runs
     if not runs:
         return f"no runs under {sweep_dir}"
     summaries = [summary for _, summary in runs]

@@ -24,12 +24,13 @@ class SweepTable(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.hydra.launcher.get("detach"):
             return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
+        runs = collect_runs(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
-            FAILED_RUNS[:] = [str(d) for d, s in collect_runs(sweep_dir) if s.get("status") == "failed"]
-        table = sweep_table(sweep_dir)
+            FAILED_RUNS[:] = [str(d) for d, s in runs if s.get("status") == "failed"]
+        table = sweep_table(sweep_dir, runs=runs)
         write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
-        print(f"\nSweep {sweep_dir} ({len(collect_runs(sweep_dir))} runs)\n{table}")
+        print(f"\nSweep {sweep_dir} ({len(runs)} runs)\n{table}")
         try:
             from .report import build_report
 
