@@ -20,8 +20,10 @@ _LOCAL_SLURM_CONF = Path(os.environ.get("SLURM_BASE", Path(os.environ.get("TMPDI
 if _LOCAL_SLURM_CONF.exists():
     os.environ.setdefault("SLURM_CONF", str(_LOCAL_SLURM_CONF))
 
-# Settings for a seconds-long real run in tests.
+# Settings for a seconds-long real run in tests: the random tiny model (its warm start is built by the tests that
+# are about it), short completions, few steps.
 FAST = [
+    "model.tiny.warm_start.steps=0",
     "trainer.max_steps=6",
     "trainer.save_steps=6",
     "trainer.num_generations=4",

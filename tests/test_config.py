@@ -78,12 +78,13 @@ def test_defaults_are_the_cpu_main_job():
     assert cfg.trainer.mask_truncated_completions is False
     assert cfg.optimizer.lr_scheduler_type == "constant"
     o = cfg.optimizer
-    assert (o.optim, o.learning_rate, o.warmup_steps, o.max_grad_norm, o.weight_decay) == ("adamw_torch", 3e-3, 0, 1.0, 0.0)
+    assert (o.optim, o.learning_rate, o.warmup_steps, o.max_grad_norm, o.weight_decay) == ("adamw_torch", 3e-4, 0, 1.0, 0.0)
     assert (cfg.lora.r, cfg.lora.alpha) == (64, 64)
-    assert dict(cfg.reward_mix)["xmlcount"]["weight"] == 1.0
+    assert {k: v["weight"] for k, v in cfg.reward_mix.items()} == {"xmlcount": 0.0, "correct": 1.0}
+    assert cfg.model.tiny.warm_start.steps == 600 and cfg.data.arithmetic.max_operands == 2
     assert cfg.optimized_metric == "eval_accuracy"
     defaults = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml").defaults)
-    assert {"optimizer": "smoke", "lora": "wide", "trainer": "smoke"}.items() <= {
+    assert {"optimizer": "smoke", "lora": "wide", "trainer": "smoke", "reward_mix": "smoke"}.items() <= {
         k: v for entry in defaults if isinstance(entry, dict) for k, v in entry.items()}.items()
 
 

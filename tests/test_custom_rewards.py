@@ -184,7 +184,7 @@ def test_reward_mix_none_takes_added_rewards():
 def test_dropping_the_default_mixs_weight_zero_term(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 3)
     base = ["data=file", f"data.path={path}", f"+reward_mix.mine.fn={PLUGINS}.prefix_reward",
-            f"trainer.eval.accuracy_reward={PLUGINS}.prefix_reward"]
+            f"trainer.eval.accuracy_reward={PLUGINS}.prefix_reward", "reward_mix.correct.weight=0"]
     with pytest.raises(ConfigError, match=r"reward_mix.correct needs a ground truth; .* ~reward_mix.correct \(weight 0"):
         validate(compose(base))
     cfg = compose([*base, "~reward_mix.correct"])

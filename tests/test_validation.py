@@ -84,7 +84,7 @@ def lora_targets_absent(tmp, mp):
     from grpo_sweep.backends import hf
 
     cfg = compose(["lora.target_modules=[q_proj,nope_proj]"])
-    model = hf.load_base_model(cfg.model, hf.model_source(cfg.model))
+    model = hf.load_base_model(cfg.model, hf.model_source(cfg.model, cfg.data))
     hf.apply_lora(model, cfg.lora)
 
 
@@ -103,7 +103,7 @@ CASES = [
     ("reward import path without the function", bad(["+reward_mix.mine.fn=tests.reward_plugins.missing"]), "has no function 'missing'"),
     ("reward signature cannot take TRL's arguments", bad(["+reward_mix.mine.fn=tests.reward_plugins.no_kwargs"]), "must accept **kwargs"),
     ("negative reward weight", bad(["reward_mix.xmlcount.weight=-1"]), "reward_mix.xmlcount.weight=-1.0: weights must be >= 0"),
-    ("all-zero reward weights", bad(["reward_mix.xmlcount.weight=0"]), "every weight is 0"),
+    ("all-zero reward weights", bad(["reward_mix.xmlcount.weight=0", "reward_mix.correct.weight=0"]), "every weight is 0"),
     ("non-numeric reward weight", bad(["reward_mix.xmlcount.weight=high"]), "reward_mix.xmlcount.weight='high': must be a number"),
     ("unknown key in a reward term", bad(["+reward_mix.xmlcount.wieght=1"]), "unknown key 'wieght'"),
     ("reward weights not matching the rewards", bad(["+trainer.args.reward_weights=[1.0]"]), "trainer.args.reward_weights=[1.0] does not match the 2 rewards of reward_mix (xmlcount, correct)"),
@@ -118,7 +118,7 @@ CASES = [
     ("custom reward needing a column the data lacks", bad(["+reward_mix.mine.fn=tests.reward_plugins.needs_answer"]), "reward_mix.mine (tests.reward_plugins.needs_answer) needs column 'answer', which the train data lacks (columns: prompt, ground_truth); map a column to it with reward_mix.mine.columns.answer=ground_truth"),
     ("custom reward needing a column a data file lacks", file_data(GT, ["reward_mix=none", "+reward_mix.mine.fn=tests.reward_plugins.needs_answer"]), "reward_mix.mine (tests.reward_plugins.needs_answer) needs column 'answer', which the train data lacks"),
     ("custom reward asking for `prompt`", bad(["+reward_mix.mine.fn=tests.reward_plugins.needs_prompt"]), "needs column 'prompt', which TRL never passes to rewards (it passes 'prompts')"),
-    ("weight-0 reward needing a ground truth the data lacks", file_data([{"prompt": "1+1?"}] * 3, ["+reward_mix.mine.fn=tests.reward_plugins.prefix_reward"]), "but reward_mix.correct needs a ground truth; set data.ground_truth_column to the column that holds the answers, or drop it with ~reward_mix.correct (weight 0: it is only logged)"),
+    ("weight-0 reward needing a ground truth the data lacks", file_data([{"prompt": "1+1?"}] * 3, ["+reward_mix.mine.fn=tests.reward_plugins.prefix_reward", "reward_mix.correct.weight=0"]), "but reward_mix.correct needs a ground truth; set data.ground_truth_column to the column that holds the answers, or drop it with ~reward_mix.correct (weight 0: it is only logged)"),
     ("empty reward mix", bad(["reward_mix=none"]), "reward_mix is empty; pick one of conf/reward_mix/ or add rewards (reward_mix=none +reward_mix.mine.fn=mypkg.rewards.my_reward)"),
     ("bad reward column mapping", bad(["+reward_mix.xmlcount.columns=[a]"]), "reward_mix.xmlcount.columns=['a']: give parameter: column pairs"),
     ("accuracy reward unknown", bad(["trainer.eval.accuracy_reward=corect"]), "trainer.eval.accuracy_reward='corect': unknown reward 'corect'"),

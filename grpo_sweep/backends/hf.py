@@ -21,14 +21,17 @@ class ModelConfigError(ValueError):
     """The model config asks for something this machine or model cannot do."""
 
 
-def model_source(model_cfg: Any) -> str:
-    """Where to load the base model from: the cached tiny build, or ``name_or_path``."""
+def model_source(model_cfg: Any, data_cfg: Any) -> str:
+    """Where to load the base model from: the cached tiny build (its warm start told the data's system prompt and
+    held-out questions), or ``name_or_path``."""
     if model_cfg.tiny is not None:
+        from grpo_sweep.data import held_out_questions
         from grpo_sweep.models import ensure_model
         from grpo_sweep.models.tiny import TinySpec
 
         spec = TinySpec.from_config(model_cfg.tiny, model_cfg.max_seq_length)
-        return str(ensure_model(spec))
+        held_out = held_out_questions(data_cfg) if spec.warm_start.steps else ()
+        return str(ensure_model(spec, data_cfg.system_prompt, held_out))
     return model_cfg.name_or_path
 
 
@@ -103,7 +106,7 @@ def apply_lora(model, lora_cfg: Any):
 def load(cfg: Any):
     """(model, tokenizer) ready for GRPOTrainer: base model, with a LoRA adapter when lora.enabled."""
     check_device(cfg, torch.cuda.is_available())  # e.g. trainer.use_vllm (TRL's vLLM) on a CPU machine
-    source = model_source(cfg.model)
+    source = model_source(cfg.model, cfg.data)
     tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
     model = load_base_model(cfg.model, source)
     if cfg.lora.enabled:
@@ -125,7 +128,7 @@ def load_trained(cfg: Any, run_dir: Path):
     if adapter.is_dir():
         from peft import PeftModel
 
-        source = model_source(cfg.model)
+        source = model_source(cfg.model, cfg.data)
         model = PeftModel.from_pretrained(load_base_model(cfg.model, source), adapter)
         return model, load_tokenizer(str(adapter))
     full = run_dir / FULL_MODEL_DIR

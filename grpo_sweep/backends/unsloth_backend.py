@@ -98,7 +98,7 @@ def check(cfg: Any) -> None:
 def load(cfg: Any):
     """(model, tokenizer) from FastLanguageModel, with Unsloth's LoRA when lora.enabled."""
     check(cfg)
-    model, tokenizer = _from_pretrained(cfg, hf.model_source(cfg.model))
+    model, tokenizer = _from_pretrained(cfg, hf.model_source(cfg.model, cfg.data))
     if cfg.lora.enabled:
         model = _get_peft_model(model, cfg)
     return model, tokenizer
@@ -123,7 +123,7 @@ def load_trained(cfg: Any, run_dir: Path):
     adapter = run_dir / hf.ADAPTER_DIR
     full = run_dir / hf.FULL_MODEL_DIR
     if adapter.is_dir():
-        base = hf.model_source(cfg.model)  # also rebuilds the tiny base if its cache was cleared
+        base = hf.model_source(cfg.model, cfg.data)  # also rebuilds the tiny base if its cache was cleared
         if cfg.backend.fast_inference:
             # the walkthrough's test: get_peft_model gives the model load_lora, fast_generate takes the request
             model, _ = _from_pretrained(cfg, base)

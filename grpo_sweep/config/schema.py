@@ -16,21 +16,25 @@ WALKTHROUGH_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj
 
 @dataclass
 class WarmStartConfig:
-    """A short causal-LM pre-training of the tiny model on arithmetic facts in plain text (`6 * 3 = 18.`), so
-    that GRPO has knowledge to elicit. It never sees a chat prompt, the task's questions or the answer format."""
+    """A short causal-LM pre-training of the tiny model before GRPO, so that GRPO has something to elicit, as real
+    GRPO starts from a pre-trained, instruction-tuned model (grpo_sweep/models/warm.py). It sees arithmetic facts
+    in plain text (`6 * 3 = 18.`) and worked examples in the chat format from a sloppy teacher; never a held-out
+    question."""
 
     # 0: off (the random model as built); N: that many pre-training steps
     steps: int = 0
-    learning_rate: float = 3e-3
-    batch_size: int = 64
+    # constant: a decaying rate learns the facts worse in the same steps (measured, BENCHMARKS.md)
+    learning_rate: float = 6e-3
+    batch_size: int = 128
     # the facts: every `a op b` with a, b in 1..max_operand and op in + - *
     max_operand: int = 9
-    # share of "restate" lines (`Take 6 * 3. 6 * 3 = 18.`: find the expression named earlier, then work it);
-    # the rest are lines of 1 to 4 facts
+    # share of "restate" lines among the facts lines (`Take 6 * 3. 6 * 3 = 18.`); the rest hold 1 to 4 facts
     restate_fraction: float = 0.6
-    # leave the answer-format tag tokens out of the loss, so pre-training does not drive their probability to 0
-    # (they never occur in the corpus; GRPO must still be able to sample them)
-    mask_tag_tokens: bool = True
+    # share of steps on worked examples (chat turns) rather than facts lines
+    chat_fraction: float = 0.4
+    # share of worked examples in which the teacher adds the two numbers whatever the question asks: the habit
+    # the model picks up and GRPO can unlearn, with the facts it knows
+    teacher_slip: float = 0.6
     seed: int = 0
 
 
@@ -46,7 +50,7 @@ class TinyModelConfig:
     initializer_range: float = 0.2
     bpe_merges: int = 512
     seed: int = 0
-    # a cached plain-text pre-training of the random model, off while warm_start.steps is 0
+    # a cached pre-training of the random model (facts + a sloppy teacher's worked examples); off while steps is 0
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
 

@@ -18,6 +18,16 @@ class DataError(ValueError):
     """The data named in config cannot be loaded or lacks what the rewards need."""
 
 
+def held_out_questions(data_cfg: Any) -> tuple[str, ...]:
+    """The built-in task's held-out questions, which the tiny model's warm start must never show in chat (other
+    data is not arithmetic questions, so nothing of it is among the warm start's)."""
+    if data_cfg.source != "arithmetic":
+        return ()
+    a = data_cfg.arithmetic
+    _, held_out = arithmetic_splits(a.n_train, a.n_eval, a.min_operands, a.max_operands, a.max_operand, a.seed)
+    return tuple(row["question"] for row in held_out)
+
+
 def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None):
     """Train and held-out ``datasets.Dataset``s with ``prompt`` (messages) and ``ground_truth`` columns.
 

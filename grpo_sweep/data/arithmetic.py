@@ -18,6 +18,14 @@ def random_expression(rng: random.Random, min_operands: int, max_operands: int, 
     return expression, int(eval(expression, {"__builtins__": {}}))
 
 
+QUESTION = "What is the result of {}?"
+
+
+def question(expression: str) -> str:
+    """The task's question for ``expression``: the one phrasing of train, held-out and the warm start's examples."""
+    return QUESTION.format(expression)
+
+
 # The keys of every row: validation knows the data's columns from this, without generating it.
 ARITHMETIC_COLUMNS = ("question", "ground_truth")
 
@@ -43,5 +51,5 @@ def arithmetic_splits(
                 f"data.arithmetic: only {len(seen)} distinct expressions exist for these settings, "
                 f"asked for n_train + n_eval = {n_train + n_eval}; raise max_operand or max_operands"
             )
-    rows = [{"question": f"What is the result of {e}?", "ground_truth": str(v)} for e, v in seen.items()]
+    rows = [{"question": question(e), "ground_truth": str(v)} for e, v in seen.items()]
     return rows[n_eval:], rows[:n_eval]

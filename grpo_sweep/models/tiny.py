@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from grpo_sweep.config.schema import TinyModelConfig, WarmStartConfig
 
 # Bump when the build changes in a way that must invalidate cached models.
-BUILD_VERSION = 3
+BUILD_VERSION = 4
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -113,7 +113,12 @@ def _build(spec: TinySpec, out: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Digits one token each, as in Qwen2.5's and Llama 3's tokenizers: a number is then the same tokens wherever it
+    # stands (`18` after a space, a newline or a tag), so copying it is a copy. With merges, ` 7` in a question and
+    # `7` after a newline were different tokens, and the tiny model copied operands and answers wrongly.
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     bpe.decoder = decoders.ByteLevel()
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     bpe.train_from_iterator(
