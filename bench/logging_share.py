@@ -38,9 +38,9 @@ def timed(cls, clock: dict) -> None:
 def main() -> None:
     from hydra import compose, initialize_config_dir
 
-    import grpo_sweep.train as train_module
+    import grpo_sweep.run.train as train_module
     from grpo_sweep.config import register_configs
-    from grpo_sweep.wandb_logger import WandbStepLogger
+    from grpo_sweep.tracking.wandb_logger import WandbStepLogger
 
     os.environ.setdefault("WANDB_MODE", "offline")
     register_configs()

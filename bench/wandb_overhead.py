@@ -36,7 +36,7 @@ def trl_row(step: int) -> dict:
 
 
 def one_run(cfg, run_dir: Path) -> dict:
-    from grpo_sweep.loggers import open_logger
+    from grpo_sweep.tracking.loggers import open_logger
 
     t0 = time.perf_counter()
     logger = open_logger(cfg, run_dir, ["reward_mix=smoke", "lora.r=16"])

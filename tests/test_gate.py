@@ -1,4 +1,4 @@
-"""The gate (grpo_sweep/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
+"""The gate (grpo_sweep/sweeps/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
 and the refusal is one line naming the bad value.
 
 Nothing trains here: if the gate let the grid through, the good job would start training and leave a
@@ -121,7 +121,7 @@ def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from grpo_sweep import submit as submit_module
+    from grpo_sweep.sweeps import submit as submit_module
     from grpo_sweep.config import register_configs
     from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher, GrpoBasicSweeper
 

@@ -15,12 +15,12 @@ import sys
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from grpo_sweep import validate as validation
-from grpo_sweep.resume import ResumeError, check_same_run, remember_config
+from grpo_sweep.run import validate as validation
+from grpo_sweep.run.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
 from grpo_sweep.search.storage import check_storage_url
-from grpo_sweep.submit import check_resources
-from grpo_sweep.validate import ConfigError, check_machine, validate
+from grpo_sweep.sweeps.submit import check_resources
+from grpo_sweep.run.validate import ConfigError, check_machine, validate
 
 from .conftest import ROOT, compose
 

@@ -7,7 +7,7 @@ Without a GPU, Unsloth falls back to stock transformers + PEFT, which is what th
 
 Importing this module imports unsloth, and unsloth must be imported before trl/transformers/peft (it patches
 them; imported later it runs unpatched, slower and with more memory). ``grpo_sweep.app`` and
-``grpo_sweep.generate`` therefore import the backend before any training code. The module is not named
+``grpo_sweep.run.generate`` therefore import the backend before any training code. The module is not named
 ``unsloth`` so that it does not shadow the package.
 """
 from __future__ import annotations

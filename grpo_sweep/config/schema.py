@@ -127,7 +127,7 @@ class DataConfig:
 
 @dataclass
 class EvalConfig:
-    """Held-out evaluation: before training, every `every_steps` steps, and after training (see grpo_sweep/evaluate.py)."""
+    """Held-out evaluation: before training, every `every_steps` steps, and after training (see grpo_sweep/run/evaluate.py)."""
 
     # the reward whose held-out mean is `eval_accuracy` (its params are taken from the mix when it is there)
     accuracy_reward: str = "correct"

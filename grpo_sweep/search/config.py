@@ -69,7 +69,7 @@ def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list
 
 
 def write_study_file(sweep_dir: Path, data: dict) -> None:
-    from ..results import write_json_atomic
+    from ..run.results import write_json_atomic
 
     write_json_atomic(Path(sweep_dir) / STUDY_FILE, data)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..context import RunContext
-from ..loggers import close_failed
-from ..results import SUMMARY, lookup, record_failure, write_json_atomic
-from ..sweep import WORKER_MARKER
+from ..run.context import RunContext
+from ..tracking.loggers import close_failed
+from ..run.results import SUMMARY, lookup, record_failure, write_json_atomic
+from ..sweeps.runs import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, objectives_and_directions
 from .space import SearchSpace, merge_overrides
 from .storage import open_storage, resolve_url
@@ -109,8 +109,8 @@ class Objective:
     def __call__(self, trial):
         import optuna
 
-        from ..gate import check_run
-        from ..train import train
+        from ..sweeps.gate import check_run
+        from ..run.train import train
 
         values = self.space.suggest(trial, self.cfg)
         point = self.space.as_overrides(values)

@@ -1,6 +1,6 @@
 """Submitting a sweep through submitit (the launch side of hydra_plugins/grpo_sweep_launcher).
 
-Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/gate.py) before
+Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/sweeps/gate.py) before
 one is queued.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, Iterator, Sequence
 from omegaconf import OmegaConf, open_dict
 
 from .gate import Refused
-from .adapters.submitit import executor_kind, job_arguments, requeue, run_job
-from .results import record_failure, write_json_atomic
+from ..adapters.submitit import executor_kind, job_arguments, requeue, run_job
+from ..run.results import record_failure, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
     lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
     The earlier config is reused, not copied (a copy costs 6-10 ms): a yielded config holds until the next one.
     """
-    from .adapters.hydra import apply_overrides, overrides_dirname
+    from ..adapters.hydra import apply_overrides, overrides_dirname
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException
 
@@ -292,7 +292,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         ids = ", ".join(job.job_id for job in jobs)
         print(
             f"Submitted {len(jobs)} jobs: {ids}\nSweep dir: {sweep_dir}\n"
-            f"Check on it: python -m grpo_sweep.status {sweep_dir}",
+            f"Check on it: python -m grpo_sweep.sweeps.status {sweep_dir}",
             flush=True,
         )
         return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None) for o in job_overrides]

@@ -20,8 +20,8 @@ from typing import Any, NoReturn, Sequence
 
 from hydra.errors import CompactHydraException
 
-from .resume import ResumeError, check_same_run
-from .validate import ConfigError, check_machine, validate
+from ..run.resume import ResumeError, check_same_run
+from ..run.validate import ConfigError, check_machine, validate
 
 
 class Refused(ConfigError, CompactHydraException):
@@ -85,7 +85,7 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
     compose with).
     """
     from .submit import compose_runs, numbered_run_dir
-    from .sweep import varying_overrides
+    from .runs import varying_overrides
 
     gated = isinstance(launcher, GatedLauncher)
     planned: dict = getattr(launcher, "_gate_planned", {}) if gated else {}

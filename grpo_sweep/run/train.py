@@ -13,10 +13,10 @@ from omegaconf import OmegaConf
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from .backends import get_backend
-from .data import load_splits
+from ..backends import get_backend
+from ..data import load_splits
 from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selection_metric
-from .tracking import open_logger
+from ..tracking import open_logger
 from .results import (
     METRICS,
     SAMPLES,
@@ -32,7 +32,7 @@ from .results import (
 from .context import RunContext
 from .redact import redact
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
-from .rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
+from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ def _train(cfg: Any, context: RunContext, monitor) -> dict:
     tracker = open_logger(cfg, context)  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
     if needs_ground_truth(cfg.reward_mix):
-        from .rewards.mathcheck import HELPER
+        from ..rewards.mathcheck import HELPER
 
         HELPER.warm()  # math-verify's helper imports sympy while the model loads
     from transformers import set_seed

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 
-from .results import cost_line, read_summary_checked
+from ..run.results import cost_line, read_summary_checked
 from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import aligned_columns, markdown_table
 
@@ -61,7 +61,7 @@ def best_cell(summary: dict) -> str:
 def sweep_direction(sweep_dir: Path, summaries: list[dict]) -> str:
     """How the objective ranks: an Optuna study's first direction (study.json, else a trial's), else maximize."""
     try:
-        from .search.config import read_study_file
+        from ..search.config import read_study_file
 
         return str(read_study_file(sweep_dir)["directions"][0]).lower()
     except (FileNotFoundError, ImportError, KeyError, IndexError):
@@ -147,7 +147,7 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
     if len(runs) > top:
         table.append(f"(the {top} best of {len(runs)} runs by objective, {direction}; every run, its overrides as "
                      f"columns: {Path(sweep_dir) / 'runs.csv'}, and per configuration: {Path(sweep_dir) / 'report.md'}"
-                     f" — both written by python -m grpo_sweep.report {sweep_dir})")
+                     f" — both written by python -m grpo_sweep.sweeps.report {sweep_dir})")
     bad = [(d, s) for d, s in runs if s.get("status") in ("failed", UNREADABLE)]
     notes = [f"run {d.name} {s['status']}: {s.get('error', '?')}" for d, s in bad[:TOP_NOTES]]
     if len(bad) > TOP_NOTES:
