@@ -28,7 +28,7 @@ def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     from hydra import compose, initialize_config_dir
 
     from grpo_sweep.backends.hf import model_source
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
     from grpo_sweep.data import load_splits
     from grpo_sweep.run.train import grpo_config
 

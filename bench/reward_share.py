@@ -47,7 +47,7 @@ def main() -> None:
     from hydra import compose, initialize_config_dir
 
     import grpo_sweep.run.train as train_module
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
 
     register_configs()
     results = {}

@@ -53,8 +53,9 @@ def run_task(cfg: Any) -> float | None:
         get_backend(cfg.backend.name)  # first: backend=unsloth must be imported before trl/transformers/peft
         from .run.evaluate import EvaluationFailed
         from .run.train import train  # torch, trl, transformers: only on the machine that trains
+        from .tracking import open_logger
 
-        summary = train(cfg, context)
+        summary = train(cfg, context, open_tracker=open_logger)
     except EvaluationFailed as exc:
         # train() wrote the summary (training record, saved adapter, status failed, the error): keep it
         close_failed({"status": "failed", "error": str(exc)})

@@ -23,7 +23,7 @@ CPU_JOB = ["hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1"
 
 
 def launcher_cfg(overrides: list[str]):
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -261,15 +261,15 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
 
 
 def test_compose_runs_matches_hydra_composing_every_run():
-    """submit.compose_runs composes once per set of config groups and sets the plain values after: same configs."""
+    """gate.compose_runs composes once per set of config groups and sets the plain values after: same configs."""
     import itertools
 
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from grpo_sweep.config import register_configs
-    from grpo_sweep.sweeps.submit import compose_runs
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.sweeps.gate import compose_runs
 
     register_configs()
     grid = [["reward_mix=format", "reward_mix=correct"], ["lora.r=8", "lora.r=16"],

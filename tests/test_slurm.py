@@ -198,7 +198,7 @@ def test_a_request_no_node_can_meet_is_one_line_and_the_local_profile_fits(tmp_p
     assert not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
     from hydra import compose, initialize_config_dir
 
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
     from grpo_sweep.sweeps.submit import check_partition_fit, slurm_nodes
 
     register_configs()

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from ..run.results import write_text_atomic
-from .config import read_study_file
+from ..sweeps.runs import read_study_file
 from .space import merge_overrides, override_key
 from .storage import open_storage
 from ..sweeps.tables import markdown_table

@@ -111,6 +111,7 @@ class Objective:
 
         from ..sweeps.gate import check_run
         from ..run.train import train
+        from ..tracking import open_logger
 
         values = self.space.suggest(trial, self.cfg)
         point = self.space.as_overrides(values)
@@ -139,7 +140,7 @@ class Objective:
                 from .pruning import TrialMonitor
 
                 monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
-            summary = train(cfg, self.context.for_trial(trial_dir, overrides), monitor=monitor)
+            summary = train(cfg, self.context.for_trial(trial_dir, overrides), monitor=monitor, open_tracker=open_logger)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])

@@ -10,8 +10,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ..run.results import write_text_atomic
-from ..search.config import STUDY_FILE
-from .runs import collect_runs, sweep_table
+from .runs import STUDY_FILE, collect_runs, sweep_table
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
 FAILED_RUNS: list[str] = []

@@ -144,7 +144,7 @@ ConfigStore.instance().store(
 )
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep"
-)  # also stored as "submitit_local", over the stock entry: grpo_sweep.config.schema.register_configs
+)  # also stored as "submitit_local", over the stock entry: grpo_sweep.configstore.register_configs
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_basic", node=GrpoBasicLauncherConf, provider="grpo_sweep"
 )
