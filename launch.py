@@ -7,8 +7,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from grpo_sweep.config import register_configs
-from grpo_sweep.sweep_end import FAILED_RUNS
+from grpo_sweep.configstore import register_configs
+from grpo_sweep.sweeps.sweep_end import FAILED_RUNS
 
 register_configs()
 

@@ -38,9 +38,10 @@ def timed(cls, clock: dict) -> None:
 def main() -> None:
     from hydra import compose, initialize_config_dir
 
-    import grpo_sweep.train as train_module
-    from grpo_sweep.config import register_configs
-    from grpo_sweep.wandb_logger import WandbStepLogger
+    import grpo_sweep.run.train as train_module
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.tracking import open_logger
+    from grpo_sweep.tracking.wandb_logger import WandbStepLogger
 
     os.environ.setdefault("WANDB_MODE", "offline")
     register_configs()
@@ -54,7 +55,7 @@ def main() -> None:
             cfg = compose(config_name="config", overrides=overrides)
         run_dir = Path(tempfile.mkdtemp(prefix="grpo-bench-logging-"))
         os.environ["WANDB_DIR"] = str(run_dir)
-        summary = train_module.train(cfg, run_dir)
+        summary = train_module.train(cfg, run_dir, open_tracker=open_logger)
         train_s = summary["timings_s"]["train"]
         logged = len((run_dir / "metrics.jsonl").read_text().splitlines())
         total = sum(clock.values())

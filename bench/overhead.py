@@ -27,10 +27,10 @@ def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     """Compose the main job's config, export what the plain script needs, return (spec, launch overrides)."""
     from hydra import compose, initialize_config_dir
 
-    from grpo_sweep.backends.hf import model_source
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.backends.trl import model_source
+    from grpo_sweep.configstore import register_configs
     from grpo_sweep.data import load_splits
-    from grpo_sweep.train import grpo_config
+    from grpo_sweep.run.train import grpo_config
 
     overrides = [f"trainer.max_steps={steps}", f"trainer.save_steps={steps}"]
     register_configs()

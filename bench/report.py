@@ -55,11 +55,11 @@ def main() -> None:
     cli = []  # what a user waits for: a fresh process (imports included)
     for _ in range(args.repeats):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "grpo_sweep.report", str(sweep_dir)], check=True, cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "grpo_sweep.sweeps.report", str(sweep_dir)], check=True, cwd=ROOT,
                        stdout=subprocess.DEVNULL)
         cli.append(time.perf_counter() - started)
 
-    from grpo_sweep.report import build_report
+    from grpo_sweep.sweeps.report import build_report
 
     build_report(sweep_dir)  # warm: matplotlib imported
     inproc, table_only = [], []

@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="logged training steps per synthetic run")
     parser.add_argument("--root", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "report_scale")
     parser.add_argument("--label", default="after", help="key in report_scale.json (before / after)")
-    parser.add_argument("--status", action="store_true", help="also time python -m grpo_sweep.status")
+    parser.add_argument("--status", action="store_true", help="also time python -m grpo_sweep.sweeps.status")
     parser.add_argument("--no-half-written", action="store_true",
                         help="leave out the half-written summary (the report before this change stopped at it)")
     parser.add_argument("--keep", action="store_true", help="reuse sweeps already built under --root")
@@ -134,7 +134,7 @@ def main() -> None:
             print(f"built {sweep} ({n} runs) in {time.perf_counter() - started:.1f} s", flush=True)
         row = {"runs": n, "steps_per_run": args.steps,
                "sweep_mb": round(sum(f.stat().st_size for f in sweep.rglob("*") if f.is_file()) / 2**20, 1)}
-        row["report"] = timed([sys.executable, "-m", "grpo_sweep.report", str(sweep)])
+        row["report"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.report", str(sweep)])
         print(f"{n} runs: report {row['report']}", flush=True)
         for name in ("report.md", "runs.csv", "plots/reward_curves.png"):
             path = sweep / name
@@ -146,7 +146,7 @@ def main() -> None:
 
             row["reward_curves_px"] = list(matplotlib.image.imread(png).shape[:2])
         if args.status:
-            row["status"] = timed([sys.executable, "-m", "grpo_sweep.status", str(sweep)])
+            row["status"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)])
             print(f"{n} runs: status {row['status']}", flush=True)
         entry[str(n)] = row
     entry["machine"] = f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end"

@@ -46,8 +46,8 @@ def timed_rewards(funcs, clock):
 def main() -> None:
     from hydra import compose, initialize_config_dir
 
-    import grpo_sweep.train as train_module
-    from grpo_sweep.config import register_configs
+    import grpo_sweep.run.train as train_module
+    from grpo_sweep.configstore import register_configs
 
     register_configs()
     results = {}

@@ -49,7 +49,7 @@ def jobs(out: Path) -> list[dict]:
 
 
 def compose_validate() -> dict:
-    from grpo_sweep.validate import validate
+    from grpo_sweep.run.validate import validate
 
     validate(compose([]))  # warm: Hydra's first compose loads its plugins
     times = []

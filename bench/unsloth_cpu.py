@@ -3,7 +3,7 @@
     PYTHONPATH=<dir with unsloth + unsloth_zoo> python bench/unsloth_cpu.py
 
 Prints and writes bench/results/unsloth_cpu.json: the size of the two packages, `import unsloth` time, the
-wall time of the same short GRPO run (tests' FAST settings) with each backend, `python -m grpo_sweep.generate`
+wall time of the same short GRPO run (tests' FAST settings) with each backend, `python -m grpo_sweep.run.generate`
 on the unsloth run, and compose + validate of experiment=walkthrough_llama8b (must stay light: no torch).
 Each number is one process, timed from outside; the load average is recorded since the machine is shared.
 """
@@ -46,7 +46,7 @@ def main() -> int:
     out["import_torch_trl_transformers_peft_s"], _ = timed([sys.executable, "-c", "import torch, trl, transformers, peft"])
     out["compose_validate_walkthrough_s"], result = timed(
         [sys.executable, "-c",
-         "import sys; from tests.conftest import compose; from grpo_sweep.validate import validate;"
+         "import sys; from tests.conftest import compose; from grpo_sweep.run.validate import validate;"
          "validate(compose(['experiment=walkthrough_llama8b']));"
          "sys.exit(int(any(m in sys.modules for m in ('torch', 'unsloth', 'transformers'))))"]
     )
@@ -66,7 +66,7 @@ def main() -> int:
             out[f"run_{backend}_train_and_eval_s"] = record["runtime_s"]
         [run_dir] = [p.parent for p in (Path(tmp) / "unsloth").glob("grpo/runs/*/summary.json")]
         out["generate_cli_unsloth_s"], result = timed(
-            [sys.executable, "-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "8"]
+            [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "8"]
         )
         out["generate_cli_ok"] = result.returncode == 0
     out["load_average_after"] = os.getloadavg()

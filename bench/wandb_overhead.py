@@ -36,10 +36,11 @@ def trl_row(step: int) -> dict:
 
 
 def one_run(cfg, run_dir: Path) -> dict:
-    from grpo_sweep.loggers import open_logger
+    from grpo_sweep.run.context import RunContext
+    from grpo_sweep.tracking import open_logger
 
     t0 = time.perf_counter()
-    logger = open_logger(cfg, run_dir, ["reward_mix=smoke", "lora.r=16"])
+    logger = open_logger(cfg, RunContext(run_dir, ["reward_mix=smoke", "lora.r=16"]))
     t1 = time.perf_counter()
     added = []
     trainer = SimpleNamespace(
@@ -61,7 +62,7 @@ def one_run(cfg, run_dir: Path) -> dict:
 def main() -> None:
     from hydra import compose, initialize_config_dir
 
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
 
     os.environ["WANDB_MODE"] = "offline"
     register_configs()

@@ -7,12 +7,12 @@ import time
 import traceback
 from typing import Any
 
-from .context import from_hydra
-from .gate import check_run
-from .loggers import close_failed
-from .redact import install_log_redaction
-from .results import read_summary, record_failure
-from .validate import ConfigError
+from .run.context import from_hydra
+from .sweeps.gate import check_run
+from .tracking.loggers import close_failed
+from .run.redact import install_log_redaction
+from .run.results import read_summary, record_failure
+from .run.validate import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,11 @@ def run_task(cfg: Any) -> float | None:
         from .backends import get_backend
 
         get_backend(cfg.backend.name)  # first: backend=unsloth must be imported before trl/transformers/peft
-        from .evaluate import EvaluationFailed
-        from .train import train  # torch, trl, transformers: only on the machine that trains
+        from .run.evaluate import EvaluationFailed
+        from .run.train import train  # torch, trl, transformers: only on the machine that trains
+        from .tracking import open_logger
 
-        summary = train(cfg, context)
+        summary = train(cfg, context, open_tracker=open_logger)
     except EvaluationFailed as exc:
         # train() wrote the summary (training record, saved adapter, status failed, the error): keep it
         close_failed({"status": "failed", "error": str(exc)})

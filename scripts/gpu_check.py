@@ -3,7 +3,7 @@ random-initialised model with Qwen2.5-0.5B's architecture and size, built locall
 
 Prints per backend: generation tokens/s (during training and in the held-out evaluation), step time, peak GPU
 memory, and whether the saved LoRA round-trips (saved -> loaded by vLLM / PEFT -> generates, and changes the
-output), then ``python -m grpo_sweep.generate`` on the run in a fresh process. Writes the numbers as JSON.
+output), then ``python -m grpo_sweep.run.generate`` on the run in a fresh process. Writes the numbers as JSON.
 
     scripts/gpu_check.sh                      # on one GPU machine, < 10 min
     python scripts/gpu_check.py --cpu-dry-run # the same code path on CPU with a tiny model (trl; unsloth's
@@ -49,7 +49,7 @@ def parse_args(argv=None):
     parser.add_argument("--backends", default=None, help="comma list (default: trl,unsloth)")
     parser.add_argument("--out", type=Path, default=None, help="work dir (default: $TMPDIR/grpo-sweep-gpu-check)")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "gpu_check.json")
-    parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.generate` per run")
+    parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.run.generate` per run")
     parser.add_argument("--budget", type=float, default=570.0, help="seconds for the whole check (default 570)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
@@ -182,10 +182,10 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     import torch
     from hydra import compose, initialize_config_dir
 
-    from grpo_sweep.config import register_configs
-    from grpo_sweep.results import read_jsonl
-    from grpo_sweep.train import train
-    from grpo_sweep.validate import validate
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.run.results import read_jsonl
+    from grpo_sweep.run.train import train
+    from grpo_sweep.run.validate import validate
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -195,7 +195,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     (out / ".hydra").mkdir(exist_ok=True)
     from omegaconf import OmegaConf
 
-    OmegaConf.save(cfg, out / ".hydra" / "config.yaml")  # what `python -m grpo_sweep.generate` reads
+    OmegaConf.save(cfg, out / ".hydra" / "config.yaml")  # what `python -m grpo_sweep.run.generate` reads
 
     gen_durations: list = []
     record_generation_times(gen_durations)
@@ -340,7 +340,7 @@ def last_line(output: str) -> str:
 
 def run_cli(run_dir: Path, env: dict, seconds_left: float, log: Path) -> dict:
     started = time.perf_counter()
-    question = ["-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "32", "--seed", "0"]
+    question = ["-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "32", "--seed", "0"]
     code, output = run_process([sys.executable, *question], env, seconds_left, log)
     return {
         "ok": code == 0,
@@ -460,7 +460,7 @@ def main(argv=None) -> int:
             if deadline - time.perf_counter() < 30:
                 result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
                 continue
-            print(f"gpu_check: python -m grpo_sweep.generate on the {name} run ...", flush=True)
+            print(f"gpu_check: python -m grpo_sweep.run.generate on the {name} run ...", flush=True)
             result["cli"] = run_cli(work / f"run-{name}", env, deadline - time.perf_counter(), work / f"{name}-cli.log")
 
     header["total_s"] = round(time.perf_counter() - started, 1)

@@ -41,7 +41,7 @@ def compose(overrides: list[str] | None = None):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -129,8 +129,8 @@ def test_a_real_run_with_the_code_reward(tmp_path):
     """TRL hands the `tests` column to the code reward; the run trains and evaluates with it."""
     import json
 
-    from grpo_sweep.train import train
-    from grpo_sweep.validate import check_machine, validate
+    from grpo_sweep.run.train import train
+    from grpo_sweep.run.validate import check_machine, validate
 
     from .conftest import FAST, compose
 

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from grpo_sweep.config import Config
-from grpo_sweep.validate import ConfigError, validate
+from grpo_sweep.run.validate import ConfigError, validate
 
 from .conftest import CONF, ROOT, compose
 

@@ -11,7 +11,7 @@ from grpo_sweep.data.arithmetic import ARITHMETIC_COLUMNS, arithmetic_splits
 from grpo_sweep.rewards import REWARDS, Needs, required_columns
 from grpo_sweep.rewards import needs as needs_of
 from grpo_sweep.rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
-from grpo_sweep.validate import ConfigError, validate
+from grpo_sweep.run.validate import ConfigError, validate
 
 from . import reward_plugins
 from .conftest import FAST, ROOT, compose, run_launch

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from grpo_sweep.results import read_jsonl
+from grpo_sweep.run.results import read_jsonl
 
 from .conftest import FAST, compose, run_launch
 
@@ -29,7 +29,7 @@ def fake_tokenizer(text, add_special_tokens=False):
 def evaluator(backend, truths: list[str], overrides: list[str] = ()):
     import datasets
 
-    from grpo_sweep.evaluate import Evaluator
+    from grpo_sweep.run.evaluate import Evaluator
     from grpo_sweep.rewards.mix import build_mix
 
     cfg = compose(list(overrides))
@@ -81,7 +81,7 @@ def test_k_zero_turns_sampling_off():
 
 # -- the best step -------------------------------------------------------------------------------------------------
 def test_best_step_keeps_the_best_adapter_and_ties_go_later(tmp_path):
-    from grpo_sweep.evaluate import PeriodicEval
+    from grpo_sweep.run.evaluate import PeriodicEval
 
     saved = []
 
@@ -105,7 +105,7 @@ def test_best_step_keeps_the_best_adapter_and_ties_go_later(tmp_path):
 
 
 def test_a_resume_keeps_only_a_best_step_it_still_has(tmp_path):
-    from grpo_sweep.evaluate import BEST_DIR, BEST_RECORD, PeriodicEval
+    from grpo_sweep.run.evaluate import BEST_DIR, BEST_RECORD, PeriodicEval
 
     (tmp_path / BEST_DIR / "lora").mkdir(parents=True)
     (tmp_path / BEST_DIR / BEST_RECORD).write_text(json.dumps({"step": 20, "value": 0.5, "adapter": "best/lora"}))
@@ -117,7 +117,7 @@ def test_a_resume_keeps_only_a_best_step_it_still_has(tmp_path):
 
 
 def test_selection_metric():
-    from grpo_sweep.evaluate import selection_metric
+    from grpo_sweep.run.evaluate import selection_metric
 
     assert selection_metric("eval_accuracy") == "eval_accuracy"
     assert selection_metric("best.eval_rewards.xmlcount") == "eval_rewards.xmlcount"
@@ -134,7 +134,7 @@ def test_selection_metric():
     ],
 )
 def test_bad_eval_settings_fail_in_one_line(override, message):
-    from grpo_sweep.validate import ConfigError, validate
+    from grpo_sweep.run.validate import ConfigError, validate
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")) as info:
         validate(compose([override]))
@@ -144,7 +144,7 @@ def test_bad_eval_settings_fail_in_one_line(override, message):
 # -- a real run ----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def evaluated_run(tmp_path_factory):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     from omegaconf import OmegaConf
 
@@ -185,8 +185,8 @@ def test_the_best_step_is_in_the_summary_and_its_adapter_is_kept(evaluated_run):
 
 
 def test_generate_loads_the_best_adapter(evaluated_run, capsys, monkeypatch):
-    from grpo_sweep.backends import hf
-    from grpo_sweep.generate import main
+    from grpo_sweep.backends import trl as hf
+    from grpo_sweep.run.generate import main
 
     run_dir, summary = evaluated_run
     loaded = []

@@ -1,4 +1,4 @@
-"""The gate (grpo_sweep/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
+"""The gate (grpo_sweep/sweeps/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
 and the refusal is one line naming the bad value.
 
 Nothing trains here: if the gate let the grid through, the good job would start training and leave a
@@ -121,21 +121,21 @@ def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from grpo_sweep import submit as submit_module
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.sweeps import gate as gate_module
+    from grpo_sweep.configstore import register_configs
     from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher, GrpoBasicSweeper
 
     from .conftest import CONF
 
     register_configs()
     composed: list = []
-    real = submit_module.compose_runs
+    real = gate_module.compose_runs
 
     def counting(loader, master, jobs):
         composed.extend(list(j) for j in jobs)
         return real(loader, master, jobs)
 
-    monkeypatch.setattr(submit_module, "compose_runs", counting)
+    monkeypatch.setattr(gate_module, "compose_runs", counting)
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         master = hydra_compose(config_name="config", overrides=[f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
         context = type("HydraContext", (), {"config_loader": GlobalHydra.instance().config_loader()})()

@@ -23,7 +23,7 @@ CPU_JOB = ["hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1"
 
 
 def launcher_cfg(overrides: list[str]):
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -103,7 +103,7 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
     assert probe["heavy"] == []  # a login node composes, validates and submits without torch & co.
     [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
     assert "Submitted 2 jobs: 4242_0, 4242_1" in out.stdout
-    assert f"python -m grpo_sweep.status {sweep_dir}" in out.stdout
+    assert f"python -m grpo_sweep.sweeps.status {sweep_dir}" in out.stdout
     jobs = json.loads((sweep_dir / "jobs.json").read_text())["jobs"]
     assert [(j["num"], j["job_id"], Path(j["run_dir"]).name) for j in jobs] == [(0, "4242_0", "0"), (1, "4242_1", "1")]
     [script] = list(scripts.iterdir())
@@ -177,7 +177,7 @@ class _FakeJob:
 def test_submitit_local_starts_at_most_array_parallelism_runs_at_once(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from grpo_sweep import submit
+    from grpo_sweep.sweeps import submit
 
     monkeypatch.setattr(submit.time, "sleep", lambda s: None)
     executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id: _FakeJob(num))
@@ -237,7 +237,7 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
     that dies frees its GPU for the worker that replaces it. Fake GPU ids: the pinning needs no GPU."""
     from joblib.externals.loky import get_reusable_executor
 
-    from grpo_sweep import pool
+    from grpo_sweep.sweeps import pool
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7,9")
     assert pool.visible_gpus() == ["7", "9"]
@@ -261,15 +261,15 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
 
 
 def test_compose_runs_matches_hydra_composing_every_run():
-    """submit.compose_runs composes once per set of config groups and sets the plain values after: same configs."""
+    """gate.compose_runs composes once per set of config groups and sets the plain values after: same configs."""
     import itertools
 
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from grpo_sweep.config import register_configs
-    from grpo_sweep.submit import compose_runs
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.sweeps.gate import compose_runs
 
     register_configs()
     grid = [["reward_mix=format", "reward_mix=correct"], ["lora.r=8", "lora.r=16"],
@@ -310,7 +310,7 @@ def test_pool_survives_a_run_that_kills_its_worker(tmp_path):
 
 
 def test_a_slurm_request_no_node_can_meet_is_refused_naming_the_key():
-    from grpo_sweep.submit import SubmitError, check_partition_fit, parse_sinfo
+    from grpo_sweep.sweeps.submit import SubmitError, check_partition_fit, parse_sinfo
 
     sinfo = "debug*|2|20800|(null)\ngpu|64|512000+|gpu:a100:4(S:0-1)\n"
     local = parse_sinfo(sinfo, None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from grpo_sweep.train import RewardProgress
+from grpo_sweep.run.train import RewardProgress
 
 
 class Bar:

@@ -7,8 +7,8 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from grpo_sweep.report import build_report, main
-from grpo_sweep.sweep import sweep_table
+from grpo_sweep.sweeps.report import build_report, main
+from grpo_sweep.sweeps.runs import sweep_table
 
 
 def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None, rewards=("format",), steps=5):
@@ -169,7 +169,7 @@ def test_runs_csv_has_one_row_per_run_with_overrides_as_columns(tmp_path):
 def test_large_sweep_lists_the_top_runs_and_bounds_the_legend(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from grpo_sweep import report as report_module
+    from grpo_sweep.sweeps import report as report_module
 
     # 12 configurations x 2 seeds = 24 runs: more runs than report.md lists, more configurations than get colours
     monkeypatch.setattr(report_module, "TOP_RUNS", 5)

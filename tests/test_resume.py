@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from grpo_sweep.resume import ResumeError, check_same_run, last_checkpoint, remember_config, trim_metrics
-from grpo_sweep.status import report
+from grpo_sweep.run.resume import ResumeError, check_same_run, last_checkpoint, remember_config, trim_metrics
+from grpo_sweep.sweeps.status import report
 
 from .conftest import FAST, ROOT, compose, run_launch
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from grpo_sweep.results import read_jsonl
+from grpo_sweep.run.results import read_jsonl
 from grpo_sweep.rewards.guard import RewardFailure, guarded
 from grpo_sweep.rewards.mix import build_mix
 
@@ -80,7 +80,7 @@ def test_build_mix_guards_every_reward():
 
 
 def test_a_run_survives_a_buggy_reward_in_skip_mode(tmp_path):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     cfg = compose(FAST + ["reward_errors=skip", "+reward_mix.buggy.fn=tests.reward_plugins.odd_length_raises",
                           "+reward_mix.buggy.weight=0.5"])
@@ -93,7 +93,7 @@ def test_a_run_survives_a_buggy_reward_in_skip_mode(tmp_path):
 
 
 def test_a_run_stops_on_a_buggy_reward_by_default(tmp_path):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     cfg = compose(FAST + ["+reward_mix.buggy.fn=tests.reward_plugins.odd_length_raises", "+reward_mix.buggy.weight=0.5"])
     with pytest.raises(RewardFailure, match=r"reward 'buggy' raised ValueError: cannot parse .* on sample \d+; completion"):

@@ -94,7 +94,7 @@ def run_study(out: Path, *extra: str) -> subprocess.CompletedProcess:
 def study_trials(study_dir: Path):
     import optuna
 
-    from grpo_sweep.search.config import read_study_file
+    from grpo_sweep.sweeps.runs import read_study_file
     from grpo_sweep.search.storage import open_storage
 
     info = read_study_file(study_dir)
@@ -158,7 +158,7 @@ def real_groups() -> dict:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from grpo_sweep.config import register_configs
+    from grpo_sweep.configstore import register_configs
     from grpo_sweep.search.worker import config_groups
 
     register_configs()
@@ -245,7 +245,7 @@ DESIGN_ARGS = [
 
 
 def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_path):
-    from grpo_sweep.search.config import read_study_file
+    from grpo_sweep.sweeps.runs import read_study_file
     from grpo_sweep.search.report import reproduce_command
 
     out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, f"output_root={tmp_path}"],

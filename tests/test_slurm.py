@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_sweep.status import report, slurm_jobs
+from grpo_sweep.sweeps.status import report, slurm_jobs
 
 from .conftest import FAST, ROOT, run_launch
 
@@ -136,7 +136,7 @@ def test_detached_sweep_with_a_failing_run_reports_it_while_the_other_finishes(t
     ids = [j["job_id"] for j in _jobs(sweep_dir)]
     assert f"Submitted 2 jobs: {', '.join(ids)}" in out.stdout and str(sweep_dir) in out.stdout
 
-    first = subprocess.run([sys.executable, "-m", "grpo_sweep.status", str(sweep_dir)], capture_output=True, text=True,
+    first = subprocess.run([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep_dir)], capture_output=True, text=True,
                            cwd=ROOT, env={**os.environ, **ENV})
     assert first.returncode == 0 and "All runs ended" not in first.stdout
     assert any(state in first.stdout for state in ("pending", "running"))
@@ -198,8 +198,8 @@ def test_a_request_no_node_can_meet_is_one_line_and_the_local_profile_fits(tmp_p
     assert not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
     from hydra import compose, initialize_config_dir
 
-    from grpo_sweep.config import register_configs
-    from grpo_sweep.submit import check_partition_fit, slurm_nodes
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.sweeps.submit import check_partition_fit, slurm_nodes
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

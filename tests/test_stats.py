@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_sweep.results import cost_line, cost_totals, generated_tokens, run_cost
-from grpo_sweep.stats import compare_to_best, is_seed, paired_ci, seed_means, t_quantile, verdict
+from grpo_sweep.run.results import cost_line, cost_totals, generated_tokens, run_cost
+from grpo_sweep.sweeps.stats import compare_to_best, is_seed, paired_ci, seed_means, t_quantile, verdict
 
 
 @pytest.mark.parametrize("p, dof, expected", [
@@ -173,7 +173,7 @@ def count_completion_tokens(completions, completion_ids, trainer_state=None, **k
 
 
 def test_generated_tokens_of_a_real_run_equal_what_trl_generated(tmp_path):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     from .conftest import FAST, compose
 
@@ -190,7 +190,7 @@ def test_generated_tokens_of_a_real_run_equal_what_trl_generated(tmp_path):
 
 
 def test_one_writer_records_every_failed_run(tmp_path):
-    from grpo_sweep.results import read_summary, record_failure
+    from grpo_sweep.run.results import read_summary, record_failure
 
     run = tmp_path / "0"
     run.mkdir()
@@ -206,7 +206,7 @@ def test_one_writer_records_every_failed_run(tmp_path):
 def test_run_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
     import os
 
-    from grpo_sweep.results import write_text_atomic
+    from grpo_sweep.run.results import write_text_atomic
 
     write_text_atomic(tmp_path / "runs.csv", "a,b\n")
     umask = os.umask(0)

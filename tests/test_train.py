@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from grpo_sweep.results import read_jsonl
+from grpo_sweep.run.results import read_jsonl
 
 from .conftest import FAST, ROOT, compose
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     run_dir = tmp_path_factory.mktemp("run")
     cfg = compose(FAST + ["reward_mix=unsloth_gsm8k"])
@@ -64,7 +64,7 @@ def test_adapter_and_samples_are_saved(finished_run):
 
 
 def test_full_fine_tuning_saves_the_model(tmp_path):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     summary = train(compose(FAST + ["lora=none", "trainer.max_steps=2"]), tmp_path)
     assert summary["steps"] == 2
@@ -74,7 +74,7 @@ def test_full_fine_tuning_saves_the_model(tmp_path):
 
 def test_learning_shows_with_a_dense_reward_and_constant_lr(tmp_path):
     """The smoke settings: mean xmlcount reward rises clearly over a few dozen steps."""
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     summary = train(compose(["trainer.max_steps=60", "data.max_eval_samples=8"]), tmp_path)
     assert summary["reward_first"] < 0.15
@@ -90,7 +90,7 @@ def test_generate_prints_text(finished_run, tmp_path):
 
     OmegaConf.save(compose(FAST + ["reward_mix=unsloth_gsm8k"]), hydra_dir / "config.yaml")
     out = subprocess.run(
-        [sys.executable, "-m", "grpo_sweep.generate", str(run_dir), "Calculate pi.", "--seed", "0", "--max-new-tokens", "12"],
+        [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "Calculate pi.", "--seed", "0", "--max-new-tokens", "12"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr
@@ -99,14 +99,14 @@ def test_generate_prints_text(finished_run, tmp_path):
 
 def test_generate_refuses_a_non_run_dir(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "grpo_sweep.generate", str(tmp_path), "hi"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "grpo_sweep.run.generate", str(tmp_path), "hi"], cwd=ROOT, capture_output=True, text=True
     )
     assert out.returncode == 2
     assert "not a run directory" in out.stderr
 
 
 def test_same_seed_same_run(tmp_path):
-    from grpo_sweep.train import train
+    from grpo_sweep.run.train import train
 
     cfg = compose(FAST + ["trainer.max_steps=3"])
     first = train(cfg, tmp_path / "a")

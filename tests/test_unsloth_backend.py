@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from grpo_sweep.backends.gpu_stack import GPU_PINS, BackendError, check_cpu_fallback, check_device, check_stack
-from grpo_sweep.validate import ConfigError, validate
+from grpo_sweep.run.validate import ConfigError, validate
 
 from .conftest import FAST, ROOT, compose, run_launch
 
@@ -160,7 +160,7 @@ def test_gsm8k_experiment_trains_16bit_lora_with_unsloth_and_vllm():
 def test_composing_and_validating_unsloth_configs_stays_light():
     code = (
         "import sys; sys.path.insert(0, 'tests'); from conftest import compose;"
-        "from grpo_sweep.validate import validate;"
+        "from grpo_sweep.run.validate import validate;"
         "validate(compose(['experiment=walkthrough_llama8b']));"
         "heavy = [m for m in ('torch', 'unsloth', 'vllm', 'transformers', 'trl') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"
@@ -186,7 +186,7 @@ def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
     assert "imported before" not in output  # neither Unsloth's warning nor ours: unsloth came first
 
     answer = subprocess.run(
-        [sys.executable, "-m", "grpo_sweep.generate", str(run_dir), "What is 2 + 3?", "--seed", "0", "--max-new-tokens", "8"],
+        [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--seed", "0", "--max-new-tokens", "8"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert answer.returncode == 0, answer.stderr[-3000:]

@@ -15,12 +15,12 @@ import sys
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from grpo_sweep import validate as validation
-from grpo_sweep.resume import ResumeError, check_same_run, remember_config
+from grpo_sweep.run import validate as validation
+from grpo_sweep.run.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
 from grpo_sweep.search.storage import check_storage_url
-from grpo_sweep.submit import check_resources
-from grpo_sweep.validate import ConfigError, check_machine, validate
+from grpo_sweep.sweeps.submit import check_resources
+from grpo_sweep.run.validate import ConfigError, check_machine, validate
 
 from .conftest import ROOT, compose
 
@@ -81,7 +81,7 @@ def taken_dir(tmp, mp):
 
 
 def lora_targets_absent(tmp, mp):
-    from grpo_sweep.backends import hf
+    from grpo_sweep.backends import trl as hf
 
     cfg = compose(["lora.target_modules=[q_proj,nope_proj]"])
     model = hf.load_base_model(cfg.model, hf.model_source(cfg.model, cfg.data))
@@ -166,9 +166,19 @@ def test_bad_input_fails_with_a_message_naming_it(name, setup, message, tmp_path
 
 
 def test_valid_inputs_pass(tmp_path):
+    """A file dataset with the code reward's column, and the code reward: every check passes, and they do look at
+    this config (the same config with one value spoiled is refused, naming it)."""
     cfg = compose(["data=file", f"data.path={jsonl(tmp_path / 'd.jsonl', CODE)}", "+reward_mix.code.weight=0.5"])
-    validate(cfg)
-    check_machine(cfg)  # builds the sandbox for real here
+    refused = {}
+    for check in (validate, check_machine):  # check_machine builds the sandbox for real here
+        try:
+            check(cfg)
+        except ConfigError as exc:
+            refused[check.__name__] = str(exc)
+    assert refused == {}
+    cfg.trainer.num_generations = 1
+    with pytest.raises(ConfigError, match="trainer.num_generations=1"):
+        validate(cfg)
 
 
 def launch(args, cwd, env=None):

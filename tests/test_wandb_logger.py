@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from grpo_sweep.context import RunContext
-from grpo_sweep.redact import redact
-from grpo_sweep.wandb_logger import choose_mode, run_name, run_tags, swept_keys
+from grpo_sweep.run.context import RunContext
+from grpo_sweep.run.redact import redact
+from grpo_sweep.tracking.wandb_logger import choose_mode, run_name, run_tags, swept_keys
 
 from .conftest import FAST, ROOT, run_launch
 
 pytest.importorskip("wandb")
-from grpo_sweep.wandb_offline import offline_run_dirs, read_offline_run  # noqa: E402
+from grpo_sweep.tracking.wandb_offline import offline_run_dirs, read_offline_run  # noqa: E402
 
 # Looks like a real key (W&B checks the length) so the online path is really tried, against a closed port.
 FAKE_KEY = "local-" + "fe11" * 10
@@ -199,7 +199,7 @@ def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
 
 def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path, monkeypatch):
     """In one process (local -m): a run that raises ends its W&B run with exit code 1; the next is a new run."""
-    from grpo_sweep.loggers import close_failed
+    from grpo_sweep.tracking.loggers import close_failed
     from grpo_sweep.tracking import open_logger
 
     from .conftest import compose

@@ -7,7 +7,7 @@ Without a GPU, Unsloth falls back to stock transformers + PEFT, which is what th
 
 Importing this module imports unsloth, and unsloth must be imported before trl/transformers/peft (it patches
 them; imported later it runs unpatched, slower and with more memory). ``grpo_sweep.app`` and
-``grpo_sweep.generate`` therefore import the backend before any training code. The module is not named
+``grpo_sweep.run.generate`` therefore import the backend before any training code. The module is not named
 ``unsloth`` so that it does not shadow the package.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ check_cpu_fallback(torch.cuda.is_available())
 import unsloth  # noqa: E402,F401  (patches trl/transformers/peft; must come before them)
 from unsloth import FastLanguageModel  # noqa: E402
 
-from . import hf  # noqa: E402  (imports transformers: after unsloth)
+from . import trl as trl_backend  # noqa: E402  (imports transformers: after unsloth)
 
 if _IMPORTED_TOO_EARLY:
     log.warning(
@@ -50,7 +50,7 @@ def _dtype(name: str):
     if name == "auto":
         # on a GPU Unsloth picks bf16 or fp16 itself; its CPU fallback would pick bf16, slow on most CPUs
         return None if torch.cuda.is_available() else torch.float32
-    return hf.torch_dtype(name)
+    return trl_backend.torch_dtype(name)
 
 
 def _from_pretrained(cfg: Any, name: str):
@@ -79,7 +79,7 @@ def _get_peft_model(model, cfg: Any):
     return FastLanguageModel.get_peft_model(
         model,
         r=cfg.lora.r,
-        target_modules=hf.lora_targets(model, cfg.lora),
+        target_modules=trl_backend.lora_targets(model, cfg.lora),
         lora_alpha=cfg.lora.alpha,
         lora_dropout=cfg.lora.dropout,
         bias=cfg.lora.bias,
@@ -98,7 +98,7 @@ def check(cfg: Any) -> None:
 def load(cfg: Any):
     """(model, tokenizer) from FastLanguageModel, with Unsloth's LoRA when lora.enabled."""
     check(cfg)
-    model, tokenizer = _from_pretrained(cfg, hf.model_source(cfg.model, cfg.data))
+    model, tokenizer = _from_pretrained(cfg, trl_backend.model_source(cfg.model, cfg.data))
     if cfg.lora.enabled:
         model = _get_peft_model(model, cfg)
     return model, tokenizer
@@ -107,8 +107,8 @@ def load(cfg: Any):
 def save(model, tokenizer, run_dir: Path) -> Path:
     """The LoRA the way Unsloth saves it (``model.save_lora``) into ``lora/``, or the full model into ``model/``."""
     if not hasattr(model, "peft_config"):
-        return hf.save(model, tokenizer, run_dir)
-    out = run_dir / hf.ADAPTER_DIR
+        return trl_backend.save(model, tokenizer, run_dir)
+    out = run_dir / trl_backend.ADAPTER_DIR
     # save_lora is set by get_peft_model on GPUs; the CPU fallback is a plain PeftModel
     save_lora = getattr(model, "save_lora", None) or model.save_pretrained
     save_lora(str(out))
@@ -120,10 +120,10 @@ def save(model, tokenizer, run_dir: Path) -> Path:
 def load_trained(cfg: Any, run_dir: Path):
     """A finished run's model: with fast_inference, base + vLLM engine + the LoRA as a request; else base + adapter."""
     check(cfg)
-    adapter = run_dir / hf.ADAPTER_DIR
-    full = run_dir / hf.FULL_MODEL_DIR
+    adapter = run_dir / trl_backend.ADAPTER_DIR
+    full = run_dir / trl_backend.FULL_MODEL_DIR
     if adapter.is_dir():
-        base = hf.model_source(cfg.model, cfg.data)  # also rebuilds the tiny base if its cache was cleared
+        base = trl_backend.model_source(cfg.model, cfg.data)  # also rebuilds the tiny base if its cache was cleared
         if cfg.backend.fast_inference:
             # the walkthrough's test: get_peft_model gives the model load_lora, fast_generate takes the request
             model, _ = _from_pretrained(cfg, base)
@@ -131,11 +131,11 @@ def load_trained(cfg: Any, run_dir: Path):
             setattr(model, ADAPTER_ATTR, adapter)
         else:
             model, _ = _from_pretrained(cfg, str(adapter))  # Unsloth loads the adapter's base, then the adapter
-        return model, hf.load_tokenizer(str(adapter))
+        return model, trl_backend.load_tokenizer(str(adapter))
     if full.is_dir():
         model, tokenizer = _from_pretrained(cfg, str(full))
         return model, tokenizer
-    raise FileNotFoundError(f"{run_dir} holds no trained weights ({hf.ADAPTER_DIR}/ or {hf.FULL_MODEL_DIR}/); did the run finish?")
+    raise FileNotFoundError(f"{run_dir} holds no trained weights ({trl_backend.ADAPTER_DIR}/ or {trl_backend.FULL_MODEL_DIR}/); did the run finish?")
 
 
 def prepare_generation(model, tokenizer, run_dir: Path) -> None:
@@ -163,7 +163,7 @@ def generate(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, t
         was_training = model.training
         FastLanguageModel.for_inference(model)
         try:
-            return hf.generate(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size)
+            return trl_backend.generate(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size)
         finally:
             if was_training:
                 FastLanguageModel.for_training(model)

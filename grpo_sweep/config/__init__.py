@@ -1,3 +1,3 @@
-from .schema import Config, register_configs
+from .schema import Config
 
-__all__ = ["Config", "register_configs"]
+__all__ = ["Config"]

@@ -131,7 +131,7 @@ class DataConfig:
 
 @dataclass
 class EvalConfig:
-    """Held-out evaluation: before training, every `every_steps` steps, and after training (see grpo_sweep/evaluate.py)."""
+    """Held-out evaluation: before training, every `every_steps` steps, and after training (see grpo_sweep/run/evaluate.py)."""
 
     # the reward whose held-out mean is `eval_accuracy` (its params are taken from the mix when it is there)
     accuracy_reward: str = "correct"
@@ -241,26 +241,3 @@ class Config:
     optimized_metric: str = "eval_accuracy"
     # where run directories go (Hydra's run dir is taken from here)
     output_root: str = "outputs"
-
-
-def register_configs() -> None:
-    """Put the schema into Hydra's ConfigStore (idempotent)."""
-    from hydra.core.config_store import ConfigStore
-
-    from grpo_sweep.search.config import GRPOOptunaSweeperConf
-
-    cs = ConfigStore.instance()
-    cs.store(name="grpo_sweep_schema", node=Config)
-    cs.store(group="hydra/sweeper", name="grpo_optuna", node=GRPOOptunaSweeperConf, provider="grpo_sweep")
-    _replace_submitit_local(cs)
-
-
-def _replace_submitit_local(cs) -> None:
-    """hydra/launcher=submitit_local keeps its name and keys and becomes grpo-sweep's (every run validated first,
-    at most array_parallelism runs at a time). Hydra's plugin scan re-executes each plugin module, which would
-    store the stock entry again over ours; scanning now (it runs once per process) makes this store the last."""
-    from hydra.core.plugins import Plugins
-    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoLocalQueueConf
-
-    Plugins.instance()
-    cs.store(group="hydra/launcher", name="submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep")

@@ -1,12 +1,13 @@
-"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``) and the study file both sides read."""
+"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (sweeps/runs.py reads it)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-STUDY_FILE = "study.json"
+from ..run.results import write_json_atomic
+from ..sweeps.runs import STUDY_FILE
+
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"
 SAMPLERS = ("tpe", "random", "grid", "cmaes")
 PRUNERS = ("median", "hyperband", "none")
@@ -69,13 +70,4 @@ def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list
 
 
 def write_study_file(sweep_dir: Path, data: dict) -> None:
-    from ..results import write_json_atomic
-
     write_json_atomic(Path(sweep_dir) / STUDY_FILE, data)
-
-
-def read_study_file(sweep_dir: Path) -> dict:
-    path = Path(sweep_dir) / STUDY_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{sweep_dir} holds no {STUDY_FILE}; is it the directory of an Optuna sweep?")
-    return json.loads(path.read_text())

@@ -6,7 +6,7 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-from ..results import lookup, without_best
+from ..run.results import lookup, without_best
 
 
 class TrialMonitor:

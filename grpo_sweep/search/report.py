@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..results import write_text_atomic
-from .config import read_study_file
+from ..run.results import write_text_atomic
+from ..sweeps.runs import read_study_file
 from .space import merge_overrides, override_key
 from .storage import open_storage
-from ..tables import markdown_table
+from ..sweeps.tables import markdown_table
 
 log = logging.getLogger(__name__)
 

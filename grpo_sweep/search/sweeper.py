@@ -12,7 +12,7 @@ from typing import Any, List
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from ..context import OPTUNA_WORKER, ROLE_ENV
+from ..run.context import OPTUNA_WORKER, ROLE_ENV
 from .config import objectives_and_directions, write_study_file
 from .space import SearchSpace, SearchSpaceError, merge_overrides
 from .storage import check_storage_url, resolve_url
@@ -55,15 +55,15 @@ class OptunaSweeperImpl(Sweeper):
         return OmegaConf.create(with_hydra)
 
     def _trains_here(self) -> bool:
-        from ..gate import GatedLauncher
+        from ..sweeps.gate import GatedLauncher
 
         return isinstance(self.launcher, GatedLauncher) and self.launcher.trains_here
 
     def sweep(self, arguments: List[str]) -> Any:
         import optuna
 
-        from ..gate import check_config, stop
-        from ..validate import ConfigError
+        from ..sweeps.gate import check_config, stop
+        from ..run.validate import ConfigError
 
         s = self.settings
         sweep_dir = Path(self.config.hydra.sweep.dir)
@@ -132,7 +132,7 @@ class OptunaSweeperImpl(Sweeper):
         config-group choices, so that no trial fails because of the space itself."""
         import itertools
 
-        from ..gate import check_config
+        from ..sweeps.gate import check_config
         from .worker import config_groups
 
         s = self.settings

@@ -14,10 +14,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..context import RunContext
-from ..loggers import close_failed
-from ..results import SUMMARY, lookup, record_failure, write_json_atomic
-from ..sweep import WORKER_MARKER
+from ..run.context import RunContext
+from ..tracking.loggers import close_failed
+from ..run.results import SUMMARY, lookup, record_failure, write_json_atomic
+from ..sweeps.runs import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, objectives_and_directions
 from .space import SearchSpace, merge_overrides
 from .storage import open_storage, resolve_url
@@ -109,8 +109,9 @@ class Objective:
     def __call__(self, trial):
         import optuna
 
-        from ..gate import check_run
-        from ..train import train
+        from ..sweeps.gate import check_run
+        from ..run.train import train
+        from ..tracking import open_logger
 
         values = self.space.suggest(trial, self.cfg)
         point = self.space.as_overrides(values)
@@ -139,7 +140,7 @@ class Objective:
                 from .pruning import TrialMonitor
 
                 monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
-            summary = train(cfg, self.context.for_trial(trial_dir, overrides), monitor=monitor)
+            summary = train(cfg, self.context.for_trial(trial_dir, overrides), monitor=monitor, open_tracker=open_logger)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])

@@ -1,12 +1,12 @@
 """grpo-sweep's submitit launchers: hydra-submitit-launcher's, plus what a shared cluster needs.
 
-Every launcher here goes through grpo_sweep's gate (``grpo_sweep/gate.py``: ``GatedLauncher``) before any run
+Every launcher here goes through grpo_sweep's gate (``grpo_sweep/sweeps/gate.py``: ``GatedLauncher``) before any run
 of its batch starts: each run composed, validated, its run directory checked, the launcher's resources checked.
 hydra/launcher=local is Hydra's BasicLauncher with that gate.
 
 On top of the stock submitit launcher (same config keys, same ``checkpoint()`` requeue contract):
 - every run of the batch passes the gate on the submitting node, so a bad value fails before anything is queued;
-- the job ids are recorded next to the runs (``<sweep_dir>/jobs.json``) for ``python -m grpo_sweep.status``;
+- the job ids are recorded next to the runs (``<sweep_dir>/jobs.json``) for ``python -m grpo_sweep.sweeps.status``;
 - ``detach=true`` returns right after submitting (log out; check later with the status command);
 - a job that died without a result (cancelled, out of memory, node failure) is recorded as a failed run and
   the wait goes on for the others, where the stock launcher stops at the first one.
@@ -34,13 +34,13 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 
 from grpo_sweep.adapters.hydra import BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf
 from grpo_sweep.adapters.submitit import executor_kind
-from grpo_sweep.gate import GatedLauncher
+from grpo_sweep.sweeps.gate import GatedLauncher
 
 
 @dataclass
 class GrpoSlurmQueueConf(SlurmQueueConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoSlurmLauncher"
-    # submit and return: print the job ids and the sweep dir, then `python -m grpo_sweep.status <sweep_dir>`
+    # submit and return: print the job ids and the sweep dir, then `python -m grpo_sweep.sweeps.status <sweep_dir>`
     detach: bool = False
 
 
@@ -58,16 +58,16 @@ class GrpoBasicLauncher(GatedLauncher, BasicLauncher):
 
 
 class _SubmitLaunch(GatedLauncher):
-    """``launch`` is grpo_sweep.submit's; everything else (the job side, the requeue on preemption/timeout) is
+    """``launch`` is grpo_sweep.sweeps.submit's; everything else (the job side, the requeue on preemption/timeout) is
     the stock launcher's."""
 
     def check_resources(self) -> None:
-        from grpo_sweep import submit
+        from grpo_sweep.sweeps import submit
 
         submit.check_resources(self.params, executor_kind(self))
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from grpo_sweep import submit
+        from grpo_sweep.sweeps import submit
 
         return submit.launch(self, job_overrides, initial_job_idx)
 
@@ -102,14 +102,14 @@ class GrpoPoolConf:
 
 class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
     """hydra/launcher=pool: worker processes that run several runs each; a worker that dies costs one run, not
-    the sweep (grpo_sweep/pool.py)."""
+    the sweep (grpo_sweep/sweeps/pool.py)."""
 
     def __init__(self, n_jobs: int = -1) -> None:
         super().__init__(n_jobs=n_jobs)
         self.n_jobs = n_jobs
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from grpo_sweep import pool
+        from grpo_sweep.sweeps import pool
 
         return pool.launch(self, job_overrides, initial_job_idx)
 
@@ -129,7 +129,7 @@ class GrpoBasicSweeper(BasicSweeper):
         # the launcher, when it is one of grpo-sweep's, keeps that plan and composes nothing again.
         if self.batch_index != 1:
             return
-        from grpo_sweep.gate import Refused, plan_runs, stop
+        from grpo_sweep.sweeps.gate import Refused, plan_runs, stop
 
         assert self.overrides is not None
         every = [job for jobs in self.overrides for job in jobs]
@@ -144,7 +144,7 @@ ConfigStore.instance().store(
 )
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep"
-)  # also stored as "submitit_local", over the stock entry: grpo_sweep.config.schema.register_configs
+)  # also stored as "submitit_local", over the stock entry: grpo_sweep.configstore.register_configs
 ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_basic", node=GrpoBasicLauncherConf, provider="grpo_sweep"
 )

@@ -1,6 +1,6 @@
 """Submitting a sweep through submitit (the launch side of hydra_plugins/grpo_sweep_launcher).
 
-Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/gate.py) before
+Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/sweeps/gate.py) before
 one is queued.
 """
 from __future__ import annotations
@@ -16,13 +16,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from .gate import Refused
-from .adapters.submitit import executor_kind, job_arguments, requeue, run_job
-from .results import record_failure, write_json_atomic
+from ..adapters.submitit import executor_kind, job_arguments, requeue, run_job
+from ..run.results import record_failure, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -117,64 +117,6 @@ def check_partition_fit(params: dict, nodes: list[Node]) -> None:
                 f"hydra.launcher.{key}={want}: no node of {where} has that many (its nodes: {offered}); set "
                 f"hydra.launcher.{key}={fix}, or hydra/launcher=slurm_local on the local SLURM of scripts/slurm_local.sh"
             )
-
-
-def _plain_value(override: Any, loader: Any) -> bool:
-    """`key=value` on a config key with a scalar value: Hydra sets it on the merged config, after composing."""
-    from hydra.core.override_parser.types import OverrideType
-
-    return (
-        override.type == OverrideType.CHANGE
-        and override.package is None
-        and not override.is_hydra_override()
-        and not isinstance(override.value(), (dict, list))  # merged into the node, so the order would matter
-        and not loader.repository.group_exists(override.key_or_group)
-    )
-
-
-def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]]) -> Iterator[Any]:
-    """Yield each run's config, as ``loader.load_sweep_config(master, overrides)`` composes it, for a batch.
-
-    A compose is ~0.1 s (defaults tree, YAML, merging onto the schema): 3 s for 32 runs. Runs that differ from an
-    earlier one only in plain values (lora.r=8 / lora.r=16, seeds) are the same composition with other values, which
-    Hydra sets after merging (``_apply_overrides_to_config``); such a run is the earlier run's config with its own
-    values, hydra.overrides.task and override_dirname set as Hydra sets them (~1 ms). Config groups, +/++/~, dicts,
-    lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
-    The earlier config is reused, not copied (a copy costs 6-10 ms): a yielded config holds until the next one.
-    """
-    from .adapters.hydra import apply_overrides, overrides_dirname
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import ConfigCompositionException
-
-    parser = OverridesParser.create()
-    composed: dict[tuple, Any] = {}
-    for overrides in job_overrides:
-        parsed = parser.parse_overrides(list(overrides))
-        plain = [o for o in parsed if _plain_value(o, loader)]
-        # same config groups, same +/~ overrides, same keys set to plain values: the same composition
-        family = tuple(o.key_or_group if any(o is p for p in plain) else o.input_line for o in parsed)
-        cfg = composed.get(family)
-        if cfg is not None:
-            try:
-                apply_overrides(plain, cfg)  # every plain key of the family: all reset
-            except ConfigCompositionException:
-                cfg = None
-        if cfg is None:
-            cfg = loader.load_sweep_config(master, list(overrides))
-            composed.setdefault(family, cfg)
-        else:
-            app = [o for o in parsed if not o.is_hydra_override()]
-            cfg.hydra.overrides.task = [o.input_line for o in app]
-            dirname = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = overrides_dirname(app, dirname.exclude_keys, dirname.item_sep, dirname.kv_sep)
-        yield cfg
-
-
-def numbered_run_dir(cfg: Any, num: int) -> Path:
-    """Give a composed sweep job its number, as the launcher will, and return its run directory."""
-    with open_dict(cfg.hydra.job):
-        cfg.hydra.job.num = num
-    return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
 
 
 def record_jobs(sweep_dir: Path, entries: list[dict]) -> None:
@@ -292,7 +234,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         ids = ", ".join(job.job_id for job in jobs)
         print(
             f"Submitted {len(jobs)} jobs: {ids}\nSweep dir: {sweep_dir}\n"
-            f"Check on it: python -m grpo_sweep.status {sweep_dir}",
+            f"Check on it: python -m grpo_sweep.sweeps.status {sweep_dir}",
             flush=True,
         )
         return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None) for o in job_overrides]

@@ -1,4 +1,4 @@
-"""A sweep's report from its run directories alone: ``python -m grpo_sweep.report <sweep_dir>``.
+"""A sweep's report from its run directories alone: ``python -m grpo_sweep.sweeps.report <sweep_dir>``.
 
 Writes ``report.md``, ``runs.csv`` and PNG plots into the sweep directory: mean ± std per configuration when seeds
 were swept with the paired difference from the best configuration and whether it is more than seed noise, the best
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .results import METRICS, cost_line, iter_jsonl, write_text_atomic
+from ..run.results import METRICS, cost_line, iter_jsonl, write_text_atomic
 from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import markdown_table
-from .sweep import UNREADABLE, best_cell, collect_runs, sweep_direction, varying_overrides
+from .runs import UNREADABLE, best_cell, collect_runs, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -521,7 +521,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.sweeps.report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a sweep (multirun) directory, or one run's directory")
     parser.add_argument("--direction", choices=("maximize", "minimize"), default=None,
                         help="how to rank the objective (default: the Optuna study's direction, else maximize)")

@@ -1,26 +1,15 @@
-"""What every experiment tracker is (`RunLogger`, which alone is `logger=none`: metrics.jsonl + summary.json only)
-and the process's one open tracker run. Trackers build on this module; `tracking.open_logger` picks one."""
+"""The process's one open tracker run. Trackers implement the run's ``RunLogger`` (run/tracker.py);
+``tracking.open_logger`` picks one."""
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from ..run.tracker import RunLogger
+
 log = logging.getLogger(__name__)
 
 _active: "RunLogger | None" = None
-
-
-class RunLogger:
-    """No tracker: every hook does nothing (the run dir's metrics.jsonl and summary.json are written anyway)."""
-
-    def watch(self, trainer: Any) -> None:
-        """Attach to a built GRPOTrainer (per-step metrics, completions)."""
-
-    def log_metrics(self, row: dict) -> None:
-        """A row logged outside TRL's own logging (a held-out evaluation: ``step``, ``eval/...``)."""
-
-    def finish(self, summary: dict) -> None:
-        """The run ended (completed or failed); ``summary`` is what summary.json holds."""
 
 
 def activate(logger: RunLogger) -> RunLogger:

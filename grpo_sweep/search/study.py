@@ -1,4 +1,4 @@
-"""Show an Optuna sweep's results, finished or running: ``python -m grpo_sweep.study <sweep_dir>``."""
+"""Show an Optuna sweep's results, finished or running: ``python -m grpo_sweep.search.study <sweep_dir>``."""
 from __future__ import annotations
 
 import argparse
@@ -7,11 +7,11 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.study", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.search.study", description=__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
-    from .search.report import study_report
+    from .report import study_report
 
     try:
         print(study_report(args.sweep_dir, plots=not args.no_plots))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import RunContext
+from ..run.context import RunContext
 from .loggers import RunLogger, activate
 
 

@@ -19,11 +19,11 @@ from urllib.parse import urlparse
 from omegaconf import OmegaConf
 from transformers import TrainerCallback
 
-from .adapters.trl import latest_completions
-from .context import RunContext
+from ..adapters.trl import latest_completions
+from ..run.context import RunContext
 from .loggers import RunLogger, finished
-from .redact import redact, secret_values
-from .results import BEST_PREFIX
+from ..run.redact import redact, secret_values
+from ..run.results import BEST_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Ask a trained run a question: ``python -m grpo_sweep.generate <run_dir> "Calculate pi."``.
+"""Ask a trained run a question: ``python -m grpo_sweep.run.generate <run_dir> "Calculate pi."``.
 
 Loads the run's saved adapter (or model) on its base model, applies the chat template with the run's
 system prompt, samples (temperature 0.8, top_p 0.95 — the walkthrough's last step) and prints the answer.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.generate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.run.generate", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a run directory (holds .hydra/config.yaml and lora/ or model/)")
     parser.add_argument("question", help="the user message")
     parser.add_argument("--temperature", type=float, default=0.8)
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = OmegaConf.load(config_path)
 
-    from .backends import get_backend
+    from ..backends import get_backend
 
     backend = get_backend(cfg.backend.name)  # before torch/transformers: unsloth must come first
     import torch

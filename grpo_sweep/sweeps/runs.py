@@ -1,19 +1,28 @@
-"""End-of-sweep comparison table, built from the run directories alone (no torch)."""
+"""A sweep directory read back: its runs, its study file, and the end-of-sweep comparison table (no torch)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-
-from .results import cost_line, read_summary_checked
+from ..run.results import cost_line, read_summary_checked
 from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import aligned_columns, markdown_table
 
 
+# An Optuna study's sweep directory holds it (directions, objectives), written by its sweeper (search/).
+STUDY_FILE = "study.json"
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
 # A run whose summary.json exists but cannot be read (see collect_runs).
 UNREADABLE = "unreadable"
+
+
+def read_study_file(sweep_dir: Path) -> dict:
+    path = Path(sweep_dir) / STUDY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{sweep_dir} holds no {STUDY_FILE}; is it the directory of an Optuna sweep?")
+    return json.loads(path.read_text())
 
 
 def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
@@ -61,10 +70,8 @@ def best_cell(summary: dict) -> str:
 def sweep_direction(sweep_dir: Path, summaries: list[dict]) -> str:
     """How the objective ranks: an Optuna study's first direction (study.json, else a trial's), else maximize."""
     try:
-        from .search.config import read_study_file
-
         return str(read_study_file(sweep_dir)["directions"][0]).lower()
-    except (FileNotFoundError, ImportError, KeyError, IndexError):
+    except (FileNotFoundError, KeyError, IndexError):
         pass
     for summary in summaries:
         trial_direction = (summary.get("trial") or {}).get("direction")
@@ -147,7 +154,7 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
     if len(runs) > top:
         table.append(f"(the {top} best of {len(runs)} runs by objective, {direction}; every run, its overrides as "
                      f"columns: {Path(sweep_dir) / 'runs.csv'}, and per configuration: {Path(sweep_dir) / 'report.md'}"
-                     f" — both written by python -m grpo_sweep.report {sweep_dir})")
+                     f" — both written by python -m grpo_sweep.sweeps.report {sweep_dir})")
     bad = [(d, s) for d, s in runs if s.get("status") in ("failed", UNREADABLE)]
     notes = [f"run {d.name} {s['status']}: {s.get('error', '?')}" for d, s in bad[:TOP_NOTES]]
     if len(bad) > TOP_NOTES:

@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .backends import BACKENDS
+from ..backends import BACKENDS
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
-from .backends.gpu_stack import BackendError, check_config, check_cpu_fallback, gpu_refusal
-from .data import DataError, precheck_files
-from .rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
-from .rewards.guard import ON_ERROR
-from .rewards.mix import Term, check_mix, data_columns, needs_ground_truth, terms
-from .rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
+from ..backends.gpu_stack import BackendError, check_config, check_cpu_fallback, gpu_refusal
+from ..data import DataError, precheck_files
+from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
+from ..rewards.guard import ON_ERROR
+from ..rewards.mix import Term, check_mix, data_columns, needs_ground_truth, terms
+from ..rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
 
 DATA_SOURCES = ("arithmetic", "hub", "file")
 DTYPES = ("auto", "float32", "bfloat16", "float16")

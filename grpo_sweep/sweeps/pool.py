@@ -9,7 +9,7 @@ segfault in native code), Parallel abandons the whole sweep. Here at most one ru
 runs in flight when a worker died are run again one at a time, so the run that kills its process is found and
 recorded as failed, and every other run still runs.
 
-Before any worker starts, every run of the batch passes the gate (grpo_sweep/gate.py): one bad run, and none runs.
+Before any worker starts, every run of the batch passes the gate (grpo_sweep/sweeps/gate.py): one bad run, and none runs.
 
 On a machine with NVIDIA GPUs there is one worker per GPU (at most), each pinned to its own GPU through
 CUDA_VISIBLE_DEVICES before it imports torch; the CPU cores otherwise.
@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from .context import WORKERS_ENV
+from ..run.context import WORKERS_ENV
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -
     died). Queued runs are kept out of the executor so that a dying worker only takes the runs in flight with it."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    from .adapters.loky import BrokenProcessPool
+    from ..adapters.loky import BrokenProcessPool
 
     queue, in_flight, done, lost = list(indices), {}, {}, []
     while queue or in_flight:
@@ -95,8 +95,8 @@ def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from .adapters.hydra import joblib_execute_job
-    from .adapters.loky import get_reusable_executor, worker_exit_codes
+    from ..adapters.hydra import joblib_execute_job
+    from ..adapters.loky import get_reusable_executor, worker_exit_codes
 
     from .submit import lost_run_return
 

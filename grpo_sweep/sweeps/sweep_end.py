@@ -9,9 +9,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from .results import write_text_atomic
-from .search.config import STUDY_FILE
-from .sweep import collect_runs, sweep_table
+from ..run.results import write_text_atomic
+from .runs import STUDY_FILE, collect_runs, sweep_table
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
 FAILED_RUNS: list[str] = []
@@ -23,7 +22,7 @@ class SweepTable(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.hydra.launcher.get("detach"):
-            return  # nothing has run yet: `python -m grpo_sweep.status <sweep_dir>` prints the table later
+            return  # nothing has run yet: `python -m grpo_sweep.sweeps.status <sweep_dir>` prints the table later
         runs = collect_runs(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
@@ -36,4 +35,4 @@ class SweepTable(Callback):
 
             print(f"report with plots: {build_report(sweep_dir)}")
         except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
-            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.report {sweep_dir}")
+            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.sweeps.report {sweep_dir}")

@@ -30,9 +30,9 @@ from typing import Any, Callable
 from transformers import TrainerCallback
 
 from .results import lookup, measured_periodically, without_best
-from .rewards import build_reward
-from .rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
-from .rewards.mix import terms
+from ..rewards import build_reward
+from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
+from ..rewards.mix import terms
 
 log = logging.getLogger(__name__)
 

@@ -7,16 +7,15 @@ import platform
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from omegaconf import OmegaConf
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from .backends import get_backend
-from .data import load_splits
+from ..backends import get_backend
+from ..data import load_splits
 from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selection_metric
-from .tracking import open_logger
 from .results import (
     METRICS,
     SAMPLES,
@@ -31,8 +30,9 @@ from .results import (
 )
 from .context import RunContext
 from .redact import redact
+from .tracker import RunLogger
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
-from .rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
+from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
 
 log = logging.getLogger(__name__)
 
@@ -244,22 +244,26 @@ def periodic_fields(periodic: PeriodicEval) -> dict:
     return out
 
 
-def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None) -> dict:
+def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None,
+          open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> dict:
     """Train, evaluate and save one run; return its summary. ``run``: the context the task was told
     (``context.from_hydra``), or a bare run directory for a single run with ``overrides`` (the Python API, tests).
 
     ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
     Optuna trial and may stop training early; a pruned run keeps its partial results with status "pruned".
+
+    ``open_tracker(cfg, context)`` starts the run's tracker (``tracking.open_logger``, as the task and the Optuna
+    worker pass it); without one the run has none, whatever ``logger=`` says.
     """
     global _previous_run_end
     try:
         context = run if isinstance(run, RunContext) else RunContext(Path(run), list(overrides or []))
-        return _train(cfg, context, monitor)
+        return _train(cfg, context, monitor, open_tracker)
     finally:
         _previous_run_end = time.monotonic()
 
 
-def _train(cfg: Any, context: RunContext, monitor) -> dict:
+def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     import datasets
     from trl import GRPOTrainer
 
@@ -269,10 +273,16 @@ def _train(cfg: Any, context: RunContext, monitor) -> dict:
     timings = {"startup": startup_s()}
     run_dir, overrides = context.run_dir, context.overrides
     run_dir.mkdir(parents=True, exist_ok=True)
-    tracker = open_logger(cfg, context)  # logger=none: a no-op
+    if open_tracker is None:
+        if cfg.logger.name != "none" and cfg.logger.mode != "disabled":
+            log.warning("logger=%s, but train() was given no tracker: pass open_tracker=grpo_sweep.tracking.open_logger",
+                        cfg.logger.name)
+        tracker = RunLogger()
+    else:
+        tracker = open_tracker(cfg, context)  # logger=none: a no-op
     backend = get_backend(cfg.backend.name)
     if needs_ground_truth(cfg.reward_mix):
-        from .rewards.mathcheck import HELPER
+        from ..rewards.mathcheck import HELPER
 
         HELPER.warm()  # math-verify's helper imports sympy while the model loads
     from transformers import set_seed

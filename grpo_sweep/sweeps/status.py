@@ -1,4 +1,4 @@
-"""`python -m grpo_sweep.status <sweep_dir>`: where each run of a (detached) sweep stands.
+"""`python -m grpo_sweep.sweeps.status <sweep_dir>`: where each run of a (detached) sweep stands.
 
 Per run: pending / running / requeued / done / failed, its last logged step, its objective, and for a failed
 run the tail of its error. When every run has ended it prints the sweep table (and saves sweep_table.md).
@@ -13,10 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .results import METRICS, read_jsonl, read_summary_checked, write_text_atomic
-from .resume import RESUMES
+from ..run.results import METRICS, read_jsonl, read_summary_checked, write_text_atomic
+from ..run.resume import RESUMES
 from .submit import JOBS
-from .sweep import collect_runs, sweep_table, varying_overrides
+from .runs import collect_runs, sweep_table, varying_overrides
 from .tables import aligned_columns
 
 ENDED = ("done", "failed")
@@ -136,12 +136,12 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
     if finished:
         table = sweep_table(Path(sweep_dir))
         write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
-        lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.report {sweep_dir}")
+        lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.sweeps.report {sweep_dir}")
     return "\n".join(lines), finished
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.status", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.sweeps.status", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():

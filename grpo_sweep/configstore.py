@@ -1,0 +1,28 @@
+"""What Hydra is told before it composes: the schema (config/schema.py), grpo-sweep's Optuna sweeper and its
+submitit_local launcher, put into Hydra's ConfigStore. Called by launch.py (and tests, benchmarks) before
+composing; it sits at the top so that config/ imports nothing above it."""
+from __future__ import annotations
+
+
+def register_configs() -> None:
+    """Put the schema, the sweeper's and the launchers' configs into Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    from .config.schema import Config
+    from .search.config import GRPOOptunaSweeperConf
+
+    cs = ConfigStore.instance()
+    cs.store(name="grpo_sweep_schema", node=Config)
+    cs.store(group="hydra/sweeper", name="grpo_optuna", node=GRPOOptunaSweeperConf, provider="grpo_sweep")
+    _replace_submitit_local(cs)
+
+
+def _replace_submitit_local(cs) -> None:
+    """hydra/launcher=submitit_local keeps its name and keys and becomes grpo-sweep's (every run validated first,
+    at most array_parallelism runs at a time). Hydra's plugin scan re-executes each plugin module, which would
+    store the stock entry again over ours; scanning now (it runs once per process) makes this store the last."""
+    from hydra.core.plugins import Plugins
+    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoLocalQueueConf
+
+    Plugins.instance()
+    cs.store(group="hydra/launcher", name="submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep")

@@ -1,0 +1,162 @@
+"""The import rule of docs/architecture.md, checked on the source: every module of grpo_sweep/ (and our Hydra
+plugins, and launch.py) sits in a layer of LAYERS, imports only from lower layers or from its own package, and no
+import loop exists between modules — counting imports inside functions, which are loops all the same once both
+run. Parsed with ``ast``, nothing is imported."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Lowest first. A unit (a package, or a top-level module) may import any unit of a lower layer and itself; units of
+# one layer do not import each other (tracking and sweeps are siblings), except in the entry layer.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("base", ["grpo_sweep.config", "grpo_sweep.adapters"]),
+    ("building blocks", ["grpo_sweep.rewards", "grpo_sweep.data"]),
+    ("local models", ["grpo_sweep.models"]),
+    ("backends", ["grpo_sweep.backends"]),
+    ("one run", ["grpo_sweep.run"]),
+    ("tracking, sweeps", ["grpo_sweep.tracking", "grpo_sweep.sweeps"]),
+    ("Optuna search", ["grpo_sweep.search"]),
+    ("entry", ["grpo_sweep", "grpo_sweep.app", "grpo_sweep.configstore", "hydra_plugins.grpo_sweep_launcher",
+               "hydra_plugins.grpo_sweep_optuna", "launch"]),
+]
+ENTRY = len(LAYERS) - 1
+# units that are one module, not everything under them (grpo_sweep/__init__.py is not every module of grpo_sweep)
+ONE_MODULE = {"grpo_sweep"}
+OURS = ("grpo_sweep", "hydra_plugins.grpo_sweep_launcher", "hydra_plugins.grpo_sweep_optuna", "launch")
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ours under ``root``."""
+    files = [root / "launch.py", *(root / "grpo_sweep").rglob("*.py"), *(root / "hydra_plugins").glob("grpo_sweep_*/*.py")]
+    modules = {}
+    for path in files:
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every module of ours that ``name`` imports, at module top or inside a function."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            # `from pkg import module` imports the module; `from module import name` the module
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # `import a.b.c` where c is a name: its module
+                target = target.rpartition(".")[0]
+            if target and target.startswith(OURS) and target != name:
+                found.add(target)
+    return found
+
+
+def unit_of(name: str) -> tuple[int, str] | None:
+    best = None
+    for layer, (_, units) in enumerate(LAYERS):
+        for unit in units:
+            inside = name == unit or (unit not in ONE_MODULE and name.startswith(unit + "."))
+            if inside and (best is None or len(unit) > len(best[1])):
+                best = (layer, unit)
+    return best
+
+
+def graph(root: Path) -> dict[str, set[str]]:
+    modules = module_files(root)
+    return {name: imports_of(name, path, modules) for name, path in sorted(modules.items())}
+
+
+def layering_problems(edges: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for name, targets in edges.items():
+        placed = unit_of(name)
+        if placed is None:
+            problems.append(f"{name} is in no layer of tests/test_architecture.py LAYERS: place it in a package")
+            continue
+        for target in sorted(targets):
+            other = unit_of(target)
+            if other is None or other[1] == placed[1] or other[0] < placed[0] or placed[0] == ENTRY:
+                continue
+            where = "a higher" if other[0] > placed[0] else "a sibling"
+            problems.append(f"{name} ({LAYERS[placed[0]][0]}) imports {target} ({LAYERS[other[0]][0]}: {where} layer)")
+    return sorted(problems)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import loops: strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in edges:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_checks_find_a_loop_and_an_upward_import():
+    """The checks themselves: a made-up graph with one loop and one import from the run up into the sweeps."""
+    edges = {
+        "grpo_sweep.run.train": {"grpo_sweep.sweeps.pool"},
+        "grpo_sweep.sweeps.pool": {"grpo_sweep.sweeps.submit"},
+        "grpo_sweep.sweeps.submit": {"grpo_sweep.sweeps.pool", "grpo_sweep.run.results"},
+        "grpo_sweep.run.results": set(),
+        "grpo_sweep.flat": set(),
+    }
+    assert cycles(edges) == [["grpo_sweep.sweeps.pool", "grpo_sweep.sweeps.submit"]]
+    assert layering_problems(edges) == [
+        "grpo_sweep.flat is in no layer of tests/test_architecture.py LAYERS: place it in a package",
+        "grpo_sweep.run.train (one run) imports grpo_sweep.sweeps.pool (tracking, sweeps: a higher layer)",
+    ]
+
+
+def test_the_graph_sees_imports_inside_functions_and_relative_ones():
+    edges = graph(ROOT)
+    assert "grpo_sweep.run.train" in edges["grpo_sweep.app"]  # imported inside run_task
+    assert "grpo_sweep.backends.trl" in edges["grpo_sweep.backends.unsloth_backend"]  # `from . import trl as trl_backend`
+    assert len(edges) > 50
+
+
+def test_imports_go_only_downward():
+    assert layering_problems(graph(ROOT)) == []
+
+
+def test_no_import_loops():
+    assert cycles(graph(ROOT)) == []
