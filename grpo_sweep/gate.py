@@ -98,10 +98,11 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
         launcher.check_resources()
     trains_here = gated and launcher.trains_here
     shown = varying_overrides([{"overrides": list(o)} for o in job_overrides])
-    run_dirs = []
+    run_dirs: list[Path] = []
+    sweep_dirs: dict = {}
     for key, cfg, swept in zip(keys, compose_runs(loader, config, job_overrides), shown):
         num = key[0]
-        run_dir = numbered_run_dir(cfg, num)
+        run_dir = numbered_run_dir(cfg, num, sweep_dirs)
         try:
             check_run(cfg, run_dir, trains_here)
         except ConfigError as exc:
