@@ -17,6 +17,7 @@ from typing import Sequence
 
 from .results import read_summary_checked
 
+JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (grpo_sweep.submit writes it)
 # SLURM states of a job that will still run (or is running) its run
 SLURM_LIVE = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED",
               "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING")
@@ -41,7 +42,7 @@ def skipped_runs(sweep_dir: Path, nums: Sequence[int], run_dirs: Sequence[Path],
             skipped[num] = Skipped("completed", objective=summary.get("objective"))
     if not slurm:
         return skipped
-    jobs_file = Path(sweep_dir) / "jobs.json"
+    jobs_file = Path(sweep_dir) / JOBS
     try:
         known = {e["num"]: e.get("job_id") for e in json.loads(jobs_file.read_text())["jobs"]}
     except (OSError, ValueError, KeyError, TypeError):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .results import METRICS, read_jsonl, read_summary_checked, write_text_atomic
 from .resume import RESUMES
-from .submit import JOBS
+from .resubmit import JOBS
 from .sweep import collect_runs, sweep_table, varying_overrides
 from .tables import aligned_columns
 
@@ -69,16 +69,23 @@ def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
     return jobs
 
 
-def last_step(run_dir: Path) -> int | None:
+def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
+    """The last logged step: read from the end of metrics.jsonl (a long run's file is hundreds of KB; 1,000 of
+    them were half a second of the status command), the whole file only when its tail holds no step."""
     path = run_dir / METRICS
-    if not path.exists():
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - tail_bytes))
+            lines = f.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
         return None
-    for line in reversed(path.read_text().splitlines()):
+    for line in reversed(lines):
         try:
             return json.loads(line)["step"]
-        except (ValueError, KeyError):
-            continue
-    return None
+        except (ValueError, KeyError, TypeError):
+            continue  # the first line of the tail may be cut; a row without a step
+    return last_step(run_dir, size + 1) if size > tail_bytes else None
 
 
 def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:

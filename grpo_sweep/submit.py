@@ -23,11 +23,9 @@ from omegaconf import OmegaConf, open_dict
 from .gate import Refused
 from .adapters.submitit import executor_kind, job_arguments, requeue, run_job
 from .results import record_failure, write_json_atomic
-from .resubmit import describe, skipped_runs
+from .resubmit import JOBS, describe, skipped_runs
 
 log = logging.getLogger(__name__)
-
-JOBS = "jobs.json"
 
 
 class SubmitError(Refused):

@@ -115,3 +115,15 @@ def test_rerunning_a_sweep_queues_only_the_runs_that_did_not_finish(tmp_path, fa
     assert probe["code"] == 0, out.stderr[-3000:]
     assert "Submitted 0 jobs: none" in out.stdout
     assert sorted(s.name for s in scripts.iterdir()) == ["4242.sh", "4243.sh"]
+
+
+def test_last_step_reads_the_end_of_a_long_metrics_file(tmp_path):
+    from grpo_sweep.status import last_step
+
+    rows = [json.dumps({"step": s, "reward": 0.5, "pad": "x" * 100}) for s in range(1, 2001)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(rows) + "\n" + '{"step": 20')  # a last line cut by a kill
+    assert last_step(tmp_path) == 2000
+    # a tail with no step in it (one long row without one): the whole file is read
+    (tmp_path / "metrics.jsonl").write_text(rows[0] + "\n" + json.dumps({"note": "y" * 40000}) + "\n")
+    assert last_step(tmp_path) == 1
+    assert last_step(tmp_path / "absent") is None
