@@ -66,7 +66,8 @@ def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
         for task in array_tasks(job_id):
             _, requeues = jobs.get(task, ("", 0))
             jobs[task] = (state, requeues + (state == "REQUEUED"))
-    return jobs
+    wanted = set(job_ids)
+    return {job_id: state for job_id, state in jobs.items() if job_id in wanted}
 
 
 def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
