@@ -50,7 +50,7 @@ def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     grpo["lr_scheduler_type"] = str(grpo["lr_scheduler_type"]).split(".")[-1].lower()
     grpo["save_strategy"] = "steps"
     spec = {
-        "model_dir": model_source(cfg.model),
+        "model_dir": model_source(cfg.model, cfg.data),
         "train_file": str(work / "train.jsonl"),
         "eval_file": str(work / "eval.jsonl"),
         "rewards": list(cfg.reward_mix),

@@ -94,7 +94,7 @@ def test_standard_trainer_takes_the_walkthroughs_optimizer_and_lora_unless_told_
     assert (o.optim, o.learning_rate, o.lr_scheduler_type, o.warmup_steps, o.max_grad_norm) == ("adamw_torch", 5e-6, "cosine", 0.1, 0.1)
     assert (cfg.lora.r, cfg.lora.alpha) == (16, 32)
     cfg = compose(["trainer=standard", "optimizer=smoke", "lora=wide"])
-    assert (cfg.optimizer.learning_rate, cfg.optimizer.lr_scheduler_type, cfg.lora.r) == (3e-3, "constant", 64)
+    assert (cfg.optimizer.learning_rate, cfg.optimizer.lr_scheduler_type, cfg.lora.r) == (3e-4, "constant", 64)
 
 
 def test_walkthrough_experiment_is_the_walkthrough_setup():

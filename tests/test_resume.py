@@ -57,7 +57,7 @@ def test_status_of_a_local_sweep_from_its_run_dirs(tmp_path):
     (tmp_path / "2" / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     text, finished = report(tmp_path)
     assert not finished
-    assert "1 done, 1 failed, 1 running" in text
+    assert text.splitlines()[0] == f"Sweep {tmp_path}: 3 runs: 0 pending, 1 running, 0 requeued, 1 done, 1 failed"
     assert "run 1 failed:\n  RuntimeError: boom\n  line a\n  line b" in text
     assert [line.split()[2] for line in text.splitlines()[2:5]] == ["done", "failed", "running"]
 
@@ -69,7 +69,7 @@ def test_status_reports_a_half_written_summary_and_the_other_runs(tmp_path):
         (tmp_path / num / ".hydra" / "config.yaml").write_text("{}")
         (tmp_path / num / "summary.json").write_text(text)
     text, _ = report(tmp_path)
-    assert "1 done, 1 unreadable" in text
+    assert "0 requeued, 1 done, 0 failed, 1 unreadable" in text.splitlines()[0]
     assert "summary.json" in text.split("run 1 unreadable", 1)[1].splitlines()[1]
 
 

@@ -206,3 +206,36 @@ def test_a_request_no_node_can_meet_is_one_line_and_the_local_profile_fits(tmp_p
         cfg = compose("config", ["hydra/launcher=slurm_local"], return_hydra_config=True)
     assert slurm_nodes(None)  # the local node answers
     check_partition_fit(dict(cfg.hydra.launcher), slurm_nodes(None))  # the profile fits it: nothing raised
+
+
+def test_pending_array_tasks_are_seen_and_a_rerun_queues_only_what_did_not_finish(tmp_path):
+    """sacct shows an array's pending tasks as one line (`<id>_[0-2%3]`), and nothing for `-j <id>_1` while
+    pending: status counts them, and a re-run of the sweep neither queues them again nor the completed run."""
+    held = [*SLURM, "hydra.launcher.detach=true", "+hydra.launcher.additional_parameters.hold=true", "trainer.seed=1,2,3"]
+    out = run_launch(["-m", *held], tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep_dir = _sweep_dir(tmp_path)
+    jobs = _jobs(sweep_dir)
+    array = jobs[0]["job_id"].split("_")[0]
+    try:
+        assert {s for s, _ in slurm_jobs([j["job_id"] for j in jobs]).values()} == {"PENDING"}
+        assert report(sweep_dir)[0].splitlines()[0].endswith("3 runs: 3 pending, 0 running, 0 requeued, 0 done, 0 failed")
+        Path(jobs[0]["run_dir"]).mkdir(parents=True)
+        (Path(jobs[0]["run_dir"]) / "summary.json").write_text(json.dumps({"status": "completed", "objective": 0.5}))
+        again = run_launch(["-m", *held, f"hydra.sweep.dir={sweep_dir}"], tmp_path, env=ENV)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "Submitted 0 jobs: none" in again.stdout
+        assert "not queued again: 1 already completed; 2 still queued or running" in again.stdout
+    finally:
+        subprocess.run(["scancel", array], check=False)
+    deadline = time.time() + 30
+    while {s for s, _ in slurm_jobs([j["job_id"] for j in jobs[1:]]).values()} != {"CANCELLED"}:
+        assert time.time() < deadline, slurm_jobs([j["job_id"] for j in jobs])
+        time.sleep(1)
+    after_cancel = run_launch(["-m", *held, f"hydra.sweep.dir={sweep_dir}"], tmp_path, env=ENV)
+    try:
+        assert "Submitted 2 jobs" in after_cancel.stdout, after_cancel.stdout[-2000:]
+    finally:
+        for job in _jobs(sweep_dir):
+            if job["job_id"] and not job["job_id"].startswith(f"{array}_"):
+                subprocess.run(["scancel", job["job_id"].split("_")[0]], check=False)

@@ -15,11 +15,12 @@ exception, even a CompactHydraException. No torch is imported here.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
 from hydra.errors import CompactHydraException
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from ..run.resume import ResumeError, check_same_run
 from ..run.validate import ConfigError, check_machine, validate
@@ -98,10 +99,11 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
         launcher.check_resources()
     trains_here = gated and launcher.trains_here
     shown = varying_overrides([{"overrides": list(o)} for o in job_overrides])
-    run_dirs = []
+    run_dirs: list[Path] = []
+    sweep_dirs: dict = {}
     for key, cfg, swept in zip(keys, compose_runs(loader, config, job_overrides), shown):
         num = key[0]
-        run_dir = numbered_run_dir(cfg, num)
+        run_dir = numbered_run_dir(cfg, num, sweep_dirs)
         try:
             check_run(cfg, run_dir, trains_here)
         except ConfigError as exc:
@@ -141,8 +143,14 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
 
     parser = OverridesParser.create()
     composed: dict[tuple, Any] = {}
+    # Hydra's override grammar (ANTLR) costs ~1 ms an override; a sweep repeats the same few lines in every run
+    # (1,000 runs: 5,000 parses of 25 lines), and a parsed override is only read afterwards
+    lines: dict[str, Any] = {}
     for overrides in job_overrides:
-        parsed = parser.parse_overrides(list(overrides))
+        for line in overrides:
+            if line not in lines:
+                [lines[line]] = parser.parse_overrides([line])
+        parsed = [lines[line] for line in overrides]
         plain = [o for o in parsed if _plain_value(o, loader)]
         # same config groups, same +/~ overrides, same keys set to plain values: the same composition
         family = tuple(o.key_or_group if any(o is p for p in plain) else o.input_line for o in parsed)
@@ -163,8 +171,27 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
         yield cfg
 
 
-def numbered_run_dir(cfg: Any, num: int) -> Path:
-    """Give a composed sweep job its number, as the launcher will, and return its run directory."""
+_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_KEY = re.compile(r"[\w.]+")
+
+
+def numbered_run_dir(cfg: Any, num: int, memo: dict | None = None) -> Path:
+    """Give a composed sweep job its number, as the launcher will, and return its run directory.
+
+    ``memo`` (one dict for the runs of one sweep) spares resolving ``hydra.sweep.dir`` again for each run: each
+    resolution runs OmegaConf's interpolation grammar (~2 ms; 1,000 runs: a fifth of the gate's time), and the sweep
+    dir is the same string for every run whose referenced keys have the same values (``now`` is one time for the
+    whole sweep: Hydra copies the master config's resolver cache into each run's config).
+    """
     with open_dict(cfg.hydra.job):
         cfg.hydra.job.num = num
-    return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+    sweep = cfg.hydra.sweep
+    subdir = str(num) if sweep._get_node("subdir")._value() == "${hydra.job.num}" else str(sweep.subdir)
+    raw = sweep._get_node("dir")._value()
+    refs = _REFERENCE.findall(raw) if isinstance(raw, str) else []
+    if memo is None or not all(_KEY.fullmatch(r) or r.startswith("now:") for r in refs):  # nested: resolve it
+        return Path(str(sweep.dir)) / subdir
+    key = (raw, *(str(OmegaConf.select(cfg, r)) for r in refs if not r.startswith("now:")))
+    if key not in memo:
+        memo[key] = str(sweep.dir)
+    return Path(memo[key]) / subdir

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,22 +16,46 @@ from pathlib import Path
 
 from ..run.results import METRICS, read_jsonl, read_summary_checked, write_text_atomic
 from ..run.resume import RESUMES
-from .submit import JOBS
 from .runs import collect_runs, sweep_table, varying_overrides
 from .tables import aligned_columns
+
+JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (sweeps/submit.py writes it)
 
 ENDED = ("done", "failed")
 # SLURM states of a job that ended; without a summary.json it ended without finishing its run
 SLURM_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
 
 
+_ARRAY_TASKS = re.compile(r"(\d+)_\[([^\]]*)\]")
+
+
+def array_tasks(job_id: str) -> list[str]:
+    """sacct's line for an array's pending tasks, ``4242_[5-9,12%64]``, as task ids; any other id as itself."""
+    match = _ARRAY_TASKS.fullmatch(job_id)
+    if not match:
+        return [job_id]
+    base, spec = match.group(1), match.group(2).split("%")[0]
+    tasks = []
+    for part in spec.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            tasks += [f"{base}_{n}" for n in range(int(first), int(last or first) + 1)]
+    return tasks
+
+
 def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
-    """job id -> (current SLURM state, times requeued), from sacct; empty where sacct is not there."""
+    """job id -> (current SLURM state, times requeued), from one sacct call; empty where sacct is not there.
+
+    Asked by each array's own id, not task by task: sacct answers nothing for ``-j 4242_7`` while that task is
+    pending (the array's pending tasks are one line, ``4242_[7-999%64]``), and one id per array keeps the call
+    short at 1,000 tasks.
+    """
     if not job_ids or not shutil.which("sacct"):
         return {}
+    asked = sorted({job_id.split("_")[0] for job_id in job_ids})
     try:
         out = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "--duplicates", "-o", "JobID,State", "-j", ",".join(job_ids)],
+            ["sacct", "-X", "-n", "-P", "--duplicates", "-o", "JobID,State", "-j", ",".join(asked)],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
@@ -39,21 +64,30 @@ def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
     for line in out.splitlines():
         job_id, _, state = line.partition("|")
         state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0"
-        _, requeues = jobs.get(job_id, ("", 0))
-        jobs[job_id] = (state, requeues + (state == "REQUEUED"))
-    return jobs
+        for task in array_tasks(job_id):
+            _, requeues = jobs.get(task, ("", 0))
+            jobs[task] = (state, requeues + (state == "REQUEUED"))
+    wanted = set(job_ids)
+    return {job_id: state for job_id, state in jobs.items() if job_id in wanted}
 
 
-def last_step(run_dir: Path) -> int | None:
+def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
+    """The last logged step: read from the end of metrics.jsonl (a long run's file is hundreds of KB; 1,000 of
+    them were half a second of the status command), the whole file only when its tail holds no step."""
     path = run_dir / METRICS
-    if not path.exists():
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - tail_bytes))
+            lines = f.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
         return None
-    for line in reversed(path.read_text().splitlines()):
+    for line in reversed(lines):
         try:
             return json.loads(line)["step"]
-        except (ValueError, KeyError):
-            continue
-    return None
+        except (ValueError, KeyError, TypeError):
+            continue  # the first line of the tail may be cut; a row without a step
+    return last_step(run_dir, size + 1) if size > tail_bytes else None
 
 
 def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
@@ -113,25 +147,54 @@ def run_states(sweep_dir: Path) -> list[dict]:
     return states
 
 
-def report(sweep_dir: Path) -> tuple[str, bool]:
-    """The status text, and whether every run has ended."""
+# the summary line's order; a state outside it (unreadable) follows when some run has it
+COUNTED = ("pending", "running", "requeued", "done", "failed")
+# up to this many runs, each has its row; above, only the runs not done, at most this many rows and error tails
+SHOWN = 50
+ERRORS_SHOWN = 10
+
+
+def summary_line(sweep_dir: Path, states: list[dict]) -> str:
+    """``Sweep <dir>: 1000 runs: 3 pending, 2 running, 0 requeued, 990 done, 5 failed`` (+ other states)."""
+    counts = dict.fromkeys(COUNTED, 0)
+    for s in states:
+        counts[s["state"]] = counts.get(s["state"], 0) + 1
+    return f"Sweep {sweep_dir}: {len(states)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
+    """The status text, and whether every run has ended: the summary line first, then a row per run (above
+    ``SHOWN`` runs, only the runs not done, bounded, unless ``show_all``), then failed runs' error tails."""
     states = run_states(sweep_dir)
     if not states:
         return f"no runs under {sweep_dir} (no {JOBS}, no run directories)", False
-    header = ["run", "job", "state", "requeues", "step", "objective", "overrides"]
-    rows = [
-        [str(s["num"]), s["job_id"] or "-", s["state"], str(s["requeues"]), "-" if s["step"] is None else str(s["step"]),
-         "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(swept) or "(defaults)"]
-        for s, swept in zip(states, varying_overrides(states))
-    ]
-    lines = aligned_columns([header] + rows)
-    counts = {}
-    for s in states:
-        counts[s["state"]] = counts.get(s["state"], 0) + 1
-    lines.insert(0, f"Sweep {sweep_dir}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-    for s in states:
-        if s["error"]:
-            lines.append(f"\nrun {s['num']} {s['state']}:\n  " + s["error"].replace("\n", "\n  "))
+    lines = [summary_line(sweep_dir, states)]
+    swept = varying_overrides(states)
+    listed = list(zip(states, swept))
+    more = ""
+    if not show_all and len(states) > SHOWN:
+        listed = [(s, o) for s, o in listed if s["state"] != "done"]
+        if len(listed) > SHOWN:
+            more = f"... and {len(listed) - SHOWN} more runs not done"
+            listed = listed[:SHOWN]
+        more += ("; " if more else "") + f"done runs not listed (all {len(states)}: --all)"
+    if listed:
+        header = ["run", "job", "state", "requeues", "step", "objective", "overrides"]
+        rows = [
+            [str(s["num"]), s["job_id"] or "-", s["state"], str(s["requeues"]),
+             "-" if s["step"] is None else str(s["step"]),
+             "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(o) or "(defaults)"]
+            for s, o in listed
+        ]
+        lines += aligned_columns([header] + rows)
+    if more:
+        lines.append(more)
+    errors = [s for s in states if s["error"]]
+    for s in errors if show_all else errors[:ERRORS_SHOWN]:
+        lines.append(f"\nrun {s['num']} {s['state']}:\n  " + s["error"].replace("\n", "\n  "))
+    if len(errors) > ERRORS_SHOWN and not show_all:
+        rest = [str(s["num"]) for s in errors[ERRORS_SHOWN:]]
+        lines.append(f"\n{len(rest)} more runs with errors: {' '.join(rest[:40])}{' ...' if len(rest) > 40 else ''} (--all)")
     finished = all(s["state"] in ENDED for s in states)
     if finished:
         table = sweep_table(Path(sweep_dir))
@@ -143,11 +206,13 @@ def report(sweep_dir: Path) -> tuple[str, bool]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_sweep.sweeps.status", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--all", action="store_true", help=f"a row and the error of every run (above {SHOWN} runs "
+                        "only the runs not done are listed)")
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         print(f"error: sweep_dir={args.sweep_dir} is not a directory", file=sys.stderr)
         return 2
-    text, _ = report(args.sweep_dir)
+    text, _ = report(args.sweep_dir, show_all=args.all)
     print(text)
     return 0
 

@@ -23,10 +23,9 @@ from omegaconf import OmegaConf
 from .gate import Refused
 from ..adapters.submitit import executor_kind, job_arguments, requeue, run_job
 from ..run.results import record_failure, write_json_atomic
+from .resubmit import JOBS, describe, skipped_runs
 
 log = logging.getLogger(__name__)
-
-JOBS = "jobs.json"
 
 
 class SubmitError(Refused):
@@ -119,12 +118,15 @@ def check_partition_fit(params: dict, nodes: list[Node]) -> None:
             )
 
 
-def record_jobs(sweep_dir: Path, entries: list[dict]) -> None:
-    """Append this batch's jobs to <sweep_dir>/jobs.json (a sweeper may launch several batches)."""
+def record_jobs(sweep_dir: Path, entries: list[dict], unless_known: Sequence[dict] = ()) -> None:
+    """Append this batch's jobs to <sweep_dir>/jobs.json (a sweeper may launch several batches); ``unless_known``:
+    runs not queued again, recorded only where no earlier submission recorded them."""
     path = sweep_dir / JOBS
     known = json.loads(path.read_text())["jobs"] if path.exists() else []
     nums = {e["num"] for e in entries}
     jobs = [e for e in known if e["num"] not in nums] + entries
+    recorded = {j["num"] for j in jobs}
+    jobs += [e for e in unless_known if e["num"] not in recorded]
     write_json_atomic(path, {"sweep_dir": str(sweep_dir), "jobs": sorted(jobs, key=lambda e: e["num"])})
 
 
@@ -216,35 +218,57 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
 
     executor = _executor(launcher)
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    nums = list(range(initial_job_idx, initial_job_idx + len(job_overrides)))
+    skipped = skipped_runs(sweep_dir, nums, run_dirs, slurm=executor_kind(launcher) == "slurm")
+    if skipped:
+        log.info("%s", describe(skipped))
+    queued = [i for i, num in enumerate(nums) if num not in skipped]
     # the stock launcher copies Hydra's singletons and pickles them with itself once a job; once a batch does
     job_fn = _BatchJob(cloudpickle.dumps((launcher, Singleton.get_state())))
     job_params = []
-    for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-        log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-        job_params.append(job_arguments(overrides, idx))
+    for i in queued:
+        log.info("\t#%d : %s", nums[i], " ".join(filter_overrides(job_overrides[i])))
+        job_params.append(job_arguments(job_overrides[i], nums[i]))
+    queued_dirs = [run_dirs[i] for i in queued]
     limit = local_parallelism(launcher)
-    if limit is not None and limit < len(job_params):
+    if not job_params:
+        jobs = []
+    elif limit is not None and limit < len(job_params):
         log.info("%d runs, at most %d at a time (hydra.launcher.array_parallelism)", len(job_params), limit)
-        jobs = _start_throttled(executor, job_fn, job_params, limit, sweep_dir, run_dirs)
+        jobs = _start_throttled(executor, job_fn, job_params, limit, sweep_dir, queued_dirs)
     else:
         jobs = executor.map_array(job_fn, *zip(*job_params))
-    record_jobs(sweep_dir, _job_entries(jobs, run_dirs, job_params))
+    record_jobs(sweep_dir, _job_entries(jobs, queued_dirs, job_params),
+                [{"num": nums[i], "job_id": None, "run_dir": str(run_dirs[i]), "overrides": list(job_overrides[i])}
+                 for i, num in enumerate(nums) if num in skipped])
 
+    done = {num: JobReturn(overrides=list(job_overrides[i]), status=JobStatus.COMPLETED,
+                           _return_value=skipped[num].objective) for i, num in enumerate(nums) if num in skipped}
     if getattr(launcher, "detach", False):
-        ids = ", ".join(job.job_id for job in jobs)
         print(
-            f"Submitted {len(jobs)} jobs: {ids}\nSweep dir: {sweep_dir}\n"
-            f"Check on it: python -m grpo_sweep.sweeps.status {sweep_dir}",
+            f"Submitted {len(jobs)} jobs: {job_ids(jobs)}\n" + (f"{describe(skipped)}\n" if skipped else "")
+            + f"Sweep dir: {sweep_dir}\nCheck on it: python -m grpo_sweep.sweeps.status {sweep_dir}",
             flush=True,
         )
-        return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None) for o in job_overrides]
+        return [done.get(num) or JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None)
+                for num, o in zip(nums, job_overrides)]
 
-    returns = []
-    for job, run_dir, overrides in zip(jobs, run_dirs, job_overrides):
+    for job, run_dir, i in zip(jobs, queued_dirs, queued):
+        overrides = job_overrides[i]
         try:
-            returns.append(job.results()[0])
+            done[nums[i]] = job.results()[0]
         except Exception as exc:  # submitit's UncompletedJobError / FailedJobError: no result was written
             log.error("job %s (%s) ended without a result", job.job_id, " ".join(overrides))
             error = f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}"
-            returns.append(lost_run_return(overrides, run_dir, error, str(exc)))
-    return returns
+            done[nums[i]] = lost_run_return(overrides, run_dir, error, str(exc))
+    return [done[num] for num in nums]
+
+
+def job_ids(jobs: list, shown: int = 10) -> str:
+    """The job ids, or for a long array the first few, the last, and the array's own id (its tasks are <id>_<n>)."""
+    ids = [job.job_id for job in jobs]
+    if len(ids) <= shown:
+        return ", ".join(ids) or "none"
+    arrays = sorted({i.split("_")[0] for i in ids if "_" in i})
+    head = ", ".join(ids[: shown // 2])
+    return f"{head}, ... {ids[-1]}" + (f" (SLURM array {', '.join(arrays)})" if arrays else "")
