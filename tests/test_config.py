@@ -152,7 +152,7 @@ def test_typos_fail_at_compose_time(override, error):
         (["lora.r=0"], "lora.r=0"),
         (["+reward_mix.formatt.weight=1"], "unknown reward 'formatt'"),
         (["reward_mix.xmlcount.weight=-1"], "weight=-1.0"),
-        (["reward_mix.xmlcount.weight=0"], "every weight is 0"),
+        (["reward_mix.xmlcount.weight=0", "reward_mix.correct.weight=0"], "every weight is 0"),
         (["+reward_mix.mine.fn=no_such_pkg.reward"], "cannot import module 'no_such_pkg'"),
         (["+reward_mix.xmlcount.wieght=1"], "unknown key 'wieght'"),
         (["reward_mix.xmlcount.weight=high"], "weight='high': must be a number"),
