@@ -140,7 +140,6 @@ def _build(spec: TinySpec, out: Path) -> None:
         chat_template=CHAT_TEMPLATE,
     )
 
-    torch.manual_seed(spec.seed)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
@@ -155,7 +154,9 @@ def _build(spec: TinySpec, out: Path) -> None:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = LlamaForCausalLM(config)
+    with torch.random.fork_rng():  # the run that builds it then trains from its own seed, as later runs do
+        torch.manual_seed(spec.seed)
+        model = LlamaForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)

@@ -113,29 +113,32 @@ def _pretrain(base: Path, warm: WarmStartConfig, task: WarmTask, out: Path) -> N
     tokenizer = AutoTokenizer.from_pretrained(base)
     tokenizer.padding_side = "right"
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    torch.manual_seed(warm.seed)
-    rng = random.Random(warm.seed)
-    table = facts(warm.max_operand)
-    operands = example_operands(warm.max_operand, task)
+    # the run that builds it goes on to train: its own seeded random state must be what training starts from, as
+    # in every later run that finds the warm start cached
+    with torch.random.fork_rng():
+        torch.manual_seed(warm.seed)
+        rng = random.Random(warm.seed)
+        table = facts(warm.max_operand)
+        operands = example_operands(warm.max_operand, task)
 
-    def chat_turn() -> str:
-        asked, answer = worked_example(rng, rng.choice(operands), warm.teacher_slip)
-        messages = [{"role": "system", "content": task.system_prompt}, {"role": "user", "content": asked},
-                    {"role": "assistant", "content": answer}]
-        return tokenizer.apply_chat_template(messages, tokenize=False)
+        def chat_turn() -> str:
+            asked, answer = worked_example(rng, rng.choice(operands), warm.teacher_slip)
+            messages = [{"role": "system", "content": task.system_prompt}, {"role": "user", "content": asked},
+                        {"role": "assistant", "content": answer}]
+            return tokenizer.apply_chat_template(messages, tokenize=False)
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
-    model.train()
-    for _ in range(warm.steps):
-        # a step is all chat or all facts, so short facts lines are not padded to a chat turn's length
-        chat = bool(operands) and rng.random() < warm.chat_fraction
-        lines = [chat_turn() if chat else corpus_line(rng, table, warm.restate_fraction) for _ in range(warm.batch_size)]
-        batch = tokenizer(lines, return_tensors="pt", padding=True, add_special_tokens=False)
-        labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-        model(**batch, labels=labels).loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
+        model.train()
+        for _ in range(warm.steps):
+            # a step is all chat or all facts, so short facts lines are not padded to a chat turn's length
+            chat = bool(operands) and rng.random() < warm.chat_fraction
+            lines = [chat_turn() if chat else corpus_line(rng, table, warm.restate_fraction) for _ in range(warm.batch_size)]
+            batch = tokenizer(lines, return_tensors="pt", padding=True, add_special_tokens=False)
+            labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+            model(**batch, labels=labels).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
     model.eval()
     model.save_pretrained(out)
     tokenizer.padding_side = "left"
