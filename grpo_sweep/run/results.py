@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .redact import redact
+from .summary import SUMMARY_NAME, RunSummary
 
-SUMMARY = "summary.json"
+SUMMARY = SUMMARY_NAME
 METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 
@@ -97,9 +98,23 @@ def read_summary_checked(run_dir: Path) -> tuple[dict | None, str | None]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"{SUMMARY} is not valid JSON (half-written?): {exc}"
-    if not isinstance(data, dict):
-        return None, f"{SUMMARY} holds a JSON {type(data).__name__}, not an object"
-    return data, None
+    try:
+        return RunSummary.from_dict(data).to_dict(), None
+    except ValueError as exc:  # not an object, or no status: the schema says which, in one line
+        return None, str(exc)
+
+
+def read_run_summary(run_dir: Path) -> tuple[RunSummary | None, str | None]:
+    """``read_summary_checked`` as the schema: (RunSummary, None), (None, None) when there is none yet, (None, why)."""
+    data, problem = read_summary_checked(run_dir)
+    return (None if data is None else RunSummary.from_dict(data)), problem
+
+
+def write_summary(run_dir: Path, summary: dict | RunSummary) -> dict:
+    """Write ``summary.json`` through the schema (a summary without a status is refused); return what was written."""
+    data = (summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)).to_dict()
+    write_json_atomic(Path(run_dir) / SUMMARY, data)
+    return data
 
 
 def read_summary(run_dir: Path) -> dict | None:
@@ -124,8 +139,7 @@ def record_failure(run_dir: Path, error: str, overrides: Iterable[str], tracebac
     if runtime_s is not None:
         summary["runtime_s"] = round(runtime_s, 3)
     summary.update(extra)
-    write_json_atomic(Path(run_dir) / SUMMARY, summary)
-    return summary
+    return write_summary(run_dir, summary)
 
 
 def _jsonable(value: Any):

@@ -19,14 +19,13 @@ from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selec
 from .results import (
     METRICS,
     SAMPLES,
-    SUMMARY,
     append_jsonl,
     lookup,
     read_jsonl,
     reward_trajectory,
     run_cost,
-    write_json_atomic,
     write_jsonl_atomic,
+    write_summary,
 )
 from .context import RunContext
 from .redact import redact
@@ -356,7 +355,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
                             trainer.state.global_step, overrides or [], periodic)
         summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
         summary.update(status="pruned", **monitor.record())
-        write_json_atomic(run_dir / SUMMARY, summary)
+        write_summary(run_dir, summary)
         tracker.finish(summary)
         return summary
 
@@ -372,7 +371,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
                             step, overrides or [], periodic)
         summary.update(status="failed", error=error, failed_in="evaluation", adapter=str(adapter.relative_to(run_dir)))
-        write_json_atomic(run_dir / SUMMARY, summary)
+        write_summary(run_dir, summary)
         tracker.finish(summary)
         raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})") from exc
     write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
@@ -392,6 +391,6 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
     summary["device"] = {"torch": str(next(trainer.model.parameters()).device),
                          "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    write_json_atomic(run_dir / SUMMARY, summary)
+    write_summary(run_dir, summary)
     tracker.finish(summary)
     return summary

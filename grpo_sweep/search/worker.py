@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from ..run.context import RunContext
 from ..tracking.loggers import close_failed
-from ..run.results import SUMMARY, lookup, record_failure, write_json_atomic
+from ..run.results import lookup, record_failure, write_json_atomic, write_summary
 from ..sweeps.runs import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, objectives_and_directions
 from .space import SearchSpace, merge_overrides
@@ -149,7 +149,7 @@ class Objective:
                            trial={**info, "state": "FAIL"})
             raise
         summary["trial"] = {**info, "state": STATE_BY_STATUS[summary["status"]]}
-        write_json_atomic(trial_dir / SUMMARY, summary)
+        write_summary(trial_dir, summary)
         if summary["status"] == "pruned":
             raise optuna.TrialPruned(f"pruned at step {summary['pruned_at_step']}")
         results = [lookup(summary, metric) for metric in self.objectives]

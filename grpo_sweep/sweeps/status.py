@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..run.results import METRICS, read_jsonl, read_summary_checked, write_text_atomic
+from ..run.results import METRICS, read_jsonl, read_run_summary, write_text_atomic
 from ..run.resume import RESUMES
 from .runs import collect_runs, sweep_table, varying_overrides
 from .tables import aligned_columns
@@ -109,18 +109,18 @@ def run_states(sweep_dir: Path) -> list[dict]:
     states = []
     for run in runs:
         run_dir = Path(run["run_dir"])
-        summary, unreadable = read_summary_checked(run_dir)
-        summary = summary or {}
+        summary, unreadable = read_run_summary(run_dir)
+        status = summary.status if summary else None
         slurm_state, requeues = slurm.get(run.get("job_id") or "", (None, 0))
         resumes = len(read_jsonl(run_dir / RESUMES))
         error = ""
         if unreadable:  # reported with its reason; the other runs' states still count
             state, error = "unreadable", unreadable
-        elif summary.get("status") == "completed":
+        elif status == "completed":
             state = "done"
-        elif summary.get("status") == "failed":
+        elif status == "failed":
             state = "failed"
-            error = "\n".join([summary.get("error", "")] + summary.get("traceback", "").splitlines()[-6:])
+            error = "\n".join([summary.error or ""] + (summary.traceback or "").splitlines()[-6:])
         elif slurm_state in SLURM_ENDED:
             state = "failed"
             error = f"SLURM job {run['job_id']} is {slurm_state} and its run left no summary.json\n"
@@ -140,7 +140,7 @@ def run_states(sweep_dir: Path) -> list[dict]:
                 "state": state,
                 "requeues": max(requeues, resumes),
                 "step": last_step(run_dir),
-                "objective": summary.get("objective"),
+                "objective": summary.objective if summary else None,
                 "error": error.strip(),
             }
         )

@@ -24,6 +24,7 @@ from ..run.context import RunContext
 from .loggers import RunLogger, finished
 from ..run.redact import redact, secret_values
 from ..run.results import BEST_PREFIX
+from ..run.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -203,38 +204,39 @@ class WandbLogger(RunLogger):
             print(f"W&B: run {run.url}")
 
 
-def summary_fields(summary: dict) -> dict:
+def summary_fields(summary: dict | RunSummary) -> dict:
     """What W&B's run table should show for a finished (or failed) run."""
+    s = summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)
     out = {
-        "status": summary.get("status"),
-        "objective": summary.get("objective"),
-        "optimized_metric": summary.get("optimized_metric"),
-        "eval_accuracy": summary.get("eval_accuracy"),
-        "eval_accuracy_before": summary.get("eval_accuracy_before"),
-        "eval_accuracy_lenient": summary.get("eval_accuracy_lenient"),
-        "eval_pass_at_k": summary.get("eval_pass_at_k"),
-        "eval_maj_at_k": summary.get("eval_maj_at_k"),
-        "best_objective": summary.get("best_objective"),
-        "best_step": summary.get("best_step"),
+        "status": s.status,
+        "objective": s.objective,
+        "optimized_metric": s.optimized_metric,
+        "eval_accuracy": s.eval_accuracy,
+        "eval_accuracy_before": s.eval_accuracy_before,
+        "eval_accuracy_lenient": s.eval_accuracy_lenient,
+        "eval_pass_at_k": s.eval_pass_at_k,
+        "eval_maj_at_k": s.eval_maj_at_k,
+        "best_objective": s.best_objective,
+        "best_step": s.best_step,
         # the step the objective was measured at: the best evaluation's for `best.*` objectives
-        "objective_step": summary.get("best_step") if str(summary.get("optimized_metric", "")).startswith(BEST_PREFIX) else summary.get("steps"),
-        "runtime_s": summary.get("runtime_s"),
-        "final/reward": summary.get("reward"),
+        "objective_step": s.best_step if str(s.optimized_metric or "").startswith(BEST_PREFIX) else s.steps,
+        "runtime_s": s.runtime_s,
+        "final/reward": s.reward,
         # what the run cost (results.run_cost); the sweep report sums them
-        "cost/device_seconds": summary.get("device_seconds"),
-        "cost/generated_tokens": summary.get("generated_tokens"),
-        "cost/tokens_per_s": summary.get("tokens_per_s"),
+        "cost/device_seconds": s.device_seconds,
+        "cost/generated_tokens": s.generated_tokens,
+        "cost/tokens_per_s": s.tokens_per_s,
     }
-    for name, value in (summary.get("eval_rewards") or {}).items():
+    for name, value in (s.eval_rewards or {}).items():
         out[f"eval/{name}"] = value
-    for name, value in (summary.get("train_rewards") or {}).items():
+    for name, value in (s.train_rewards or {}).items():
         out[f"final/rewards/{name}"] = value
-    trial = summary.get("trial") or {}
+    trial = s.trial or {}
     for key in ("number", "state"):
         if trial.get(key) is not None:
             out[f"trial/{key}"] = trial[key]
-    if summary.get("error"):
-        out["error"] = summary["error"][:1000]
+    if s.error:
+        out["error"] = s.error[:1000]
     return {k: v for k, v in out.items() if v is not None}
 
 
