@@ -221,8 +221,8 @@ def test_describe_mix_names_weights_sources_params_and_columns():
     text = describe_mix(cfg.reward_mix)
     lines = text.splitlines()
     assert lines[0] == "reward mix: 4 reward(s), reward = weighted sum"
-    assert lines[1].split() == ["xmlcount", "weight", "1", "built-in", "xmlcount"]
-    assert lines[2].split() == ["correct", "weight", "0", "built-in", "correct", "(logged", "only)", "reads", "ground_truth"]
+    assert lines[1].split() == ["xmlcount", "weight", "0", "built-in", "xmlcount", "(logged", "only)"]
+    assert lines[2].split() == ["correct", "weight", "1", "built-in", "correct", "reads", "ground_truth"]
     assert lines[3].split() == ["units", "weight", "0.5", f"{PLUGINS}.prefix_reward", "params", "prefix='Answer'"]
     assert lines[4].split() == ["mine", "weight", "1", f"{PLUGINS}.needs_answer", "columns", "answer<-ground_truth",
                                 "reads", "ground_truth"]
