@@ -101,6 +101,7 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         "model.max_seq_length=1024",
         "data=arithmetic",
         "reward_mix=smoke",
+        "reward_mix.xmlcount.weight=1",  # a random model: only the dense format reward moves it in 10 steps
         "trainer=standard",
         "trainer.bf16=null",  # bf16 where the GPU has it
         "trainer.mask_truncated_completions=false",  # a random model never stops: masking would zero the loss
@@ -113,6 +114,7 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         f"trainer.eval.max_new_tokens={completion}",
         "trainer.eval.batch_size=64",
         "data.max_eval_samples=64",
+        "data.arithmetic.max_operands=3",  # 256 + 64 distinct questions
         "data.arithmetic.n_train=256",
         "data.arithmetic.n_eval=64",
         "trainer.disable_tqdm=true",
