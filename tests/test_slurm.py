@@ -218,7 +218,11 @@ def test_pending_array_tasks_are_seen_and_a_rerun_queues_only_what_did_not_finis
     jobs = _jobs(sweep_dir)
     array = jobs[0]["job_id"].split("_")[0]
     try:
-        assert {s for s, _ in slurm_jobs([j["job_id"] for j in jobs]).values()} == {"PENDING"}
+        # sacct reads slurmdbd, which can lag the submission by a moment on a freshly started SLURM
+        deadline = time.time() + 30
+        while not (states := {s for s, _ in slurm_jobs([j["job_id"] for j in jobs]).values()}) and time.time() < deadline:
+            time.sleep(1)
+        assert states == {"PENDING"}
         assert report(sweep_dir)[0].splitlines()[0].endswith("3 runs: 3 pending, 0 running, 0 requeued, 0 done, 0 failed")
         Path(jobs[0]["run_dir"]).mkdir(parents=True)
         (Path(jobs[0]["run_dir"]) / "summary.json").write_text(json.dumps({"status": "completed", "objective": 0.5}))
