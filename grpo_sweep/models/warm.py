@@ -50,12 +50,16 @@ def value(a: int, op: str, b: int) -> int:
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 
-def facts(max_operand: int) -> list[tuple[str, int]]:
-    """Every ``a op b`` with a, b in 1..max_operand and op in + - *, with its value."""
+def operands(max_operand: int) -> list[tuple[int, str, int]]:
+    """Every ``(a, op, b)`` with a, b in 1..max_operand and op in + - *."""
     if max_operand < 1:
         raise ValueError(f"model.tiny.warm_start.max_operand={max_operand}; need >= 1")
-    return [(f"{a} {op} {b}", value(a, op, b))
-            for a in range(1, max_operand + 1) for op in OPS for b in range(1, max_operand + 1)]
+    return [(a, op, b) for a in range(1, max_operand + 1) for op in OPS for b in range(1, max_operand + 1)]
+
+
+def facts(max_operand: int) -> list[tuple[str, int]]:
+    """Every ``a op b`` of ``operands`` as text, with its value."""
+    return [(f"{a} {op} {b}", value(a, op, b)) for a, op, b in operands(max_operand)]
 
 
 def corpus_line(rng: random.Random, table: list[tuple[str, int]], restate_fraction: float) -> str:
@@ -71,8 +75,7 @@ def corpus_line(rng: random.Random, table: list[tuple[str, int]], restate_fracti
 def example_operands(max_operand: int, task: WarmTask) -> list[tuple[int, str, int]]:
     """The ``(a, op, b)`` of every worked example: each fact whose question is not held out."""
     held_out = set(task.held_out)
-    return [(a, op, b) for a in range(1, max_operand + 1) for op in OPS for b in range(1, max_operand + 1)
-            if question(f"{a} {op} {b}") not in held_out]
+    return [(a, op, b) for a, op, b in operands(max_operand) if question(f"{a} {op} {b}") not in held_out]
 
 
 def worked_example(rng: random.Random, operands: tuple[int, str, int], slip: float) -> tuple[str, str]:
@@ -119,10 +122,10 @@ def _pretrain(base: Path, warm: WarmStartConfig, task: WarmTask, out: Path) -> N
         torch.manual_seed(warm.seed)
         rng = random.Random(warm.seed)
         table = facts(warm.max_operand)
-        operands = example_operands(warm.max_operand, task)
+        examples = example_operands(warm.max_operand, task)
 
         def chat_turn() -> str:
-            asked, answer = worked_example(rng, rng.choice(operands), warm.teacher_slip)
+            asked, answer = worked_example(rng, rng.choice(examples), warm.teacher_slip)
             messages = [{"role": "system", "content": task.system_prompt}, {"role": "user", "content": asked},
                         {"role": "assistant", "content": answer}]
             return tokenizer.apply_chat_template(messages, tokenize=False)
@@ -131,7 +134,7 @@ def _pretrain(base: Path, warm: WarmStartConfig, task: WarmTask, out: Path) -> N
         model.train()
         for _ in range(warm.steps):
             # a step is all chat or all facts, so short facts lines are not padded to a chat turn's length
-            chat = bool(operands) and rng.random() < warm.chat_fraction
+            chat = bool(examples) and rng.random() < warm.chat_fraction
             lines = [chat_turn() if chat else corpus_line(rng, table, warm.restate_fraction) for _ in range(warm.batch_size)]
             batch = tokenizer(lines, return_tensors="pt", padding=True, add_special_tokens=False)
             labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
