@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_sweep.run.results import cost_line, cost_totals, generated_tokens, run_cost
+from grpo_sweep.run.summary import RunSummary
 from grpo_sweep.sweeps.stats import compare_to_best, is_seed, paired_ci, seed_means, t_quantile, verdict
 
 
@@ -152,13 +153,14 @@ def test_run_cost_and_sweep_totals():
     assert cost == {"device_seconds": 12.0, "generated_tokens": 992, "tokens_per_s": pytest.approx(82.7)}
     nothing = {"device_seconds": None, "generated_tokens": None, "tokens_per_s": None}
     assert run_cost({"setup": 3.0}, [], args) == nothing
-    summaries = [cost, {"device_seconds": 8.0, "generated_tokens": 8}, {"status": "running"}]
+    summaries = [RunSummary(status="completed", **cost), RunSummary(status="completed", device_seconds=8.0, generated_tokens=8),
+                 RunSummary(status="running")]
     assert cost_totals(summaries) == {"runs": 2, "of": 3, "device_seconds": 20.0, "generated_tokens": 1000,
                                       "tokens_per_s": 50.0}
     line = cost_line(summaries)
     assert line.startswith("Cost: 20.0 device-seconds (0.01 device-hours), 1,000 completion tokens generated in "
                            "training, 50 tokens per device-second; 1 of 3 runs recorded no cost")
-    assert cost_line([{"status": "running"}]) is None
+    assert cost_line([RunSummary(status="running")]) is None
 
 
 # A reward that counts the completion tokens TRL really generated in training (TRL passes trainer_state there;

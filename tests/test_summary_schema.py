@@ -74,7 +74,7 @@ def test_not_a_summary_is_one_line_naming_what_is_wrong(tmp_path, content, expec
     assert data is None and problem.startswith(expected) and "\n" not in problem
     assert read_run_summary(run) == (None, problem)
     [(_, shown)] = collect_runs(tmp_path)  # the sweep's table and report show it, the other runs still count
-    assert shown == {"status": UNREADABLE, "error": problem}
+    assert (shown.status, shown.error) == (UNREADABLE, problem)
 
 
 def test_writing_a_summary_without_a_status_is_refused(tmp_path):

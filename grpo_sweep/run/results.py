@@ -246,16 +246,16 @@ def run_cost(timings: dict, history: list[dict], args: Any) -> dict:
             "tokens_per_s": None if rate is None else round(rate, 1)}
 
 
-def cost_totals(summaries: list[dict]) -> dict:
+def cost_totals(summaries: list[RunSummary]) -> dict:
     """A sweep's cost: summed device seconds and generated tokens, tokens per device-second, runs counted."""
-    costed = [s for s in summaries if isinstance(s.get("device_seconds"), (int, float))]
-    seconds = sum(s["device_seconds"] for s in costed)
-    tokens = sum(s["generated_tokens"] for s in costed if isinstance(s.get("generated_tokens"), int))
+    costed = [s for s in summaries if isinstance(s.device_seconds, (int, float))]
+    seconds = sum(s.device_seconds for s in costed)
+    tokens = sum(s.generated_tokens for s in costed if isinstance(s.generated_tokens, int))
     return {"runs": len(costed), "of": len(summaries), "device_seconds": seconds, "generated_tokens": tokens,
             "tokens_per_s": tokens / seconds if seconds else None}
 
 
-def cost_line(summaries: list[dict]) -> str | None:
+def cost_line(summaries: list[RunSummary]) -> str | None:
     """``Cost: ...`` for a sweep's report and terminal table; None when no run recorded its cost."""
     t = cost_totals(summaries)
     if not t["runs"]:

@@ -98,7 +98,7 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
     if gated:
         launcher.check_resources()
     trains_here = gated and launcher.trains_here
-    shown = varying_overrides([{"overrides": list(o)} for o in job_overrides])
+    shown = varying_overrides([list(o) for o in job_overrides])
     run_dirs: list[Path] = []
     sweep_dirs: dict = {}
     for key, cfg, swept in zip(keys, compose_runs(loader, config, job_overrides), shown):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.results import METRICS, cost_line, iter_jsonl, write_text_atomic
+from ..run.summary import RunSummary
 from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import markdown_table
 from .runs import UNREADABLE, best_cell, collect_runs, sweep_direction, varying_overrides
@@ -33,20 +34,20 @@ PLOTS = "plots"
 @dataclass
 class Run:
     dir: Path
-    summary: dict
+    summary: RunSummary
     label: str
     params: dict  # swept parameter -> value (overrides, or an Optuna trial's params)
 
     @property
     def state(self) -> str:
-        trial = self.summary.get("trial") or {}
-        return str(trial.get("state") or self.summary.get("status") or "running")
+        trial = self.summary.trial or {}
+        return str(trial.get("state") or self.summary.status or "running")
 
     @property
     def objective(self) -> float | None:
-        value = self.summary.get("objective")
+        value = self.summary.objective
         if value is None:
-            value = (self.summary.get("trial") or {}).get("value")
+            value = (self.summary.trial or {}).get("value")
         return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
@@ -73,16 +74,16 @@ def load_runs(sweep_dir: Path) -> list[Run]:
     """Every run's summary and swept parameters; the metrics are read later, only for the plots."""
     found = collect_runs(sweep_dir)
     for run_dir, summary in found:
-        if "overrides" not in summary:  # still running (or killed): Hydra wrote its overrides when it started
-            summary["overrides"] = _hydra_overrides(run_dir)
-    swept = varying_overrides([summary for _, summary in found])
+        if summary.overrides is None:  # still running (or killed): Hydra wrote its overrides when it started
+            summary.overrides = _hydra_overrides(run_dir)
+    swept = varying_overrides([summary.overrides for _, summary in found])
     runs = []
     for (run_dir, summary), overrides in zip(found, swept):
         params = {}
         for override in overrides:
             key, _, value = override.partition("=")
             params[key.lstrip("+~")] = _parse_value(value)
-        trial = summary.get("trial") or {}
+        trial = summary.trial or {}
         params.update(trial.get("params") or {})
         if trial.get("number") is not None:
             label = f"trial {trial['number']}: " + " ".join(f"{k}={_param(v)}" for k, v in (trial.get("params") or {}).items())
@@ -94,8 +95,8 @@ def load_runs(sweep_dir: Path) -> list[Run]:
 
 def last_step(run: Run) -> int | None:
     """The run's step: from its summary, else the last logged training step (a run still going)."""
-    if run.summary.get("steps") is not None:
-        return run.summary["steps"]
+    if run.summary.steps is not None:
+        return run.summary.steps
     step = None
     for row in iter_jsonl(run.dir / METRICS):
         if isinstance(row.get("step"), int) and "train_runtime" not in row:
@@ -126,7 +127,7 @@ def _param(value: Any) -> str:
 
 
 def reward_names(runs: list[Run]) -> list[str]:
-    return sorted({name for r in runs for name in (r.summary.get("train_rewards") or {})})
+    return sorted({name for r in runs for name in (r.summary.train_rewards or {})})
 
 
 def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
@@ -137,16 +138,16 @@ def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
     rows = []
     for i, run in enumerate(runs, 1):
         s = run.summary
-        train, held_out = s.get("train_rewards") or {}, s.get("eval_rewards") or {}
+        train, held_out = s.train_rewards or {}, s.eval_rewards or {}
         rows.append(
-            [i, run.dir.name, run.label, run.state, _fmt(run.objective), _fmt(s.get("eval_accuracy")),
-             _fmt(s.get("eval_accuracy_before")), _fmt(s.get("eval_accuracy_lenient")), _fmt(s.get("eval_pass_at_k")),
-             _fmt(s.get("eval_maj_at_k")), best_cell(s), _fmt(s.get("reward")), _fmt(s.get("reward_first"))]
+            [i, run.dir.name, run.label, run.state, _fmt(run.objective), _fmt(s.eval_accuracy),
+             _fmt(s.eval_accuracy_before), _fmt(s.eval_accuracy_lenient), _fmt(s.eval_pass_at_k),
+             _fmt(s.eval_maj_at_k), best_cell(s), _fmt(s.reward), _fmt(s.reward_first)]
             + [_fmt(train.get(n)) for n in names]
             + [_fmt(held_out.get(n)) for n in names]
             + [_fmt(last_step(run)),
-               _fmt(s.get("runtime_s"), 1) if isinstance(s.get("runtime_s"), float) else _fmt(s.get("runtime_s")),
-               _fmt(s.get("device_seconds"), 1), _fmt(s.get("generated_tokens")), _fmt(s.get("tokens_per_s"), 1)]
+               _fmt(s.runtime_s, 1) if isinstance(s.runtime_s, float) else _fmt(s.runtime_s),
+               _fmt(s.device_seconds, 1), _fmt(s.generated_tokens), _fmt(s.tokens_per_s, 1)]
         )
     return markdown_table(header, rows)
 
@@ -201,12 +202,12 @@ def seedsmarkdown_table(runs: list[Run], names: list[str], direction: str) -> li
             delta += f" (n={row.n})"
         rows.append(
             [row.config, seeds, _mean_std([r.objective for r in group]), delta, ci_text(row), row.verdict,
-             _mean_std([r.summary.get("eval_accuracy") for r in group]),
-             _mean_std([r.summary.get("eval_accuracy_lenient") for r in group]),
-             _mean_std([r.summary.get("best_objective") for r in group]),
-             _mean_std([r.summary.get("reward") for r in group])]
-            + [_mean_std([(r.summary.get("train_rewards") or {}).get(n) for r in group]) for n in names]
-            + [_mean_std([(r.summary.get("eval_rewards") or {}).get(n) for r in group]) for n in names]
+             _mean_std([r.summary.eval_accuracy for r in group]),
+             _mean_std([r.summary.eval_accuracy_lenient for r in group]),
+             _mean_std([r.summary.best_objective for r in group]),
+             _mean_std([r.summary.reward for r in group])]
+            + [_mean_std([(r.summary.train_rewards or {}).get(n) for r in group]) for n in names]
+            + [_mean_std([(r.summary.eval_rewards or {}).get(n) for r in group]) for n in names]
         )
     return markdown_table(header, rows)
 
@@ -352,7 +353,7 @@ def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metr
             by_value: dict[Any, list] = {}
             xs, ys, top_xy = [], [], []
             for value, run in points:
-                y = run.objective if key == "objective" else run.summary.get(key)
+                y = run.objective if key == "objective" else run.summary.eval_accuracy
                 if isinstance(y, (int, float)) and math.isfinite(y):
                     by_value.setdefault(value, []).append(y)
                     # strip: spread a value's points sideways (jitter from the run's name: the same on every report)
@@ -430,7 +431,7 @@ def write_runs_csv(ranked: list[Run], path: Path) -> None:
     flat = []
     for run in ranked:
         row: dict = {}
-        _flatten(run.summary, "", row)
+        _flatten(run.summary.to_dict(), "", row)
         flat.append(row)
     seen = dict.fromkeys(k for row in flat for k in row)
     metrics = [k for k in _FIRST if k in seen] + sorted(k for k in seen if k not in _FIRST)
@@ -453,7 +454,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     direction = _direction(sweep_dir, runs, direction)
     ranked = rank(runs, direction)
     names = reward_names(runs)
-    metric = next((r.summary.get("optimized_metric") for r in runs if r.summary.get("optimized_metric")), "eval_accuracy")
+    metric = next((r.summary.optimized_metric for r in runs if r.summary.optimized_metric), "eval_accuracy")
     states: dict[str, int] = {}
     for run in runs:
         states[run.state] = states.get(run.state, 0) + 1
@@ -493,7 +494,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     if unreadable:
         lines += ["", "## Unreadable runs", "", f"{len(unreadable)} run(s) left a summary.json that cannot be read; "
                   "they are reported without results:", ""]
-        lines += [f"- `{r.dir.name}` ({r.label}): {r.summary.get('error', '?')}" for r in unreadable]
+        lines += [f"- `{r.dir.name}` ({r.label}): {r.summary.error or '?'}" for r in unreadable]
     if plots:
         try:
             images = write_plots(ranked, names, sweep_dir / PLOTS, metric, direction)
@@ -505,7 +506,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
             lines += [f"### {title}", "", f"![{title}]({rel})", ""]
     failed = [r for r in ranked if r.state.lower() in ("failed", "fail")]
     if failed:
-        lines += ["", "## Failures", ""] + [f"- `{r.dir.name}` ({r.label}): {r.summary.get('error', '?')}"
+        lines += ["", "## Failures", ""] + [f"- `{r.dir.name}` ({r.label}): {r.summary.error or '?'}"
                                             for r in failed[:TOP_FAILURES]]
         if len(failed) > TOP_FAILURES:
             lines.append(f"- ... and {len(failed) - TOP_FAILURES} more: [{RUNS_CSV}]({RUNS_CSV}), column `error`")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..run.results import read_summary_checked
+from ..run.results import read_run_summary
 from .status import JOBS, slurm_jobs
 
 # SLURM states of a job that will still run (or is running) its run
@@ -37,9 +37,9 @@ def skipped_runs(sweep_dir: Path, nums: Sequence[int], run_dirs: Sequence[Path],
     """Run number -> why it is not queued, for the runs of this batch that finished or still have a live job."""
     skipped: dict[int, Skipped] = {}
     for num, run_dir in zip(nums, run_dirs):
-        summary, _ = read_summary_checked(run_dir)  # an unreadable summary is no finished run: queued again
-        if summary and summary.get("status") == "completed":
-            skipped[num] = Skipped("completed", objective=summary.get("objective"))
+        summary, _ = read_run_summary(run_dir)  # an unreadable summary is no finished run: queued again
+        if summary and summary.status == "completed":
+            skipped[num] = Skipped("completed", objective=summary.objective)
     if not slurm:
         return skipped
     jobs_file = Path(sweep_dir) / JOBS

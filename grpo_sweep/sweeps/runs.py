@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..run.results import cost_line, read_summary_checked
+from ..run.results import cost_line, read_run_summary
+from ..run.summary import RunSummary
 from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
 from .tables import aligned_columns, markdown_table
 
@@ -25,21 +26,21 @@ def read_study_file(sweep_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def collect_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
-    """(run_dir, summary) for every run directory under ``sweep_dir`` (a missing summary = still running).
+def collect_runs(sweep_dir: Path) -> list[tuple[Path, RunSummary]]:
+    """(run_dir, summary) for every run directory under ``sweep_dir`` (a missing summary = status ``running``).
 
-    A summary.json that cannot be read (half-written, not JSON) gives ``{"status": "unreadable", "error": why}``:
-    one bad run must not stop the table or the report of the others.
+    A summary.json that cannot be read (half-written, not JSON) gives status ``unreadable`` with the reason as its
+    ``error``: one bad run must not stop the table or the report of the others.
     """
     runs = []
     for config in sorted(Path(sweep_dir).glob("**/.hydra/config.yaml")):
         run_dir = config.parent.parent
         if (run_dir / WORKER_MARKER).exists():
             continue
-        summary, problem = read_summary_checked(run_dir)
+        summary, problem = read_run_summary(run_dir)
         if problem:
-            summary = {"status": UNREADABLE, "error": problem}
-        runs.append((run_dir, summary or {"status": "running"}))
+            summary = RunSummary(status=UNREADABLE, error=problem)
+        runs.append((run_dir, summary or RunSummary(status="running")))
     return sorted(runs, key=lambda item: _order(item[0].name))
 
 
@@ -53,42 +54,42 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def varying_overrides(summaries: list[dict]) -> list[list[str]]:
+def varying_overrides(all_sets: list[list[str] | None]) -> list[list[str]]:
     """Each run's overrides, keeping only those that differ across the sweep (the swept axes)."""
-    all_sets = [summary.get("overrides") or [] for summary in summaries]
+    all_sets = [overrides or [] for overrides in all_sets]
     common = set.intersection(*map(set, all_sets)) if len(all_sets) > 1 else set()
     return [[o for o in overrides if o not in common] for overrides in all_sets]
 
 
-def best_cell(summary: dict) -> str:
+def best_cell(summary: RunSummary) -> str:
     """The best evaluation's value of the metric the best step is chosen on, and its step."""
-    if summary.get("best_step") is None:
+    if summary.best_step is None:
         return "-"
-    return f"{_fmt(summary.get('best_objective'))} ({summary['best_step']})"
+    return f"{_fmt(summary.best_objective)} ({summary.best_step})"
 
 
-def sweep_direction(sweep_dir: Path, summaries: list[dict]) -> str:
+def sweep_direction(sweep_dir: Path, summaries: list[RunSummary]) -> str:
     """How the objective ranks: an Optuna study's first direction (study.json, else a trial's), else maximize."""
     try:
         return str(read_study_file(sweep_dir)["directions"][0]).lower()
     except (FileNotFoundError, KeyError, IndexError):
         pass
     for summary in summaries:
-        trial_direction = (summary.get("trial") or {}).get("direction")
+        trial_direction = (summary.trial or {}).get("direction")
         if trial_direction:
             return str(trial_direction).lower()
     return "maximize"
 
 
-def seed_block(summaries: list[dict], overrides: list[list[str]], direction: str) -> list[str]:
+def seed_block(summaries: list[RunSummary], overrides: list[list[str]], direction: str) -> list[str]:
     """One line per configuration when seeds were swept: mean objective, paired Δ from the best, 95% CI, verdict."""
     groups: dict[str, list[tuple]] = {}
     for summary, run_overrides in zip(summaries, overrides):
-        if "overrides" not in summary:  # still running: its configuration is not in its (missing) summary yet
+        if summary.overrides is None:  # still running: its configuration is not in its (missing) summary yet
             continue
         config = " ".join(o for o in run_overrides if not is_seed(o.partition("=")[0])) or "(defaults)"
         seed = tuple(sorted(o for o in run_overrides if is_seed(o.partition("=")[0])))
-        groups.setdefault(config, []).append((seed, summary.get("objective")))
+        groups.setdefault(config, []).append((seed, summary.objective))
     seeded = any(is_seed(o.partition("=")[0]) for run_overrides in overrides for o in run_overrides)
     if not seeded or all(len(g) < 2 for g in groups.values()):
         return []
@@ -105,12 +106,12 @@ TOP_RUNS = 20
 TOP_NOTES = 10
 
 
-def _ranked(runs: list[tuple[Path, dict]], direction: str) -> list[int]:
+def _ranked(runs: list[tuple[Path, RunSummary]], direction: str) -> list[int]:
     """Indexes of ``runs``, best objective first, runs without one last (in run order)."""
     sign = -1 if direction == "maximize" else 1
 
     def key(i: int):
-        value = runs[i][1].get("objective")
+        value = runs[i][1].objective
         ok = isinstance(value, (int, float)) and value == value and abs(value) != float("inf")
         return (not ok, sign * value if ok else 0.0, i)
 
@@ -118,7 +119,7 @@ def _ranked(runs: list[tuple[Path, dict]], direction: str) -> list[int]:
 
 
 def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RUNS,
-                runs: list[tuple[Path, dict]] | None = None) -> str:
+                runs: list[tuple[Path, RunSummary]] | None = None) -> str:
     """The runs' comparison table: every run in run order, or, for more than ``top`` runs, the ``top`` best.
     ``runs``: ``collect_runs(sweep_dir)`` when the caller has read them already."""
     runs = collect_runs(sweep_dir) if runs is None else runs
@@ -126,27 +127,27 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
         return f"no runs under {sweep_dir}"
     summaries = [summary for _, summary in runs]
     direction = direction or sweep_direction(sweep_dir, summaries)
-    reward_names = sorted({name for s in summaries for name in (s.get("train_rewards") or {})})
+    reward_names = sorted({name for s in summaries for name in (s.train_rewards or {})})
     header = ["run", "overrides", "status", "eval_accuracy", "before", "lenient", "best (step)", "objective", "reward"] + [
         f"rewards/{name}" for name in reward_names
     ]
     rows = []
-    swept = varying_overrides(summaries)
+    swept = varying_overrides([s.overrides for s in summaries])
     shown = range(len(runs)) if len(runs) <= top else _ranked(runs, direction)[:top]
     for i in shown:
         (run_dir, summary), overrides = runs[i], swept[i]
-        train_rewards = summary.get("train_rewards") or {}
+        train_rewards = summary.train_rewards or {}
         rows.append(
             [
                 run_dir.name,
                 " ".join(overrides) or "(defaults)",
-                summary.get("status", "?"),
-                _fmt(summary.get("eval_accuracy")),
-                _fmt(summary.get("eval_accuracy_before")),
-                _fmt(summary.get("eval_accuracy_lenient")),
+                summary.status,
+                _fmt(summary.eval_accuracy),
+                _fmt(summary.eval_accuracy_before),
+                _fmt(summary.eval_accuracy_lenient),
                 best_cell(summary),
-                _fmt(summary.get("objective")),
-                _fmt(summary.get("reward")),
+                _fmt(summary.objective),
+                _fmt(summary.reward),
             ]
             + [_fmt(train_rewards.get(name)) for name in reward_names]
         )
@@ -155,8 +156,8 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
         table.append(f"(the {top} best of {len(runs)} runs by objective, {direction}; every run, its overrides as "
                      f"columns: {Path(sweep_dir) / 'runs.csv'}, and per configuration: {Path(sweep_dir) / 'report.md'}"
                      f" — both written by python -m grpo_sweep.sweeps.report {sweep_dir})")
-    bad = [(d, s) for d, s in runs if s.get("status") in ("failed", UNREADABLE)]
-    notes = [f"run {d.name} {s['status']}: {s.get('error', '?')}" for d, s in bad[:TOP_NOTES]]
+    bad = [(d, s) for d, s in runs if s.status in ("failed", UNREADABLE)]
+    notes = [f"run {d.name} {s.status}: {s.error or '?'}" for d, s in bad[:TOP_NOTES]]
     if len(bad) > TOP_NOTES:
         notes.append(f"... and {len(bad) - TOP_NOTES} more failed or unreadable runs (report.md lists them all)")
     per_config = seed_block(summaries, swept, direction)

@@ -169,7 +169,7 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
     if not states:
         return f"no runs under {sweep_dir} (no {JOBS}, no run directories)", False
     lines = [summary_line(sweep_dir, states)]
-    swept = varying_overrides(states)
+    swept = varying_overrides([s["overrides"] for s in states])
     listed = list(zip(states, swept))
     more = ""
     if not show_all and len(states) > SHOWN:

@@ -26,7 +26,7 @@ class SweepTable(Callback):
         runs = collect_runs(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
-            FAILED_RUNS[:] = [str(d) for d, s in runs if s.get("status") == "failed"]
+            FAILED_RUNS[:] = [str(d) for d, s in runs if s.status == "failed"]
         table = sweep_table(sweep_dir, runs=runs)
         write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
         print(f"\nSweep {sweep_dir} ({len(runs)} runs)\n{table}")
