@@ -1,5 +1,5 @@
 """Share of training time spent in grpo-sweep's per-step logging (metrics.jsonl, the progress bar's reward,
-and with logger=wandb the W&B step logger), over the main job's 120 steps.
+and with logger=wandb transformers' W&B callback and the completions table), over the main job's 120 steps.
 
     python bench/logging_share.py      # writes bench/results/logging_share.json
 
@@ -41,12 +41,14 @@ def main() -> None:
     import grpo_sweep.run.train as train_module
     from grpo_sweep.configstore import register_configs
     from grpo_sweep.tracking import open_logger
-    from grpo_sweep.tracking.wandb_logger import WandbStepLogger
+    from transformers.integrations import WandbCallback
+
+    from grpo_sweep.tracking.wandb_logger import CompletionsTable
 
     os.environ.setdefault("WANDB_MODE", "offline")
     register_configs()
     clock: dict[str, float] = {}
-    for cls in (train_module.MetricsJsonl, train_module.RewardProgress, WandbStepLogger):
+    for cls in (train_module.MetricsJsonl, train_module.RewardProgress, WandbCallback, CompletionsTable):
         timed(cls, clock)
     results = {}
     for name, overrides in SETTINGS.items():

@@ -56,18 +56,23 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
         run_dir = run.path.parent.parent
         summary = json.loads((run_dir / "summary.json").read_text())
         assert "trainer.max_steps=6" in run.tags and run.name.split(",")[0] in run.tags
-        # the fully resolved Hydra config, filterable by any key
+        # the fully resolved Hydra config, filterable by any key, beside the GRPOConfig and model config that
+        # transformers' W&B callback adds (flat, under their own names)
         hydra_config = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra/config.yaml"), resolve=True)
-        assert run.config == hydra_config and run.config["trainer"]["max_steps"] == 6
+        assert {k: run.config[k] for k in hydra_config} == hydra_config and run.config["trainer"]["max_steps"] == 6
+        assert run.config["num_generations"] == hydra_config["trainer"]["num_generations"]
+        assert run.config["learning_rate"] == hydra_config["optimizer"]["learning_rate"]
+        assert run.config["max_steps"] == 6 and run.config["hidden_size"] == hydra_config["model"]["tiny"]["hidden_size"]
         assert f"trainer.seed={run.config['trainer']['seed']}" in run.name
         assert set(run.config["reward_mix"]) == ({"format"} if "format" in run.name else {"xmlcount", "correct"})
-        # per-step TRL metrics under their own keys, one row per step (plus TRL's end-of-training row)
+        # per-step TRL metrics, one row per step, logged by transformers' W&B callback under its train/ prefix
         names = set(run.config["reward_mix"])
-        train_rows = [h for h in run.history if "reward" in h]
+        train_rows = [h for h in run.history if "train/reward" in h]
         assert [h["train/global_step"] for h in train_rows] == list(range(1, 7))
         for name in names:
-            assert all(f"rewards/{name}/mean" in h and f"rewards/{name}/std" in h for h in train_rows)
-        assert all("completions/mean_length" in h and "learning_rate" in h for h in train_rows)
+            assert all(f"train/rewards/{name}/mean" in h and f"train/rewards/{name}/std" in h for h in train_rows)
+        assert all("train/completions/mean_length" in h and "train/learning_rate" in h for h in train_rows)
+        assert "train_runtime" in run.summary  # the callback's end-of-training scalars go to the summary
         tables = [h for h in run.history if "completions._type" in h]
         assert [h["train/global_step"] for h in tables] == [3, 6]  # every logger.log_completions_steps
         assert tables[0]["completions.ncols"] == 4 + len(names)  # step, prompt, completion, rewards, advantage
@@ -225,3 +230,29 @@ def test_no_token_in_any_file_of_the_sweep(wandb_sweep):
     assert any(p.name == "report.md" for p in written) and any(p.suffix == ".wandb" for p in written)
     assert not [p for p in written if FAKE_HF_TOKEN.encode() in p.read_bytes()]
     assert FAKE_HF_TOKEN not in out.stdout + out.stderr
+
+
+def test_history_goes_through_transformers_only_into_a_run_that_started(tmp_path, monkeypatch):
+    """report_to=["wandb"] only when grpo-sweep's own W&B run started: transformers' callback would otherwise start
+    one of its own (project "huggingface", online)."""
+    import wandb
+
+    from grpo_sweep.run.tracker import RunLogger
+    from grpo_sweep.tracking import open_logger
+
+    from .conftest import compose
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose(["logger=wandb"])
+    started = open_logger(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]))
+    assert started.report_to() == ["wandb"]
+    started.finish({"status": "completed"})
+
+    def refuse(**kwargs):
+        raise RuntimeError("no W&B here")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    broken = open_logger(cfg, RunContext(tmp_path / "1", ["reward_mix=format"]))
+    assert broken.run is None and broken.report_to() == []
+    broken.finish({"status": "completed"})
+    assert RunLogger().report_to() == []

@@ -9,6 +9,11 @@ from typing import Any
 class RunLogger:
     """No tracker: every hook does nothing (the run dir's metrics.jsonl and summary.json are written anyway)."""
 
+    def report_to(self) -> list[str]:
+        """The integrations ``GRPOConfig.report_to`` names for this run (transformers' own W&B callback logs the
+        per-step history into the tracker's run); none without a tracker."""
+        return []
+
     def watch(self, trainer: Any) -> None:
         """Attach to a built GRPOTrainer (per-step metrics, completions)."""
 

@@ -102,7 +102,7 @@ class RewardProgress(ProgressCallback):
             self.training_bar.set_postfix(postfix, refresh=False)
 
 
-def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float]):
+def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to: list[str] | None = None):
     import torch
     from trl import GRPOConfig
 
@@ -119,7 +119,7 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float]):
         reward_weights=reward_weights,
         bf16=bf16,
         use_cpu=not cuda,
-        report_to="none",
+        report_to=list(report_to or []) or "none",
         logging_first_step=True,
     )
     kwargs.update(OmegaConf.to_container(trainer.args, resolve=True) if not isinstance(trainer.args, dict) else trainer.args)
@@ -331,7 +331,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
-        args=grpo_config(cfg, run_dir, reward_weights),
+        args=grpo_config(cfg, run_dir, reward_weights, tracker.report_to()),
         train_dataset=train_set,
         processing_class=tokenizer,
         callbacks=callbacks,

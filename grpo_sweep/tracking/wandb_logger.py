@@ -1,9 +1,12 @@
 """One W&B run per training run, shaped so a sweep's runs compare side by side in W&B.
 
 group = the sweep, job_type train/trial, name and tags from the overrides, config = the resolved Hydra config
-(secrets redacted), TRL's per-step metrics under their own keys, a completions table every N steps, and a
-summary with the objective. The run id lives in the run directory so a resumed run continues the same W&B run.
-Without credentials the run is written offline under ``<run_dir>/wandb`` and can be synced later.
+(secrets redacted), a completions table every N steps, and a summary with the objective. The run id lives in the
+run directory so a resumed run continues the same W&B run. Without credentials the run is written offline under
+``<run_dir>/wandb`` and can be synced later. The per-step history is transformers' own W&B callback's
+(``report_to=["wandb"]``: ``train/reward``, ``train/rewards/<name>/mean``, ... against ``train/global_step``), which
+logs into the run started here; this module keeps only what it cannot do (the run's identity, the offline
+fallback, redaction, the held-out rows and the summary).
 """
 from __future__ import annotations
 
@@ -178,9 +181,14 @@ class WandbLogger(RunLogger):
         # quiet: our own end-of-run line says where the run is; no prompt can appear (no login is ever asked).
         return wandb.Settings(init_timeout=float(self.cfg.init_timeout), quiet=True, save_code=False)
 
+    def report_to(self) -> list[str]:
+        # transformers' WandbCallback starts a run of its own (project "huggingface", online) when none is active
+        return ["wandb"] if self.run is not None else []
+
     def watch(self, trainer: Any) -> None:
-        if self.run is not None:
-            trainer.add_callback(WandbStepLogger(self.run, trainer, int(self.cfg.log_completions_steps)))
+        # TRL's own table (trainer.args.log_completions=true) comes at every logging step: then ours steps aside
+        if self.run is not None and self.cfg.log_completions_steps and not trainer.args.log_completions:
+            trainer.add_callback(CompletionsTable(self.run, trainer, int(self.cfg.log_completions_steps)))
 
     def log_metrics(self, row: dict) -> None:
         if self.run is None:
@@ -240,37 +248,34 @@ def summary_fields(summary: dict | RunSummary) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
-class WandbStepLogger(TrainerCallback):
-    """TRL's per-step logs under their own keys (``reward``, ``rewards/<name>/mean``, ``kl``, ...), plus a
-    completions table every ``every`` steps."""
+class CompletionsTable(TrainerCallback):
+    """A ``completions`` table every ``every`` steps: step, prompt, completion, one column per reward, advantage.
+
+    TRL's ``log_completions`` builds the same table but at every logging step (every step at ``logging_steps=1``),
+    prints it to the terminal with rich and writes a parquet file each time; this reads the same buffer at the
+    steps asked for only."""
 
     def __init__(self, run: Any, trainer: Any, every: int):
         self.run, self.trainer, self.every = run, trainer, every
         self.table_step = -1
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs:
-            return
-        row = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        row[STEP_KEY] = state.global_step
         # TRL logs the last step twice (metrics, then train_runtime & co.): one table per step is enough
-        if self.every and state.global_step % self.every == 0 and state.global_step != self.table_step:
-            self.table_step = state.global_step
-            table = self._completions_table(state.global_step)
-            if table is not None:
-                row["completions"] = table
-        self.run.log(row)
+        if not state.is_world_process_zero or state.global_step % self.every or state.global_step == self.table_step:
+            return
+        self.table_step = state.global_step
+        table = self._table(state.global_step)
+        if table is not None:
+            self.run.log({"completions": table, STEP_KEY: state.global_step})
 
-    def _completions_table(self, step: int):
-        """The latest generation batch, from the trainer's own buffer (what TRL's log_completions prints)."""
+    def _table(self, step: int):
         import wandb
 
         logs = latest_completions(self.trainer)
         if logs is None:
             return None
         rewards = {name: list(values) for name, values in logs["rewards"].items()}
-        columns = ["step", "prompt", "completion", *rewards, "advantage"]
-        table = wandb.Table(columns=columns)
+        table = wandb.Table(columns=["step", "prompt", "completion", *rewards, "advantage"])
         advantages = list(logs["advantages"])
         for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"])):
             scores = [values[i] if i < len(values) else None for values in rewards.values()]
