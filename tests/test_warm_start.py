@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -77,7 +78,9 @@ def test_bad_settings_are_one_line_errors(tmp_path, monkeypatch):
                            ({"max_operand": 0}, "warm_start.max_operand=0"),
                            ({"restate_fraction": 2.0}, "warm_start.restate_fraction=2.0"),
                            ({"chat_fraction": -0.1}, "warm_start.chat_fraction=-0.1"),
-                           ({"teacher_slip": 1.5}, "warm_start.teacher_slip=1.5")):
+                           ({"teacher_slip": 1.5}, "warm_start.teacher_slip=1.5"),
+                           ({"decay_steps": 6}, "warm_start.decay_steps=6; need 0..steps"),
+                           ({"decay_steps": -1}, "warm_start.decay_steps=-1")):
         with pytest.raises(ValueError, match=needle):
             warm.ensure_warm_model(tmp_path / "base", TinySpec(warm_start=replace(WarmStartConfig(steps=5), **change)),
                                    WarmTask(SYSTEM))
@@ -94,7 +97,34 @@ def test_a_racing_builder_that_finishes_second_keeps_the_first_model(tmp_path):
 
     assert build_cached(target, build) == target
     assert (target / "config.json").read_text() == "first"
-    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # the loser's staging dir is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.lock"]  # the loser's staging dir is gone
+
+
+def _slow_build_into(target: str, log: str) -> None:
+    import time
+
+    def build(staging):
+        with open(log, "a") as f:
+            f.write("built\n")
+        time.sleep(1.0)
+        (staging / "config.json").write_text("{}")
+
+    build_cached(Path(target), build)
+
+
+def test_runs_that_race_build_once_and_all_load_it(tmp_path):
+    """Three processes ask for the same model at once (a pool's or an array's first runs): one builds, two wait."""
+    import multiprocessing
+
+    target, log = tmp_path / "model", tmp_path / "builds.log"
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_slow_build_into, args=(str(target), str(log))) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert [w.exitcode for w in workers] == [0, 0, 0]
+    assert log.read_text() == "built\n" and (target / "config.json").exists()
 
 
 def test_a_failed_build_leaves_nothing(tmp_path):
@@ -104,15 +134,19 @@ def test_a_failed_build_leaves_nothing(tmp_path):
 
     with pytest.raises(RuntimeError, match="killed"):
         build_cached(tmp_path / "model", build)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["model.lock"]
 
 
 def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
     from transformers import AutoModelForCausalLM
 
-    spec = TinySpec(warm_start=WarmStartConfig(steps=3, batch_size=4))
+    import torch
+
+    spec = TinySpec(warm_start=WarmStartConfig(steps=3, batch_size=4, decay_steps=2))
+    torch.set_num_threads(1)  # as train() leaves it; the build takes every core, then gives them back
     path = ensure_model(spec, SYSTEM, ("What is the result of 6 * 3?",))
+    assert torch.get_num_threads() == 1
     assert path.name.startswith(tiny_model_path(spec).name + "-warm-")
     assert (tiny_model_path(spec) / "config.json").exists()
     base = AutoModelForCausalLM.from_pretrained(tiny_model_path(spec))
@@ -130,3 +164,58 @@ def test_from_config_reads_a_composed_warm_start(cfg_factory):
     assert cfg_factory([]).model.tiny.warm_start.steps > 0  # the main job starts warm
     off = cfg_factory(["model.tiny.warm_start.steps=0"]).model.tiny
     assert TinySpec.from_config(off, 512).warm_start.steps == 0
+
+
+@pytest.mark.parametrize("kind", ["chat", "facts", "mixed"])
+def test_the_fast_loss_is_the_padded_batch_loss(tmp_path, monkeypatch, kind):
+    """warm.lm_loss (a shared prefix run once for chat turns, facts lines packed several to a row) gives the loss and
+    the gradients of the plain right-padded batch, on the tiny model's own tokenizer and texts."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
+    path = tiny.ensure_tiny_model(TinySpec())
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    rng = random.Random(1)
+    chat = []
+    for a, op, b in rng.sample(warm.operands(9), 12):
+        asked, answer = worked_example(rng, (a, op, b), 0.5)
+        chat.append(tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked},
+                                                   {"role": "assistant", "content": answer}], tokenize=False))
+    lines = [corpus_line(rng, facts(9), 0.5) for _ in range(16)] + ["1 + 1 = 2."]
+    texts = {"chat": chat, "facts": lines, "mixed": chat[:3] + lines[:5]}[kind]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert kind != "chat" or warm.common_prefix(rows) > 20  # the chat path is the one taken
+
+    def gradients(loss):
+        model.zero_grad()
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+    tokenizer.padding_side = "right"
+    batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    expected, expected_grads = gradients(model(**batch, labels=labels).loss)
+    got, got_grads = gradients(warm.lm_loss(model, rows))
+    assert got == pytest.approx(expected, rel=1e-5)
+    for g, e in zip(got_grads, expected_grads):
+        assert torch.allclose(g, e, rtol=1e-3, atol=1e-6 * e.abs().max().item())
+
+
+def test_packing_keeps_every_token_once_and_no_target_across_rows():
+    rows = [[5] * 7, [6] * 3, [7] * 9, [8] * 2, [9]]
+    ids, positions, labels = warm._packed(rows, capacity=10)
+    assert ids.shape[1] <= 10 and sorted(ids[ids > 0].tolist()) == sorted(t for r in rows for t in r)
+    assert int((labels != -100).sum()) == sum(len(r) - 1 for r in rows)  # each row's first token is no target
+    for line, pos in zip(ids.tolist(), positions.tolist()):
+        starts = [i for i, p in enumerate(pos) if p == 0]
+        for start, end in zip(starts, starts[1:] + [len(line)]):
+            assert len(set(line[start:end])) <= 1  # a sequence restarts its positions exactly where a row begins
+
+
+def test_the_build_uses_every_core_this_process_may(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert warm.build_threads() == 3

@@ -23,8 +23,10 @@ class WarmStartConfig:
 
     # 0: off (the random model as built); N: that many pre-training steps
     steps: int = 0
-    # constant: a decaying rate learns the facts worse in the same steps (measured, BENCHMARKS.md)
     learning_rate: float = 6e-3
+    # the last decay_steps steps take the rate down to 0 (cosine; transformers' warmup-stable-decay schedule), so the
+    # model settles instead of stopping wherever the constant rate left it; 0: constant throughout
+    decay_steps: int = 0
     batch_size: int = 128
     # the facts: every `a op b` with a, b in 1..max_operand and op in + - *
     max_operand: int = 9

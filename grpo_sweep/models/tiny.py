@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from grpo_sweep.config.schema import TinyModelConfig, WarmStartConfig
+
+log = logging.getLogger(__name__)
 
 # Bump when the build changes in a way that must invalidate cached models.
 BUILD_VERSION = 4
@@ -71,21 +74,36 @@ def ensure_tiny_model(spec: TinySpec) -> Path:
 
 
 def build_cached(path: Path, build: Callable[[Path], None]) -> Path:
-    """``path``, made by ``build(staging_dir)`` unless it is there; the finished directory is renamed into place in
-    one step, so a racing builder or a killed one never leaves a half-written model where a run would load it."""
+    """``path``, made by ``build(staging_dir)`` unless it is there. Runs that need it at once (a pool's first runs,
+    a SLURM array sharing a cache) build it once: the others wait on a lock beside it, then load it. The finished
+    directory is renamed into place in one step, so a killed builder, or one on a filesystem whose locks do not
+    hold, never leaves a half-written model where a run would load it."""
     if (path / "config.json").exists():
         return path
+    from filelock import FileLock, Timeout
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    lock = FileLock(f"{path}.lock")
     try:
-        build(staging)
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("waiting for another run to finish building %s", path)
+        lock.acquire()
+    try:
+        if (path / "config.json").exists():
+            return path
+        staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
         try:
-            os.rename(staging, path)  # atomic; fails if another process finished first
-        except OSError:
-            if not (path / "config.json").exists():
-                raise
+            build(staging)
+            try:
+                os.rename(staging, path)  # atomic; fails if another process finished first
+            except OSError:
+                if not (path / "config.json").exists():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        lock.release()
     return path
 
 
