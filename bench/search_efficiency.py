@@ -81,7 +81,10 @@ def main() -> None:
         "space": {"learning_rate": LRS.split(","), "num_generations": [4, 8], "max_steps": args.steps},
         "objective": args.objective, "overrides": args.overrides,
         "grid": {"runs": len(grid), "best": grid_best, "trial_steps": grid_steps, "run_seconds": round(grid_seconds, 1),
-                 "wall_seconds": round(grid_wall, 1)},
+                 "wall_seconds": round(grid_wall, 1),
+                 "objectives": {" ".join(s["overrides"][:2]): s["objective"] for s in grid},
+                 # how easy the target is: the chance that one configuration drawn at random already reaches it
+                 "configurations_reaching_95pct": sum(s["objective"] >= target for s in grid)},
         "search": {"trials": len(trials), "best": search_best,
                    "states": {st: sum(1 for s in trials if s["trial"]["state"] == st) for st in ("COMPLETE", "PRUNED", "FAIL")},
                    "trial_steps_total": sum(s["steps"] for s in trials), "wall_seconds": round(search_wall, 1),
