@@ -72,12 +72,11 @@ def test_full_fine_tuning_saves_the_model(tmp_path):
     assert not (tmp_path / "lora").exists()
 
 
-def test_learning_shows_with_a_dense_reward_and_constant_lr(tmp_path):
-    """The smoke settings: mean xmlcount reward rises clearly over a few dozen steps."""
+def test_learning_shows_with_the_smoke_settings(tmp_path):
+    """The main job's settings, warm start included: the training reward (`correct`) rises clearly in 60 steps."""
     from grpo_sweep.run.train import train
 
     summary = train(compose(["trainer.max_steps=60", "data.max_eval_samples=8"]), tmp_path)
-    assert summary["reward_first"] < 0.15
     assert summary["reward"] > summary["reward_first"] + 0.1, summary
 
 

@@ -256,3 +256,18 @@ def test_history_goes_through_transformers_only_into_a_run_that_started(tmp_path
     assert broken.run is None and broken.report_to() == []
     broken.finish({"status": "completed"})
     assert RunLogger().report_to() == []
+
+
+def test_trls_own_completions_table_replaces_ours_when_asked(tmp_path):
+    """trainer.args.log_completions=true (TRL's name, passed through): TRL logs its table into the same W&B run at
+    every logging step (and a parquet file per step), and grpo-sweep's every-N table steps aside."""
+    run_dir = tmp_path / "run"
+    out = run_launch(["logger=wandb", "logger.mode=offline", "logger.log_completions_steps=2",
+                      "++trainer.args.log_completions=true", "++trainer.args.num_completions_to_print=1",
+                      f"hydra.run.dir={run_dir}", *FAST], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [part] = offline_run_dirs(run_dir)
+    tables = [h for h in read_offline_run(part).history if "completions._type" in h]
+    # TRL's: at every logging step, and once more with the end-of-training row; ours (every 2): none
+    assert [h["train/global_step"] for h in tables] == [1, 2, 3, 4, 5, 6, 6]
+    assert len(list((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"))) == 6

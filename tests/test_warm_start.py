@@ -158,10 +158,11 @@ def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
 
 
 def test_from_config_reads_a_composed_warm_start(cfg_factory):
-    cfg = cfg_factory(["model.tiny.warm_start.steps=5"])
+    cfg = cfg_factory(["model.tiny.warm_start.steps=80"])
     spec = TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length)
-    assert spec.warm_start == replace(WarmStartConfig(), steps=5)
-    assert cfg_factory([]).model.tiny.warm_start.steps > 0  # the main job starts warm
+    default = TinySpec.from_config(cfg_factory([]).model.tiny, 512).warm_start
+    assert spec.warm_start == replace(default, steps=80) and default != WarmStartConfig()
+    assert default.steps > 0 and 0 < default.decay_steps < default.steps  # the main job starts warm, its rate decays
     off = cfg_factory(["model.tiny.warm_start.steps=0"]).model.tiny
     assert TinySpec.from_config(off, 512).warm_start.steps == 0
 
