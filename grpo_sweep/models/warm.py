@@ -138,7 +138,7 @@ def lm_loss(model, rows: list[list[int]]):
     decoder, head = model.get_decoder(), model.get_output_embeddings()
     targets = sum(len(row) - 1 for row in rows)
     prefix = common_prefix(rows)
-    if prefix >= 4:
+    if prefix >= 4:  # a prefix of a few tokens saves less than its own forward pass costs
         shared = torch.tensor([rows[0][:prefix]])
         out = decoder(input_ids=shared, use_cache=True)
         logits = head(out.last_hidden_state[0]).float()
@@ -160,12 +160,12 @@ def lm_loss(model, rows: list[list[int]]):
     return F.cross_entropy(head(hidden[:, :-1][keep]).float(), labels[:, 1:][keep], reduction="sum") / targets
 
 
-def _padded(rows: list[list[int]], pad_id: int = 0):
-    """Right-padded ids and their attention mask."""
+def _padded(rows: list[list[int]]):
+    """Right-padded ids (the pad id is never attended to nor a target, so 0) and their attention mask."""
     import torch
 
     width = max(map(len, rows))
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
         ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
