@@ -240,6 +240,6 @@ class Config:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     task_name: str = "grpo"
     # summary.json key the task returns to sweepers (dotted paths reach nested keys)
-    optimized_metric: str = "eval_accuracy"
+    optimized_metric: str = "val_accuracy"
     # where run directories go (Hydra's run dir is taken from here)
     output_root: str = "outputs"

@@ -14,6 +14,12 @@ from .summary import SUMMARY_NAME, RunSummary
 SUMMARY = SUMMARY_NAME
 METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
+# Per-question outcomes of the evaluations a run reports, one JSONL file each under outcomes/: ``val`` (validation
+# at the reported step), ``val_before``, ``test`` (the reported adapter, once, after training) and ``test_before``.
+# A row: {"key": question_key(prompt), "accuracy": 1.0 | 0.0 | null, "accuracy_lenient": ..., and on test with
+# sampling "pass_at_k", "maj_at_k"}. The sweep's verdicts pair runs by seed and by question through ``key``.
+OUTCOMES = "outcomes"
+OUTCOME_SETS = ("val", "val_before", "test", "test_before")
 
 
 _UMASK = os.umask(0)
@@ -117,6 +123,37 @@ def write_summary(run_dir: Path, summary: dict | RunSummary) -> dict:
     return data
 
 
+def question_key(prompt: Any) -> str:
+    """A question's identity across runs: a hash of its prompt (chat messages or text), the same in every run of
+    the same data."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(prompt, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def outcomes_path(run_dir: Path, name: str) -> Path:
+    if name not in OUTCOME_SETS:
+        raise ValueError(f"outcomes {name!r}: use one of {', '.join(OUTCOME_SETS)}")
+    return Path(run_dir) / OUTCOMES / f"{name}.jsonl"
+
+
+def write_outcomes(run_dir: Path, name: str, rows: Iterable[dict]) -> None:
+    write_jsonl_atomic(outcomes_path(run_dir, name), rows)
+
+
+def read_outcomes(run_dir: Path, name: str, field: str = "accuracy") -> dict[str, float | None] | None:
+    """{question key: that question's ``field``} of one outcomes file; None when the run has no such file (an
+    older run, a pruned or failed one). A question judged None (no usable ground truth) stays None."""
+    path = outcomes_path(run_dir, name)
+    if not path.is_file():
+        return None
+    out: dict[str, float | None] = {}
+    for row in iter_jsonl(path):
+        value = row.get(field)
+        out[str(row["key"])] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    return out
+
+
 def read_summary(run_dir: Path) -> dict | None:
     path = Path(run_dir) / SUMMARY
     if not path.exists():
@@ -157,14 +194,14 @@ def clean_number(value: Any) -> Any:
     return value
 
 
-# summary.json keys the held-out evaluation measures at every evaluation, so a best step can be chosen on them
-# (`eval_rewards.<reward>` for any reward of the mix); `best.<key>` names that key's value at the best step.
-PERIODIC_METRICS = ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards.")
+# summary.json keys the validation evaluation measures at every evaluation, so a best step can be chosen on them
+# (`val_rewards.<reward>` for any reward of the mix); `best.<key>` names that key's value at the best step.
+PERIODIC_METRICS = ("val_accuracy", "val_accuracy_lenient", "val_rewards.")
 BEST_PREFIX = "best."
 
 
 def without_best(metric: str) -> str:
-    """``eval_accuracy`` for ``best.eval_accuracy``; any other metric as it is."""
+    """``val_accuracy`` for ``best.val_accuracy``; any other metric as it is."""
     return metric[len(BEST_PREFIX):] if metric.startswith(BEST_PREFIX) else metric
 
 

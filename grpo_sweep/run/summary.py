@@ -18,16 +18,26 @@ REQUIRED = ("status",)
 @dataclass
 class RunSummary:
     status: str
-    # the objective and the held-out evaluation (docs/evaluation.md)
+    # the objective and the evaluations (docs/evaluation.md). Everything that chooses (the best step, the adapter the
+    # run reports, Optuna, the sweep's ranking) reads validation; the test split is evaluated after training only,
+    # on the adapter the run reports, and before training's weights (``test_*_before``), and feeds back nothing.
     optimized_metric: str | None = None
     objective: Any = None
-    eval_accuracy: float | None = None
-    eval_accuracy_lenient: float | None = None
-    eval_pass_at_k: float | None = None
-    eval_maj_at_k: float | None = None
-    eval_k: int | None = None
-    eval_rewards: dict | None = None
-    eval_samples: int | None = None
+    val_accuracy: float | None = None
+    val_accuracy_lenient: float | None = None
+    val_rewards: dict | None = None
+    val_samples: int | None = None
+    test_accuracy: float | None = None
+    test_accuracy_lenient: float | None = None
+    test_pass_at_k: float | None = None
+    test_maj_at_k: float | None = None
+    test_k: int | None = None
+    test_rewards: dict | None = None
+    test_samples: int | None = None
+    test_accuracy_before: float | None = None
+    test_accuracy_lenient_before: float | None = None
+    # sha256 of the base model's weights file(s): runs that claim the same start can be checked to have had it
+    base_model_sha256: str | None = None
     # training reward: mean of the last / first fifth of the logged steps
     reward: float | None = None
     reward_first: float | None = None
@@ -39,10 +49,10 @@ class RunSummary:
     overrides: list | None = None
     run_dir: str | None = None
     versions: dict | None = None
-    # before training and at the best evaluation step (train.periodic_fields)
-    eval_accuracy_before: float | None = None
-    eval_accuracy_lenient_before: float | None = None
-    eval_rewards_before: dict | None = None
+    # validation before training and at the step the run reports (train.periodic_fields)
+    val_accuracy_before: float | None = None
+    val_accuracy_lenient_before: float | None = None
+    val_rewards_before: dict | None = None
     eval_steps: list | None = None
     best_metric: str | None = None
     best_step: int | None = None
