@@ -180,7 +180,7 @@ def plot_val_accuracy(configs: Sequence[ConfigRuns], series: dict[str, list[dict
 
     ``configs``: best first (the colours follow this order); ``series[label]``: each of its runs' ``{step: value}``
     of ``val/accuracy`` (``read_series``)."""
-    drawn = [(i, c) for i, c in enumerate(configs) if any(series.get(c.label) or [])]
+    drawn = [(i, c) for i, c in enumerate(configs) if any(one for one in series.get(c.label) or [])]
     if not drawn:
         return None
     plt = _pyplot()
@@ -230,7 +230,7 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str], serie
     """One panel per reward term (``rewards/<name>/mean``, unweighted), each with its own y-axis; in each, the
     configurations whose runs logged that term, smoothed, mean over seeds with the band. Returns the title, or None
     when no term was logged. ``series[label][name]``: each run's ``{step: value}`` of that term."""
-    present = [n for n in names if any(series.get(c.label, {}).get(n) for c in configs)]
+    present = [n for n in names if any(any(series.get(c.label, {}).get(n) or []) for c in configs)]
     if not present:
         return None
     plt = _pyplot()
