@@ -45,6 +45,8 @@ def test_smooth_interval_and_seed_band():
     steps, mean, low, high = plots.seed_band([{0: 0.2, 10: 0.4}, {0: 0.4, 10: 0.6, 20: 0.9}])
     assert steps == [0, 10, 20] and mean == pytest.approx([0.3, 0.5, 0.9])
     assert low == pytest.approx([0.2, 0.4, 0.9]) and high == pytest.approx([0.4, 0.6, 0.9])
+    noisy = plots.curve([{s: float(s % 2) for s in range(40)}])  # 40 alternating steps: smoothed
+    assert noisy.window == 3 and max(noisy.mean[1:-1]) < 0.7 and min(noisy.mean[1:-1]) > 0.3
 
 
 def _forest_rows():
@@ -115,7 +117,9 @@ def test_validation_curves_are_the_mean_over_seeds_with_a_band(tmp_path, figures
     configs = [ConfigRuns("reward_mix=a", a), ConfigRuns("reward_mix=b", b)]
     series = {c.label: [plots.read_series(r.dir, [plots.VAL_KEY])[plots.VAL_KEY] for r in c.runs] for c in configs}
     assert series["reward_mix=a"][2] == pytest.approx({0: 0.3, 5: 0.6})  # the end-of-training row is not an evaluation
-    title = plots.plot_val_accuracy(configs, series, tmp_path / "v.png")
+    curves = {label: plots.curve(runs) for label, runs in series.items()}
+    assert curves["reward_mix=a"].window == 1  # 2 evaluations: nothing to smooth
+    title = plots.plot_val_accuracy(configs, curves, tmp_path / "v.png")
     assert title.startswith("Validation accuracy during training (mean over seeds; band: 95% t-interval")
     ax = figures[0].axes[0]
     lines = {line.get_label(): line for line in ax.lines}
@@ -127,7 +131,8 @@ def test_validation_curves_are_the_mean_over_seeds_with_a_band(tmp_path, figures
     assert max(ys) == pytest.approx(0.5 + half, abs=1e-4) and min(ys) == pytest.approx(0.5 - half, abs=1e-4)
     assert min(abs(y - 0.3) for y in ys) < 1e-9  # at step 0 the band closes on the mean
     assert plots.plot_val_accuracy(configs, {}, tmp_path / "none.png") is None
-    assert plots.plot_val_accuracy(configs, {"reward_mix=a": [{}, {}]}, tmp_path / "none.png") is None
+    assert plots.curve([{}, {}]) is None
+    assert plots.plot_val_accuracy(configs, {"reward_mix=a": None}, tmp_path / "none.png") is None
 
 
 def test_each_reward_term_gets_its_own_panel_and_only_the_configurations_that_use_it(tmp_path, figures):
@@ -138,13 +143,12 @@ def test_each_reward_term_gets_its_own_panel_and_only_the_configurations_that_us
                ConfigRuns("mix=format", [_run(tmp_path, "1", rows({"format": 0.5}))])]
     names = ["correct", "format", "unused"]
     keys = [f"rewards/{n}/mean" for n in names]
-    series = {}
+    curves = {}
     for config in configs:
-        for run in config.runs:
-            got = plots.read_series(run.dir, keys)
-            for name in names:
-                series.setdefault(config.label, {}).setdefault(name, []).append(got[f"rewards/{name}/mean"])
-    title = plots.plot_reward_terms(configs, names, series, tmp_path / "r.png")
+        got = [plots.read_series(run.dir, keys) for run in config.runs]
+        curves[config.label] = {name: plots.curve(one[f"rewards/{name}/mean"] for one in got) for name in names}
+    assert curves["mix=format"]["correct"] is None
+    title = plots.plot_reward_terms(configs, names, curves, tmp_path / "r.png")
     assert "one panel per term on its own scale" in title
     panels = [ax for ax in figures[0].axes if ax.axison]
     assert [ax.get_title() for ax in panels] == ["rewards/correct/mean", "rewards/format/mean"]  # unused: no panel
@@ -189,3 +193,11 @@ def test_write_plots_skips_seeds_and_removes_plots_an_earlier_report_drew(tmp_pa
                                         "plots/accuracy_vs_reward_mix.png"]
     assert sorted(p.name for p in out.iterdir()) == ["accuracy_vs_reward_mix.png", "forest.png", "reward_terms.png",
                                                      "val_accuracy.png"]
+
+
+def test_labels_keep_the_part_that_tells_configurations_apart():
+    short = plots.abbreviate(["reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0001",
+                              "reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003"])
+    assert short("reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003") == "reward_mix=smoke r=32 learning_rate=0.0003"
+    clash = plots.abbreviate(["model.lr=1 optimizer.lr=2"])  # two keys end in lr: both stay whole
+    assert clash("model.lr=1 optimizer.lr=2") == "model.lr=1 optimizer.lr=2"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,12 +97,15 @@ def interval(values: Sequence[float]) -> tuple[float, float, float]:
     """(mean, low, high) over seeds: a 95 % t interval of the mean with >= 3 values, min-max with 2, none with 1."""
     if not values:
         raise ValueError("interval: no values")
-    mean = statistics.fmean(values)
-    if len(values) == 1:
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n == 1:
         return mean, mean, mean
-    if len(values) == 2:
+    if n == 2:
         return mean, min(values), max(values)
-    half = t_quantile(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    # float arithmetic: statistics.stdev is exact (fractions) and ~20x slower, at tens of thousands of steps a sweep
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
 
 
@@ -141,6 +143,31 @@ def smoothed(series: dict) -> tuple[dict, int]:
     return dict(zip(steps, smooth([series[s] for s in steps], window))), window
 
 
+class Curve(NamedTuple):
+    """One configuration's curve: at each step the mean over its runs and the band (``interval``); ``window``: the
+    moving average applied to each run first (1: none)."""
+
+    steps: list
+    mean: list
+    low: list
+    high: list
+    window: int = 1
+
+
+def curve(series: Iterable[dict]) -> Curve | None:
+    """The curve of one configuration from its runs' ``{step: value}`` (each smoothed along its own steps first);
+    None when no run logged a value."""
+    runs, windows = [], [1]
+    for one in series:
+        if one:
+            values, window = smoothed(one)
+            runs.append(values)
+            windows.append(window)
+    if not runs:
+        return None
+    return Curve(*seed_band(runs), max(windows))
+
+
 # ---------------------------------------------------------------------------------------------------- drawing
 
 
@@ -161,9 +188,29 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def config_label(rank: int, config: ConfigRuns) -> str:
+def abbreviate(labels: Iterable[str]):
+    """A function that shortens a configuration label for a legend or an axis: each ``a.b.key=value`` to
+    ``key=value`` where no other swept key ends in the same ``key`` (a label's distinguishing part is often its
+    last override, which cutting the text would lose)."""
+    keys = {token.partition("=")[0] for label in labels for token in label.split() if "=" in token}
+    by_last: dict[str, set] = {}
+    for key in keys:
+        by_last.setdefault(key.lstrip("+~").rsplit(".", 1)[-1], set()).add(key)
+
+    def short(label: str) -> str:
+        out = []
+        for token in label.split():
+            key, eq, value = token.partition("=")
+            last = key.lstrip("+~").rsplit(".", 1)[-1]
+            out.append(f"{last}={value}" if eq and len(by_last.get(last, ())) == 1 else token)
+        return " ".join(out)
+
+    return short
+
+
+def config_label(rank: int, config: ConfigRuns, short=lambda label: label) -> str:
     n = len(config.runs)
-    return f"#{rank} {_short(config.label)}" + (f" ({n} seeds)" if n > 1 else "")
+    return f"#{rank} {_short(short(config.label), 64)}" + (f" ({n} seeds)" if n > 1 else "")
 
 
 def _draw_band(ax, steps, mean, low, high, color, label, linewidth=1.6) -> None:
@@ -173,34 +220,29 @@ def _draw_band(ax, steps, mean, low, high, color, label, linewidth=1.6) -> None:
         ax.fill_between(steps, low, high, color=color, alpha=0.18, linewidth=0)
 
 
-def plot_val_accuracy(configs: Sequence[ConfigRuns], series: dict[str, list[dict]], out_path: Path,
+def plot_val_accuracy(configs: Sequence[ConfigRuns], curves: dict[str, Curve | None], out_path: Path,
                       top: int = TOP_CONFIGS) -> str | None:
-    """Validation accuracy over training steps per configuration (mean over seeds, 95 % t band); returns the title,
+    """Validation accuracy over training steps per configuration (mean over seeds with the band); returns the title,
     or None (nothing written) when no run logged ``val/accuracy``.
 
-    ``configs``: best first (the colours follow this order); ``series[label]``: each of its runs' ``{step: value}``
-    of ``val/accuracy`` (``read_series``)."""
-    drawn = [(i, c) for i, c in enumerate(configs) if any(one for one in series.get(c.label) or [])]
+    ``configs``: best first (the colours follow this order); ``curves[label]``: ``curve`` of its runs'
+    ``val/accuracy`` (``read_series``)."""
+    drawn = [(i, c, curves[c.label]) for i, c in enumerate(configs) if curves.get(c.label)]
     if not drawn:
         return None
     plt = _pyplot()
     colors = _colors(plt)
+    short = abbreviate(c.label for c in configs)
     fig, ax = plt.subplots(figsize=(10, 4.8))
-    windows = set()
     rest = 0
-    for i, config in reversed(drawn):  # the best last: on top
-        runs = []
-        for one in series[config.label]:
-            values, window = smoothed(one)
-            windows.add(window)
-            runs.append(values)
-        steps, mean, low, high = seed_band(runs)
+    for i, config, one in reversed(drawn):  # the best last: on top
         if i < top:
-            _draw_band(ax, steps, mean, low, high, colors[i % len(colors)], config_label(i + 1, config))
+            _draw_band(ax, *one[:4], colors[i % len(colors)], config_label(i + 1, config, short))
         else:
             rest += 1
-            ax.plot(steps, mean, color=GREY, linewidth=0.7, alpha=0.5)
-    smoothing = f"; moving average over {max(windows)} evaluations" if max(windows) > 1 else ""
+            ax.plot(one.steps, one.mean, color=GREY, linewidth=0.7, alpha=0.5)
+    window = max(one.window for _, _, one in drawn)
+    smoothing = f"; moving average over {window} evaluations" if window > 1 else ""
     title = f"Validation accuracy during training (mean over seeds; {BAND}{smoothing})"
     ax.set_title("Validation accuracy during training", fontsize=11)
     _finish_legend(ax, rest)
@@ -225,38 +267,36 @@ def _finish_legend(ax, rest: int) -> None:
                   title="configuration (best validation first)", title_fontsize=7)
 
 
-def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str], series: dict[str, dict[str, list[dict]]],
-                      out_path: Path, top: int = TOP_CONFIGS) -> str | None:
+def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
+                      curves: dict[str, dict[str, Curve | None]], out_path: Path, top: int = TOP_CONFIGS) -> str | None:
     """One panel per reward term (``rewards/<name>/mean``, unweighted), each with its own y-axis; in each, the
     configurations whose runs logged that term, smoothed, mean over seeds with the band. Returns the title, or None
-    when no term was logged. ``series[label][name]``: each run's ``{step: value}`` of that term."""
-    present = [n for n in names if any(any(series.get(c.label, {}).get(n) or []) for c in configs)]
+    when no term was logged. ``curves[label][name]``: ``curve`` of the configuration's runs for that term."""
+    present = [n for n in names if any(curves.get(c.label, {}).get(n) for c in configs)]
     if not present:
         return None
     plt = _pyplot()
     colors = _colors(plt)
     cols = min(3, len(present))
     rows = math.ceil(len(present) / cols)
+    short = abbreviate(c.label for c in configs)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols + 2.6, 3.2 * rows), squeeze=False)
-    windows = set()
+    windows = {1}
     handles: dict[str, Any] = {}
     rest = set()
     for ax, name in zip(axes.flat, present):
         for i, config in reversed(list(enumerate(configs))):
-            runs = []
-            for one in series.get(config.label, {}).get(name) or []:
-                values, window = smoothed(one)
-                windows.add(window)
-                runs.append(values)
-            if not any(runs):
+            one = curves.get(config.label, {}).get(name)
+            if not one:
                 continue
-            steps, mean, low, high = seed_band(runs)
+            windows.add(one.window)
             if i < top:
-                _draw_band(ax, steps, mean, low, high, colors[i % len(colors)], config_label(i + 1, config), 1.3)
-                handles.setdefault(config_label(i + 1, config), ax.lines[-1])
+                label = config_label(i + 1, config, short)
+                _draw_band(ax, *one[:4], colors[i % len(colors)], label, 1.3)
+                handles.setdefault(label, ax.lines[-1])
             else:
                 rest.add(config.label)
-                ax.plot(steps, mean, color=GREY, linewidth=0.6, alpha=0.5)
+                ax.plot(one.steps, one.mean, color=GREY, linewidth=0.6, alpha=0.5)
         ax.set_title(f"rewards/{name}/mean", fontsize=9)
         ax.set_xlabel("training step", fontsize=8)
         ax.set_ylabel("reward term (unweighted mean)", fontsize=8)
@@ -271,7 +311,7 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str], serie
 
         lines.append(Line2D([], [], color=GREY, linewidth=0.8))
         labels.append(f"the other {len(rest)} configurations")
-    smoothing = f"; moving average over {max(windows)} logged steps" if windows and max(windows) > 1 else ""
+    smoothing = f"; moving average over {max(windows)} logged steps" if max(windows) > 1 else ""
     fig.tight_layout(rect=(0, 0, (4.6 * cols) / (4.6 * cols + 2.6), 1))
     fig.legend(lines, labels, fontsize=7, loc="upper left", bbox_to_anchor=((4.6 * cols) / (4.6 * cols + 2.6), 0.98),
                frameon=False, title="configuration (best validation first)", title_fontsize=7)
@@ -347,7 +387,8 @@ def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = Non
         ax.annotate(_short(note, 70), xy=(1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=7.5,
                     color=color)
     ax.axvline(0.0, color="0.3", linewidth=0.9, linestyle="--")
-    ax.set_yticks(ys, [_short(r.config, 48) for r in rows], fontsize=8)
+    short = abbreviate(r.config for r in rows)
+    ax.set_yticks(ys, [_short(short(r.config), 56) for r in rows], fontsize=8)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_xlabel(xlabel, fontsize=9)
@@ -457,14 +498,12 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     keys = [VAL_KEY] + [f"rewards/{n}/mean" for n in names]
-    val: dict[str, list[dict]] = {}
-    terms: dict[str, dict[str, list[dict]]] = {}
-    for config in configs:  # each metrics file read once, for every curve
-        for run in config.runs:
-            one = read_series(run.dir, keys)
-            val.setdefault(config.label, []).append(one[VAL_KEY])
-            for name in names:
-                terms.setdefault(config.label, {}).setdefault(name, []).append(one[f"rewards/{name}/mean"])
+    val: dict[str, Curve | None] = {}
+    terms: dict[str, dict[str, Curve | None]] = {}
+    for config in configs:  # each metrics file read once, for every curve; one configuration's runs in memory
+        series = [read_series(run.dir, keys) for run in config.runs]
+        val[config.label] = curve(one[VAL_KEY] for one in series)
+        terms[config.label] = {name: curve(one[f"rewards/{name}/mean"] for one in series) for name in names}
     plots = []
 
     def add(title: str | None, path: Path) -> None:
