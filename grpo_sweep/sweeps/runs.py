@@ -120,35 +120,30 @@ def _ranked(runs: list[tuple[Path, RunSummary]], direction: str) -> list[int]:
 
 def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RUNS,
                 runs: list[tuple[Path, RunSummary]] | None = None) -> str:
-    """The runs' comparison table: every run in run order, or, for more than ``top`` runs, the ``top`` best.
-    ``runs``: ``collect_runs(sweep_dir)`` when the caller has read them already."""
+    """The runs' comparison table, best validation objective first (runs without one last), validation and test
+    side by side; for more than ``top`` runs, the ``top`` best. ``runs``: ``collect_runs(sweep_dir)`` when the
+    caller has read them already."""
     runs = collect_runs(sweep_dir) if runs is None else runs
     if not runs:
         return f"no runs under {sweep_dir}"
     summaries = [summary for _, summary in runs]
     direction = direction or sweep_direction(sweep_dir, summaries)
     reward_names = sorted({name for s in summaries for name in (s.train_rewards or {})})
-    header = ["run", "overrides", "status", "eval_accuracy", "before", "lenient", "best (step)", "objective", "reward"] + [
-        f"rewards/{name}" for name in reward_names
-    ]
+    # the default objective is validation accuracy: then one column shows both
+    own_objective = any(s.optimized_metric not in (None, "val_accuracy") for s in summaries)
+    header = ["run", "overrides", "status"] + (["objective", "val_accuracy"] if own_objective else
+                                               ["val_accuracy (objective)"])
+    header += ["best (step)", "test_accuracy", "test before", "reward"] + [f"rewards/{name}" for name in reward_names]
     rows = []
     swept = varying_overrides([s.overrides for s in summaries])
-    shown = range(len(runs)) if len(runs) <= top else _ranked(runs, direction)[:top]
-    for i in shown:
+    for i in _ranked(runs, direction)[:top]:
         (run_dir, summary), overrides = runs[i], swept[i]
         train_rewards = summary.train_rewards or {}
         rows.append(
-            [
-                run_dir.name,
-                " ".join(overrides) or "(defaults)",
-                summary.status,
-                _fmt(summary.eval_accuracy),
-                _fmt(summary.eval_accuracy_before),
-                _fmt(summary.eval_accuracy_lenient),
-                best_cell(summary),
-                _fmt(summary.objective),
-                _fmt(summary.reward),
-            ]
+            [run_dir.name, " ".join(overrides) or "(defaults)", summary.status]
+            + ([_fmt(summary.objective), _fmt(summary.val_accuracy)] if own_objective else [_fmt(summary.objective)])
+            + [best_cell(summary), _fmt(summary.test_accuracy), _fmt(summary.test_accuracy_before),
+               _fmt(summary.reward)]
             + [_fmt(train_rewards.get(name)) for name in reward_names]
         )
     table = markdown_table(header, rows)
