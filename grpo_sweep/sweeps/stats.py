@@ -313,10 +313,6 @@ class Comparison:
     is_best: bool = False
     n_questions: int | None = None  # questions paired per seed (None: per-run values)
 
-    @property
-    def is_reference(self) -> bool:
-        return self.is_best
-
 
 def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
     """What the verdict reads for an objective named ``metric`` (summary.optimized_metric): the summary key of its
@@ -479,7 +475,7 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
             row.verdict = "indistinguishable"
             curve = curve or _mde_by_seeds(fitted, alpha)  # one curve for every pair: computed once, if needed
             row.seeds_needed = _seeds_needed(curve, abs(row.delta))
-            row.note = f"no difference larger than {mde:.3f} (80% power)" + _needed_text(row, len(design))
+            row.note = f"no difference larger than {mde:.3f} at 80% power" + _needed_text(row, len(design))
     return out
 
 
