@@ -23,9 +23,9 @@ from typing import Any
 from ..run.results import METRICS, cost_line, iter_jsonl, write_text_atomic
 from ..run.summary import RunSummary
 from . import plots as figures
-from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
+from .stats import SEED_HINT, Comparison, ci_text, compare, is_seed, signed
 from .tables import markdown_table
-from .runs import UNREADABLE, best_cell, collect_runs, sweep_direction, varying_overrides
+from .runs import UNREADABLE, best_cell, collect_runs, run_record, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -180,9 +180,12 @@ def seeds_swept(runs: list[Run]) -> bool:
 
 
 def comparisons(runs: list[Run], direction: str) -> list[Comparison]:
-    groups = seed_groups(runs)
-    return compare_to_best({key: seed_means((seed_of(r), r.objective) for r in group) for key, group in groups.items()},
-                           direction)
+    """stats.compare over the configurations: ranked by the objective (validation), verdicts on its test
+    counterpart with per-question outcomes where the runs saved them."""
+    groups = {key: [run_record(r.dir, r.summary, seed_of(r), r.objective) for r in group]
+              for key, group in seed_groups(runs).items()}
+    seed_keys = sorted({k for r in runs for k in r.params if is_seed(k)})
+    return compare(groups, direction, seed_hint=f"{seed_keys[0]}=1,2,3" if seed_keys else SEED_HINT)
 
 
 def _mean_std(values: list) -> str:
@@ -195,31 +198,43 @@ def _mean_std(values: list) -> str:
 
 
 def seedsmarkdown_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
-    """Per configuration: its seeds, mean ± std, and the paired difference from the best configuration."""
+    """Per configuration: its seeds, validation and test mean ± std, the test difference from the reference with its
+    family-wise interval, the verdict, what the design could detect; then how the intervals were made."""
     if not seeds_swept(runs):
         return []
     groups = seed_groups(runs)
-    header = ["configuration", "seeds", "objective (mean ± std)", "Δ vs best (paired)", "95% CI", "verdict",
-              "val_accuracy", "test_accuracy", "test before", "best", "reward"] + [f"rewards/{n}" for n in names]
+    header = ["configuration", "seeds", "objective (validation, mean ± std)", "test (mean ± std)",
+              "Δ test vs reference", "95% family-wise CI", "verdict", "detectable (80% power)", "seeds to resolve",
+              "val_accuracy", "test before", "best", "reward"] + [f"rewards/{n}" for n in names]
     header += [f"val {n}" for n in names]
     rows = []
-    for row in comparisons(runs, direction):
+    compared = comparisons(runs, direction)
+    for row in compared:
         group = groups[row.config]
         seeds = ",".join(_param(v) for r in group for k, v in r.params.items() if is_seed(k)) or str(len(group))
         delta = "0 (reference)" if row.is_best else signed(row.delta)
-        if row.n and not row.is_best:
-            delta += f" (n={row.n})"
+        note = f" ({row.note})" if row.note and row.verdict in ("incomplete", "no verdict") else ""
         rows.append(
-            [row.config, seeds, _mean_std([r.objective for r in group]), delta, ci_text(row), row.verdict,
+            [row.config, seeds, _mean_std([r.objective for r in group]), _test_cell(row), delta, ci_text(row),
+             row.verdict + note, "-" if row.mde is None else f"{row.mde:.3f}",
+             "-" if row.seeds_needed is None else str(row.seeds_needed),
              _mean_std([r.summary.val_accuracy for r in group]),
-             _mean_std([r.summary.test_accuracy for r in group]),
              _mean_std([r.summary.test_accuracy_before for r in group]),
              _mean_std([r.summary.best_objective for r in group]),
              _mean_std([r.summary.reward for r in group])]
             + [_mean_std([(r.summary.train_rewards or {}).get(n) for r in group]) for n in names]
             + [_mean_std([(r.summary.val_rewards or {}).get(n) for r in group]) for n in names]
         )
-    return markdown_table(header, rows)
+    method = next((r.method for r in compared if r.method), "")
+    return markdown_table(header, rows) + (["", f"Intervals: {method}."] if method else [])
+
+
+def _test_cell(row: Comparison) -> str:
+    """The compared value's mean ± sd over the seeds compared (the mean over the common questions when paired by
+    question)."""
+    if row.mean is None:
+        return "-"
+    return f"{row.mean:.3f}" + ("" if row.std is None else f" ± {row.std:.3f}")
 
 
 TOP_RUNS = 20  # runs listed in report.md (every run is in runs.csv)
@@ -244,9 +259,8 @@ def forest_rows(runs: list[Run], direction: str) -> list[figures.ForestRow]:
             for c in comparisons(runs, direction) if c.mean is not None]
 
 
-# What the forest plot's rows measure today (the paired comparison of the objective with the best configuration's).
-FOREST_OPTIONS = {"xlabel": "difference from the best configuration (objective, paired by seed)",
-                  "interval_text": "95% paired t-interval per comparison (not family-wise)"}
+# The forest plot's defaults say what its rows are: the test difference from the reference, family-wise intervals.
+FOREST_OPTIONS: dict = {}
 
 
 def write_plots(runs: list[Run], names: list[str], out_dir: Path, direction: str = "maximize",
@@ -344,14 +358,15 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     write_runs_csv(ranked, sweep_dir / RUNS_CSV)
     per_config = seedsmarkdown_table(runs, names, direction)
     if per_config:
-        lines += ["", "## Mean ± std over seeds, per configuration, and the paired difference from the best", "",
-                  "Best configuration first. "
-                  "Δ vs best: the mean over the seeds both configurations ran of (this configuration's objective − "
-                  "the best configuration's), the same seed paired with itself; 95% CI: Student t on those "
-                  "differences, n−1 degrees of freedom. Verdict: `better`/`worse` when the CI excludes 0 "
-                  f"({'higher' if direction == 'maximize' else 'lower'} is better), else `indistinguishable` — "
-                  "with fewer than 2 shared seeds there is no CI. The best configuration (best mean objective) is "
-                  "the reference.", ""] + per_config
+        lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
+                  "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
+                  "best is the reference. The verdict is about the test split (the objective's test counterpart, "
+                  "paired by seed and by question where the runs saved per-question outcomes): `better`/`worse` "
+                  f"({'higher' if direction == 'maximize' else 'lower'} is better) when the 95% family-wise interval "
+                  "of Δ excludes 0 — at most a 5% chance of any false `better`/`worse` in the whole table, whichever "
+                  "configuration is the reference — else `indistinguishable`: no difference larger than the "
+                  "`detectable` one (80% power), and `seeds to resolve` the observed Δ. A configuration missing a "
+                  "seed the others ran is `incomplete`; with one seed there is `no verdict`.", ""] + per_config
     shown = ranked[:TOP_RUNS]
     lines += ["", "## Runs, best first", ""]
     if len(ranked) > len(shown):
