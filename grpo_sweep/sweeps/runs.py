@@ -7,7 +7,7 @@ from typing import Any
 
 from ..run.results import cost_line, read_outcomes, read_run_summary
 from ..run.summary import RunSummary
-from .stats import SEED_HINT, RunRecord, ci_text, compare, is_seed, signed, verdict_source, verdict_text
+from .stats import SEED_HINT, Comparison, RunRecord, ci_text, compare, is_seed, signed, verdict_source, verdict_text
 from .tables import aligned_columns, markdown_table
 
 
@@ -15,6 +15,8 @@ from .tables import aligned_columns, markdown_table
 STUDY_FILE = "study.json"
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
+# The end of a sweep writes its verdicts here (sweep_end.py): the comparisons as JSON, for W&B and other readers.
+VERDICTS_FILE = "verdicts.json"
 # A run whose summary.json exists but cannot be read (see collect_runs).
 UNREADABLE = "unreadable"
 
@@ -111,9 +113,10 @@ def _seed_hint(overrides: list[list[str]]) -> str:
     return f"{keys[0]}=1,2,3" if keys else SEED_HINT
 
 
-def seed_block(runs: list[tuple[Path, RunSummary]], overrides: list[list[str]], direction: str) -> list[str]:
-    """One line per configuration (runs differing only in a seed): validation mean (ranks), test mean, the test
-    difference from the reference with its family-wise interval, and the verdict (stats.compare)."""
+def sweep_comparisons(runs: list[tuple[Path, RunSummary]], overrides: list[list[str]], direction: str
+                      ) -> tuple[list[Comparison], str | None]:
+    """(the configurations compared by stats.compare, best first; a line saying why there are none, or None).
+    Runs differing only in a seed are one configuration's replicates."""
     groups: dict[str, list[RunRecord]] = {}
     for (run_dir, summary), run_overrides in zip(runs, overrides):
         if summary.overrides is None:  # still running: its configuration is not in its (missing) summary yet
@@ -123,11 +126,33 @@ def seed_block(runs: list[tuple[Path, RunSummary]], overrides: list[list[str]], 
         groups.setdefault(config, []).append(run_record(run_dir, summary, seed))
     seeded = any(is_seed(o.partition("=")[0]) for run_overrides in overrides for o in run_overrides)
     if len(groups) < 2:  # one configuration: nothing to compare
-        return []
+        return [], None
     if not seeded:
-        return [f"No verdicts: one seed per configuration cannot tell a difference from seed noise; add seeds "
-                f"({_seed_hint(overrides)}) to compare them."]
-    rows = compare(groups, direction, seed_hint=_seed_hint(overrides))
+        return [], (f"No verdicts: one seed per configuration cannot tell a difference from seed noise; add seeds "
+                    f"({_seed_hint(overrides)}) to compare them.")
+    return compare(groups, direction, seed_hint=_seed_hint(overrides)), None
+
+
+def verdict_records(rows: list[Comparison]) -> list[dict]:
+    """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
+    keys = ("config", "rank_mean", "mean", "std", "delta", "low", "high", "verdict", "note", "mde", "seeds_needed",
+            "missing_seeds", "method")
+    out = []
+    for row in rows:
+        record = {key: getattr(row, key, None) for key in keys}
+        record["seeds"] = [" ".join(seed) if isinstance(seed, tuple) else str(seed) for seed in row.seeds]
+        record["missing_seeds"] = [" ".join(s) if isinstance(s, tuple) else str(s) for s in (row.missing_seeds or [])]
+        record["verdict_text"] = verdict_text(row)
+        out.append(record)
+    return out
+
+
+def seed_block(runs: list[tuple[Path, RunSummary]], overrides: list[list[str]], direction: str) -> list[str]:
+    """One line per configuration (runs differing only in a seed): validation mean (ranks), test mean, the test
+    difference from the reference with its family-wise interval, and the verdict (stats.compare)."""
+    rows, why_not = sweep_comparisons(runs, overrides, direction)
+    if not rows:
+        return [why_not] if why_not else []
     cells = [[r.config, f"{len(r.seeds)} seed{'' if len(r.seeds) == 1 else 's'}",
               "val " + ("-" if r.rank_mean is None else f"{r.rank_mean:.3f}"),
               "test " + ("-" if r.mean is None else f"{r.mean:.3f}"),
