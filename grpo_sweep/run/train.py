@@ -292,9 +292,10 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
 
         torch.set_num_threads(cfg.trainer.torch_threads)
     # data first: hub data's columns are known only once loaded, and a reward missing one is refused before the model loads
-    train_set, held_out = load_splits(
+    splits = load_splits(
         cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
     )
+    train_set, held_out = splits.train, splits.test
     model, tokenizer = backend.load(cfg)
     train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")
     held_out = filter_long_prompts(held_out, tokenizer, cfg.trainer.max_prompt_length, "held-out")
