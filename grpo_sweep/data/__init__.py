@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 
 from .arithmetic import ARITHMETIC_COLUMNS, arithmetic_splits
 from .sources import (
-    FILE_FORMATS,
     VALIDATION_NAMES,
     DataError,
     Source,
@@ -24,8 +23,6 @@ from .sources import (
     locate,
     read_rows,
 )
-
-__all__ = ["DataError", "FILE_FORMATS", "Splits", "held_out_questions", "load_splits", "precheck_files", "reward_columns"]
 
 SPLITS = ("train", "validation", "test")
 
