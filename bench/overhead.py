@@ -36,7 +36,7 @@ def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    train, held_out = load_splits(cfg.data, need_ground_truth=True)
+    train, _, held_out = load_splits(cfg.data, need_ground_truth=True)
     (work / "train.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"]}) + "\n" for r in train))
     (work / "eval.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"]}) + "\n" for r in held_out))
     args = grpo_config(cfg, work / "unused", [float(t.weight) for t in cfg.reward_mix.values()]).to_dict()

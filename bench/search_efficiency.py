@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LRS = "1e-4,3e-4,1e-3,3e-3,1e-2"
 N_TRIALS = 16
-COMMON = ["data.max_eval_samples=64", "trainer.per_device_train_batch_size=16"]
+COMMON = ["data.max_val_samples=64", "data.max_test_samples=64", "trainer.per_device_train_batch_size=16"]
 
 
 def launch(args: list[str]) -> float:

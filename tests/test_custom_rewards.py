@@ -37,7 +37,7 @@ def gsm8k_file(tmp_path):
 
 def gsm8k_overrides(path):
     return ["data=file", f"data.path={path}", "data.prompt_column=question", "data.ground_truth_column=answer",
-            "data.ground_truth_after='####'", "data.eval_fraction=0.25"]
+            "data.ground_truth_after='####'", "data.validation_size=0.25", "data.test_size=0.25"]
 
 
 # --- what a reward needs is read off its signature ----------------------------------------------------------
@@ -92,7 +92,7 @@ def test_a_custom_reward_declares_what_it_reads_as_the_built_ins_do():
 # --- refused before training, on the launching machine -----------------------------------------------------
 
 def test_arithmetic_columns_are_what_the_generator_writes():
-    rows, _ = arithmetic_splits(4, 1, 2, 2, 9, seed=0)
+    rows, _, _ = arithmetic_splits(4, 1, 1, 2, 2, 9, seed=0)
     assert tuple(rows[0]) == ARITHMETIC_COLUMNS
 
 
@@ -119,9 +119,9 @@ def test_file_data_is_checked_from_its_header(tmp_path):
 def test_held_out_file_is_checked_too(tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", [{"prompt": "a", "ground_truth": "1", "answer": "1"}] * 3)
     held_out = write_jsonl(tmp_path / "test.jsonl", [{"prompt": "a", "ground_truth": "1"}] * 3)
-    cfg = compose(["data=file", f"data.path={train}", f"data.eval_split={held_out}", "reward_mix=none",
+    cfg = compose(["data=file", f"data.path={train}", f"data.test_path={held_out}", "reward_mix=none",
                    f"+reward_mix.mine.fn={PLUGINS}.needs_answer"])
-    with pytest.raises(ConfigError, match="needs column 'answer', which the held-out data lacks"):
+    with pytest.raises(ConfigError, match="needs column 'answer', which the test data lacks"):
         validate(cfg)
 
 
@@ -232,8 +232,7 @@ def test_describe_mix_names_weights_sources_params_and_columns():
 
 def test_ground_truth_after_normalises_the_named_column_and_keeps_the_raw_text(tmp_path):
     cfg = compose(gsm8k_overrides(gsm8k_file(tmp_path)))
-    train, held_out = load_splits(cfg.data, need_ground_truth=True)
-    for ds in (train, held_out):
+    for ds in load_splits(cfg.data, need_ground_truth=True):
         assert {"prompt", "ground_truth", "answer", "answer_raw"} <= set(ds.column_names)
         for row in ds:
             number = row["ground_truth"]
@@ -246,8 +245,8 @@ def test_unsloth_demo_reward_gets_the_number_it_expects(tmp_path, capsys):
     cfg = compose([*gsm8k_overrides(gsm8k_file(tmp_path)), "reward_mix=none",
                    f"+reward_mix.demo.fn={PLUGINS}.correctness_reward_func"])
     validate(cfg)  # `answer` is a column of the file: accepted
-    train, _ = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix),
-                           need_columns=data_columns(cfg.reward_mix))
+    train = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix),
+                        need_columns=data_columns(cfg.reward_mix)).train
     [demo], _ = build_mix(cfg.reward_mix, cfg.trainer)
     rows = train.select(range(4))
     right = [[{"role": "assistant", "content": f"<reasoning>\n...\n</reasoning>\n<answer>\n{t}\n</answer>"}]

@@ -76,7 +76,7 @@ def test_learning_shows_with_the_smoke_settings(tmp_path):
     """The main job's settings, warm start included: the training reward (`correct`) rises clearly in 60 steps."""
     from grpo_sweep.run.train import train
 
-    summary = train(compose(["trainer.max_steps=60", "data.max_eval_samples=8"]), tmp_path)
+    summary = train(compose(["trainer.max_steps=60", "data.max_val_samples=8", "data.max_test_samples=8"]), tmp_path)
     assert summary["reward"] > summary["reward_first"] + 0.1, summary
 
 

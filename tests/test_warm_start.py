@@ -11,6 +11,7 @@ import pytest
 from grpo_sweep.config.schema import WarmStartConfig
 from grpo_sweep.models import ensure_model, tiny, warm
 from grpo_sweep.models.tiny import TinySpec, build_cached, tiny_model_path
+from grpo_sweep.data import held_out_questions
 from grpo_sweep.data.arithmetic import arithmetic_splits, question
 from grpo_sweep.models.warm import WarmTask, corpus_line, example_operands, facts, warm_model_path, worked_example
 
@@ -31,11 +32,12 @@ def test_corpus_holds_facts_in_plain_text():
     assert all(corpus_line(rng, table, 0.0).count(" = ") >= 1 for _ in range(50))
 
 
-def test_worked_examples_never_show_a_held_out_question():
-    _, held_out_rows = arithmetic_splits(179, 64, 2, 2, 9, 0)
-    task = WarmTask(SYSTEM, tuple(r["question"] for r in held_out_rows))
+def test_worked_examples_never_show_a_held_out_question(cfg_factory):
+    _, validation, test = arithmetic_splits(115, 64, 64, 2, 2, 9, 0)
+    task = WarmTask(SYSTEM, held_out_questions(cfg_factory().data))
+    assert set(task.held_out) == {r["question"] for r in validation + test}  # validation and test both
     operands = example_operands(9, task)
-    assert len(operands) == 243 - 64
+    assert len(operands) == 243 - 128
     asked = {question(f"{a} {op} {b}") for a, op, b in operands}
     assert not asked & set(task.held_out)
     assert len(example_operands(9, WarmTask(SYSTEM))) == 243
