@@ -64,12 +64,12 @@ def main() -> None:
             "overrides": overrides,
             "steps": summary["steps"],
             "eval_steps": summary["eval_steps"],
-            "eval_samples": summary["eval_samples"],
+            "test_samples": summary["test_samples"],
             "periodic_eval_s": periodic,
             "train_s_without_evals": round(train - periodic, 3),
             "periodic_share": round(periodic / (train - periodic), 4),
             "final_eval_s (greedy + k samples)": t["eval"],
-            "eval_k": summary.get("eval_k"),
+            "test_k": summary.get("test_k"),
         }
         results[name].update(projected(name, results[name]))
     results["load_after"] = os.getloadavg()[0]

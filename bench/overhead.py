@@ -101,7 +101,7 @@ def main() -> None:
                 held_out[name] = json.loads(stdout.strip().splitlines()[-1])["eval"]
             else:
                 [summary] = (work / f"gs{i}").glob("grpo/runs/*/summary.json")
-                held_out[name] = json.loads(summary.read_text())["eval_rewards"]
+                held_out[name] = json.loads(summary.read_text())["test_rewards"]
         # the same training gives the same held-out scores, reward by reward
         same = all(abs(held_out["plain_trl"][k] - (held_out["grpo_sweep"][k] or 0)) < 1e-9 for k in held_out["plain_trl"])
         rows.setdefault("same_held_out_scores", []).append(same)

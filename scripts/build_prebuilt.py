@@ -2,6 +2,7 @@
 
     python scripts/build_prebuilt.py                 # the recipe conf/ composes (model=tiny, data=arithmetic)
     python scripts/build_prebuilt.py --check         # build it here again and compare with the shipped sha256
+    python scripts/build_prebuilt.py --cache DIR -- model.tiny.warm_start.seed=2   # ship a build DIR holds
 
 The warm start is chaotic under float rounding: another CPU type builds another model from the same recipe. The
 package therefore ships the weights (a few hundred KB) and a record of what they are (``build.json``: the recipe's
@@ -40,6 +41,8 @@ def cpu_name() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="build here and compare with the shipped weights")
+    parser.add_argument("--cache", type=Path, help="a GRPO_SWEEP_CACHE that already holds this recipe's build: ship "
+                                                   "that one instead of building (bench/warm_start_seeds.py's cache)")
     parser.add_argument("overrides", nargs="*", help="config overrides (the shipped build uses none)")
     args = parser.parse_args()
 
@@ -56,7 +59,7 @@ def main() -> None:
     spec = TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length)
     held_out = held_out_questions(cfg.data)
     with tempfile.TemporaryDirectory() as cache:
-        os.environ["GRPO_SWEEP_CACHE"] = cache
+        os.environ["GRPO_SWEEP_CACHE"] = str(args.cache or cache)
         built = ensure_model(spec, cfg.data.system_prompt, held_out)
         sha = weights_sha256(built)
         name = warm_name(spec, cfg.data.system_prompt, held_out)

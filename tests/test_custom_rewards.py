@@ -192,16 +192,16 @@ def test_dropping_the_default_mixs_weight_zero_term(tmp_path):
     assert list(cfg.reward_mix) == ["xmlcount", "mine"]
 
 
-def test_eval_accuracy_on_data_without_ground_truth(tmp_path):
-    """eval_accuracy needs trainer.eval.accuracy_reward's columns: refused while it is the objective."""
+def test_val_accuracy_on_data_without_ground_truth(tmp_path):
+    """val_accuracy needs trainer.eval.accuracy_reward's columns: refused while it is the objective."""
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 3)
     base = ["data=file", f"data.path={path}", "reward_mix=none", f"+reward_mix.mine.fn={PLUGINS}.prefix_reward"]
-    with pytest.raises(ConfigError, match="optimized_metric=eval_rewards.mine"):
+    with pytest.raises(ConfigError, match="optimized_metric=val_rewards.mine"):
         validate(compose(base))
-    validate(compose([*base, "optimized_metric=eval_rewards.mine"]))  # eval_accuracy is then None
+    validate(compose([*base, "optimized_metric=val_rewards.mine"]))  # val_accuracy is then None
     validate(compose([*base, f"trainer.eval.accuracy_reward={PLUGINS}.prefix_reward"]))
     with pytest.raises(ConfigError, match="accuracy_reward=tests.reward_plugins.needs_answer needs column 'answer'"):
-        validate(compose([*base, "optimized_metric=eval_rewards.mine",
+        validate(compose([*base, "optimized_metric=val_rewards.mine",
                           f"trainer.eval.accuracy_reward={PLUGINS}.needs_answer"]))
 
 
@@ -268,7 +268,7 @@ def test_custom_only_mix_trains_and_prints_the_mix(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     [summary_file] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     summary = json.loads(summary_file.read_text())
-    assert summary["steps"] == 2 and set(summary["eval_rewards"]) == {"demo", "fmt"}
+    assert summary["steps"] == 2 and set(summary["test_rewards"]) == {"demo", "fmt"}
     log = out.stdout + out.stderr
     assert "reward mix: 2 reward(s)" in log
     assert f"demo  weight 1  {PLUGINS}.correctness_reward_func  reads answer" in log
