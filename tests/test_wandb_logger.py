@@ -44,7 +44,8 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
     sweep_dir, out = wandb_sweep
     run_dirs = sorted(p for p in sweep_dir.iterdir() if (p / "summary.json").exists())
     assert len(run_dirs) == 4
-    runs = [read_offline_run(d) for d in offline_run_dirs(sweep_dir)]
+    everything = [read_offline_run(d) for d in offline_run_dirs(sweep_dir)]
+    runs = [r for r in everything if r.job_type != "verdicts"]
     assert len(runs) == 4 and len({r.run_id for r in runs}) == 4  # one W&B run per training run, never merged
     assert {r.run_id for r in runs} == {(d / "wandb_run_id").read_text().strip() for d in run_dirs}
     assert len({r.group for r in runs}) == 1 and sweep_dir.name in runs[0].group
@@ -178,6 +179,22 @@ def test_swept_keys_come_from_multirun_yaml(tmp_path):
     )
     assert swept_keys(tmp_path) == {"reward_mix", "trainer.seed"}
     assert swept_keys(None) == set()
+
+
+def test_the_sweep_verdicts_are_one_more_run_of_its_group(wandb_sweep):
+    """The sweep table's verdicts (verdicts.json, the same comparisons) reach W&B as a `verdicts` run in the group."""
+    sweep_dir, out = wandb_sweep
+    everything = [read_offline_run(d) for d in offline_run_dirs(sweep_dir)]
+    [verdicts] = [r for r in everything if r.job_type == "verdicts"]
+    assert {r.group for r in everything} == {verdicts.group}
+    record = json.loads((sweep_dir / "verdicts.json").read_text())
+    configs = {row["config"]: row for row in record["comparisons"]}
+    assert set(configs) == {"reward_mix=format", "reward_mix=smoke"}
+    for config, row in configs.items():
+        assert verdicts.summary[f"verdict/{config}"] == row["verdict"]
+        assert verdicts.summary[f"val/{config}"] == pytest.approx(row["rank_mean"])
+    assert "family-wise" in verdicts.summary["method"]
+    assert "W&B: verdicts of 2 configurations logged to group" in out.stdout
 
 
 def test_sweep_ends_with_a_report_with_plots(wandb_sweep):
