@@ -50,7 +50,7 @@ class WandbVerdicts(Callback):
         try:
             log_verdicts(config, sweep_dir, record)
         except Exception as exc:  # noqa: BLE001  (the runs are done and saved; W&B must not fail the sweep)
-            log.warning("verdicts not logged to W&B (%s: %s)", type(exc).__name__, exc)
+            print(f"W&B: verdicts not logged ({type(exc).__name__}: {exc}); they are in {sweep_dir / VERDICTS_FILE}")
 
 
 def log_verdicts(cfg: Any, sweep_dir: Path, record: dict) -> None:
