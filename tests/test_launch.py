@@ -6,19 +6,39 @@ import json
 from .conftest import FAST, run_launch
 
 
-def test_main_job_raises_held_out_accuracy_and_reports(tmp_path):
-    """The README's main job, warm start built on first use: GRPO lifts held-out accuracy by at least 0.15."""
-    out = run_launch([], tmp_path)
+# The README's main job starts from the shipped weights, so its before-training figures are the same on every
+# machine; what GRPO then does depends on float rounding (another CPU takes another path), so the test asks for
+# the behaviour, with margins under the smallest rise measured over GRPO seeds (BENCHMARKS.md, issue 21).
+README_TEST_BEFORE = 0.359375  # 23 of the 64 test questions
+README_VAL_BEFORE = 0.328125  # 21 of the 64 validation questions
+
+
+def test_main_job_starts_from_the_shipped_model_and_learns(tmp_path):
+    """The README's main job: the shipped base model (its sha256), the README's before-training accuracies exactly,
+    then GRPO lifts validation and test accuracy, and the lines the README shows are printed."""
+    import re
+
+    from grpo_sweep.models import PREBUILT, PREBUILT_RECORD
+
+    cache = tmp_path / "cache"
+    out = run_launch([], tmp_path, env={"GRPO_SWEEP_CACHE": str(cache)})
     assert out.returncode == 0, out.stderr[-3000:]
+    assert not cache.exists() or not any(cache.iterdir())  # nothing to build: the model ships with the package
     [summary_file] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     summary = json.loads(summary_file.read_text())
+    assert summary["base_model_sha256"] == json.loads((PREBUILT / PREBUILT_RECORD).read_text())["sha256"]
     assert summary["steps"] == 120
-    before, after = summary["eval_accuracy_before"], summary["eval_accuracy"]
-    assert 0.0 < before < 0.6 and after >= before + 0.15, (before, after)
-    for line in ("reward (weighted)", "rewards/correct", "held-out (64 prompts): accuracy", "objective eval_accuracy", "saved to"):
+    assert (summary["val_accuracy_before"], summary["test_accuracy_before"]) == (README_VAL_BEFORE, README_TEST_BEFORE)
+    assert summary["val_accuracy"] >= summary["val_accuracy_before"] + 0.15, summary["val_accuracy"]
+    assert summary["test_accuracy"] >= summary["test_accuracy_before"] + 0.1, summary["test_accuracy"]
+    before = re.search(r"test \(64 prompts, after training only\): accuracy (\S+) ->", out.stdout)
+    assert before and float(before.group(1)) == round(README_TEST_BEFORE, 3)
+    for line in ("reward (weighted)", "rewards/correct", "validation (64 prompts): accuracy", "objective val_accuracy",
+                 "base model sha256", "saved to"):
         assert line in out.stdout, line
     run_dir = summary_file.parent
-    for name in (".hydra/config.yaml", "metrics.jsonl", "samples.jsonl", "lora/adapter_config.json"):
+    for name in (".hydra/config.yaml", "metrics.jsonl", "samples.jsonl", "lora/adapter_config.json",
+                 "outcomes/test.jsonl", "outcomes/val.jsonl"):
         assert (run_dir / name).exists(), name
 
 
