@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from .conftest import FAST, run_launch
+from .conftest import FAST, ROOT, run_launch
 
 
 # The README's main job starts from the shipped weights, so its before-training figures are the same on every
@@ -33,6 +33,8 @@ def test_main_job_starts_from_the_shipped_model_and_learns(tmp_path):
     assert summary["test_accuracy"] >= summary["test_accuracy_before"] + 0.1, summary["test_accuracy"]
     before = re.search(r"test \(64 prompts, after training only\): accuracy (\S+) ->", out.stdout)
     assert before and float(before.group(1)) == round(README_TEST_BEFORE, 3)
+    readme = (ROOT / "README.md").read_text()  # the README promises these exact figures
+    assert f"accuracy {README_VAL_BEFORE:.3f} ->" in readme and f"accuracy {README_TEST_BEFORE:.3f} ->" in readme
     for line in ("reward (weighted)", "rewards/correct", "validation (64 prompts): accuracy", "objective val_accuracy",
                  "base model sha256", "saved to"):
         assert line in out.stdout, line
