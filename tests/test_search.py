@@ -291,3 +291,211 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
     assert refused.returncode != 0
     assert "hydra.sweeper.params: reward_mix=none is refused: reward_mix is empty" in refused.stderr
     assert not (tmp_path / "grpo" / "studies" / "refused" / "trials").exists()
+
+
+# --- replicated trials, on fake runs: the worker's Objective with a stand-in for run.train.train ---------------------
+
+def fake_train(value_of):
+    """A stand-in for run.train.train: writes a run's summary.json and test outcomes without training. Its validation
+    value is ``value_of(learning_rate, seed)`` at every step; a monitor is driven through its trainer callback."""
+    from types import SimpleNamespace
+
+    from grpo_sweep.run.results import question_key, write_outcomes, write_summary
+
+    def train(cfg, context, monitor=None, open_tracker=None):
+        seed, lr = cfg.trainer.seed, cfg.optimizer.learning_rate
+        value = value_of(lr, seed)
+        summary = {"status": "completed", "optimized_metric": cfg.optimized_metric, "steps": 8,
+                   "overrides": list(context.overrides), "run_dir": str(context.run_dir)}
+        if monitor is not None:
+            callback = monitor.callback(lambda model: {"val_accuracy": value, "val_rewards": {}})
+            for step in range(1, 9):
+                control = SimpleNamespace(should_training_stop=False)
+                callback.on_step_end(None, SimpleNamespace(global_step=step, max_steps=8), control)
+                if control.should_training_stop:
+                    summary.update(status="pruned", steps=step, **monitor.record())
+                    return write_summary(context.run_dir, summary)
+            summary.update(monitor.record())
+        # 8 test questions, the first round(8 * (value - 0.1)) right
+        right = round(8 * (value - 0.1))
+        write_outcomes(context.run_dir, "test", [{"key": question_key(f"q{i}"), "accuracy": float(i < right)}
+                                                 for i in range(8)])
+        summary.update(val_accuracy=value, objective=value, test_accuracy=right / 8, test_samples=8)
+        return write_summary(context.run_dir, summary)
+
+    return train
+
+
+def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampler=None):
+    """A study in tmp_path (SQLite, study.json as the sweeper writes it) and the worker's Objective on fake runs."""
+    import optuna
+
+    from grpo_sweep.search.config import write_study_file
+    from grpo_sweep.search.storage import open_storage, resolve_url
+    from grpo_sweep.search.worker import Objective
+
+    cfg = compose(["model.tiny.warm_start.steps=0"])
+    space = SearchSpace.from_config(params, None, cfg)
+    settings = OmegaConf.create({"seeds_per_trial": seeds_per_trial, "seed_key": "trainer.seed",
+                                 "pruner": {"name": "median" if pruner else "none"}, "prune_every": 2,
+                                 "prune_eval_samples": 4, "_worker_index": 0})
+    url = resolve_url(None, tmp_path)
+    study = optuna.create_study(study_name="fake", storage=open_storage(url), direction="maximize",
+                                sampler=sampler or optuna.samplers.RandomSampler(seed=0),
+                                pruner=pruner or optuna.pruners.NopPruner())
+    write_study_file(tmp_path, {"study_name": "fake", "storage": url, "objectives": ["val_accuracy"],
+                                "directions": ["maximize"], "n_trials": 4, "seeds_per_trial": seeds_per_trial,
+                                "seed_key": "trainer.seed", "reproduce_overrides": ["model.tiny.warm_start.steps=0"]})
+    objective = Objective(cfg, space, tmp_path, ["model.tiny.warm_start.steps=0"], ["val_accuracy"], settings,
+                          train_fn=fake_train(value_of))
+    return study, objective
+
+
+def test_a_repeated_configuration_gets_new_seeds_and_the_mean_over_all_of_them(tmp_path):
+    from grpo_sweep.search.report import study_report
+    from grpo_sweep.sweeps.runs import collect_runs
+
+    # one point: every trial the sampler draws repeats it
+    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
+                                  lambda lr, seed: seed / 100)
+    study.optimize(objective, n_trials=3, catch=())
+    trials = study.trials
+    assert [t.user_attrs["seeds"] for t in trials] == [[42, 43], [44, 45], [46, 47]]
+    # the value Optuna was told: the mean over every seed of the configuration so far
+    assert [t.value for t in trials] == pytest.approx([0.425, 0.435, 0.445])
+    assert trials[2].user_attrs["repeat_of"] == 0
+    for t in trials:
+        for seed in t.user_attrs["seeds"]:
+            run = tmp_path / "trials" / str(t.number) / f"seed{seed}"
+            assert json.loads((run / "summary.json").read_text())["trial"]["seed"] == seed
+            assert f"trainer.seed={seed}" in OmegaConf.load(run / ".hydra" / "overrides.yaml")
+    # the sweep's readers see six runs that differ only in their seed: replicates of one configuration
+    runs = collect_runs(tmp_path)
+    assert len(runs) == 6
+    assert len({" ".join(o for o in s.overrides if not o.startswith("trainer.seed=")) for _, s in runs}) == 1
+
+    text = study_report(tmp_path, plots=False)
+    assert "3 trials (3 complete), 1 configurations, 2 seed(s) per trial" in text
+    best = OmegaConf.load(tmp_path / "best.yaml")
+    assert best.seeds == [42, 43, 44, 45, 46, 47] and best.trials == [0, 1, 2] and best.trial == 2
+    assert best["values"][0] == pytest.approx(0.445)
+    assert best.configurations_tried == 1
+    # test accuracy beside validation, with a bootstrap interval over seeds x questions
+    test = best.test.test_accuracy
+    expected = sum(round(8 * (s / 100 - 0.1)) / 8 for s in range(42, 48)) / 6
+    assert test.mean == pytest.approx(expected)
+    assert test.low < test.mean < test.high and test.questions == 8 and test.seeds == 6
+    assert "bootstrap over 6 seed(s) x 8 questions" in test.method
+    assert best.command.endswith("optimizer.learning_rate=0.001 trainer.seed=42")
+    assert best.command_all_seeds.endswith("trainer.seed=42,43,44,45,46,47")
+    assert compose(best.command.split()[2:]).trainer.seed == 42
+
+
+def test_replicated_trials_prune_on_their_first_replica(tmp_path):
+    import optuna
+
+    good, bad = 1e-3, 1e-2
+    study, objective = fake_study(
+        tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [good, bad]}},
+        lambda lr, seed: (0.6 if lr == good else 0.2) + (seed - 42) / 100,
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0),
+    )
+    for lr in (good, bad, bad, good):
+        study.enqueue_trial({"optimizer.learning_rate": lr})
+    study.optimize(objective, n_trials=4, catch=())
+    states = [t.state.name for t in study.trials]
+    assert states == ["COMPLETE", "PRUNED", "PRUNED", "COMPLETE"]
+    trials_dir = tmp_path / "trials"
+    # the first replica reported every prune_every steps; the second ran without probes
+    first = json.loads((trials_dir / "0" / "seed42" / "summary.json").read_text())
+    assert sorted(first["intermediate"]) == ["2", "4", "6"]
+    assert "intermediate" not in json.loads((trials_dir / "0" / "seed43" / "summary.json").read_text())
+    # the bad configuration stopped on its first replica at the first report; its second seed never started
+    pruned = json.loads((trials_dir / "1" / "seed42" / "summary.json").read_text())
+    assert pruned["status"] == "pruned" and pruned["pruned_at_step"] == 2
+    assert not (trials_dir / "1" / "seed43").exists()
+    # a repeat of a pruned configuration is pruned at once, without training
+    assert not (trials_dir / "2").exists()
+    # a repeat of a completed configuration adds seeds 44, 45, unpruned, and is told the mean over 4 seeds
+    assert study.trials[3].user_attrs["seeds"] == [44, 45]
+    assert study.trials[3].value == pytest.approx(0.6 + (0 + 1 + 2 + 3) / 400)
+
+
+def test_best_configuration_is_the_best_mean_over_all_its_seeds_not_a_lucky_trial(tmp_path):
+    from grpo_sweep.search.report import study_report
+
+    a, b = 1e-3, 1e-2
+    # a: 0.70 on its first two seeds, then 0.40, 0.40 (mean 0.55); b: 0.60 on every seed
+    values = {a: {42: 0.7, 43: 0.7, 44: 0.4, 45: 0.4}, b: {42: 0.6, 43: 0.6}}
+    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
+                                  lambda lr, seed: values[lr][seed])
+    for lr in (a, b, a):
+        study.enqueue_trial({"optimizer.learning_rate": lr})
+    study.optimize(objective, n_trials=3, catch=())
+    assert study.best_trial.number == 0  # Optuna's best: trial 0, two lucky seeds
+    text = study_report(tmp_path, plots=False)
+    best = OmegaConf.load(tmp_path / "best.yaml")
+    assert best.trial == 1 and best.seeds == [42, 43] and best["values"][0] == pytest.approx(0.6)
+    assert best.configurations_tried == 2
+    assert "Best of 2 configurations: configuration 1" in text
+    assert "is optimistic" in text
+
+
+def test_test_interval_counts_question_noise_when_seeds_agree():
+    from grpo_sweep.search.report import test_interval
+
+    # two seeds, 20 of 64 right each, the same questions: zero seed spread, yet a real interval
+    outcomes = [{f"q{i}": float(i < 20) for i in range(64)}] * 2
+    estimate = test_interval([20 / 64, 20 / 64], outcomes, 64)
+    assert estimate["mean"] == pytest.approx(20 / 64)
+    assert estimate["high"] - estimate["low"] > 0.15  # about +-0.11 for a proportion of 64 questions
+    # questions judged None (no ground truth) are left out; a question only some seeds judged too
+    outcomes = [{"a": 1.0, "b": None, "c": 0.0}, {"a": 1.0, "b": 1.0, "c": 0.0}]
+    assert test_interval([0.5, 0.5], outcomes, 3)["questions"] == 2
+    # without outcomes: seed variance plus the binomial variance of the questions, clipped to [0, 1]
+    estimate = test_interval([0.5, 0.6, 0.55], None, 64)
+    assert estimate["low"] < 0.55 < estimate["high"] and "normal approximation" in estimate["method"]
+    assert test_interval([0.99], None, 8)["high"] == 1.0
+    assert test_interval([0.7], None, None)["low"] is None
+
+
+def test_test_interval_covers_the_true_accuracy():
+    """Coverage by simulation: questions of varying difficulty drawn from a population with mean 0.6, three seeds
+    answering them with seed-level shifts; the 95 % bootstrap interval should hold the truth about 95 % of the time."""
+    import numpy as np
+
+    from grpo_sweep.search.report import test_interval
+
+    rng = np.random.default_rng(1)
+    hits, reps = 0, 300
+    for rep in range(reps):
+        difficulty = rng.beta(3, 2, size=64)  # mean 0.6 over the question population
+        shifts = rng.normal(0, 0.03, size=3)
+        outcomes = [{str(q): float(rng.random() < min(1, max(0, p + s))) for q, p in enumerate(difficulty)}
+                    for s in shifts]
+        estimate = test_interval([], outcomes, 64, rng_seed=rep)
+        hits += estimate["low"] <= 0.6 <= estimate["high"]
+    assert 0.88 <= hits / reps <= 0.99, hits / reps
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"seeds_per_trial": 0}, "hydra.sweeper.seeds_per_trial=0; use a whole number >= 1"),
+        ({"seed_key": "trainer.max_steps"}, "hydra.sweeper.seed_key='trainer.max_steps': its last dotted part must be `seed`"),
+    ],
+)
+def test_bad_replica_settings_fail_in_one_line(setting, message):
+    from grpo_sweep.search.config import GRPOOptunaSweeperConf, check_replicas
+
+    with pytest.raises(ValueError, match=message.replace("(", "\\(").replace(")", "\\)")):
+        check_replicas(OmegaConf.merge(OmegaConf.structured(GRPOOptunaSweeperConf), setting))
+
+
+def test_an_objective_on_the_test_split_is_refused():
+    from grpo_sweep.search.config import GRPOOptunaSweeperConf, objectives_and_directions
+
+    sweeper = OmegaConf.structured(GRPOOptunaSweeperConf)
+    assert objectives_and_directions(sweeper, "val_accuracy") == (["val_accuracy"], ["maximize"])
+    with pytest.raises(ValueError, match="objective 'test_accuracy' reads the test split"):
+        objectives_and_directions(sweeper, "test_accuracy")
