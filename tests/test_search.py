@@ -117,7 +117,7 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     assert "exceeds model.max_seq_length" in failed.user_attrs["error"]
 
     pruned = next(t for t in trials if t.state.name == "PRUNED")
-    summary = json.loads((study_dir / "trials" / str(pruned.number) / "summary.json").read_text())
+    summary = json.loads((study_dir / "trials" / str(pruned.number) / "seed42" / "summary.json").read_text())
     assert summary["status"] == "pruned" and summary["trial"]["state"] == "PRUNED"
     assert summary["steps"] == summary["pruned_at_step"] < 16  # stopped early, partial results kept
     assert summary["intermediate"]
@@ -131,7 +131,9 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     # The best command reproduces the best trial's configuration exactly.
     overrides = best.command.split()[2:]
     reproduced = OmegaConf.to_container(compose(overrides), resolve=True)
-    trial_cfg = OmegaConf.to_container(OmegaConf.load(study_dir / "trials" / str(best.trial) / ".hydra" / "config.yaml"), resolve=True)
+    trial_cfg = OmegaConf.to_container(
+        OmegaConf.load(study_dir / "trials" / str(best.trial) / f"seed{best.seeds[0]}" / ".hydra" / "config.yaml"),
+        resolve=True)
     assert reproduced == trial_cfg
 
     # Resume: same command with a larger budget continues the same study.
@@ -150,7 +152,7 @@ def test_two_workers_in_parallel_with_journal_storage(tmp_path, launcher):
     assert (study_dir / "optuna.journal").exists()
     trials = study_trials(study_dir)
     assert len(trials) == 6
-    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
+    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/seed*/summary.json")}
     assert workers == {0, 1}
 
 
@@ -241,7 +243,8 @@ def test_bad_group_choices_fail_in_one_line(params, message):
 
 
 DESIGN_ARGS = [
-    "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "trainer.max_steps=4",
+    "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "hydra.sweeper.seeds_per_trial=2",
+    "trainer.max_steps=4",
     "data.max_eval_samples=8", "data.arithmetic.n_train=64", "data.arithmetic.n_eval=8", "trainer.eval.max_new_tokens=16",
     "model.tiny.warm_start.steps=0",
 ]
@@ -270,12 +273,21 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
     info = read_study_file(study_dir)
     best = OmegaConf.load(study_dir / "best.yaml")
     assert best.overrides[0] == f"reward_mix={best.params.reward_mix}"
-    assert best.command == reproduce_command(info, next(t for t in trials if t.number == best.trial))
+    # two seeds per trial; the best configuration's test accuracy beside its validation value, with an interval
+    assert all(len(t.user_attrs["seeds"]) == 2 for t in trials if t.state.name == "COMPLETE")
+    assert len(best.seeds) >= 2 and best.validation.metric == "val_accuracy"
+    test = best.test.test_accuracy
+    assert 0 <= test.low <= test.mean <= test.high <= 1 and "bootstrap" in test.method
+    assert best.configurations_tried == len({tuple(sorted(t.params.items())) for t in trials})
+    assert best.command == reproduce_command(info, next(t for t in trials if t.number == best.trial),
+                                             [f"trainer.seed={best.seeds[0]}"])
     for t in trials:
         if t.state.name != "COMPLETE":
             continue
-        reproduced = OmegaConf.to_container(compose(reproduce_command(info, t).split()[2:]), resolve=True)
-        saved = OmegaConf.load(study_dir / "trials" / str(t.number) / ".hydra" / "config.yaml")
+        seed = t.user_attrs["seeds"][0]
+        reproduced = OmegaConf.to_container(compose(reproduce_command(info, t, [f"trainer.seed={seed}"]).split()[2:]),
+                                            resolve=True)
+        saved = OmegaConf.load(study_dir / "trials" / str(t.number) / f"seed{seed}" / ".hydra" / "config.yaml")
         assert reproduced == OmegaConf.to_container(saved, resolve=True)
         assert reproduced["trainer"]["args"]["scale_rewards"] == t.params["trainer.args.scale_rewards"]
         weights = [term["weight"] for term in reproduced["reward_mix"].values()]
@@ -436,8 +448,8 @@ def test_best_configuration_is_the_best_mean_over_all_its_seeds_not_a_lucky_tria
     text = study_report(tmp_path, plots=False)
     best = OmegaConf.load(tmp_path / "best.yaml")
     assert best.trial == 1 and best.seeds == [42, 43] and best["values"][0] == pytest.approx(0.6)
-    assert best.configurations_tried == 2
-    assert "Best of 2 configurations: configuration 1" in text
+    assert best.configurations_tried == best.configurations_compared == 2
+    assert "Best of 2 configurations (2 tried): configuration 1" in text
     assert "is optimistic" in text
 
 
@@ -499,3 +511,45 @@ def test_an_objective_on_the_test_split_is_refused():
     assert objectives_and_directions(sweeper, "val_accuracy") == (["val_accuracy"], ["maximize"])
     with pytest.raises(ValueError, match="objective 'test_accuracy' reads the test split"):
         objectives_and_directions(sweeper, "test_accuracy")
+
+
+def load_bench_search():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "bench" / "search_efficiency.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_search_efficiency_replays_searches_from_a_cached_grid_without_training():
+    bench = load_bench_search()
+    runs = []
+    for lr in bench.LRS:
+        for g in bench.GENERATIONS:
+            final = 0.6 if (lr, g) == (3e-4, 4) else 0.3 if lr < 3e-3 else 0.05
+            for seed in (42, 43, 44):
+                value = final + (seed - 43) / 100
+                # validation curves: the bad configurations are visibly bad from step 30 on
+                curve = {str(step): value * step / 40 for step in (10, 20, 30, 40)}
+                runs.append({"config": bench.config_key({bench.AXES[0]: lr, bench.AXES[1]: g}), "seed": seed,
+                             "value": value, "steps": 40, "curve": curve})
+    grid = {"objective": "val_accuracy", "runs": runs}
+    out = bench.compare(grid, sampler_seeds=20, n_trials=12, seeds_per_trial=2)
+    assert out["configurations"] == 10 and out["configurations_within_target"] == 1 and "caveat" not in out
+    assert out["tpe"]["pruning"] and out["tpe"]["pruned_trials_mean"] > 0 and not out["random"]["pruning"]
+    for sampler in ("tpe", "random"):
+        q = out[sampler]["steps_to_target"]
+        assert q["of"] == 20 and len(out[sampler]["per_seed"]) == 20
+        reached = sorted(v for v in out[sampler]["per_seed"] if v is not None)
+        assert q["not_reached"] == 20 - len(reached)
+        if q["median"] is not None:
+            # two seeds of 40 steps per trial that ran to the end: whole trials, or pruned ones after 30 steps
+            assert q["q25"] <= q["median"] <= (q["q75"] or float("inf")) and q["median"] % 10 == 0
+    # the first version's cache (one seed, final held-out values, no curves) still replays, with its caveat
+    legacy = {"objective": "eval_accuracy", "objectives": {
+        f"optimizer.learning_rate={lr} trainer.num_generations={g}": 0.5 for lr in bench.LRS for g in bench.GENERATIONS}}
+    out = bench.compare(legacy, sampler_seeds=20, n_trials=4, seeds_per_trial=1)
+    assert "regenerate it with" in out["caveat"] and not out["tpe"]["pruning"]
+    # every configuration is within target: the first trial reaches it, in every search
+    assert out["random"]["steps_to_target"] == {"median": 40.0, "q25": 40.0, "q75": 40.0, "not_reached": 0, "of": 20}

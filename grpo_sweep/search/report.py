@@ -61,7 +61,8 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     config_of = {t.number: c.number for c in configs for t in c.trials}
     for t in trials:
         params = _params(t)
-        value = t.values if t.values and len(t.values) > 1 else t.value
+        # a pruned trial's Optuna value is its last report (one replica, mid-training): "last report" shows its step
+        value = None if t.state.name != "COMPLETE" else t.values if len(t.values) > 1 else t.value
         last = max(t.intermediate_values) if t.intermediate_values else "-"
         seeds = ",".join(str(x) for x in t.user_attrs.get("seeds", [])) or "-"
         rows.append([str(t.number), t.state.name, _fmt(value), seeds, str(config_of.get(t.number, "-")), str(last)]
@@ -80,7 +81,7 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     else:
         best = best_configuration(configs, info["directions"][0])
     if best is not None:
-        outcome = best_outcome(sweep_dir, info, best, len(configs))
+        outcome = best_outcome(sweep_dir, info, best, configs)
         lines += [""] + outcome["lines"]
         command = reproduce_command(info, best.last, seed_override(info, best.seeds[0]))
         _write_best(sweep_dir, info, best, command, outcome["best_yaml"])
@@ -162,8 +163,12 @@ def test_counterpart(metric: str) -> str:
     return TEST_PREFIX + base[len(VAL_PREFIX):] if base.startswith(VAL_PREFIX) else "test_accuracy"
 
 
-def best_outcome(sweep_dir: Path, info: dict, best: Configuration, n_configs: int) -> dict:
-    """The best configuration's validation value and its test figures with intervals: lines and best.yaml's part."""
+def best_outcome(sweep_dir: Path, info: dict, best: Configuration, configs: list[Configuration]) -> dict:
+    """The best configuration's validation value and its test figures with intervals: lines and best.yaml's part.
+
+    ``configurations_compared``: those the best was selected from, i.e. that reached a validation value or were
+    pruned for a worse one (a configuration that only failed took no part)."""
+    compared = sum(any(t.state.name in ("COMPLETE", "PRUNED") for t in c.trials) for c in configs)
     metric = info["objectives"][0]
     runs = best.runs(sweep_dir)
     summaries = {seed: read_run_summary(run_dir)[0] for seed, run_dir in runs}
@@ -172,7 +177,7 @@ def best_outcome(sweep_dir: Path, info: dict, best: Configuration, n_configs: in
         tests.append("test_accuracy")
     validation = {"metric": metric, "mean": best.mean(0), "seeds": best.seeds,
                   "per_seed": {int(s): v[0] for s, v in sorted(best.seed_values.items(), key=lambda kv: int(kv[0]))}}
-    head = (f"Best of {n_configs} configurations: configuration {best.number} (trials "
+    head = (f"Best of {compared} configurations ({len(configs)} tried): configuration {best.number} (trials "
             f"{', '.join(str(t.number) for t in best.trials if t.state.name == 'COMPLETE')}), "
             f"{metric} {_fmt(best.mean(0))} over {len(best.seeds)} seed(s) {best.seeds}")
     lines = [head]
@@ -189,9 +194,10 @@ def best_outcome(sweep_dir: Path, info: dict, best: Configuration, n_configs: in
                                  min(samples) if samples else None, bounded=field_name is not None)
         test_part[name] = {**estimate, "per_seed": values}
         lines.append(f"  test: {name} {describe(estimate)}")
-    lines.append(f"  The best validation value of {n_configs} configurations is optimistic: it was selected as the "
-                 f"largest of {n_configs} noisy estimates. The test figure was not selected on.")
-    return {"lines": lines, "best_yaml": {"configurations_tried": n_configs, "validation": validation, "test": test_part}}
+    lines.append(f"  Its validation value is optimistic: it is the best of {compared} noisy estimates, the more "
+                 "configurations the more so. The test figure was not selected on.")
+    return {"lines": lines, "best_yaml": {"configurations_tried": len(configs), "configurations_compared": compared,
+                                          "validation": validation, "test": test_part}}
 
 
 # per-question outcomes (outcomes/test.jsonl) hold these fields of the summary's test figures
