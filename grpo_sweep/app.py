@@ -95,20 +95,26 @@ def format_summary(summary: dict) -> str:
     for name, final in summary["train_rewards"].items():
         first = summary["train_rewards_first"].get(name)
         lines.append(f"  rewards/{name:<14} {_fmt(first)} -> {_fmt(final)}")
-    held = ", ".join(f"{n} {_fmt(v)}" for n, v in summary["eval_rewards"].items())
+    held = ", ".join(f"{n} {_fmt(v)}" for n, v in (summary.get("test_rewards") or {}).items())
+    steps = summary.get("eval_steps")
     lines.append(
-        f"  held-out ({summary['eval_samples']} prompts): accuracy {_fmt(summary.get('eval_accuracy_before'))} -> "
-        f"{_fmt(summary['eval_accuracy'])} (answer anywhere: {_fmt(summary.get('eval_accuracy_lenient_before'))} -> "
-        f"{_fmt(summary.get('eval_accuracy_lenient'))})"
+        f"  validation ({summary.get('val_samples')} prompts): accuracy {_fmt(summary.get('val_accuracy_before'))} -> "
+        f"{_fmt(summary.get('val_accuracy'))} at step {summary.get('reported_step')}"
+        + (f" (chosen on {summary.get('best_metric')} among steps {steps})" if steps else "")
     )
-    if summary.get("eval_k"):
-        lines.append(f"  sampled ({summary['eval_k']} per prompt): pass@{summary['eval_k']} {_fmt(summary.get('eval_pass_at_k'))}, "
-                     f"maj@{summary['eval_k']} {_fmt(summary.get('eval_maj_at_k'))}")
-    lines.append(f"  held-out rewards: {held}")
-    if summary.get("best_step") is not None:
-        lines.append(f"  best {summary['best_metric']} {_fmt(summary.get('best_objective'))} at step {summary['best_step']} "
-                     f"(adapter {(summary.get('best') or {}).get('adapter')}; evaluated at steps {summary.get('eval_steps')})")
+    lines.append(
+        f"  test ({summary.get('test_samples')} prompts, after training only): accuracy "
+        f"{_fmt(summary.get('test_accuracy_before'))} -> {_fmt(summary.get('test_accuracy'))} (answer anywhere: "
+        f"{_fmt(summary.get('test_accuracy_lenient_before'))} -> {_fmt(summary.get('test_accuracy_lenient'))})"
+    )
+    if summary.get("test_k"):
+        lines.append(f"  test sampled ({summary['test_k']} per prompt): pass@{summary['test_k']} "
+                     f"{_fmt(summary.get('test_pass_at_k'))}, maj@{summary['test_k']} {_fmt(summary.get('test_maj_at_k'))}")
+    lines.append(f"  test rewards: {held}")
+    if summary.get("base_model_sha256"):
+        lines.append(f"  base model sha256 {summary['base_model_sha256'][:16]}")
     lines.append(f"  objective {summary['optimized_metric']} = {_fmt(summary['objective'])}")
-    lines.append(f"  saved to {summary['run_dir']}  (summary.json, metrics.jsonl, samples.jsonl, adapter)")
+    lines.append(f"  saved to {summary['run_dir']}  (summary.json, metrics.jsonl, outcomes/, samples.jsonl, "
+                 f"adapter {summary.get('adapter')})")
     return "\n".join(lines)
 

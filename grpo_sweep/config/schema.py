@@ -54,6 +54,9 @@ class TinyModelConfig:
     seed: int = 0
     # a cached pre-training of the random model (facts + a sloppy teacher's worked examples); off while steps is 0
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    # use the warm-started model shipped with the package (bit-identical on every machine) when this spec is the one
+    # it was built from; false: build it here (a build on another CPU type is another model: float rounding)
+    prebuilt: bool = True
 
 
 @dataclass
@@ -133,17 +136,19 @@ class DataConfig:
 
 @dataclass
 class EvalConfig:
-    """Held-out evaluation: before training, every `every_steps` steps, and after training (see grpo_sweep/run/evaluate.py)."""
+    """Validation (chooses) and test (measures) evaluations: see grpo_sweep/run/evaluate.py."""
 
-    # the reward whose held-out mean is `eval_accuracy` (its params are taken from the mix when it is there)
+    # the reward whose split mean is `val_accuracy` / `test_accuracy` (its params are taken from the mix when it is there)
     accuracy_reward: str = "correct"
-    # greedy evaluation (accuracy, lenient accuracy, every reward) every N training steps, and at step 0
-    # (`eval_accuracy_before`); rows `eval/...` in metrics.jsonl; the best step's adapter is kept in best/. 0: only
-    # before and after training
+    # greedy validation (accuracy, lenient accuracy, every reward) every N training steps, at step 0
+    # (`val_accuracy_before`) and after training; rows `val/...` in metrics.jsonl; the best step's adapter is kept in
+    # best/. 0: only before and after training
     every_steps: int = 40
-    # samples per prompt for eval_pass_at_k / eval_maj_at_k in the final evaluation (0: off)
+    # the weights the run reports, and tests: best (the best validation step's; ties go to the later step) | final
+    report: str = "best"
+    # samples per test prompt for test_pass_at_k / test_maj_at_k (0: off)
     k: int = 4
-    # sampling temperature of those k samples (eval_accuracy itself is always greedy)
+    # sampling temperature of those k samples (the accuracies are always greedy)
     temperature: float = 1.0
     # default: trainer.max_completion_length
     max_new_tokens: Optional[int] = None

@@ -63,7 +63,7 @@ def _key(spec: TinySpec) -> str:
 
 def tiny_model_path(spec: TinySpec) -> Path:
     """The random model's directory: the warm start is not part of its key (a warm start is built from it)."""
-    settings = {k: v for k, v in asdict(spec).items() if k != "warm_start"}
+    settings = {k: v for k, v in asdict(spec).items() if k not in ("warm_start", "prebuilt")}
     return cache_root() / f"tiny-llama-{_key({'v': BUILD_VERSION, **settings})}"
 
 

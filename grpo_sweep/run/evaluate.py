@@ -1,20 +1,26 @@
-"""Held-out evaluation: generate for held-out prompts and score them, before, during and after training.
+"""Evaluation on the validation and test splits: generate for their prompts and score them.
 
-What one evaluation measures (keys as in ``summary.json``):
+Two splits, two jobs. **Validation** chooses: it is evaluated before training (step 0) and every
+``trainer.eval.every_steps`` steps, the best step and its adapter are chosen on it, the Optuna objective and pruning
+read it, and a sweep ranks by it. **Test** measures: it is evaluated once, after training, on the weights the run
+reports (and on the weights before training, also only after training ends), and feeds back into nothing, so its
+figure is not inflated by any choice made on it.
 
-- ``eval_accuracy``: greedy decoding, scored by ``trainer.eval.accuracy_reward`` (default ``correct``: the answer
+What one evaluation of split ``<s>`` (``val`` or ``test``) measures (keys as in ``summary.json``):
+
+- ``<s>_accuracy``: greedy decoding, scored by ``trainer.eval.accuracy_reward`` (default ``correct``: the answer
   in the asked format). Strict: a right number outside ``<answer>`` earns nothing.
-- ``eval_accuracy_lenient``: the same greedy completions, the last number/expression anywhere in the text
+- ``<s>_accuracy_lenient``: the same greedy completions, the last number/expression anywhere in the text
   (``rewards.extract_lenient``) compared with the ground truth. Strict vs lenient tells whether a reward taught
   the format, the answer, or both.
-- ``eval_rewards``: the held-out mean of every reward of the mix.
-- ``eval_pass_at_k`` / ``eval_maj_at_k`` (final evaluation only, ``trainer.eval.k`` > 0): ``k`` samples per
-  prompt at ``trainer.eval.temperature``; pass@k = share of prompts with at least one sample the accuracy reward
-  scores 1, maj@k = share whose most frequent extracted answer is right.
+- ``<s>_rewards``: the split's mean of every reward of the mix.
+- ``test_pass_at_k`` / ``test_maj_at_k`` (test only, ``trainer.eval.k`` > 0): ``k`` samples per prompt at
+  ``trainer.eval.temperature``; pass@k = share of prompts with at least one sample the accuracy reward scores 1,
+  maj@k = share whose most frequent extracted answer is right.
 
-``PeriodicEval`` runs the greedy part before training (step 0) and every ``trainer.eval.every_steps`` steps, writes
-``eval/accuracy``, ``eval/accuracy_lenient`` and ``eval/<reward>`` rows into ``metrics.jsonl`` (and the tracker),
-and keeps the adapter of the best evaluation so far in ``<run_dir>/best/``.
+Each evaluation also gives its per-question outcomes (``outcomes/<s>.jsonl``: the sweep pairs runs by question).
+``PeriodicEval`` writes ``val/accuracy``, ``val/accuracy_lenient`` and ``val/<reward>`` rows into ``metrics.jsonl``
+(and the tracker) and keeps the best step's adapter in ``<run_dir>/best/`` and its weights in memory.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from .results import lookup, measured_periodically, without_best
+from .results import lookup, measured_periodically, question_key, without_best
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from ..rewards.mix import terms
@@ -79,21 +85,30 @@ def _normal(answer: str | None) -> str | None:
 
 
 def selection_metric(optimized_metric: str) -> str:
-    """The metric the best step is chosen on: the objective without ``best.``, when the evaluations measure it."""
-    return without_best(optimized_metric) if measured_periodically(optimized_metric) else "eval_accuracy"
+    """The metric the best step is chosen on: the objective without ``best.``, when the validation evaluations
+    measure it, else validation accuracy."""
+    return without_best(optimized_metric) if measured_periodically(optimized_metric) else "val_accuracy"
+
+
+SPLITS = ("val", "test")
 
 
 class Evaluator:
-    """Everything one run's evaluations share: the held-out data, the rewards, the scorers."""
+    """Everything one split's evaluations share: its data, the rewards, the scorers. ``split`` (``val`` or
+    ``test``) prefixes the keys of what it measures."""
 
-    def __init__(self, backend, tokenizer, held_out, reward_funcs: list, cfg: Any, run_dir: Path | None = None):
-        self.backend, self.tokenizer, self.cfg = backend, tokenizer, cfg
+    def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None,
+                 split: str = "val"):
+        if split not in SPLITS:
+            raise ValueError(f"Evaluator: split={split!r}; use one of {SPLITS}")
+        self.backend, self.tokenizer, self.cfg, self.split = backend, tokenizer, cfg, split
         self.eval_cfg = cfg.trainer.eval
         self.reward_funcs = reward_funcs
         self.accuracy = accuracy_reward(cfg)
         self.answer_of = answer_key(cfg)
-        self.prompts = list(held_out["prompt"])
-        self.columns = {name: list(held_out[name]) for name in held_out.column_names if name != "prompt"}
+        self.prompts = list(dataset["prompt"])
+        self.keys = [question_key(prompt) for prompt in self.prompts]
+        self.columns = {name: list(dataset[name]) for name in dataset.column_names if name != "prompt"}
         self.truths = self.columns.get("ground_truth")
         self.run_dir = run_dir
 
@@ -124,7 +139,8 @@ class Evaluator:
         return [equivalent(extract_lenient(text), truth) for text, truth in zip(texts, truths)]
 
     def greedy(self, model, limit: int | None = None) -> dict:
-        """Greedy completions for the held-out prompts (the first ``limit``), scored every way but sampling."""
+        """Greedy completions for the split's prompts (the first ``limit``), scored every way but sampling;
+        ``outcomes`` holds one row per question (``results.write_outcomes``), ``samples`` the first few texts."""
         n = len(self.prompts) if limit is None else min(limit, len(self.prompts))
         prompts = self.prompts[:n]
         columns = {k: v[:n] for k, v in self.columns.items()}
@@ -144,16 +160,20 @@ class Evaluator:
             }
             for i in range(min(self.eval_cfg.num_samples, n))
         ]
+        outcomes = [{"key": self.keys[i], "accuracy": accuracy[i], "accuracy_lenient": lenient[i]} for i in range(n)]
+        s = self.split
         return {
-            "eval_accuracy": _mean(accuracy),
-            "eval_accuracy_lenient": _mean(lenient),
-            "eval_rewards": {name: _mean(values) for name, values in scores.items()},
-            "eval_samples": n,
+            f"{s}_accuracy": _mean(accuracy),
+            f"{s}_accuracy_lenient": _mean(lenient),
+            f"{s}_rewards": {name: _mean(values) for name, values in scores.items()},
+            f"{s}_samples": n,
             "samples": samples,
+            "outcomes": outcomes,
         }
 
     def sampled(self, model) -> dict:
-        """pass@k and maj@k from ``k`` samples per prompt at ``trainer.eval.temperature``."""
+        """pass@k and maj@k from ``k`` samples per prompt at ``trainer.eval.temperature``; ``outcomes`` holds each
+        question's ``pass_at_k`` / ``maj_at_k`` (None where the truth is unusable)."""
         k = int(self.eval_cfg.k or 0)
         if k <= 0:
             return {}
@@ -163,53 +183,83 @@ class Evaluator:
         texts = self._generate(model, prompts, float(self.eval_cfg.temperature))
         scores = self.accuracy(**self._kwargs(prompts, texts, columns))
         passed, majority, judged = 0, 0, 0
+        outcomes = []
         for i in range(n):
             group = range(i * k, (i + 1) * k)
             values = [scores[j] for j in group]
             if all(v is None for v in values):
+                outcomes.append({"key": self.keys[i], "pass_at_k": None, "maj_at_k": None})
                 continue  # the truth is unusable: not counted, like the accuracy reward's None
             judged += 1
-            passed += any(v == 1.0 for v in values)
+            hit = any(v == 1.0 for v in values)
+            passed += hit
             keys = [_normal(self.answer_of(texts[j])) for j in group]
             votes = Counter(key for key in keys if key is not None)
+            voted = False
             if votes:
                 # most votes; a tie goes to the answer sampled first (Counter keeps first-seen order)
                 winner = max(votes, key=votes.__getitem__)
-                majority += values[keys.index(winner)] == 1.0
+                voted = values[keys.index(winner)] == 1.0
+                majority += voted
+            outcomes.append({"key": self.keys[i], "pass_at_k": float(hit), "maj_at_k": float(voted)})
+        s = self.split
         return {
-            "eval_k": k,
-            "eval_pass_at_k": passed / judged if judged else None,
-            "eval_maj_at_k": majority / judged if judged else None,
+            f"{s}_k": k,
+            f"{s}_pass_at_k": passed / judged if judged else None,
+            f"{s}_maj_at_k": majority / judged if judged else None,
+            "outcomes": outcomes,
         }
 
 
-def evaluate(backend, model, tokenizer, held_out, reward_funcs: list, cfg: Any) -> dict:
-    """One greedy evaluation of ``held_out`` (the Optuna pruning probe's quick look)."""
-    return Evaluator(backend, tokenizer, held_out, reward_funcs, cfg).greedy(model)
+def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any) -> dict:
+    """One greedy evaluation of (part of) the validation split (the Optuna pruning probe's quick look)."""
+    return Evaluator(backend, tokenizer, validation, reward_funcs, cfg, split="val").greedy(model)
 
 
-def metrics_row(step: int, result: dict, seconds: float) -> dict:
-    """The ``metrics.jsonl`` row of one evaluation: ``eval/accuracy``, ``eval/accuracy_lenient``, ``eval/<reward>``."""
-    row = {"step": step, "eval/accuracy": result.get("eval_accuracy"),
-           "eval/accuracy_lenient": result.get("eval_accuracy_lenient")}
-    row.update({f"eval/{name}": value for name, value in (result.get("eval_rewards") or {}).items()})
-    row["eval/runtime"] = round(seconds, 3)
+def metrics_row(step: int, result: dict, seconds: float, split: str = "val") -> dict:
+    """The ``metrics.jsonl`` row of one evaluation: ``val/accuracy``, ``val/accuracy_lenient``, ``val/<reward>``."""
+    row = {"step": step, f"{split}/accuracy": result.get(f"{split}_accuracy"),
+           f"{split}/accuracy_lenient": result.get(f"{split}_accuracy_lenient")}
+    row.update({f"{split}/{name}": value for name, value in (result.get(f"{split}_rewards") or {}).items()})
+    row[f"{split}/runtime"] = round(seconds, 3)
     return row
 
 
+_NOT_REWARDS = ("val/accuracy", "val/accuracy_lenient", "val/runtime", "val/error")
+
+
 def row_result(row: dict) -> dict:
-    """A ``metrics.jsonl`` eval row back in summary.json's key shape."""
-    rewards = {k[len("eval/"):]: v for k, v in row.items()
-               if k.startswith("eval/") and k not in ("eval/accuracy", "eval/accuracy_lenient", "eval/runtime", "eval/error")}
-    return {"eval_accuracy": row.get("eval/accuracy"), "eval_accuracy_lenient": row.get("eval/accuracy_lenient"),
-            "eval_rewards": rewards}
+    """A ``metrics.jsonl`` validation row back in summary.json's key shape."""
+    rewards = {k[len("val/"):]: v for k, v in row.items() if k.startswith("val/") and k not in _NOT_REWARDS}
+    return {"val_accuracy": row.get("val/accuracy"), "val_accuracy_lenient": row.get("val/accuracy_lenient"),
+            "val_rewards": rewards}
+
+
+def trainable_state(model) -> dict:
+    """CPU copies of the weights training changes (the LoRA's, or every weight of a full fine-tune): enough to put
+    the model back to an earlier step."""
+    return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trainable(model, state: dict) -> None:
+    """Put ``state`` (``trainable_state``) back into ``model``'s weights, in place."""
+    import torch
+
+    params = dict(model.named_parameters())
+    missing = [name for name in state if name not in params]
+    if missing:
+        raise KeyError(f"the model has no weight {missing[0]!r} to restore ({len(missing)} missing)")
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value.to(params[name].device))
 
 
 class PeriodicEval(TrainerCallback):
-    """Greedy held-out evaluation at step 0 and every ``every`` steps; keeps the best step's adapter.
+    """Greedy validation at step 0 and every ``every`` steps; keeps the best step's adapter (on disk, and its
+    weights in memory so the run can report it) and the weights before training (for the test split's "before").
 
     ``write`` gets each metrics row (metrics.jsonl and the tracker). A periodic evaluation that raises is recorded
-    (``eval/error`` row, ``error``) and turns the periodic evaluations off; training goes on.
+    (``val/error`` row, ``error``) and turns the periodic evaluations off; training goes on.
     """
 
     def __init__(self, evaluator: Evaluator, run_dir: Path, every: int, metric: str, write: Callable[[dict], None],
@@ -222,8 +272,11 @@ class PeriodicEval(TrainerCallback):
         self.best_step: int | None = None
         self.best_value: float | None = None
         self.best_adapter: str | None = None
+        self.best_state: dict | None = None  # the best step's trainable weights (None: the final step, or resumed)
+        self.initial_state: dict | None = None  # the trainable weights before the first step
+        self.outcomes: dict[int, list] = {}  # step -> per-question outcomes of that evaluation
         for row in history or []:  # a resumed run: evaluations before its checkpoint
-            if "eval/accuracy" in row or any(k.startswith("eval/") for k in row):
+            if any(k.startswith("val/") for k in row) and "val/error" not in row:
                 self.results[int(row["step"])] = row_result(row)
         self._restore_best()
 
@@ -250,7 +303,9 @@ class PeriodicEval(TrainerCallback):
             return
         target = self.run_dir / BEST_DIR
         shutil.rmtree(target, ignore_errors=True)
+        self.best_state = None
         if saved is None:
+            self.best_state = trainable_state(model)
             saved = self.save(model, target)
             (target / BEST_RECORD).write_text(json.dumps({"step": step, "metric": self.metric, "value": value,
                                                           "adapter": str(Path(saved).relative_to(self.run_dir))}))
@@ -266,26 +321,47 @@ class PeriodicEval(TrainerCallback):
             result = self.evaluator.greedy(model)
         except Exception as exc:  # noqa: BLE001  (an evaluation must not cost the training run)
             self.error = f"{type(exc).__name__}: {exc}"
-            log.error("held-out evaluation at step %d failed, periodic evaluation off: %s", step, self.error)
-            self.write({"step": step, "eval/error": self.error[:500]})
+            log.error("validation at step %d failed, periodic evaluation off: %s", step, self.error)
+            self.write({"step": step, "val/error": self.error[:500]})
             return None
         seconds = time.perf_counter() - started
         self.seconds += seconds
         result.pop("samples", None)
+        self.outcomes[step] = result.pop("outcomes", [])
         self.results[step] = result
         self.write(metrics_row(step, result, seconds))
         self.offer(step, result, model)
         return result
 
-    def final(self, step: int, result: dict, seconds: float, model, saved: Path) -> None:
-        """The evaluation after training: one more row, and a candidate for best (its adapter is ``saved``)."""
-        self.results[step] = {k: result.get(k) for k in ("eval_accuracy", "eval_accuracy_lenient", "eval_rewards")}
+    def final(self, step: int, model, saved: Path) -> dict | None:
+        """Validation after training (unless an evaluation at this step exists): one more row, and a candidate
+        for best (its adapter is ``saved``). Returns that evaluation."""
+        if step in self.results:
+            return self.results[step]
+        if self.error is not None:
+            return None
+        started = time.perf_counter()
+        result = self.evaluator.greedy(model)  # a failure here is the run's evaluation failure: raised
+        seconds = time.perf_counter() - started
+        self.seconds += seconds
+        result.pop("samples", None)
+        self.outcomes[step] = result.pop("outcomes", [])
+        self.results[step] = result
         self.write(metrics_row(step, result, seconds))
         self.offer(step, result, model, saved=saved)
+        return result
+
+    def reported_step(self, final_step: int, report: str) -> int:
+        """The step whose weights the run reports: the best validation step (``report=best``), or the last."""
+        if report == "best" and self.best_step is not None:
+            return self.best_step
+        return final_step
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if state.global_step == 0 and 0 not in self.results:
-            self.run(0, model)
+        if state.global_step == 0:
+            self.initial_state = trainable_state(model)
+            if 0 not in self.results:
+                self.run(0, model)
         return control
 
     def on_step_end(self, args, state, control, model=None, **kwargs):

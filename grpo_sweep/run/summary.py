@@ -54,6 +54,8 @@ class RunSummary:
     val_accuracy_lenient_before: float | None = None
     val_rewards_before: dict | None = None
     eval_steps: list | None = None
+    # the step whose weights the run reports (trainer.eval.report: the best validation step, or the last)
+    reported_step: int | None = None
     best_metric: str | None = None
     best_step: int | None = None
     best_objective: float | None = None

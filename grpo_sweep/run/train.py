@@ -14,12 +14,23 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from ..backends import get_backend
+from ..backends.trl import model_source
+from ..models import weights_sha256
 from ..data import load_splits
-from .evaluate import EvaluationFailed, Evaluator, PeriodicEval, evaluate, selection_metric
+from .evaluate import (
+    EvaluationFailed,
+    Evaluator,
+    PeriodicEval,
+    evaluate,
+    load_trainable,
+    selection_metric,
+    trainable_state,
+)
 from .results import (
     METRICS,
     SAMPLES,
     append_jsonl,
+    write_outcomes,
     lookup,
     read_jsonl,
     reward_trajectory,
@@ -96,9 +107,9 @@ class RewardProgress(ProgressCallback):
         if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
             postfix = {"reward": f"{logs['reward']:.3f}"}
             results = self.periodic.results if self.periodic is not None else {}
-            accuracy = results[max(results)].get("eval_accuracy") if results else None
+            accuracy = results[max(results)].get("val_accuracy") if results else None
             if accuracy is not None:
-                postfix["eval_acc"] = f"{accuracy:.3f}"
+                postfix["val_acc"] = f"{accuracy:.3f}"
             self.training_bar.set_postfix(postfix, refresh=False)
 
 
@@ -180,8 +191,14 @@ def versions() -> dict:
     return out
 
 
+TEST_KEYS = ("test_accuracy", "test_accuracy_lenient", "test_pass_at_k", "test_maj_at_k", "test_k", "test_rewards",
+             "test_samples")
+
+
 def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, runtime_s: float, steps: int, overrides: list[str],
-              periodic: PeriodicEval | None = None) -> dict:
+              periodic: PeriodicEval | None = None, reported_step: int | None = None) -> dict:
+    """summary.json of a run: ``evaluation`` holds the test split's figures (``test_*``, ``test_*_before``; empty
+    for a run that never reached its test evaluation), ``periodic`` the validation ones."""
     train_history = [row for row in history if "reward" in row]
     reward_first, reward_final = reward_trajectory(train_history, "reward")
     per_reward = {}
@@ -192,13 +209,9 @@ def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, ru
         "status": "completed",
         "optimized_metric": cfg.optimized_metric,
         "objective": None,
-        "eval_accuracy": evaluation["eval_accuracy"],
-        "eval_accuracy_lenient": evaluation.get("eval_accuracy_lenient"),
-        "eval_pass_at_k": evaluation.get("eval_pass_at_k"),
-        "eval_maj_at_k": evaluation.get("eval_maj_at_k"),
-        "eval_k": evaluation.get("eval_k"),
-        "eval_rewards": evaluation["eval_rewards"],
-        "eval_samples": evaluation["eval_samples"],
+        **{key: evaluation.get(key) for key in TEST_KEYS},
+        "test_accuracy_before": evaluation.get("test_accuracy_before"),
+        "test_accuracy_lenient_before": evaluation.get("test_accuracy_lenient_before"),
         "reward": reward_final,
         "reward_first": reward_first,
         "train_rewards": {name: v["final"] for name, v in per_reward.items()},
@@ -211,19 +224,25 @@ def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, ru
         "versions": versions(),
     }
     if periodic is not None:
-        summary.update(periodic_fields(periodic))
+        summary.update(periodic_fields(periodic, steps if reported_step is None else reported_step))
     summary["objective"] = lookup(summary, cfg.optimized_metric)
     return summary
 
 
-def periodic_fields(periodic: PeriodicEval) -> dict:
-    """Before-training and best-step fields of summary.json, from the run's evaluations."""
+def periodic_fields(periodic: PeriodicEval, reported_step: int) -> dict:
+    """The validation fields of summary.json: before training, at the step the run reports, the best step."""
     before = periodic.results.get(0) or {}
+    reported = periodic.results.get(reported_step) or {}
     out = {
-        "eval_accuracy_before": before.get("eval_accuracy"),
-        "eval_accuracy_lenient_before": before.get("eval_accuracy_lenient"),
-        "eval_rewards_before": before.get("eval_rewards") or {},
+        "val_accuracy": reported.get("val_accuracy"),
+        "val_accuracy_lenient": reported.get("val_accuracy_lenient"),
+        "val_rewards": reported.get("val_rewards") or {},
+        "val_samples": reported.get("val_samples"),
+        "val_accuracy_before": before.get("val_accuracy"),
+        "val_accuracy_lenient_before": before.get("val_accuracy_lenient"),
+        "val_rewards_before": before.get("val_rewards") or {},
         "eval_steps": sorted(periodic.results),
+        "reported_step": reported_step,
         "best_metric": periodic.metric,
         "best_step": periodic.best_step,
         "best_objective": periodic.best_value,
@@ -234,13 +253,77 @@ def periodic_fields(periodic: PeriodicEval) -> dict:
         out["best"] = {
             "step": periodic.best_step,
             "adapter": periodic.best_adapter,
-            "eval_accuracy": result.get("eval_accuracy"),
-            "eval_accuracy_lenient": result.get("eval_accuracy_lenient"),
-            "eval_rewards": result.get("eval_rewards") or {},
+            "val_accuracy": result.get("val_accuracy"),
+            "val_accuracy_lenient": result.get("val_accuracy_lenient"),
+            "val_rewards": result.get("val_rewards") or {},
         }
     if periodic.error:
         out["eval_error"] = periodic.error
     return out
+
+
+def final_evaluations(cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int,
+                      adapter: Path) -> tuple[int, Path, dict]:
+    """After training: validation at the last step, then the weights the run reports (``trainer.eval.report``:
+    the best validation step's, or the last), then the test split, once, on those weights and on the weights
+    before training. Nothing here feeds back into a choice. Writes samples.jsonl, outcomes/ and a ``test/`` row
+    in metrics.jsonl; returns (reported step, its adapter directory, the test figures)."""
+    periodic.final(step, model, saved=adapter)
+    reported = periodic.reported_step(step, cfg.trainer.eval.report)
+    reported_adapter = adapter
+    if reported != step:
+        if periodic.best_state is not None:
+            load_trainable(model, periodic.best_state)
+            reported_adapter = run_dir / periodic.best_adapter
+        else:  # resumed after the best step: its weights were in the process that died (best/ holds its adapter)
+            log.warning("the best validation step %d's weights are not in memory after a resume: reporting step %d",
+                        reported, step)
+            reported = step
+    if reported in periodic.outcomes:
+        write_outcomes(run_dir, "val", periodic.outcomes[reported])
+    if 0 in periodic.outcomes:
+        write_outcomes(run_dir, "val_before", periodic.outcomes[0])
+
+    mark = time.perf_counter()
+    evaluation = tester.greedy(model)
+    outcomes = {row["key"]: row for row in evaluation.pop("outcomes")}
+    sampled = tester.sampled(model)
+    for row in sampled.pop("outcomes", []):
+        outcomes[row["key"]].update(row)
+    evaluation.update(sampled)
+    write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
+    write_outcomes(run_dir, "test", outcomes.values())
+    seconds = time.perf_counter() - mark
+
+    before_state = periodic.initial_state if periodic.initial_state is not None else lora_zero_state(model)
+    if before_state is not None:
+        now = trainable_state(model)
+        load_trainable(model, before_state)
+        try:
+            before = tester.greedy(model)
+        finally:
+            load_trainable(model, now)
+        write_outcomes(run_dir, "test_before", before.pop("outcomes"))
+        evaluation["test_accuracy_before"] = before["test_accuracy"]
+        evaluation["test_accuracy_lenient_before"] = before["test_accuracy_lenient"]
+    else:
+        log.warning("no weights from before training to test (a resumed full fine-tune): test_accuracy_before is not measured")
+    row = {"step": step, "test/accuracy": evaluation.get("test_accuracy"),
+           "test/accuracy_lenient": evaluation.get("test_accuracy_lenient"),
+           "test/accuracy_before": evaluation.get("test_accuracy_before"),
+           "test/pass_at_k": evaluation.get("test_pass_at_k"), "test/maj_at_k": evaluation.get("test_maj_at_k"),
+           "test/runtime": round(seconds, 3)}
+    periodic.write(row)
+    return reported, reported_adapter, evaluation
+
+
+def lora_zero_state(model) -> dict | None:
+    """A LoRA's trainable weights with every ``lora_B`` zero: the model as it was before training (PEFT starts B at
+    zero), for a resumed run whose start is no longer in memory. None for a full fine-tune."""
+    if not hasattr(model, "peft_config"):
+        return None
+    state = trainable_state(model)
+    return {name: (value.zero_() if "lora_B" in name else value) for name, value in state.items()}
 
 
 def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None,
@@ -292,12 +375,14 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
 
         torch.set_num_threads(cfg.trainer.torch_threads)
     # data first: hub data's columns are known only once loaded, and a reward missing one is refused before the model loads
-    train_set, held_out = load_splits(
+    splits = load_splits(
         cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
     )
     model, tokenizer = backend.load(cfg)
-    train_set = filter_long_prompts(train_set, tokenizer, cfg.trainer.max_prompt_length, "train")
-    held_out = filter_long_prompts(held_out, tokenizer, cfg.trainer.max_prompt_length, "held-out")
+    base_sha256 = weights_sha256(model_source(cfg.model, cfg.data))
+    train_set = filter_long_prompts(splits.train, tokenizer, cfg.trainer.max_prompt_length, "train")
+    validation = filter_long_prompts(splits.validation, tokenizer, cfg.trainer.max_prompt_length, "validation")
+    test_set = filter_long_prompts(splits.test, tokenizer, cfg.trainer.max_prompt_length, "test")
     reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer, on_error=cfg.reward_errors)
     log.info("%s", describe_mix(cfg.reward_mix))
 
@@ -313,7 +398,8 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         metrics_path.unlink(missing_ok=True)
         remember_config(run_dir, cfg)
     callbacks = [MetricsJsonl(metrics_path)]
-    evaluator = Evaluator(backend, tokenizer, held_out, reward_funcs, cfg, run_dir)
+    evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, run_dir, split="val")
+    tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, run_dir, split="test")
 
     def write_eval_row(row: dict) -> None:
         append_jsonl(metrics_path, row)
@@ -326,7 +412,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     )
     callbacks.append(periodic)
     if monitor is not None:
-        probe = held_out.select(range(min(monitor.eval_samples, len(held_out))))
+        probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
     trainer = GRPOTrainer(
         model=model,
@@ -349,12 +435,12 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     adapter = backend.save(trainer.model, tokenizer, run_dir)
     timings["save"] = time.perf_counter() - mark
     if monitor is not None and monitor.pruned:
-        # Pruned: keep the partial record, skip the full evaluation so the worker is free at once.
-        empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
-        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
+        # Pruned: keep the partial record, skip the final evaluations so the worker is free at once.
+        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), {}, time.perf_counter() - started,
                             trainer.state.global_step, overrides or [], periodic)
         summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
         summary.update(status="pruned", **monitor.record())
+        summary["base_model_sha256"] = base_sha256
         write_summary(run_dir, summary)
         tracker.finish(summary)
         return summary
@@ -362,26 +448,24 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     mark = time.perf_counter()
     step = trainer.state.global_step
     try:
-        evaluation = evaluator.greedy(trainer.model)
-        evaluation.update(evaluator.sampled(trainer.model))
+        reported, reported_adapter, evaluation = final_evaluations(cfg, run_dir, trainer.model, periodic, tester,
+                                                                   step, adapter)
     except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
-        error = redact(f"held-out evaluation failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
+        error = redact(f"evaluation after training failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
         log.error("%s", error, exc_info=True)
-        empty = {"eval_accuracy": None, "eval_rewards": {}, "eval_samples": 0}
-        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), empty, time.perf_counter() - started,
+        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), {}, time.perf_counter() - started,
                             step, overrides or [], periodic)
         summary.update(status="failed", error=error, failed_in="evaluation", adapter=str(adapter.relative_to(run_dir)))
         write_summary(run_dir, summary)
         tracker.finish(summary)
         raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})") from exc
-    write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
-    periodic.final(step, evaluation, time.perf_counter() - mark, trainer.model, saved=adapter)
     timings["eval"] = time.perf_counter() - mark
     summary = summarize(
         cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
-        step, overrides or [], periodic,
+        step, overrides or [], periodic, reported_step=reported,
     )
-    summary["adapter"] = str(adapter.relative_to(run_dir))
+    summary["base_model_sha256"] = base_sha256
+    summary["adapter"] = str(Path(reported_adapter).relative_to(run_dir))
     if monitor is not None:
         summary.update(monitor.record())
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]

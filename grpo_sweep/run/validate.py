@@ -97,6 +97,9 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
 
 
+REPORTS = ("best", "final")
+
+
 def _check_eval(cfg: Any) -> None:
     ev = cfg.trainer.eval
     if ev.every_steps < 0:
@@ -108,16 +111,29 @@ def _check_eval(cfg: Any) -> None:
             f"trainer.eval.temperature={ev.temperature} with trainer.eval.k={ev.k}: k samples at temperature 0 are "
             "k copies of the greedy answer; set trainer.eval.temperature > 0 (e.g. 1.0) or trainer.eval.k=0"
         )
+    if ev.report not in REPORTS:
+        raise ConfigError(f"trainer.eval.report={ev.report!r}; use one of: {', '.join(REPORTS)}")
     metric = str(cfg.optimized_metric)
+    base = metric[len(BEST_PREFIX):] if metric.startswith(BEST_PREFIX) else metric
+    if base.startswith("test_"):
+        raise ConfigError(
+            f"optimized_metric={metric}: the test split only measures, it never chooses (a choice made on it "
+            f"inflates what it reports); optimize its validation twin, optimized_metric=val_{base[len('test_'):]}"
+        )
+    if base.startswith("eval_"):
+        raise ConfigError(
+            f"optimized_metric={metric}: the held-out evaluation is now two splits; "
+            f"use optimized_metric=val_{base[len('eval_'):]} (validation chooses, test measures)"
+        )
     if metric.startswith(BEST_PREFIX) and not measured_periodically(metric):
         raise ConfigError(
-            f"optimized_metric={metric}: the best step is chosen among the held-out evaluations, which measure "
-            "best.eval_accuracy, best.eval_accuracy_lenient, best.eval_rewards.<reward>"
+            f"optimized_metric={metric}: the best step is chosen among the validation evaluations, which measure "
+            "best.val_accuracy, best.val_accuracy_lenient, best.val_rewards.<reward>"
         )
 
 
 def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:
-    """``eval_accuracy`` is trainer.eval.accuracy_reward's held-out mean: it must resolve, and find its columns
+    """``val_accuracy`` is trainer.eval.accuracy_reward's validation mean: it must resolve, and find its columns
     where the data's columns are known here (``columns``; None for hub data)."""
     name = cfg.trainer.eval.accuracy_reward
     try:
@@ -130,20 +146,20 @@ def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] |
     missing = [c for c in required_columns(fn, bound=params) if c not in columns]
     if not missing:
         return
-    # evaluation hands a None ground truth to a reward that needs one: it scores None, so eval_accuracy is None
-    if missing == ["ground_truth"] and cfg.optimized_metric != "eval_accuracy":
+    # evaluation hands a None ground truth to a reward that needs one: it scores None, so val_accuracy is None
+    if missing == ["ground_truth"] and cfg.optimized_metric != "val_accuracy":
         return
     own = next((t for t in mix_terms if t.target not in REWARDS and t.weight > 0), None)
     example = own or next(t for t in mix_terms if t.weight > 0)
     instead = (
-        f"set trainer.eval.accuracy_reward={example.target} (its held-out mean becomes eval_accuracy)"
+        f"set trainer.eval.accuracy_reward={example.target} (its validation mean becomes val_accuracy)"
         if own else "set trainer.eval.accuracy_reward to a reward the data can feed"
     )
     if missing == ["ground_truth"]:
         raise ConfigError(
             f"trainer.eval.accuracy_reward={name} needs column 'ground_truth', which the data lacks "
-            f"(columns: {', '.join(columns)}), so eval_accuracy, the optimized_metric, would be None; "
-            f"set data.ground_truth_column, {instead}, or optimized_metric=eval_rewards.{example.name}"
+            f"(columns: {', '.join(columns)}), so val_accuracy, the optimized_metric, would be None; "
+            f"set data.ground_truth_column, {instead}, or optimized_metric=val_rewards.{example.name}"
         )
     raise ConfigError(
         f"trainer.eval.accuracy_reward={name} needs column {missing[0]!r}, which the data lacks "
