@@ -12,7 +12,7 @@ accuracy, steps and seconds.
 The replay runs, for each of ``--sampler-seeds`` sampler seeds, the search a study would run, with each trial's
 value looked up in the cache instead of trained: TPE with the median pruner (bench/conf/hparams_search/
 bench_space.yaml's settings; the pruner reads the cached validation curve of the trial's first replica, as the
-worker's pruning does) against random search without pruning. Trials follow the worker's rules: a configuration
+worker's pruning does, though on the whole validation split where a live probe reads prune_eval_samples of it) against random search without pruning. Trials follow the worker's rules: a configuration
 drawn again gets its next cached seeds and the mean over all of them; a repeat of a pruned configuration is
 pruned at no cost. Time to target: the trial-steps spent until the configuration the search would pick (the best
 mean over its seeds so far) has a grid mean (over all cached seeds) within 95 % of the grid's best. Reported: the
