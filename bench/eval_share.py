@@ -31,7 +31,7 @@ SETTINGS = {
     # the walkthrough's 6 x 768-token completions on the tiny model: 40 steps, an evaluation at 0 and 20 (+ final)
     "standard": ["trainer=standard", "model.max_seq_length=1024", "trainer.max_steps=40", "trainer.save_steps=40", "trainer.eval.every_steps=20",
                  "trainer.bf16=false", "trainer.torch_threads=1", "trainer.mask_truncated_completions=false",
-                 "data.max_eval_samples=32"],
+                 "data.max_val_samples=32", "data.max_test_samples=32"],
 }
 
 
@@ -64,12 +64,12 @@ def main() -> None:
             "overrides": overrides,
             "steps": summary["steps"],
             "eval_steps": summary["eval_steps"],
-            "eval_samples": summary["eval_samples"],
+            "test_samples": summary["test_samples"],
             "periodic_eval_s": periodic,
             "train_s_without_evals": round(train - periodic, 3),
             "periodic_share": round(periodic / (train - periodic), 4),
             "final_eval_s (greedy + k samples)": t["eval"],
-            "eval_k": summary.get("eval_k"),
+            "test_k": summary.get("test_k"),
         }
         results[name].update(projected(name, results[name]))
     results["load_after"] = os.getloadavg()[0]

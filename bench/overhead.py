@@ -36,7 +36,7 @@ def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    train, held_out = load_splits(cfg.data, need_ground_truth=True)
+    train, _, held_out = load_splits(cfg.data, need_ground_truth=True)
     (work / "train.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"]}) + "\n" for r in train))
     (work / "eval.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"]}) + "\n" for r in held_out))
     args = grpo_config(cfg, work / "unused", [float(t.weight) for t in cfg.reward_mix.values()]).to_dict()
@@ -101,7 +101,7 @@ def main() -> None:
                 held_out[name] = json.loads(stdout.strip().splitlines()[-1])["eval"]
             else:
                 [summary] = (work / f"gs{i}").glob("grpo/runs/*/summary.json")
-                held_out[name] = json.loads(summary.read_text())["eval_rewards"]
+                held_out[name] = json.loads(summary.read_text())["test_rewards"]
         # the same training gives the same held-out scores, reward by reward
         same = all(abs(held_out["plain_trl"][k] - (held_out["grpo_sweep"][k] or 0)) < 1e-9 for k in held_out["plain_trl"])
         rows.setdefault("same_held_out_scores", []).append(same)

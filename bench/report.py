@@ -26,8 +26,8 @@ from record import record  # noqa: E402
 GRID = ["reward_mix=format,smoke,correct,format_correct", "trainer.seed=1,2", "lora.r=8,16"]
 SETTINGS = [
     "trainer.max_steps=30", "trainer.save_steps=30", "trainer.max_completion_length=32",
-    "trainer.eval.max_new_tokens=32", "data.max_eval_samples=16", "data.arithmetic.n_train=128",
-    "data.arithmetic.n_eval=16", "trainer.disable_tqdm=true",
+    "trainer.eval.max_new_tokens=32", "data.max_val_samples=16", "data.max_test_samples=16", "data.arithmetic.n_train=128",
+    "data.arithmetic.n_val=16", "data.arithmetic.n_test=16", "trainer.disable_tqdm=true",
 ]
 
 

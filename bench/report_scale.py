@@ -5,7 +5,7 @@
 
 Each synthetic sweep is laid out like a Hydra multirun: ``<sweep>/<i>/`` holding the real run's ``.hydra/``
 (config.yaml, hydra.yaml; overrides.yaml rewritten), its ``summary.json`` with the run's overrides and varied
-objective, held-out accuracy and rewards, and its ``metrics.jsonl`` stretched to ``--steps`` logged steps (the real
+objective, validation and test accuracy and rewards, and its ``metrics.jsonl`` stretched to ``--steps`` logged steps (the real
 rows repeated with their step and reward values changed). Overrides: 4 reward mixes x 4 LoRA ranks x 5 learning
 rates x as many seeds as needed (80 configurations). About 1 % of the runs failed, one is still running (no
 summary), one has a half-written summary.json: the bad input a real sweep has.
@@ -50,9 +50,9 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
         shutil.rmtree(sweep)
     sweep.mkdir(parents=True)
     summary0 = json.loads((source / "summary.json").read_text())
+    summary0 = {k: v for k, v in summary0.items() if not k.startswith("eval_")}  # a source from before val/test
     rows0 = [json.loads(line) for line in (source / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train_rows = [r for r in rows0 if "reward" in r and "train_runtime" not in r]
-    eval_rows = [r for r in rows0 if "eval/accuracy" in r]
     config_yaml = (source / ".hydra" / "config.yaml").read_text()
     hydra_yaml = (source / ".hydra" / "hydra.yaml").read_text()
     rng = random.Random(0)
@@ -69,8 +69,9 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
         final = min(1.0, max(0.0, quality + rng.gauss(0, 0.05)))
         history = []
         for step in range(0, steps + 1):
-            if step % 50 == 0:
-                history.append({**eval_rows[0], "step": step, "eval/accuracy": final * step / steps})
+            if step % 50 == 0:  # periodic validation, from before training to the end
+                history.append({"step": step, "val/accuracy": 0.3 + (final - 0.3) * step / steps,
+                                "val/accuracy_lenient": 0.3 + (final - 0.3) * step / steps, "val/runtime": 1.0})
             if step == 0:
                 continue
             row = dict(train_rows[(step - 1) % len(train_rows)])
@@ -86,14 +87,16 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
         if i == n - 1:
             continue  # still running: no summary yet
         rewards = {name: round(final * 0.8 / len(MIXES[mix]), 4) for name in MIXES[mix]}
-        summary = {**summary0, "overrides": overrides, "run_dir": str(run), "objective": final,
-                   "eval_accuracy": final, "eval_accuracy_lenient": min(1.0, final + 0.05), "steps": steps,
+        summary = {**summary0, "overrides": overrides, "run_dir": str(run), "optimized_metric": "val_accuracy",
+                   "objective": final, "val_accuracy": final, "val_accuracy_lenient": min(1.0, final + 0.05),
+                   "val_accuracy_before": 0.3, "val_rewards": rewards, "test_accuracy": min(1.0, max(0.0, final - 0.02
+                   + rng.gauss(0, 0.03))), "test_accuracy_before": 0.3, "test_rewards": rewards, "steps": steps,
                    "reward": history[-1]["reward"], "reward_first": history[1]["reward"], "train_rewards": rewards,
-                   "eval_rewards": rewards, "best_objective": final, "best_step": steps,
+                   "best_objective": final, "best_step": steps, "best_metric": "val_accuracy",
                    "reward_weights": {name: 1.0 for name in MIXES[mix]}}
         if i % 97 == 5:
             summary.update(status="failed", error="RuntimeError: CUDA out of memory (synthetic)", objective=None,
-                           eval_accuracy=None)
+                           val_accuracy=None, test_accuracy=None)
         text = json.dumps(summary, indent=2)
         if half_written and i == n // 2:
             text = text[: len(text) // 2]  # half-written (a copy cut short, a full disk)
@@ -136,15 +139,14 @@ def main() -> None:
                "sweep_mb": round(sum(f.stat().st_size for f in sweep.rglob("*") if f.is_file()) / 2**20, 1)}
         row["report"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.report", str(sweep)])
         print(f"{n} runs: report {row['report']}", flush=True)
-        for name in ("report.md", "runs.csv", "plots/reward_curves.png"):
+        for name in ("report.md", "runs.csv", "plots/val_accuracy.png", "plots/reward_terms.png"):
             path = sweep / name
             if path.exists():
                 row[f"{name}_kb"] = round(path.stat().st_size / 1024, 1)
-        png = sweep / "plots" / "reward_curves.png"
-        if png.exists():
+        for png in sorted((sweep / "plots").glob("*.png")):
             import matplotlib.image
 
-            row["reward_curves_px"] = list(matplotlib.image.imread(png).shape[:2])
+            row[f"{png.stem}_px"] = list(matplotlib.image.imread(png).shape[:2])
         if args.status:
             row["status"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)])
             print(f"{n} runs: status {row['status']}", flush=True)

@@ -38,7 +38,7 @@ PHASES = ("startup", "setup", "train", "save", "eval")
 def sweep(launcher: str, n: int, steps: int, out: Path) -> dict:
     seeds = ",".join(str(i) for i in range(1, n + 1))
     args = [sys.executable, str(ROOT / "launch.py"), "-m", f"trainer.seed={seeds}", f"trainer.max_steps={steps}",
-            f"trainer.save_steps={steps}", "data.max_eval_samples=16", *LAUNCHERS[launcher], f"output_root={out}"]
+            f"trainer.save_steps={steps}", "data.max_val_samples=16", "data.max_test_samples=16", *LAUNCHERS[launcher], f"output_root={out}"]
     start = time.perf_counter()
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     wall = time.perf_counter() - start

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 GENERATIONS = (4, 8)
 AXES = ("optimizer.learning_rate", "trainer.num_generations")
-COMMON = ["data.max_eval_samples=64", "trainer.per_device_train_batch_size=16"]
+COMMON = ["data.max_val_samples=64", "data.max_test_samples=64", "trainer.per_device_train_batch_size=16"]
 DEST = ROOT / "bench" / "results" / "search_efficiency.json"
 
 

@@ -113,10 +113,10 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         f"trainer.max_completion_length={completion}",
         f"trainer.eval.max_new_tokens={completion}",
         "trainer.eval.batch_size=64",
-        "data.max_eval_samples=64",
-        "data.arithmetic.max_operands=3",  # 256 + 64 distinct questions
+        "data.max_val_samples=64",
+        "data.arithmetic.max_operands=3",  # 256 + 64 + 64 distinct questions
         "data.arithmetic.n_train=256",
-        "data.arithmetic.n_eval=64",
+        "data.arithmetic.n_val=64",
         "trainer.disable_tqdm=true",
         # high enough that 10 steps move a random model's greedy output: the round trip can show the LoRA acts
         "optimizer.learning_rate=1e-3",
@@ -258,8 +258,7 @@ def lora_round_trip(backend, cfg, run_dir: Path, trained) -> dict:
     try:
         from grpo_sweep.data import load_splits
 
-        _, held_out = load_splits(cfg.data, need_ground_truth=False)
-        prompts = list(held_out["prompt"])[:8]
+        prompts = list(load_splits(cfg.data, need_ground_truth=False).validation["prompt"])[:8]
         started = time.perf_counter()
         if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
             texts, base_lp, lora_lp, tokens_differ = vllm_round_trip(trained, prompts, adapter)

@@ -30,9 +30,9 @@ FAST = [
     "trainer.per_device_train_batch_size=8",
     "trainer.max_completion_length=16",
     "trainer.eval.max_new_tokens=16",
-    "data.max_eval_samples=8",
     "data.arithmetic.n_train=64",
-    "data.arithmetic.n_eval=8",
+    "data.arithmetic.n_val=8",
+    "data.arithmetic.n_test=8",
 ]
 
 

@@ -144,4 +144,4 @@ def test_a_real_run_with_the_code_reward(tmp_path):
     summary = train(cfg, tmp_path / "run")
     assert summary["status"] == "completed" and summary["steps"] == 6
     assert summary["train_rewards"]["code"] == 0.0  # a random tiny model writes no working Python
-    assert summary["eval_rewards"]["code"] == 0.0 and summary["reward_failures"]["code"] == 0
+    assert summary["test_rewards"]["code"] == 0.0 and summary["reward_failures"]["code"] == 0

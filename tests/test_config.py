@@ -82,7 +82,7 @@ def test_defaults_are_the_cpu_main_job():
     assert (cfg.lora.r, cfg.lora.alpha) == (64, 64)
     assert {k: v["weight"] for k, v in cfg.reward_mix.items()} == {"xmlcount": 0.0, "correct": 1.0}
     assert cfg.model.tiny.warm_start.steps == 600 and cfg.data.arithmetic.max_operands == 2
-    assert cfg.optimized_metric == "eval_accuracy"
+    assert cfg.optimized_metric == "val_accuracy"
     defaults = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml").defaults)
     assert {"optimizer": "smoke", "lora": "wide", "trainer": "smoke", "reward_mix": "smoke"}.items() <= {
         k: v for entry in defaults if isinstance(entry, dict) for k, v in entry.items()}.items()

@@ -37,7 +37,7 @@ def gsm8k_file(tmp_path):
 
 def gsm8k_overrides(path):
     return ["data=file", f"data.path={path}", "data.prompt_column=question", "data.ground_truth_column=answer",
-            "data.ground_truth_after='####'", "data.eval_fraction=0.25"]
+            "data.ground_truth_after='####'", "data.validation_size=0.25", "data.test_size=0.25"]
 
 
 # --- what a reward needs is read off its signature ----------------------------------------------------------
@@ -92,7 +92,7 @@ def test_a_custom_reward_declares_what_it_reads_as_the_built_ins_do():
 # --- refused before training, on the launching machine -----------------------------------------------------
 
 def test_arithmetic_columns_are_what_the_generator_writes():
-    rows, _ = arithmetic_splits(4, 1, 2, 2, 9, seed=0)
+    rows, _, _ = arithmetic_splits(4, 1, 1, 2, 2, 9, seed=0)
     assert tuple(rows[0]) == ARITHMETIC_COLUMNS
 
 
@@ -119,9 +119,9 @@ def test_file_data_is_checked_from_its_header(tmp_path):
 def test_held_out_file_is_checked_too(tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", [{"prompt": "a", "ground_truth": "1", "answer": "1"}] * 3)
     held_out = write_jsonl(tmp_path / "test.jsonl", [{"prompt": "a", "ground_truth": "1"}] * 3)
-    cfg = compose(["data=file", f"data.path={train}", f"data.eval_split={held_out}", "reward_mix=none",
+    cfg = compose(["data=file", f"data.path={train}", f"data.test_path={held_out}", "reward_mix=none",
                    f"+reward_mix.mine.fn={PLUGINS}.needs_answer"])
-    with pytest.raises(ConfigError, match="needs column 'answer', which the held-out data lacks"):
+    with pytest.raises(ConfigError, match="needs column 'answer', which the test data lacks"):
         validate(cfg)
 
 
@@ -192,16 +192,16 @@ def test_dropping_the_default_mixs_weight_zero_term(tmp_path):
     assert list(cfg.reward_mix) == ["xmlcount", "mine"]
 
 
-def test_eval_accuracy_on_data_without_ground_truth(tmp_path):
-    """eval_accuracy needs trainer.eval.accuracy_reward's columns: refused while it is the objective."""
+def test_val_accuracy_on_data_without_ground_truth(tmp_path):
+    """val_accuracy needs trainer.eval.accuracy_reward's columns: refused while it is the objective."""
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 3)
     base = ["data=file", f"data.path={path}", "reward_mix=none", f"+reward_mix.mine.fn={PLUGINS}.prefix_reward"]
-    with pytest.raises(ConfigError, match="optimized_metric=eval_rewards.mine"):
+    with pytest.raises(ConfigError, match="optimized_metric=val_rewards.mine"):
         validate(compose(base))
-    validate(compose([*base, "optimized_metric=eval_rewards.mine"]))  # eval_accuracy is then None
+    validate(compose([*base, "optimized_metric=val_rewards.mine"]))  # val_accuracy is then None
     validate(compose([*base, f"trainer.eval.accuracy_reward={PLUGINS}.prefix_reward"]))
     with pytest.raises(ConfigError, match="accuracy_reward=tests.reward_plugins.needs_answer needs column 'answer'"):
-        validate(compose([*base, "optimized_metric=eval_rewards.mine",
+        validate(compose([*base, "optimized_metric=val_rewards.mine",
                           f"trainer.eval.accuracy_reward={PLUGINS}.needs_answer"]))
 
 
@@ -232,8 +232,7 @@ def test_describe_mix_names_weights_sources_params_and_columns():
 
 def test_ground_truth_after_normalises_the_named_column_and_keeps_the_raw_text(tmp_path):
     cfg = compose(gsm8k_overrides(gsm8k_file(tmp_path)))
-    train, held_out = load_splits(cfg.data, need_ground_truth=True)
-    for ds in (train, held_out):
+    for ds in load_splits(cfg.data, need_ground_truth=True):
         assert {"prompt", "ground_truth", "answer", "answer_raw"} <= set(ds.column_names)
         for row in ds:
             number = row["ground_truth"]
@@ -246,8 +245,8 @@ def test_unsloth_demo_reward_gets_the_number_it_expects(tmp_path, capsys):
     cfg = compose([*gsm8k_overrides(gsm8k_file(tmp_path)), "reward_mix=none",
                    f"+reward_mix.demo.fn={PLUGINS}.correctness_reward_func"])
     validate(cfg)  # `answer` is a column of the file: accepted
-    train, _ = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix),
-                           need_columns=data_columns(cfg.reward_mix))
+    train = load_splits(cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix),
+                        need_columns=data_columns(cfg.reward_mix)).train
     [demo], _ = build_mix(cfg.reward_mix, cfg.trainer)
     rows = train.select(range(4))
     right = [[{"role": "assistant", "content": f"<reasoning>\n...\n</reasoning>\n<answer>\n{t}\n</answer>"}]
@@ -269,7 +268,7 @@ def test_custom_only_mix_trains_and_prints_the_mix(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     [summary_file] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     summary = json.loads(summary_file.read_text())
-    assert summary["steps"] == 2 and set(summary["eval_rewards"]) == {"demo", "fmt"}
+    assert summary["steps"] == 2 and set(summary["test_rewards"]) == {"demo", "fmt"}
     log = out.stdout + out.stderr
     assert "reward mix: 2 reward(s)" in log
     assert f"demo  weight 1  {PLUGINS}.correctness_reward_func  reads answer" in log

@@ -1,4 +1,4 @@
-"""The training progress bar's postfix: the reward, and the latest held-out accuracy once one was measured."""
+"""The training progress bar's postfix: the reward, and the latest validation accuracy once one was measured."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -27,11 +27,11 @@ def test_reward_alone_before_any_evaluation():
 
 
 def test_latest_evaluation_accuracy_is_shown():
-    periodic = SimpleNamespace(results={0: {"eval_accuracy": 0.0}, 40: {"eval_accuracy": 0.375}})
-    assert _show(periodic, {"reward": 0.5}) == {"reward": "0.500", "eval_acc": "0.375"}
+    periodic = SimpleNamespace(results={0: {"val_accuracy": 0.0}, 40: {"val_accuracy": 0.375}})
+    assert _show(periodic, {"reward": 0.5}) == {"reward": "0.500", "val_acc": "0.375"}
 
 
 def test_a_failed_accuracy_and_logs_without_reward_show_nothing_new():
-    periodic = SimpleNamespace(results={0: {"eval_accuracy": None}})
+    periodic = SimpleNamespace(results={0: {"val_accuracy": None}})
     assert _show(periodic, {"reward": 0.5}) == {"reward": "0.500"}
     assert _show(periodic, {"loss": 1.0}) is None

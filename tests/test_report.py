@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import matplotlib.image
+import numpy as np
 import pytest
 
 from grpo_sweep.sweeps.report import build_report, main
@@ -16,10 +17,17 @@ def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None,
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra/config.yaml").write_text("task_name: grpo\n")
     (run / ".hydra/overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    rows = [{"step": s, "reward": 0.1 * s, **{f"rewards/{r}/mean": 0.05 * s for r in rewards}} for s in range(1, steps + 1)]
+    final = (summary or {}).get("val_accuracy") or 0.5
+    rows = []
+    for s in range(0, steps + 1):
+        if s % 2 == 0 or s == steps:  # periodic validation, from step 0 (before training) to the last step
+            rows.append({"step": s, "val/accuracy": final * (0.5 + 0.5 * s / steps), "val/runtime": 0.1})
+        if s:
+            rows.append({"step": s, "reward": 0.1 * s, **{f"rewards/{r}/mean": 0.05 * s for r in rewards}})
+    rows.append({"step": steps, "train_runtime": 1.0})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if summary is not None:
-        base = {"status": "completed", "optimized_metric": "eval_accuracy", "overrides": overrides, "steps": steps,
+        base = {"status": "completed", "optimized_metric": "val_accuracy", "overrides": overrides, "steps": steps,
                 "runtime_s": 3.25, "reward": 0.5, "reward_first": 0.1, "train_rewards": {r: 0.25 for r in rewards}}
         (run / "summary.json").write_text(json.dumps({**base, **summary}))
     return run
@@ -35,7 +43,7 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     values = {("a", 1): 0.2, ("a", 2): 0.4, ("b", 1): 0.9, ("b", 2): 0.7}
     for i, ((mix, seed), acc) in enumerate(values.items()):
         make_run(tmp_path, str(i), ["lora.r=8", f"reward_mix={mix}", f"trainer.seed={seed}"],
-                 {"objective": acc, "eval_accuracy": acc})
+                 {"objective": acc, "val_accuracy": acc, "test_accuracy": acc - 0.05})
     make_run(tmp_path, "4", ["lora.r=8", "reward_mix=c", "trainer.seed=1"],
              {"status": "failed", "error": "ValueError: boom"})
     make_run(tmp_path, "5", ["lora.r=8", "reward_mix=c", "trainer.seed=2"], None)  # still running
@@ -47,13 +55,14 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     seeds = table_rows(report, "## Mean ± std over seeds")
     assert seeds[0][:3] == ["reward_mix=b", "1,2", "0.800 ± 0.141"]
     assert seeds[1][:3] == ["reward_mix=a", "1,2", "0.300 ± 0.141"]
-    # a - b by seed: -0.7, -0.3: mean -0.5, half-width t_{0.975,1} * 0.2828 / sqrt(2) = 12.706 * 0.2 = 2.541
-    assert seeds[0][3:6] == ["0 (reference)", "-", "reference (best)"]
-    assert seeds[1][3:6] == ["-0.500 (n=2)", "[-3.041, +2.041]", "indistinguishable"]
-    assert seeds[2][:6] == ["reward_mix=c", "1,2", "-", "-", "-", "-"]  # one failed, one running: no objective
+    # two configurations: Tukey's interval is the paired t. a - b by seed: -0.7, -0.3: mean -0.5, half-width
+    # t_{0.975,1} * 0.2828 / sqrt(2) = 12.706 * 0.2 = 2.541
+    assert seeds[0][4:7] == ["0 (reference)", "-", "reference"]
+    assert seeds[1][4:7] == ["-0.500", "[-3.041, +2.041]", "indistinguishable"]
+    assert seeds[2][:7] == ["reward_mix=c", "1,2", "-", "-", "-", "-", "-"]  # one failed, one running: no objective
     assert "ValueError: boom" in report and "4 completed" in report and "1 failed" in report
     assert {p.name for p in (tmp_path / "plots").glob("*.png")} == {
-        "reward_curves.png", "reward_components.png", "accuracy_vs_reward_mix.png"}
+        "forest.png", "val_accuracy.png", "reward_terms.png", "accuracy_vs_reward_mix.png"}
 
 
 def test_optuna_trials_show_params_and_states_and_follow_the_direction(tmp_path):
@@ -63,7 +72,7 @@ def test_optuna_trials_show_params_and_states_and_follow_the_direction(tmp_path)
         if value is not None:
             trial["value"] = value
         make_run(tmp_path, str(number), [f"optimizer.learning_rate={lr}"],
-                 {"objective": value, "eval_accuracy": value, "trial": trial,
+                 {"objective": value, "val_accuracy": value, "trial": trial,
                   "status": "failed" if state == "FAIL" else "completed"})
     report = build_report(tmp_path).read_text()
     rows = table_rows(report, "## Runs, best first")
@@ -76,7 +85,7 @@ def test_optuna_trials_show_params_and_states_and_follow_the_direction(tmp_path)
 
 
 def test_cli_reports_and_rejects_a_missing_dir(tmp_path, capsys):
-    make_run(tmp_path, "0", [], {"objective": 0.1, "eval_accuracy": 0.1})
+    make_run(tmp_path, "0", [], {"objective": 0.1, "val_accuracy": 0.1})
     assert main([str(tmp_path), "--no-plots"]) == 0
     assert "report:" in capsys.readouterr().out and not (tmp_path / "plots").exists()
     assert main([str(tmp_path / "nope")]) == 2
@@ -94,7 +103,7 @@ THREE_SEEDS = {  # (reward_mix, seed) -> objective; made up so the paired CIs ar
 
 def make_seed_sweep(sweep: Path, values=THREE_SEEDS, cost=True):
     for i, ((mix, seed), acc) in enumerate(values.items()):
-        summary = {"objective": acc, "eval_accuracy": acc}
+        summary = {"objective": acc, "val_accuracy": acc, "test_accuracy": acc}
         if cost:
             summary.update(device_seconds=10.0 + i, generated_tokens=1000 * (i + 1), tokens_per_s=100.0)
         make_run(sweep, str(i), [f"reward_mix={mix}", f"trainer.seed={seed}"], summary)
@@ -105,12 +114,18 @@ def test_paired_difference_from_the_best_and_cost(tmp_path):
     report = build_report(tmp_path, plots=False).read_text()
     rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=b", "reward_mix=c", "reward_mix=a"]
-    assert rows[0][1:6] == ["1,2,3", "0.800 ± 0.100", "0 (reference)", "-", "reference (best)"]
-    # c - b: mean -0.00333, sd 0.05033, half-width 4.3027 * 0.05033 / sqrt(3) = 0.12503
-    assert rows[1][3:6] == ["-0.00333 (n=3)", "[-0.128, +0.122]", "indistinguishable"]
-    # a - b: mean -0.5, sd 0.2, half-width 4.3027 * 0.2 / sqrt(3) = 0.49683: the CI stays below 0
-    assert rows[2][3:6] == ["-0.500 (n=3)", "[-0.997, -0.00317]", "worse"]
+    # ranked on validation, compared on test (no per-question files: one value per run, no question count)
+    assert rows[0][1:7] == ["1,2,3", "0.800 ± 0.100", "0.800 ± 0.100", "0 (reference)", "-", "reference"]
+    # configuration x seed interaction: sum of squares 0.043378 over (3-1)(3-1) = 4 df, MS 0.010844; a difference's
+    # variance 2 * 0.010844 / 3, se 0.085028; Tukey q_{0.95}(3, 4) / sqrt(2) = 5.0403 / 1.41421 = 3.5640:
+    # half-width 0.30304 around c - b = -0.00333 and a - b = -0.5
+    assert rows[1][4:7] == ["-0.00333", "[-0.306, +0.300]", "indistinguishable"]
+    assert rows[2][4:7] == ["-0.500", "[-0.803, -0.197]", "worse"]
+    detectable = float(rows[1][7])  # (3.5640 + t_{0.8, 4} = 0.9410) * 0.085028
+    assert detectable == pytest.approx(0.383, abs=1e-3) and rows[2][7] == rows[1][7]
     assert "(higher is better)" in report and "is the reference" in report
+    assert "Intervals: Δ = test difference from the reference; 95% family-wise intervals" in report
+    assert "noise from per-run values over 3 seeds (df 4)" in report
     # 9 runs: 10 + 11 + ... + 18 = 126 device-seconds, 1000 * (1 + ... + 9) = 45,000 tokens
     assert "Cost: 126.0 device-seconds (0.04 device-hours), 45,000 completion tokens generated in training, " \
            "357 tokens per device-second" in report
@@ -123,29 +138,30 @@ def test_minimize_flips_best_and_verdicts(tmp_path):
     report = build_report(tmp_path, direction="minimize", plots=False).read_text()
     rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=c", "reward_mix=b"]
-    assert rows[0][5] == "reference (best)"
-    assert rows[2][3:6] == ["+0.500 (n=3)", "[+0.00317, +0.997]", "worse"]  # higher is worse here
-    assert rows[1][5] == "worse"  # c - a: +0.65, +0.35, +0.49: mean 0.497, half-width 0.373
+    assert rows[0][6] == "reference"
+    assert rows[2][4:7] == ["+0.500", "[+0.197, +0.803]", "worse"]  # higher is worse here
+    assert rows[1][6] == "worse"  # c - a: mean 0.497, half-width 0.303 as above
     assert "(lower is better)" in report and "Cost:" not in report
 
 
-def test_one_shared_seed_says_there_is_no_ci(tmp_path):
+def test_configurations_on_different_seeds_are_incomplete_with_the_seeds_named(tmp_path):
     make_seed_sweep(tmp_path, {("b", 1): 0.9, ("b", 2): 0.7, ("a", 2): 0.2, ("a", 3): 0.4}, cost=False)
     rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Mean ± std over seeds")
-    assert rows[1][:6] == ["reward_mix=a", "2,3", "0.300 ± 0.141", "-0.500 (n=1)", "-",
-                           "indistinguishable (1 paired seed: no CI)"]
+    assert rows[0][:7] == ["reward_mix=b", "1,2", "0.800 ± 0.141", "0.800 ± 0.141", "-", "-",
+                           "incomplete (missing trainer.seed=3)"]
+    assert rows[1][6] == "incomplete (missing trainer.seed=1)"
 
 
 def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path):
     make_seed_sweep(tmp_path)
     table = sweep_table(tmp_path)
     block = table.split("Per configuration over seeds")[1].splitlines()
-    assert block[0].startswith(" (maximize")
+    assert block[0].startswith(" (maximize; ranked by validation")
     lines = [line.split() for line in block[1:4]]
-    assert lines[0][0] == "reward_mix=b" and " ".join(lines[0][-2:]) == "reference (best)"
-    assert lines[1][0] == "reward_mix=c" and lines[1][-1] == "indistinguishable"
-    assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.997, -0.00317]" in block[3]
-    assert "mean 0.800" in block[1] and "3 seeds" in block[1]
+    assert lines[0][0] == "reward_mix=b" and block[1].endswith("reference (best on validation)")
+    assert lines[1][0] == "reward_mix=c" and "indistinguishable (no difference larger than 0.383" in block[2]
+    assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.803, -0.197]" in block[3]
+    assert "val 0.800" in block[1] and "3 seeds" in block[1] and "Tukey, all pairs of 3" in block[4]
     assert table.splitlines()[-1].startswith("Cost: 126.0 device-seconds")
     assert "Per configuration" not in sweep_table(tmp_path / "0")  # one run: nothing to compare
 
@@ -169,14 +185,14 @@ def test_runs_csv_has_one_row_per_run_with_overrides_as_columns(tmp_path):
 def test_large_sweep_lists_the_top_runs_and_bounds_the_legend(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from grpo_sweep.sweeps import report as report_module
+    from grpo_sweep.sweeps import plots as plots_module, report as report_module
 
     # 12 configurations x 2 seeds = 24 runs: more runs than report.md lists, more configurations than get colours
     monkeypatch.setattr(report_module, "TOP_RUNS", 5)
     for i in range(24):
         mix, seed = f"m{i // 2:02d}", i % 2 + 1
         make_run(tmp_path, str(i), [f"reward_mix={mix}", f"trainer.seed={seed}"],
-                 {"objective": i / 100, "eval_accuracy": i / 100})
+                 {"objective": i / 100, "val_accuracy": i / 100})
     legends = []
     real_legend = matplotlib.axes.Axes.legend
 
@@ -189,11 +205,11 @@ def test_large_sweep_lists_the_top_runs_and_bounds_the_legend(tmp_path, monkeypa
     report = build_report(tmp_path).read_text()
     assert len(table_rows(report, "## Runs, best first")) == 5 and "The 5 best of 24 runs" in report
     assert report.index("## Mean ± std over seeds") < report.index("## Runs, best first")
-    curves = next(texts for title, texts in legends if title.startswith("Training reward per configuration"))
-    assert len(curves) == report_module.TOP_CONFIGS + 1 and curves[-1] == "the other 6 configurations"
-    assert curves[0].startswith("#1 reward_mix=m11 (0.225, 2 runs)")  # best mean objective first
-    components = matplotlib.image.imread(tmp_path / "plots/reward_components.png")
-    assert components.shape[0] < 800  # the best TOP_CONFIGS configurations, not one panel per run
+    curves = next(texts for title, texts in legends if title == "Validation accuracy during training")
+    assert len(curves) == plots_module.TOP_CONFIGS + 1 and curves[-1] == "the other 6 configurations"
+    assert curves[0] == "#1 reward_mix=m11 (2 seeds)" and curves[1].startswith("#2 reward_mix=m10")  # best first
+    terms = matplotlib.image.imread(tmp_path / "plots/reward_terms.png")
+    assert terms.shape[0] < 800  # one panel per reward term, not one per configuration or run
 
 
 def test_a_half_written_summary_is_reported_and_the_rest_still_are(tmp_path, capsys):
@@ -211,9 +227,88 @@ def test_a_half_written_summary_is_reported_and_the_rest_still_are(tmp_path, cap
 
 def test_sweep_table_shows_the_top_runs_and_where_the_rest_are(tmp_path):
     make_seed_sweep(tmp_path)
-    small = sweep_table(tmp_path)
-    assert [line.split("|")[1].strip() for line in small.splitlines()[2:11]] == [str(i) for i in range(9)]
+    small = sweep_table(tmp_path)  # every run, best validation first
+    assert [line.split("|")[1].strip() for line in small.splitlines()[2:11]] == ["0", "6", "2", "8", "7", "1", "4",
+                                                                                "5", "3"]
     table = sweep_table(tmp_path, top=3).splitlines()
     assert [line.split("|")[1].strip() for line in table[2:5]] == ["0", "6", "2"]  # 0.9, 0.85, 0.8
     assert table[5].startswith("(the 3 best of 9 runs by objective, maximize; every run, its overrides as columns: ")
     assert str(tmp_path / "runs.csv") in table[5]
+
+
+def test_tables_show_validation_and_test_ranked_by_validation(tmp_path):
+    import csv
+
+    # test disagrees with validation on the order: the tables still rank by validation (the objective)
+    for i, (val, test, step) in enumerate([(0.5, 0.7, 4), (0.8, 0.6, 2), (0.6, 0.65, 5)]):
+        make_run(tmp_path, str(i), [f"reward_mix=m{i}"],
+                 {"objective": val, "val_accuracy": val, "val_accuracy_before": 0.25, "test_accuracy": test,
+                  "test_accuracy_before": 0.3, "best_step": step, "best_objective": val})
+    report = build_report(tmp_path, plots=False).read_text()
+    header = report.split("## Runs, best first")[1].split("\n")[2]
+    cols = [c.strip() for c in header.split("|")[1:-1]]
+    assert cols[4:9] == ["val_accuracy (objective)", "val before", "best (step)", "test_accuracy", "test before"]
+    rows = table_rows(report, "## Runs, best first")
+    assert [r[1] for r in rows] == ["1", "2", "0"]
+    assert rows[0][4:9] == ["0.800", "0.250", "0.800 (2)", "0.600", "0.300"]
+    table = sweep_table(tmp_path).splitlines()
+    assert [c.strip() for c in table[0].split("|")[1:-1]][3:7] == [
+        "val_accuracy (objective)", "best (step)", "test_accuracy", "test before"]
+    assert [line.split("|")[1].strip() for line in table[2:5]] == ["1", "2", "0"]
+    assert [c.strip() for c in table[2].split("|")[1:-1]][3:7] == ["0.800", "0.800 (2)", "0.600", "0.300"]
+    with (tmp_path / "runs.csv").open() as f:
+        reader = csv.reader(f)
+        head = next(reader)
+        first = next(reader)
+    assert head[5:11] == ["objective", "val_accuracy", "val_accuracy_before", "best_step", "best_objective",
+                          "test_accuracy"]
+    assert first[1] == "1" and first[head.index("test_accuracy")] == "0.6"
+
+
+def test_an_objective_other_than_validation_accuracy_gets_its_own_column(tmp_path):
+    for i, (reward, val) in enumerate([(0.9, 0.5), (0.95, 0.4)]):
+        make_run(tmp_path, str(i), [f"reward_mix=m{i}"], {"optimized_metric": "val_rewards.correct",
+                                                           "objective": reward, "val_accuracy": val})
+    rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Runs, best first")
+    assert [r[1] for r in rows] == ["1", "0"] and rows[0][4:6] == ["0.950", "0.400"]
+    table = sweep_table(tmp_path).splitlines()
+    assert [c.strip() for c in table[0].split("|")[1:-1]][3:5] == ["objective", "val_accuracy"]
+
+
+def make_outcome_sweep(sweep: Path, val, test):
+    """A sweep of the current schema from simulated outcomes (configurations x seeds x questions): summary.json with
+    val_accuracy as objective and test_accuracy, and every run's outcomes/test.jsonl keyed by question."""
+    from grpo_sweep.run.results import question_key, write_outcomes
+
+    keys = [question_key([{"role": "user", "content": f"question {q}"}]) for q in range(test.shape[-1])]
+    k, seeds = test.shape[:2]
+    for c in range(k):
+        for s in range(seeds):
+            summary = {"optimized_metric": "val_accuracy", "objective": val[c, s].mean(), "val_accuracy": val[c, s].mean(),
+                       "val_samples": val.shape[-1], "test_accuracy": test[c, s].mean(), "test_samples": test.shape[-1]}
+            run = make_run(sweep, str(c * seeds + s), [f"reward_mix=m{c}", f"trainer.seed={s + 1}"], summary)
+            write_outcomes(run, "test", [{"key": key, "accuracy": y} for key, y in zip(keys, test[c, s])])
+
+
+def verdicts_of(table: str) -> dict[str, str]:
+    block = table.split("Per configuration over seeds")[1].splitlines()[1:]
+    return {line.split()[0]: line for line in block if line.startswith("  reward_mix=")}
+
+
+def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
+    from grpo_sweep.sweeps.simulate import simulate
+
+    rng = np.random.default_rng(21)
+    val, test = simulate(rng, 1, 10, 3)
+    make_outcome_sweep(tmp_path / "null", val[0], test[0])
+    lines = verdicts_of(sweep_table(tmp_path / "null"))
+    assert len(lines) == 10 and not any(" better" in v or " worse" in v for v in lines.values()), lines
+    assert "3 seeds x 64 questions paired by seed and question" in sweep_table(tmp_path / "null")
+    val, test = simulate(rng, 1, 10, 3, shifts={0: -0.25})  # m0 truly 0.25 lower on validation and test
+    make_outcome_sweep(tmp_path / "lower", val[0], test[0])
+    lines = verdicts_of(sweep_table(tmp_path / "lower"))
+    assert lines["reward_mix=m0"].endswith("worse"), lines
+    assert sum(v.endswith("worse") or v.endswith("better") for v in lines.values()) == 1
+    report = build_report(tmp_path / "lower", plots=False).read_text()
+    rows = {r[0]: r for r in table_rows(report, "## Mean ± std over seeds")}
+    assert rows["reward_mix=m0"][6] == "worse" and float(rows["reward_mix=m0"][4]) < -0.15

@@ -16,8 +16,8 @@ from .conftest import ROOT, compose
 
 STUDY_ARGS = [
     "-m", "--config-dir", str(ROOT / "tests" / "conf"), "hparams_search=test_space",
-    "trainer.max_steps=16", "data.max_eval_samples=8", "data.arithmetic.n_train=64",
-    "data.arithmetic.n_eval=8", "trainer.eval.max_new_tokens=16",
+    "trainer.max_steps=16", "data.max_val_samples=8", "data.max_test_samples=8", "data.arithmetic.n_train=64",
+    "data.arithmetic.n_val=8", "data.arithmetic.n_test=8", "trainer.eval.max_new_tokens=16",
     # the random model, learning the format its objective (xmlcount) measures
     "model.tiny.warm_start.steps=0", "reward_mix.xmlcount.weight=1",
 ]
@@ -244,8 +244,8 @@ def test_bad_group_choices_fail_in_one_line(params, message):
 
 DESIGN_ARGS = [
     "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "hydra.sweeper.seeds_per_trial=2",
-    "trainer.max_steps=4",
-    "data.max_eval_samples=8", "data.arithmetic.n_train=64", "data.arithmetic.n_eval=8", "trainer.eval.max_new_tokens=16",
+    "trainer.max_steps=4", "data.max_val_samples=8", "data.max_test_samples=8", "data.arithmetic.n_train=64",
+    "data.arithmetic.n_val=8", "data.arithmetic.n_test=8", "trainer.eval.max_new_tokens=16",
     "model.tiny.warm_start.steps=0",
 ]
 

@@ -1,4 +1,5 @@
-"""Paired differences between configurations (known t values, hand-computed intervals) and what a run cost."""
+"""Verdicts between configurations (known quantiles, hand-computed variances, simulated null sweeps whose family-wise
+error must stay at 5 %) and what a run cost."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,11 @@ import pytest
 
 from grpo_sweep.run.results import cost_line, cost_totals, generated_tokens, run_cost
 from grpo_sweep.run.summary import RunSummary
-from grpo_sweep.sweeps.stats import compare_to_best, is_seed, paired_ci, seed_means, t_quantile, verdict
+import numpy as np
+
+from grpo_sweep.sweeps.simulate import QUESTIONS, SEEDS, batch_verdicts, old_verdicts, rounded_objectives, simulate
+from grpo_sweep.sweeps.stats import (RunRecord, compare, fit, fit_sweep, is_seed, seed_text, studentized_range_quantile,
+                                     t_quantile, verdict_source, verdict_text)
 
 
 @pytest.mark.parametrize("p, dof, expected", [
@@ -27,97 +32,185 @@ def test_t_quantile_tends_to_the_normal_and_refuses_bad_input():
         t_quantile(0.975, 0)
 
 
-def test_paired_ci_three_pairs_by_hand():
-    # differences 0.2, 0.3, 0.4: mean 0.3, sd 0.1, half-width t_{0.975,2} * 0.1 / sqrt(3) = 4.3027 * 0.057735
-    mean, low, high, n = paired_ci([0.5, 0.6, 0.7], [0.3, 0.3, 0.3])
-    assert n == 3 and mean == pytest.approx(0.3)
-    assert (low, high) == pytest.approx((0.3 - 0.248414, 0.3 + 0.248414), abs=1e-5)
+@pytest.mark.parametrize("k, df, expected", [  # printed tables of the studentized range, alpha = 0.05
+    (3, 10, 3.877), (10, 20, 5.008), (4, 5, 5.218), (3, 2, 8.331), (10, 1, 49.07), (5, float("inf"), 3.858),
+    (10, float("inf"), 4.474),
+])
+def test_studentized_range_quantile_matches_the_printed_table(k, df, expected):
+    assert studentized_range_quantile(0.95, k, df) == pytest.approx(expected, abs=2e-3)
 
 
-def test_paired_ci_five_pairs_and_another_confidence():
-    # differences 1..5: mean 3, sd sqrt(2.5), se sqrt(0.5); half-width t_{0.975,4} * se = 2.77645 * 0.707107
-    a, b = [11, 12, 13, 14, 15], [10] * 5
-    mean, low, high, n = paired_ci(a, b)
-    assert (mean, n) == (3.0, 5) and (low, high) == pytest.approx((3 - 1.963243, 3 + 1.963243), abs=1e-5)
-    _, low, high, _ = paired_ci(a, b, confidence=0.99)
-    assert (low, high) == pytest.approx((3 - 4.604095 * math.sqrt(0.5), 3 + 4.604095 * math.sqrt(0.5)), abs=1e-5)
+def test_studentized_range_of_two_means_is_sqrt2_t_and_bad_input_is_refused():
+    for df in (1, 2, 5, 30):
+        assert studentized_range_quantile(0.95, 2, df) / math.sqrt(2) == pytest.approx(t_quantile(0.975, df), abs=1e-4)
+    q = studentized_range_quantile(0.95, 3, np.array([2.5, 10.0, np.inf]))  # vectorised over real df
+    assert q.shape == (3,) and q[0] > q[1] > q[2] == pytest.approx(3.314, abs=2e-3)
+    with pytest.raises(ValueError, match="k=1"):
+        studentized_range_quantile(0.95, 1, 5)
+    with pytest.raises(ValueError, match=r"df=\[0.5\]"):
+        studentized_range_quantile(0.95, 3, 0.5)
 
 
-def test_paired_ci_pairs_the_order_given_not_the_sorted_values():
-    # unpaired, both sets are {1, 2, 3}; paired, every difference is +1 or -2: not a shift at all
-    mean, low, high, _ = paired_ci([2, 3, 1], [1, 2, 3])
-    assert mean == pytest.approx(0.0) and low < 0 < high
+def runs(values, n=None, **more):
+    """{seed: value} -> records ranking and compared on the same value (a summary-only sweep)."""
+    return [RunRecord(seed, v, v, n_questions=n, rank_n_questions=n, **more) for seed, v in values.items()]
 
 
-def test_paired_ci_with_too_few_pairs_has_no_interval_and_refuses_bad_input():
-    assert paired_ci([0.5], [0.25]) == (0.25, None, None, 1)
-    assert paired_ci([], []) == (None, None, None, 0)
-    with pytest.raises(ValueError, match="2 values against 3"):
-        paired_ci([1, 2], [1, 2, 3])
-    with pytest.raises(ValueError, match="confidence=95"):
-        paired_ci([1, 2], [1, 2], confidence=95)
-    with pytest.raises(ValueError, match="nan"):
-        paired_ci([1, float("nan")], [1, 2])
+def test_two_configurations_per_run_values_is_the_paired_t_by_hand():
+    # b - a by seed: 0.2, 0.3, 0.4: the interaction mean square is var(d) / 2 = 0.005, so a difference's variance is
+    # 2 * 0.005 / 3 = var(d) / 3 and the Tukey interval of 2 means is the paired t: 0.3 +- 4.3027 * 0.057735
+    y = np.array([[[0.5], [0.6], [0.7]], [[0.3], [0.3], [0.3]]])
+    fitted = fit(y)
+    assert float(fitted.var_pair) == pytest.approx(0.01 / 3) and float(fitted.df) == 2
+    best, other = compare({"a": runs({1: 0.3, 2: 0.3, 3: 0.3}), "b": runs({1: 0.5, 2: 0.6, 3: 0.7})})
+    assert best.config == "b" and best.is_best and best.verdict == "reference"
+    assert other.delta == pytest.approx(-0.3)
+    assert (other.low, other.high) == pytest.approx((-0.3 - 0.248414, -0.3 + 0.248414), abs=1e-4)
+    assert other.verdict == "worse" and "Tukey" in other.method
+    # 80 % power needs the critical value plus t_{0.8, 2} = 1.0607 standard errors
+    assert other.mde == pytest.approx((4.3027 + 1.0607) * math.sqrt(0.01 / 3), abs=1e-3)
 
 
-def test_verdict_follows_the_direction():
-    assert verdict(0.05, 0.55, 3) == "better"
-    assert verdict(0.05, 0.55, 3, "minimize") == "worse"
-    assert verdict(-0.5, -0.1, 3) == "worse"
-    assert verdict(-0.5, -0.1, 3, "minimize") == "better"
-    assert verdict(-0.1, 0.2, 3) == "indistinguishable"
-    assert verdict(0.0, 0.0, 4) == "indistinguishable"  # a CI of [0, 0] holds 0
-    assert verdict(None, None, 1) == "indistinguishable (1 paired seed: no CI)"
-    assert verdict(None, None, 0, "minimize") == "indistinguishable (0 paired seeds: no CI)"
-    with pytest.raises(ValueError, match="direction='up'"):
-        verdict(0.1, 0.2, 3, "up")
+def test_per_question_variance_equals_the_two_way_anova_of_the_paired_differences():
+    rng = np.random.default_rng(0)
+    y = (rng.random((2, 4, 30)) < np.linspace(0.1, 0.9, 30)).astype(float)
+    y[1, :, :10] = 1.0  # a real difference on 10 questions, so every component is positive
+    y[1, 0, 10:25], y[1, 1, 10:25] = 1.0, 0.0  # and seeds that differ
+    d = y[1] - y[0]  # seeds x questions
+    S, Q = d.shape
+    ms_s = Q * ((d.mean(1) - d.mean()) ** 2).sum() / (S - 1)
+    ms_q = S * ((d.mean(0) - d.mean()) ** 2).sum() / (Q - 1)
+    resid = d - d.mean(1, keepdims=True) - d.mean(0, keepdims=True) + d.mean()
+    ms_sq = (resid ** 2).sum() / ((S - 1) * (Q - 1))
+    assert ms_s > ms_sq and ms_q > ms_sq
+    assert float(fit(y).var_pair) == pytest.approx((ms_s + ms_q - ms_sq) / (S * Q))
 
 
-GROUPS = {
-    "a": {1: 0.2, 2: 0.4, 3: 0.3},
-    "b": {1: 0.9, 2: 0.7, 3: 0.8},
-    "c": {1: 0.85, 2: 0.75, 4: 0.1},  # shares seeds 1 and 2 with b only
-    "d": {},  # every run failed
-}
+def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
+    # 20/64 and 21/64 on every seed: the seeds agree perfectly, the 64 questions still make the difference noise
+    per_run = compare({"a": runs({1: 20 / 64, 2: 20 / 64}, n=64), "b": runs({1: 21 / 64, 2: 21 / 64}, n=64)})
+    assert per_run[1].verdict == "indistinguishable" and per_run[1].high - per_run[1].low > 0.2
+    assert "binomial" in per_run[1].method
+    right = {f"q{i}": float(i < 20) for i in range(64)}
+    one_more = {**right, "q63": 1.0}
+    by_question = compare({"a": [RunRecord(s, 20 / 64, 20 / 64, 64, right) for s in (1, 2)],
+                           "b": [RunRecord(s, 21 / 64, 21 / 64, 64, one_more) for s in (1, 2)]})
+    assert by_question[1].verdict == "indistinguishable" and by_question[1].low < 0 < by_question[1].high
+    assert "64 questions" in by_question[1].method
+    # without an accuracy's question count nothing bounds the noise of equal seeds: no verdict, never a 0-width CI
+    same = compare({"a": runs({1: 0.25, 2: 0.25}), "b": runs({1: 0.5, 2: 0.5})})
+    assert same[1].verdict == "no verdict" and same[1].low is None and "no noise" in same[1].note
 
 
-def test_compare_to_best_maximize():
-    rows = compare_to_best(GROUPS)
-    assert [r.config for r in rows] == ["b", "c", "a", "d"]
-    best, c, a, d = rows
-    assert best.is_best and best.verdict == "reference (best)" and best.delta is None
-    assert best.mean == pytest.approx(0.8)
-    # a - b by seed: -0.7, -0.3, -0.5: mean -0.5, sd 0.2, half-width 4.3027 * 0.2 / sqrt(3) = 0.496828
-    assert (a.delta, a.n) == (pytest.approx(-0.5), 3)
-    assert (a.low, a.high) == pytest.approx((-0.996828, -0.003172), abs=1e-5)
-    assert a.verdict == "worse"
-    # c - b on seeds 1, 2 only: -0.05, +0.05: mean 0, half-width 12.706 * 0.0707 / sqrt(2) = 0.635
-    assert (c.delta, c.n, c.verdict) == (pytest.approx(0.0, abs=1e-12), 2, "indistinguishable")
-    assert (c.low, c.high) == pytest.approx((-0.635310, 0.635310), abs=1e-5)
-    assert (d.mean, d.verdict) == (None, "-")
+def test_missing_seeds_are_named_and_one_seed_says_how_to_get_a_verdict():
+    rows = compare({"a": runs({1: 0.5, 2: 0.6, 3: 0.55}), "b": runs({1: 0.4, 2: 0.45, 3: 0.41}),
+                    "c": runs({1: 0.9, 3: 0.95}), "d": runs({1: 0.2, 2: 0.3, 3: 0.25, 4: 0.1}), "e": []})
+    assert [r.config for r in rows] == ["a", "b", "d", "c", "e"]  # c is the best mean but incomplete
+    c = rows[3]
+    assert (c.verdict, c.missing_seeds, c.delta, c.low) == ("incomplete", (2,), None, None)
+    assert verdict_text(c) == "incomplete (missing 2)"
+    d = rows[2]
+    assert d.extra_seeds == (4,) and d.seeds == (1, 2, 3) and d.mean == pytest.approx(0.25)  # seed 4: no partner
+    assert rows[4].verdict == "-"
+    alone = compare({"a": runs({("trainer.seed=1",): 0.5}), "b": runs({("trainer.seed=1",): 0.2})})
+    assert alone[1].verdict == "no verdict" and "trainer.seed=1,2,3" in alone[1].note
+    assert seed_text(("trainer.seed=3",)) == "trainer.seed=3" and seed_text((("trainer.seed", "3"),)) == "trainer.seed=3"
 
 
-def test_compare_to_best_minimize_takes_the_lowest_as_reference():
-    best, c, b, _ = compare_to_best(GROUPS, "minimize")
-    assert best.config == "a" and best.verdict == "reference (best)"
-    assert c.config == "c" and c.n == 2 and c.verdict == "indistinguishable"
-    assert b.config == "b" and (b.low, b.high) == pytest.approx((0.003172, 0.996828), abs=1e-5)
-    assert b.verdict == "worse"  # higher is worse when minimizing
-
-
-def test_compare_to_best_with_one_shared_seed_says_there_is_no_ci():
-    rows = compare_to_best({"x": {1: 0.9, 2: 0.8}, "y": {1: 0.1, 3: 0.2}})
-    assert rows[1].config == "y" and rows[1].n == 1 and rows[1].low is None
-    assert rows[1].verdict == "indistinguishable (1 paired seed: no CI)"
+def test_the_reference_is_the_best_on_validation_and_the_verdict_is_on_test():
+    # a wins validation, b is better on test by far: b is `better` than the reference, a stays the reference
+    a = [RunRecord(s, 0.8, v, 64) for s, v in ((1, 0.30), (2, 0.32), (3, 0.31))]
+    b = [RunRecord(s, 0.7, v, 64) for s, v in ((1, 0.70), (2, 0.72), (3, 0.71))]
+    ref, other = compare({"b": b, "a": a})
+    assert ref.config == "a" and ref.rank_mean == pytest.approx(0.8) and ref.mean == pytest.approx(0.31)
+    assert other.verdict == "better"
+    # minimizing, the reference is b (lower validation), and a's lower test value is better
+    ref, other = compare({"b": b, "a": a}, "minimize")
+    assert (ref.config, other.config, other.verdict) == ("b", "a", "better")
+    # a run without a test value: every run falls back to its validation objective, and the method says so
+    rows = compare({"a": a, "b": b[:2] + [RunRecord(3, 0.7, None)]})
+    assert rows[0].mean == pytest.approx(0.8) and "not every run has a test value" in rows[0].method
     with pytest.raises(ValueError, match="direction='best'"):
-        compare_to_best(GROUPS, "best")
+        compare({"a": a}, "best")
+    with pytest.raises(ValueError, match="alpha=5"):
+        compare({"a": a}, alpha=5)
 
 
-def test_seed_means_drops_missing_objectives_and_averages_a_repeated_seed():
-    assert seed_means([(1, 0.5), (2, None), (1, 0.7), (3, float("nan")), (4, 1)]) == {1: pytest.approx(0.6), 4: 1.0}
+def test_verdict_source_of_each_objective():
+    assert verdict_source("val_accuracy") == ("test_accuracy", "accuracy", True)
+    assert verdict_source("val_accuracy_lenient") == ("test_accuracy_lenient", "accuracy_lenient", True)
+    assert verdict_source("val_rewards.fmt") == ("test_rewards.fmt", None, False)
+    assert verdict_source("reward") == (None, None, False)
+    assert verdict_source("eval_accuracy") == (None, None, True)  # a run from before the validation split
+
+
+def test_seeds_needed_is_the_first_design_that_detects_the_observed_difference():
+    rng = np.random.default_rng(3)
+    val, test = simulate(rng, 1, 3, 3, shifts={0: -0.06})
+    groups = {f"c{c}": [RunRecord(s, val[0, c, s].mean(), test[0, c, s].mean(), 64,
+                                  {f"q{q}": test[0, c, s, q] for q in range(64)}) for s in range(3)] for c in range(3)}
+    rows = compare(groups)
+    slow = [r for r in rows if r.verdict == "indistinguishable" and r.seeds_needed]
+    assert slow, [verdict_text(r) for r in rows]
+    row = slow[0]
+    assert row.seeds_needed > 3 and abs(row.delta) < row.mde
+    assert f"~{row.seeds_needed} seeds (now 3)" in row.note and f"larger than {row.mde:.3f}" in row.note
+
+
+def test_a_collapsed_configuration_stays_out_of_the_pooled_variance():
+    rng = np.random.default_rng(4)
+    _, test = simulate(rng, 1, 4, 3)
+    y = test[0].copy()
+    y[0] = 0.0  # every answer wrong
+    assert float(fit_sweep(y).var_pair) == pytest.approx(float(fit(y[1:]).var_pair))
+    assert fit_sweep(y).k == 4 and float(fit(y).var_pair) > float(fit(y[1:]).var_pair)
+
+
+def null_rate(rate, sweeps):
+    """The observed rate may exceed 5 % by 3 Monte Carlo standard errors, no more."""
+    return rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sweeps)
+
+
+@pytest.mark.parametrize("k, seeds", [(3, 3), (10, 3), (5, 5)])
+def test_null_sweeps_keep_the_family_wise_error_and_the_old_procedure_did_not(k, seeds):
+    rng = np.random.default_rng(100 * k + seeds)
+    sweeps = 300
+    for noise in (QUESTIONS, SEEDS):
+        val, test = simulate(rng, sweeps, k, seeds, noise)
+        assert null_rate(batch_verdicts(val, test).any_false().mean(), sweeps)
+        assert null_rate(batch_verdicts(val.mean(-1), test, questions=False).any_false().mean(), sweeps)
+    objectives = rounded_objectives(rng, sweeps, k, seeds)
+    assert null_rate(batch_verdicts(objectives, objectives, questions=False).any_false().mean(), sweeps)
+    if k == 10:  # the same simulator catches the old comparison with the observed best
+        assert old_verdicts(objectives).any_false().mean() > 0.3
+
+
+def test_power_a_quarter_lower_at_3_seeds_and_a_tenth_at_5():
+    rng = np.random.default_rng(7)
+    val, test = simulate(rng, 200, 10, 3, shifts={0: -0.25})
+    assert (batch_verdicts(val, test).calls[:, 0] == -1).mean() >= 0.95
+    val, test = simulate(rng, 200, 5, 5, shifts={0: -0.10})
+    assert (batch_verdicts(val, test).calls[:, 0] == -1).mean() >= 0.8
+
+
+def test_the_batch_simulation_decides_what_compare_decides():
+    rng = np.random.default_rng(9)
+    val, test = simulate(rng, 12, 5, 3, shifts={0: -0.08})
+    for questions in (True, False):
+        batch = batch_verdicts(val if questions else val.mean(-1), test, questions=questions)
+        for i in range(12):
+            groups = {c: [RunRecord(s, val[i, c, s].mean(), test[i, c, s].mean(), 64,
+                                    {f"q{q}": test[i, c, s, q] for q in range(64)} if questions else None)
+                          for s in range(3)] for c in range(5)}
+            rows = compare(groups)
+            assert rows[0].config == batch.reference[i]
+            calls = {r.config: {"better": 1, "worse": -1}.get(r.verdict, 0) for r in rows}
+            assert [calls[c] for c in range(5)] == batch.calls[i].tolist()
+
+
+def test_is_seed():
     assert is_seed("trainer.seed") and is_seed("+data.seed") and is_seed("seed")
     assert not is_seed("trainer.seeds") and not is_seed("seed.value")
-
 
 def rows(*pairs):
     return [{"step": s, "completions/mean_length": m} for s, m in pairs]

@@ -14,8 +14,9 @@ from grpo_sweep.tracking.wandb_logger import summary_fields
 
 
 COMPLETED = {
-    "status": "completed", "optimized_metric": "eval_accuracy", "objective": 0.5, "eval_accuracy": 0.5,
-    "eval_accuracy_lenient": None, "eval_rewards": {"correct": 0.5}, "reward": 0.25, "reward_first": 0.1,
+    "status": "completed", "optimized_metric": "val_accuracy", "objective": 0.5, "val_accuracy": 0.5,
+    "test_accuracy": 0.45, "test_accuracy_lenient": None, "test_rewards": {"correct": 0.45}, "reward": 0.25,
+    "reward_first": 0.1, "base_model_sha256": "0" * 64,
     "train_rewards": {"correct": 0.25}, "steps": 4, "runtime_s": 1.5, "overrides": ["lora.r=8"],
     "timings_s": {"train": 1.0}, "device_seconds": 1.2, "generated_tokens": 640, "tokens_per_s": 533.3,
 }
@@ -28,7 +29,7 @@ def test_written_summary_reads_back_the_same(tmp_path):
     assert list(json.loads(text)) == list(COMPLETED)  # same keys in the same order, nulls kept
     summary, problem = read_run_summary(tmp_path)
     assert problem is None
-    assert summary.eval_accuracy == 0.5 and summary.overrides == ["lora.r=8"] and summary.eval_accuracy_lenient is None
+    assert summary.val_accuracy == 0.5 and summary.overrides == ["lora.r=8"] and summary.test_accuracy_lenient is None
     assert summary.extra == {}
     write_summary(tmp_path, summary)  # read, written again: the same file
     assert (tmp_path / SUMMARY).read_text() == text
@@ -84,7 +85,8 @@ def test_writing_a_summary_without_a_status_is_refused(tmp_path):
 
 
 def test_schema_names_what_docs_outputs_lists():
-    for key in ("status", "objective", "eval_accuracy", "eval_accuracy_before", "eval_accuracy_lenient", "reward",
+    for key in ("status", "objective", "val_accuracy", "val_accuracy_before", "test_accuracy", "test_accuracy_before",
+                "test_accuracy_lenient", "test_pass_at_k", "base_model_sha256", "reported_step", "reward",
                 "reward_first", "steps", "overrides", "error", "timings_s", "device_seconds", "generated_tokens",
                 "tokens_per_s", "best", "best_step", "trial"):
         assert key in FIELD_NAMES
@@ -93,5 +95,5 @@ def test_schema_names_what_docs_outputs_lists():
 def test_wandb_summary_reads_the_schema():
     fields = summary_fields(RunSummary.from_dict({**COMPLETED, "trial": {"number": 2, "state": "COMPLETE"}}))
     assert fields["objective"] == 0.5 and fields["objective_step"] == 4 and fields["cost/generated_tokens"] == 640
-    assert fields["trial/number"] == 2 and "eval_accuracy_lenient" not in fields
+    assert fields["trial/number"] == 2 and "test_accuracy_lenient" not in fields
     assert summary_fields(COMPLETED) == {k: v for k, v in fields.items() if not k.startswith("trial/")}

@@ -28,11 +28,11 @@ def test_summary_holds_what_sweeps_compare(finished_run):
     assert on_disk == json.loads(json.dumps(summary))
     assert summary["status"] == "completed"
     assert summary["steps"] == 6
-    assert summary["objective"] == summary["eval_accuracy"] == 0.0  # a random model cannot do arithmetic
+    assert summary["objective"] == summary["val_accuracy"] == summary["test_accuracy"] == 0.0  # a random model cannot do arithmetic
     mix = ["xmlcount", "soft_format", "strict_format", "int", "correct"]
-    assert list(summary["eval_rewards"]) == mix
+    assert list(summary["test_rewards"]) == list(summary["val_rewards"]) == mix
     assert list(summary["train_rewards"]) == mix
-    assert all(0.0 <= v <= 1.0 for v in summary["eval_rewards"].values())
+    assert all(0.0 <= v <= 1.0 for v in summary["test_rewards"].values())
     assert isinstance(summary["reward"], float)
     assert summary["runtime_s"] > 0
     assert summary["versions"]["trl"] == "1.14.2"
@@ -76,7 +76,7 @@ def test_learning_shows_with_the_smoke_settings(tmp_path):
     """The main job's settings, warm start included: the training reward (`correct`) rises clearly in 60 steps."""
     from grpo_sweep.run.train import train
 
-    summary = train(compose(["trainer.max_steps=60", "data.max_eval_samples=8"]), tmp_path)
+    summary = train(compose(["trainer.max_steps=60", "data.max_val_samples=8", "data.max_test_samples=8"]), tmp_path)
     assert summary["reward"] > summary["reward_first"] + 0.1, summary
 
 
@@ -112,4 +112,4 @@ def test_same_seed_same_run(tmp_path):
     second = train(cfg, tmp_path / "b")
     strip = lambda rows: [{k: v for k, v in r.items() if "time" not in k and "runtime" not in k and "per_second" not in k} for r in rows]  # noqa: E731
     assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
-    assert first["eval_rewards"] == second["eval_rewards"]
+    assert first["test_rewards"] == second["test_rewards"]

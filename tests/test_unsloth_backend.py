@@ -153,7 +153,7 @@ def test_gsm8k_experiment_trains_16bit_lora_with_unsloth_and_vllm():
     assert (t.num_generations, t.max_completion_length, t.beta, t.max_steps) == (5, 1024, 0.001, 116)
     prompts_per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps // t.num_generations
     assert prompts_per_step == 64 and t.max_steps == 7473 // 64
-    assert cfg.data.max_eval_samples is None and cfg.trainer.eval.temperature > 0
+    assert cfg.data.max_val_samples is None and cfg.data.max_test_samples is None and cfg.trainer.eval.temperature > 0
     validate(cfg)
 
 

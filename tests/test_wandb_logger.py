@@ -76,16 +76,25 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
         tables = [h for h in run.history if "completions._type" in h]
         assert [h["train/global_step"] for h in tables] == [3, 6]  # every logger.log_completions_steps
         assert tables[0]["completions.ncols"] == 4 + len(names)  # step, prompt, completion, rewards, advantage
-        # summary: objective, held-out accuracy, the step it was reached
+        # summary: objective, validation and test accuracy, the step the objective was measured at
         assert run.summary["objective"] == summary["objective"]
-        assert run.summary["eval_accuracy"] == summary["eval_accuracy"]
-        assert run.summary["objective_step"] == 6 and run.summary["status"] == "completed"
-        # the held-out evaluations: before training (step 0) and after, in history; last and best in the summary
-        evals = [h for h in run.history if "eval/accuracy" in h]
+        assert run.summary["val_accuracy"] == summary["val_accuracy"]
+        assert run.summary["test_accuracy"] == summary["test_accuracy"]
+        assert run.summary["objective_step"] == summary["best_step"] and run.summary["status"] == "completed"
+        # the validation evaluations: before training (step 0) and after, in history; the reported one in the summary
+        evals = [h for h in run.history if "val/accuracy" in h]
         assert [h["train/global_step"] for h in evals] == summary["eval_steps"] == [0, 6]
-        assert all(f"eval/{name}" in h and "eval/accuracy_lenient" in h for h in evals for name in names)
-        for key in ("eval_accuracy_before", "eval_accuracy_lenient", "eval_pass_at_k", "eval_maj_at_k", "best_objective", "best_step"):
+        assert all(f"val/{name}" in h and "val/accuracy_lenient" in h for h in evals for name in names)
+        for key in ("val_accuracy_before", "val_accuracy_lenient", "test_accuracy_before", "test_accuracy_lenient",
+                    "test_pass_at_k", "test_maj_at_k", "best_objective", "best_step"):
             assert run.summary[key] == summary[key], key
+        # flat keys a dashboard groups by: each group's option and the overrides the sweep varies, nothing common
+        mix = run.name.split(",")[0].split("=")[1]
+        assert run.config["choices.reward_mix"] == run.config["override.reward_mix"] == mix
+        assert run.config["choices.lora"] == "wide" and run.config["choices.model"] == "tiny"
+        assert run.config["override.trainer.seed"] == run.config["trainer"]["seed"]
+        assert sorted(k for k in run.config if k.startswith("override.")) == ["override.reward_mix",
+                                                                            "override.trainer.seed"]
     assert out.stdout.count("upload it with: wandb sync") == 4
 
 
@@ -132,7 +141,7 @@ def test_logger_none_runs_without_wandb_installed(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ""},
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "objective eval_accuracy" in out.stdout
+    assert "objective val_accuracy" in out.stdout
     [summary] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     assert json.loads(summary.read_text())["status"] == "completed"
     assert not list(tmp_path.glob("grpo/runs/*/wandb*"))
@@ -186,7 +195,7 @@ def test_sweep_ends_with_a_report_with_plots(wandb_sweep):
     assert sorted(r.split("|")[1].strip() for r in seed_rows) == ["reward_mix=format", "reward_mix=smoke"]
     assert all(r.split("|")[2].strip() == "1,2" and "±" in r for r in seed_rows)
     assert "wandb sync" in report
-    _check_pngs(sweep_dir, report, {"reward_curves.png", "reward_components.png",
+    _check_pngs(sweep_dir, report, {"forest.png", "val_accuracy.png", "reward_terms.png",
                                     "accuracy_vs_reward_mix.png"})
 
 
@@ -214,7 +223,7 @@ def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path
     first = open_logger(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]))
     close_failed({"status": "failed", "error": "ValueError: boom"})
     second = open_logger(cfg, RunContext(tmp_path / "1", ["reward_mix=smoke"]))
-    second.finish({"status": "completed", "objective": 0.5, "eval_accuracy": 0.5, "steps": 3})
+    second.finish({"status": "completed", "objective": 0.5, "val_accuracy": 0.5, "steps": 3})
     [failed] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "0")]
     [done] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "1")]
     assert failed.run_id == first.run_id != done.run_id == second.run_id
@@ -271,3 +280,50 @@ def test_trls_own_completions_table_replaces_ours_when_asked(tmp_path):
     # TRL's: at every logging step, and once more with the end-of-training row; ours (every 2): none
     assert [h["train/global_step"] for h in tables] == [1, 2, 3, 4, 5, 6, 6]
     assert len(list((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"))) == 6
+
+
+def test_config_has_flat_group_choices_and_swept_overrides_and_the_summary_val_and_test(tmp_path, monkeypatch):
+    """A dashboard groups by ``choices.reward_mix`` (not the expanded reward dict) and averages over
+    ``override.trainer.seed``; the summary holds validation and test side by side."""
+    from grpo_sweep.tracking import open_logger
+
+    from .conftest import compose
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task: [logger=wandb, 'reward_mix=format,smoke', lora.r=16, 'trainer.seed=1,2',"
+        " 'optimizer.learning_rate=1e-4,3e-4']\n")
+    overrides = ["logger=wandb", "reward_mix=format", "lora.r=16", "trainer.seed=2", "optimizer.learning_rate=1e-4"]
+    choices = {"reward_mix": "format", "lora": "wide", "model": "tiny"}
+    cfg = compose(["logger=wandb", "reward_mix=format"])
+    logger = open_logger(cfg, RunContext(sweep / "3", overrides, sweep, choices=choices))
+    summary = {"status": "completed", "optimized_metric": "val_accuracy", "objective": 0.6, "val_accuracy": 0.6,
+               "val_accuracy_before": 0.3, "test_accuracy": 0.55, "test_accuracy_before": 0.31, "best_step": 4,
+               "steps": 6, "val_rewards": {"format": 0.9}, "test_rewards": {"format": 0.8}}
+    logger.finish(summary)
+    [run] = [read_offline_run(p) for p in offline_run_dirs(sweep / "3")]
+    flat = {k: v for k, v in run.config.items() if k.startswith(("choices.", "override."))}
+    assert flat == {"choices.reward_mix": "format", "choices.lora": "wide", "choices.model": "tiny",
+                    "override.reward_mix": "format", "override.trainer.seed": 2,
+                    "override.optimizer.learning_rate": 1e-4}  # lora.r=16 is common to the sweep: not a varying key
+    assert set(run.config["reward_mix"]) == {"format"}  # the expanded config is still there
+    assert {k: run.summary[k] for k in ("val_accuracy", "val_accuracy_before", "test_accuracy",
+                                        "test_accuracy_before", "objective_step", "val_rewards/format",
+                                        "test_rewards/format")} == {
+        "val_accuracy": 0.6, "val_accuracy_before": 0.3, "test_accuracy": 0.55, "test_accuracy_before": 0.31,
+        "objective_step": 4, "val_rewards/format": 0.9, "test_rewards/format": 0.8}
+    assert not [k for k in run.summary if k.startswith("eval")]
+
+
+def test_group_choices_come_from_hydra_and_a_trial_overrides_its_own(tmp_path):
+    from grpo_sweep.run.context import group_choices
+
+    hydra_choices = {"reward_mix": "smoke", "lora": "wide", "debug": None, "hydra": "default",
+                     "hydra/launcher": "pool", "hydra/sweeper": "basic"}
+    assert group_choices(hydra_choices) == {"reward_mix": "smoke", "lora": "wide"}
+    worker = RunContext(tmp_path, ["hparams_search=reward_design"], tmp_path, optuna_worker=True,
+                        choices={"reward_mix": "smoke", "lora": "wide"})
+    trial = worker.for_trial(tmp_path / "trials/0", ["reward_mix=format", "optimizer.learning_rate=1e-4"])
+    assert trial.choices == {"reward_mix": "format", "lora": "wide"} and worker.choices["reward_mix"] == "smoke"

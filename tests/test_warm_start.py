@@ -11,6 +11,7 @@ import pytest
 from grpo_sweep.config.schema import WarmStartConfig
 from grpo_sweep.models import ensure_model, tiny, warm
 from grpo_sweep.models.tiny import TinySpec, build_cached, tiny_model_path
+from grpo_sweep.data import held_out_questions
 from grpo_sweep.data.arithmetic import arithmetic_splits, question
 from grpo_sweep.models.warm import WarmTask, corpus_line, example_operands, facts, warm_model_path, worked_example
 
@@ -31,11 +32,12 @@ def test_corpus_holds_facts_in_plain_text():
     assert all(corpus_line(rng, table, 0.0).count(" = ") >= 1 for _ in range(50))
 
 
-def test_worked_examples_never_show_a_held_out_question():
-    _, held_out_rows = arithmetic_splits(179, 64, 2, 2, 9, 0)
-    task = WarmTask(SYSTEM, tuple(r["question"] for r in held_out_rows))
+def test_worked_examples_never_show_a_held_out_question(cfg_factory):
+    _, validation, test = arithmetic_splits(115, 64, 64, 2, 2, 9, 0)
+    task = WarmTask(SYSTEM, held_out_questions(cfg_factory().data))
+    assert set(task.held_out) == {r["question"] for r in validation + test}  # validation and test both
     operands = example_operands(9, task)
-    assert len(operands) == 243 - 64
+    assert len(operands) == 243 - 128
     asked = {question(f"{a} {op} {b}") for a, op, b in operands}
     assert not asked & set(task.held_out)
     assert len(example_operands(9, WarmTask(SYSTEM))) == 243
@@ -220,3 +222,54 @@ def test_the_build_uses_every_core_this_process_may(monkeypatch):
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     assert warm.build_threads() == 3
+
+
+# -- the shipped warm start (grpo_sweep/models/prebuilt/) -----------------------------------------------------------
+def _default_spec(cfg_factory, overrides=()):
+    cfg = cfg_factory(list(overrides))
+    return TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length), cfg.data.system_prompt, held_out_questions(cfg.data)
+
+
+def test_the_main_job_starts_from_the_shipped_weights_without_building(cfg_factory, tmp_path, monkeypatch):
+    import json
+
+    from grpo_sweep.models import PREBUILT, PREBUILT_RECORD, weights_sha256
+
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
+    spec, system, held_out = _default_spec(cfg_factory)
+    assert ensure_model(spec, system, held_out) == PREBUILT
+    assert not any(tmp_path.iterdir())  # nothing built, nothing cached
+    record = json.loads((PREBUILT / PREBUILT_RECORD).read_text())
+    assert weights_sha256(PREBUILT) == record["sha256"] and len(record["sha256"]) == 64
+    assert (PREBUILT / "model.safetensors").stat().st_size < 1_000_000  # a few hundred KB in the package
+
+
+def test_another_recipe_or_prebuilt_false_builds_instead(cfg_factory, tmp_path, monkeypatch):
+    from grpo_sweep.models import PREBUILT, prebuilt_model
+
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
+    for overrides in (["model.tiny.warm_start.seed=7"], ["model.tiny.warm_start.teacher_slip=0.5"],
+                      ["data.arithmetic.n_val=32"]):
+        spec, system, held_out = _default_spec(cfg_factory, overrides)
+        assert prebuilt_model(spec, system, held_out) is None, overrides
+    spec, system, held_out = _default_spec(cfg_factory, ["model.tiny.prebuilt=false"])
+    built = []
+    monkeypatch.setattr(warm, "ensure_warm_model", lambda base, s, task: built.append(task) or base)
+    assert ensure_model(spec, system, held_out) != PREBUILT and len(built) == 1
+
+
+def test_a_damaged_shipped_file_is_refused(cfg_factory, tmp_path):
+    import shutil
+
+    from grpo_sweep.models import PREBUILT, prebuilt_model
+
+    copy = tmp_path / "prebuilt"
+    shutil.copytree(PREBUILT, copy)
+    spec, system, held_out = _default_spec(cfg_factory)
+    assert prebuilt_model(spec, system, held_out, root=copy) == copy
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="hashes to .*, not .* reinstall grpo-sweep or set model.tiny.prebuilt=false"):
+        prebuilt_model(spec, system, held_out, root=copy)

@@ -100,8 +100,13 @@ class OptimizerConfig:
 
 @dataclass
 class ArithmeticConfig:
+    # three disjoint sets of distinct expressions: the first n_test generated are the test set, the next n_val
+    # the validation set, the rest train (so test stays the same when n_val or n_train changes)
     n_train: int = 512
-    n_eval: int = 64
+    n_val: int = 64
+    n_test: int = 64
+    # retired (was the held-out size): set it and validation names n_val / n_test instead
+    n_eval: Optional[int] = None
     min_operands: int = 2
     max_operands: int = 3
     max_operand: int = 9
@@ -110,16 +115,29 @@ class ArithmeticConfig:
 
 @dataclass
 class DataConfig:
-    # arithmetic (built-in generator) | hub (datasets.load_dataset) | file (local jsonl/csv/parquet)
+    """Three disjoint splits: train (GRPO), validation (periodic evaluation, the best step, the search's objective)
+    and test (evaluated before and once after training; it chooses nothing). A split the data does not give is
+    carved from the train rows, seeded by ``seed``: first test, then validation (grpo_sweep/data/)."""
+
+    # arithmetic (built-in generator) | hub (datasets.load_dataset) | file (local files or directories)
     source: str = "arithmetic"
-    # hub dataset id, or local file path (for file)
+    # hub dataset id; for file: a .jsonl/.json/.csv/.parquet file, a directory of such shards (one format), or a
+    # directory written by datasets' save_to_disk (a Dataset, or a DatasetDict whose splits are used by name)
     path: Optional[str] = None
     # hub subset, e.g. "main" for openai/gsm8k
     subset: Optional[str] = None
+    # split names: of the hub dataset, or of a saved DatasetDict. null validation/test: for a DatasetDict its
+    # `validation` (or valid/val/dev) / `test` split if it has one; otherwise carved from train
     train_split: str = "train"
-    # for hub data: the held-out split; for file data without one, eval_fraction of the rows are held out
-    eval_split: Optional[str] = "test"
-    eval_fraction: float = 0.1
+    validation_split: Optional[str] = None
+    test_split: Optional[str] = None
+    # file data: a separate validation / test file or directory (same kinds as path)
+    validation_path: Optional[str] = None
+    test_path: Optional[str] = None
+    # the size of a carved split: a fraction of the train rows in (0, 1), or a number of rows (as test_size of
+    # datasets' train_test_split)
+    validation_size: Any = 0.1
+    test_size: Any = 0.1
     # column holding the question text (or a ready list of chat messages)
     prompt_column: str = "prompt"
     ground_truth_column: Optional[str] = "ground_truth"
@@ -128,10 +146,17 @@ class DataConfig:
     system_prompt: str = (
         "Respond in the following format:\n<think>\n...\n</think>\n<answer>\n...\n</answer>"
     )
+    # keep only the first N rows of a split (null: all); validation and test keep their seeded order
     max_train_samples: Optional[int] = None
-    max_eval_samples: Optional[int] = 64
+    max_val_samples: Optional[int] = None
+    max_test_samples: Optional[int] = None
     seed: int = 0
     arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
+    # retired keys (one held-out split served as both validation and test); setting one is a one-line error that
+    # names its replacement
+    eval_split: Optional[str] = None
+    eval_fraction: Optional[float] = None
+    max_eval_samples: Optional[int] = None
 
 
 @dataclass

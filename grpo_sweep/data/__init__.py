@@ -1,82 +1,186 @@
 """Datasets as TRL wants them: a conversational ``prompt`` (system + user) and a ``ground_truth`` column.
 
+``load_splits`` gives three disjoint splits (``Splits``): train, validation (for choosing) and test (for
+reporting). Where the data gives no validation or test split, it is carved from the train rows, seeded.
+
 Every other column of the data stays (TRL hands each to the rewards by name). With ``data.ground_truth_after``
 set, ``ground_truth`` and the ``data.ground_truth_column`` both hold the normalised answer (the text after the
 marker) and ``<ground_truth_column>_raw`` keeps the untouched text.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .arithmetic import ARITHMETIC_COLUMNS, arithmetic_splits
+from .sources import (
+    VALIDATION_NAMES,
+    DataError,
+    Source,
+    carve_order,
+    carved_counts,
+    check_size,
+    load,
+    locate,
+    read_rows,
+)
 
-FILE_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+SPLITS = ("train", "validation", "test")
+
+# Keys that meant one held-out split for both choosing and reporting: the message says what replaces each.
+RETIRED = {
+    "eval_split": "the held-out split is now two: data.validation_split / data.test_split (hub, or a saved "
+                  "DatasetDict's split names) or data.validation_path / data.test_path (files)",
+    "eval_fraction": "carved splits are sized by data.validation_size and data.test_size (a fraction or a row count)",
+    "max_eval_samples": "use data.max_val_samples and data.max_test_samples",
+}
 
 
-class DataError(ValueError):
-    """The data named in config cannot be loaded or lacks what the rewards need."""
+class Splits(NamedTuple):
+    """Disjoint train / validation / test ``datasets.Dataset``s, each with ``prompt`` (messages) and, where the
+    data has one, ``ground_truth``. Validation is for choosing (periodic evaluation, the best step, a search's
+    objective); test is for reporting only."""
+
+    train: Any
+    validation: Any
+    test: Any
 
 
 def held_out_questions(data_cfg: Any) -> tuple[str, ...]:
-    """The built-in task's held-out questions, which the tiny model's warm start must never show in chat (other
-    data is not arithmetic questions, so nothing of it is among the warm start's)."""
+    """The built-in task's validation and test questions, which the tiny model's warm start must never show in
+    chat (other data is not arithmetic questions, so nothing of it is among the warm start's)."""
     if data_cfg.source != "arithmetic":
         return ()
+    _, validation, test = _arithmetic_rows(data_cfg)
+    return tuple(row["question"] for row in validation + test)
+
+
+def _arithmetic_rows(data_cfg: Any) -> tuple[list[dict], list[dict], list[dict]]:
     a = data_cfg.arithmetic
-    _, held_out = arithmetic_splits(a.n_train, a.n_eval, a.min_operands, a.max_operands, a.max_operand, a.seed)
-    return tuple(row["question"] for row in held_out)
+    if a.n_eval is not None:
+        raise DataError(f"data.arithmetic.n_eval={a.n_eval} is retired: set data.arithmetic.n_val and data.arithmetic.n_test")
+    return arithmetic_splits(a.n_train, a.n_val, a.n_test, a.min_operands, a.max_operands, a.max_operand, a.seed)
 
 
-def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None):
-    """Train and held-out ``datasets.Dataset``s with ``prompt`` (messages) and ``ground_truth`` columns.
+def _check_retired(data_cfg: Any) -> None:
+    for key, instead in RETIRED.items():
+        value = data_cfg.get(key)
+        if value is not None:
+            raise DataError(f"data.{key}={value!r} is retired: {instead}")
+
+
+def _file_sources(data_cfg: Any) -> dict[str, Source | None]:
+    """split -> where ``data=file`` gives it (None: carve it from train)."""
+    train = locate(data_cfg.path, "data.path")
+    named = {"validation": data_cfg.validation_split, "test": data_cfg.test_split}
+    paths = {"validation": data_cfg.validation_path, "test": data_cfg.test_path}
+    if train.kind != "saved_dict":
+        set_names = {f"data.{s}_split": n for s, n in (("train", data_cfg.train_split), *named.items())
+                     if n and not (s == "train" and n == "train")}
+        if set_names:
+            key, name = next(iter(set_names.items()))
+            raise DataError(
+                f"{key}={name!r} names a split of a saved DatasetDict, but data.path={str(train.path)!r} is not one; "
+                "give a separate split as data.validation_path / data.test_path"
+            )
+        out: dict[str, Source | None] = {"train": train}
+    else:
+        out = {"train": _dict_split(train, data_cfg.train_split, "train_split")}
+        standard = {"validation": VALIDATION_NAMES, "test": ("test",)}
+        for split in ("validation", "test"):
+            if named[split]:
+                out[split] = _dict_split(train, named[split], f"{split}_split")
+                continue
+            present = [n for n in standard[split] if n in train.splits]
+            if len(present) > 1:
+                raise DataError(
+                    f"data.path={str(train.path)!r} has splits {present}, each a {split} split by its name; "
+                    f"choose one with data.{split}_split"
+                )
+            out[split] = train.split(present[0], "data.path") if present else None
+    for split, path in paths.items():
+        if not path:
+            out.setdefault(split, None)
+            continue
+        if out.get(split) is not None:
+            raise DataError(
+                f"data.{split}_path={path!r} and data.path={str(train.path)!r}'s own {split} split both give the "
+                f"{split} split; drop one"
+            )
+        source = locate(path, f"data.{split}_path")
+        if source.kind == "saved_dict":
+            raise DataError(
+                f"data.{split}_path={path!r} is a saved DatasetDict (splits {list(source.splits)}); "
+                f"point at one split's directory, e.g. {str(source.path / source.splits[0])!r}"
+            )
+        out[split] = source
+    return out
+
+
+def _dict_split(source: Source, name: str, key: str) -> Source:
+    if name not in source.splits:
+        raise DataError(f"data.{key}={name!r} is not a split of {str(source.path)!r}; its splits: {list(source.splits)}")
+    return source.split(name, "data.path")
+
+
+def _carve_sizes(data_cfg: Any, given: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """split -> (size, key) for every split the data does not give; test first (see carve_order)."""
+    return {s: (data_cfg.get(f"{s}_size"), f"data.{s}_size") for s in ("test", "validation") if given.get(s) is None}
+
+
+def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> Splits:
+    """Train, validation and test ``datasets.Dataset``s with ``prompt`` (messages) and ``ground_truth`` columns.
 
     ``need_columns`` (``rewards.mix.data_columns``): column -> the reward that needs it; a column the loaded
     data lacks is a one-line DataError, raised here, before any trainer is built.
     """
     import datasets
 
+    _check_retired(data_cfg)
     if data_cfg.source == "arithmetic":
-        a = data_cfg.arithmetic
-        train_rows, eval_rows = arithmetic_splits(
-            a.n_train, a.n_eval, a.min_operands, a.max_operands, a.max_operand, a.seed
-        )
-        train, held_out = datasets.Dataset.from_list(train_rows), datasets.Dataset.from_list(eval_rows)
-        prompt_column, truth_column = _source_columns(data_cfg)
+        given = dict(zip(SPLITS, map(datasets.Dataset.from_list, _arithmetic_rows(data_cfg))))
+        where = "the built-in task"
     elif data_cfg.source == "hub":
-        train = datasets.load_dataset(data_cfg.path, data_cfg.subset, split=data_cfg.train_split)
-        held_out = (
-            datasets.load_dataset(data_cfg.path, data_cfg.subset, split=data_cfg.eval_split)
-            if data_cfg.eval_split
-            else None
-        )
-        prompt_column, truth_column = data_cfg.prompt_column, data_cfg.ground_truth_column
+        given = {
+            split: datasets.load_dataset(data_cfg.path, data_cfg.subset, split=name) if name else None
+            for split, name in zip(SPLITS, (data_cfg.train_split, data_cfg.validation_split, data_cfg.test_split))
+        }
+        where = f"{data_cfg.path}'s {data_cfg.train_split} split"
     elif data_cfg.source == "file":
-        train = _load_file(data_cfg.path)
-        held_out = _load_file(data_cfg.eval_split) if data_cfg.eval_split else None
-        prompt_column, truth_column = data_cfg.prompt_column, data_cfg.ground_truth_column
+        sources = _file_sources(data_cfg)
+        given = {split: load(source) if source else None for split, source in sources.items()}
+        where = sources["train"].name()
     else:
         raise DataError(f"data.source={data_cfg.source!r}; use one of: arithmetic, hub, file")
+    prompt_column, truth_column = _source_columns(data_cfg)
 
     need_columns = need_columns or {}
     need_truth = need_columns.get("ground_truth") or need_ground_truth
-    has_truth = _check_columns(train, prompt_column, truth_column, need_truth, "train")
-    _check_reward_columns(train.column_names, data_cfg, need_columns, "train")
-    if held_out is None:
-        if len(train) < 2:
-            raise DataError(f"the data has {len(train)} row(s); need at least 2 to hold some out (or set data.eval_split)")
-        split = train.train_test_split(test_size=data_cfg.eval_fraction, seed=data_cfg.seed)
-        train, held_out = split["train"], split["test"]
-    else:
-        _check_columns(held_out, prompt_column, truth_column, need_truth, "held-out")
-        _check_reward_columns(held_out.column_names, data_cfg, need_columns, "held-out")
-    train = _to_prompts(train, data_cfg, prompt_column, truth_column if has_truth else None)
-    held_out = _to_prompts(held_out, data_cfg, prompt_column, truth_column if has_truth else None)
-    if data_cfg.max_train_samples:
-        train = train.select(range(min(data_cfg.max_train_samples, len(train))))
-    if data_cfg.max_eval_samples:
-        held_out = held_out.select(range(min(data_cfg.max_eval_samples, len(held_out))))
-    return train, held_out
+    # checked before carving: the train rows' checks then cover the carved splits too
+    has_truth = True
+    for split in SPLITS:
+        if given.get(split) is not None:
+            has_truth &= _check_columns(given[split], prompt_column, truth_column, need_truth, split)
+            _check_reward_columns(given[split].column_names, data_cfg, need_columns, split)
+    given = _carve(given, _carve_sizes(data_cfg, given), data_cfg.seed, where)
+    splits = Splits(*(_to_prompts(given[s], data_cfg, prompt_column, truth_column if has_truth else None) for s in SPLITS))
+    limits = (data_cfg.max_train_samples, data_cfg.max_val_samples, data_cfg.max_test_samples)
+    return Splits(*(ds.select(range(min(n, len(ds)))) if n else ds for ds, n in zip(splits, limits)))
+
+
+def _carve(given: dict[str, Any], sizes: dict[str, tuple[Any, str]], seed: int, where: str) -> dict[str, Any]:
+    """The splits ``sizes`` names, taken from ``given["train"]`` by a seeded permutation; the rest stays train."""
+    if not sizes:
+        return given
+    train = given["train"]
+    counts = carved_counts(len(train), sizes, where)
+    order = carve_order(len(train), seed)
+    out, start = dict(given), 0
+    for split in ("test", "validation"):
+        if split in counts:
+            out[split] = train.select(order[start:start + counts[split]])
+            start += counts[split]
+    out["train"] = train.select(order[start:])
+    return out
 
 
 def _source_columns(data_cfg: Any) -> tuple[str, str | None]:
@@ -99,24 +203,6 @@ def reward_columns(source_columns: list[str], data_cfg: Any) -> list[str]:
     return out
 
 
-def _data_file(path: str | None) -> Path:
-    if not path:
-        raise DataError("data.path is empty; give a local .jsonl, .json, .csv or .parquet file")
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataError(f"data file not found: {str(file)!r} (data.path)")
-    if file.suffix.lower() not in FILE_FORMATS:
-        raise DataError(f"data file {str(file)!r}: unknown format {file.suffix!r}; use one of {sorted(FILE_FORMATS)}")
-    return file
-
-
-def _load_file(path: str | None):
-    import datasets
-
-    file = _data_file(path)
-    return datasets.load_dataset(FILE_FORMATS[file.suffix.lower()], data_files=str(file), split="train")
-
-
 # Larger files are checked when training loads them, not on the login node.
 PRECHECK_MAX_BYTES = 64 * 1024 * 1024
 
@@ -135,53 +221,45 @@ class _Rows:
         return [row.get(column) for row in self.rows]
 
 
-def _read_rows(file: Path) -> list[dict]:
-    suffix = file.suffix.lower()
-    try:
-        if suffix == ".jsonl" or (suffix == ".json" and file.read_text().lstrip()[:1] != "["):
-            import json
-
-            return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-        if suffix == ".json":
-            import json
-
-            return json.loads(file.read_text())
-        if suffix == ".csv":
-            import csv
-
-            with file.open(newline="") as f:
-                return [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(f)]
-        import pyarrow.parquet as pq
-
-        return pq.read_table(file).to_pylist()
-    except (ValueError, OSError, ImportError) as exc:
-        raise DataError(f"data file {str(file)!r} cannot be read: {exc}") from None
-
-
 def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> list[str] | None:
-    """Before any training: the data has what the rewards need, checked without loading it (stdlib readers).
+    """Before any training: the data has what the rewards need and the splits can be made, checked without
+    ``datasets`` (stdlib and pyarrow readers).
 
     Returns the columns the rewards will get, or None where they cannot be known here (hub data, large files).
     """
     need_columns = need_columns or {}
+    _check_retired(data_cfg)
     if data_cfg.source == "arithmetic":
+        a = data_cfg.arithmetic
+        if a.n_eval is not None:
+            _arithmetic_rows(data_cfg)  # raises the retired key's message
+        for key in ("n_train", "n_val", "n_test"):
+            if a[key] < 1:
+                raise DataError(f"data.arithmetic.{key}={a[key]}: every split needs at least 1 question")
         _check_reward_columns(list(ARITHMETIC_COLUMNS), data_cfg, need_columns, "train")
         return reward_columns(list(ARITHMETIC_COLUMNS), data_cfg)
+    if data_cfg.source == "hub":
+        for split, (size, key) in _carve_sizes(data_cfg, {"validation": data_cfg.validation_split,
+                                                           "test": data_cfg.test_split}).items():
+            check_size(size, key)
+        return None
     if data_cfg.source != "file":
         return None
+    sources = _file_sources(data_cfg)
+    for size, key in _carve_sizes(data_cfg, sources).values():
+        check_size(size, key)
     need_truth = need_columns.get("ground_truth") or need_ground_truth
     columns = None
-    for path, which in ((data_cfg.path, "train"), (data_cfg.eval_split, "held-out")):
-        if which == "held-out" and not path:
+    for split in SPLITS:
+        source = sources[split]
+        if source is None or source.nbytes() > PRECHECK_MAX_BYTES:
             continue
-        file = _data_file(path)
-        if file.stat().st_size > PRECHECK_MAX_BYTES:
-            continue
-        rows = _Rows(_read_rows(file))
-        _check_columns(rows, data_cfg.prompt_column, data_cfg.ground_truth_column, need_truth, which)
-        _check_reward_columns(rows.column_names, data_cfg, need_columns, which)
-        if which == "train":
+        rows = _Rows(read_rows(source))
+        _check_columns(rows, data_cfg.prompt_column, data_cfg.ground_truth_column, need_truth, split)
+        _check_reward_columns(rows.column_names, data_cfg, need_columns, split)
+        if split == "train":
             columns = reward_columns(rows.column_names, data_cfg)
+            carved_counts(len(rows), _carve_sizes(data_cfg, sources), source.name())
     return columns
 
 

@@ -27,14 +27,24 @@ class RunContext:
     optuna_worker: bool = False
     # runs side by side share this terminal: one progress bar each would garble it
     shares_terminal: bool = False
+    # the option chosen in each config group (``{"reward_mix": "format", "lora": "wide"}``), Hydra's own left out:
+    # what a dashboard groups runs by (the config holds only the options' expanded contents)
+    choices: dict[str, str] = field(default_factory=dict)
 
     @property
     def multirun(self) -> bool:
         return self.sweep_dir is not None
 
     def for_trial(self, trial_dir: Path, overrides: list[str]) -> "RunContext":
-        """The context of one trial that this Optuna worker trains."""
-        return RunContext(trial_dir, list(overrides), self.sweep_dir, self.optuna_worker, self.shares_terminal)
+        """The context of one trial that this Optuna worker trains: a trial's override of a group (a searched
+        ``reward_mix``) is that group's choice for the trial."""
+        choices = dict(self.choices)
+        for override in overrides:
+            key, _, value = override.partition("=")
+            if key.lstrip("+~") in choices:
+                choices[key.lstrip("+~")] = value
+        return RunContext(trial_dir, list(overrides), self.sweep_dir, self.optuna_worker, self.shares_terminal,
+                          choices)
 
 
 def from_hydra() -> RunContext:
@@ -57,4 +67,11 @@ def from_hydra() -> RunContext:
         sweep_dir=sweep_dir,
         optuna_worker=multirun and os.environ.get(ROLE_ENV) == OPTUNA_WORKER,
         shares_terminal=int(os.environ.get(WORKERS_ENV, "1")) > 1,
+        choices=group_choices(hydra_cfg.runtime.choices),
     )
+
+
+def group_choices(choices) -> dict[str, str]:
+    """Hydra's ``runtime.choices`` without its own groups (``hydra/launcher``, ...) and unset ones (``debug: null``)."""
+    return {str(group): str(option) for group, option in dict(choices).items()
+            if option is not None and not str(group).split("/", 1)[0] == "hydra"}

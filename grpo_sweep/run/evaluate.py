@@ -305,7 +305,8 @@ class PeriodicEval(TrainerCallback):
         shutil.rmtree(target, ignore_errors=True)
         self.best_state = None
         if saved is None:
-            self.best_state = trainable_state(model)
+            # the weights to report if this stays the best (a test's stand-in model has none)
+            self.best_state = trainable_state(model) if hasattr(model, "named_parameters") else None
             saved = self.save(model, target)
             (target / BEST_RECORD).write_text(json.dumps({"step": step, "metric": self.metric, "value": value,
                                                           "adapter": str(Path(saved).relative_to(self.run_dir))}))

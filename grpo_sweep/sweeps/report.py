@@ -1,31 +1,31 @@
 """A sweep's report from its run directories alone: ``python -m grpo_sweep.sweeps.report <sweep_dir>``.
 
 Writes ``report.md``, ``runs.csv`` and PNG plots into the sweep directory: mean ± std per configuration when seeds
-were swept with the paired difference from the best configuration and whether it is more than seed noise, the best
-runs (training and held-out reward means, what each cost), runs whose summary cannot be read, failures; every run in
-``runs.csv`` (overrides as columns, every summary value); training reward curves per configuration (mean over seeds,
-± 1 std), the best configurations' reward components, and held-out accuracy against each swept parameter (box +
-strip). Legible and fast at thousands of runs. Reads ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial``
-block in the summary when there is one: number, state, params, value). No account, no network, no torch.
+were swept with the paired difference from the best configuration and its verdict, the best runs by validation
+(validation and test accuracy side by side, training and validation reward means, what each cost), runs whose
+summary cannot be read, failures; every run in ``runs.csv`` (overrides as columns, every summary value); the plots
+of ``plots.py`` (the comparison as a forest plot, validation accuracy during training, each reward term on its own
+axis, validation and test accuracy per swept parameter). Legible and fast at thousands of runs. Reads
+``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial`` block in the summary when there is one: number,
+state, params, value). No account, no network, no torch.
 """
 from __future__ import annotations
 
 import argparse
 import math
-import re
 import statistics
 import sys
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..run.results import METRICS, cost_line, iter_jsonl, write_text_atomic
 from ..run.summary import RunSummary
-from .stats import Comparison, ci_text, compare_to_best, is_seed, seed_means, signed
+from . import plots as figures
+from .stats import SEED_HINT, Comparison, ci_text, compare, is_seed, signed
 from .tables import markdown_table
-from .runs import UNREADABLE, best_cell, collect_runs, sweep_direction, varying_overrides
+from .runs import UNREADABLE, best_cell, collect_runs, run_record, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -130,21 +130,30 @@ def reward_names(runs: list[Run]) -> list[str]:
     return sorted({name for r in runs for name in (r.summary.train_rewards or {})})
 
 
+def objective_is_val(runs: list[Run]) -> bool:
+    """Whether every run's objective is its validation accuracy (the default): then one column shows both."""
+    return all(r.summary.optimized_metric in (None, "val_accuracy") for r in runs)
+
+
 def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
-    header = ["#", "run", "configuration", "state", "objective", "eval_accuracy", "before", "lenient", "pass@k", "maj@k",
-              "best (step)", "reward", "reward (start)"]
-    header += [f"rewards/{n}" for n in names] + [f"held-out {n}" for n in names] + ["steps", "runtime (s)"]
+    """One row per run: validation (what ranks) and test (what the verdicts are about) side by side."""
+    own_objective = not objective_is_val(runs)
+    header = ["#", "run", "configuration", "state"] + (["objective"] if own_objective else [])
+    header += ["val_accuracy" if own_objective else "val_accuracy (objective)", "val before", "best (step)",
+               "test_accuracy", "test before", "test lenient", "pass@k", "maj@k", "reward", "reward (start)"]
+    header += [f"rewards/{n}" for n in names] + [f"val {n}" for n in names] + ["steps", "runtime (s)"]
     header += ["device (s)", "tokens", "tokens/s"]
     rows = []
     for i, run in enumerate(runs, 1):
         s = run.summary
-        train, held_out = s.train_rewards or {}, s.eval_rewards or {}
+        train, val = s.train_rewards or {}, s.val_rewards or {}
         rows.append(
-            [i, run.dir.name, run.label, run.state, _fmt(run.objective), _fmt(s.eval_accuracy),
-             _fmt(s.eval_accuracy_before), _fmt(s.eval_accuracy_lenient), _fmt(s.eval_pass_at_k),
-             _fmt(s.eval_maj_at_k), best_cell(s), _fmt(s.reward), _fmt(s.reward_first)]
+            [i, run.dir.name, run.label, run.state] + ([_fmt(run.objective)] if own_objective else [])
+            + [_fmt(s.val_accuracy if own_objective else run.objective), _fmt(s.val_accuracy_before), best_cell(s),
+               _fmt(s.test_accuracy), _fmt(s.test_accuracy_before), _fmt(s.test_accuracy_lenient),
+               _fmt(s.test_pass_at_k), _fmt(s.test_maj_at_k), _fmt(s.reward), _fmt(s.reward_first)]
             + [_fmt(train.get(n)) for n in names]
-            + [_fmt(held_out.get(n)) for n in names]
+            + [_fmt(val.get(n)) for n in names]
             + [_fmt(last_step(run)),
                _fmt(s.runtime_s, 1) if isinstance(s.runtime_s, float) else _fmt(s.runtime_s),
                _fmt(s.device_seconds, 1), _fmt(s.generated_tokens), _fmt(s.tokens_per_s, 1)]
@@ -171,9 +180,12 @@ def seeds_swept(runs: list[Run]) -> bool:
 
 
 def comparisons(runs: list[Run], direction: str) -> list[Comparison]:
-    groups = seed_groups(runs)
-    return compare_to_best({key: seed_means((seed_of(r), r.objective) for r in group) for key, group in groups.items()},
-                           direction)
+    """stats.compare over the configurations: ranked by the objective (validation), verdicts on its test
+    counterpart with per-question outcomes where the runs saved them."""
+    groups = {key: [run_record(r.dir, r.summary, seed_of(r), r.objective) for r in group]
+              for key, group in seed_groups(runs).items()}
+    seed_keys = sorted({k for r in runs for k in r.params if is_seed(k)})
+    return compare(groups, direction, seed_hint=f"{seed_keys[0]}=1,2,3" if seed_keys else SEED_HINT)
 
 
 def _mean_std(values: list) -> str:
@@ -186,69 +198,47 @@ def _mean_std(values: list) -> str:
 
 
 def seedsmarkdown_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
-    """Per configuration: its seeds, mean ± std, and the paired difference from the best configuration."""
+    """Per configuration: its seeds, validation and test mean ± std, the test difference from the reference with its
+    family-wise interval, the verdict, what the design could detect; then how the intervals were made."""
     if not seeds_swept(runs):
         return []
     groups = seed_groups(runs)
-    header = ["configuration", "seeds", "objective (mean ± std)", "Δ vs best (paired)", "95% CI", "verdict",
-              "eval_accuracy", "lenient", "best", "reward"] + [f"rewards/{n}" for n in names]
-    header += [f"held-out {n}" for n in names]
+    header = ["configuration", "seeds", "objective (validation, mean ± std)", "test (mean ± std)",
+              "Δ test vs reference", "95% family-wise CI", "verdict", "detectable (80% power)", "seeds to resolve",
+              "val_accuracy", "test before", "best", "reward"] + [f"rewards/{n}" for n in names]
+    header += [f"val {n}" for n in names]
     rows = []
-    for row in comparisons(runs, direction):
+    compared = comparisons(runs, direction)
+    for row in compared:
         group = groups[row.config]
         seeds = ",".join(_param(v) for r in group for k, v in r.params.items() if is_seed(k)) or str(len(group))
         delta = "0 (reference)" if row.is_best else signed(row.delta)
-        if row.n and not row.is_best:
-            delta += f" (n={row.n})"
+        note = f" ({row.note})" if row.note and row.verdict in ("incomplete", "no verdict") else ""
         rows.append(
-            [row.config, seeds, _mean_std([r.objective for r in group]), delta, ci_text(row), row.verdict,
-             _mean_std([r.summary.eval_accuracy for r in group]),
-             _mean_std([r.summary.eval_accuracy_lenient for r in group]),
+            [row.config, seeds, _mean_std([r.objective for r in group]), _test_cell(row), delta, ci_text(row),
+             row.verdict + note, "-" if row.mde is None else f"{row.mde:.3f}",
+             "-" if row.seeds_needed is None else str(row.seeds_needed),
+             _mean_std([r.summary.val_accuracy for r in group]),
+             _mean_std([r.summary.test_accuracy_before for r in group]),
              _mean_std([r.summary.best_objective for r in group]),
              _mean_std([r.summary.reward for r in group])]
             + [_mean_std([(r.summary.train_rewards or {}).get(n) for r in group]) for n in names]
-            + [_mean_std([(r.summary.eval_rewards or {}).get(n) for r in group]) for n in names]
+            + [_mean_std([(r.summary.val_rewards or {}).get(n) for r in group]) for n in names]
         )
-    return markdown_table(header, rows)
+    method = next((r.method for r in compared if r.method), "")
+    return markdown_table(header, rows) + (["", f"Intervals: {method}."] if method else [])
 
 
-# Plots stay legible at any sweep size: this many configurations are drawn in colour and named in a legend, the
-# rest in grey under one legend entry; a parameter with more distinct values than this gets a scatter, not boxes.
-TOP_CONFIGS = 6
+def _test_cell(row: Comparison) -> str:
+    """The compared value's mean ± sd over the seeds compared (the mean over the common questions when paired by
+    question)."""
+    if row.mean is None:
+        return "-"
+    return f"{row.mean:.3f}" + ("" if row.std is None else f" ± {row.std:.3f}")
+
+
 TOP_RUNS = 20  # runs listed in report.md (every run is in runs.csv)
 TOP_FAILURES = 20
-MAX_BOXES = 12
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "param"
-
-
-def config_curves(group: list[Run], names: list[str]) -> dict[str, tuple[list, list, list]]:
-    """Per logged key (``reward``, ``rewards/<name>/mean``): steps, mean over the group's runs and their std (0 for
-    one run) at each step. The metrics files are streamed: only these few numbers per step are kept."""
-    keys = ["reward"] + [f"rewards/{name}/mean" for name in names]  # looked up, not searched for: rows have ~30 keys
-    sums: dict[str, dict[int, list]] = {}
-    for run in group:
-        for row in iter_jsonl(run.dir / METRICS):
-            step = row.get("step")
-            if not isinstance(step, (int, float)) or "train_runtime" in row:
-                continue
-            for key in keys:
-                value = row.get(key)
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    acc = sums.setdefault(key, {}).setdefault(step, [0, 0.0, 0.0])
-                    acc[0] += 1
-                    acc[1] += value
-                    acc[2] += value * value
-    curves = {}
-    for key, by_step in sums.items():
-        steps = sorted(by_step)
-        means = [by_step[x][1] / by_step[x][0] for x in steps]
-        stds = [math.sqrt(max(0.0, (by_step[x][2] - by_step[x][0] * m * m) / (by_step[x][0] - 1))) if by_step[x][0] > 1
-                else 0.0 for x, m in zip(steps, means)]
-        curves[key] = (steps, means, stds)
-    return curves
 
 
 def ranked_configs(runs: list[Run], direction: str) -> list[tuple[str, list[Run], float | None]]:
@@ -261,148 +251,36 @@ def ranked_configs(runs: list[Run], direction: str) -> list[tuple[str, list[Run]
     return sorted(rows, key=lambda row: (row[2] is None, sign * (row[2] or 0.0)))
 
 
-def _config_label(i: int, key: str, group: list[Run], mean: float | None) -> str:
-    text = key if len(key) <= 70 else key[:67] + "..."
-    return f"#{i} {text} ({'-' if mean is None else _fmt(mean)}" + (f", {len(group)} runs)" if len(group) > 1 else ")")
+def forest_rows(runs: list[Run], direction: str) -> list[figures.ForestRow]:
+    """The per-configuration comparisons as the forest plot's rows (config, delta, low, high, verdict)."""
+    if not seeds_swept(runs):
+        return []
+    return [figures.ForestRow(c.config, 0.0 if c.is_best else c.delta, c.low, c.high, c.verdict)
+            for c in comparisons(runs, direction) if c.mean is not None]
 
 
-def _band(ax, steps, means, stds, color, label, linewidth=1.4) -> None:
-    ax.plot(steps, means, color=color, linewidth=linewidth, label=label)
-    if any(stds):
-        ax.fill_between(steps, [m - d for m, d in zip(means, stds)], [m + d for m, d in zip(means, stds)],
-                        color=color, alpha=0.15, linewidth=0)
+# The forest plot's defaults say what its rows are: the test difference from the reference, family-wise intervals.
+FOREST_OPTIONS: dict = {}
 
 
-def write_plots(runs: list[Run], names: list[str], out_dir: Path, optimized_metric: str,
-                direction: str = "maximize") -> list[tuple[str, str]]:
-    """PNG files (title, relative path) for the report; Agg backend, nothing shown.
+def write_plots(runs: list[Run], names: list[str], out_dir: Path, direction: str = "maximize",
+                forest: list | None = None, forest_options: dict | None = None) -> list[tuple[str, str]]:
+    """The report's PNGs (plots.write_plots), configurations best first by their mean objective."""
+    configs = [figures.ConfigRuns(key, [figures.RunPoint(r.dir, r.params, _finite(r.summary.val_accuracy),
+                                                     _finite(r.summary.test_accuracy)) for r in group])
+               for key, group, _ in ranked_configs(runs, direction)]
+    best = [r.dir for r in rank(runs, direction)[:5] if r.objective is not None]
+    return figures.write_plots(configs, names, out_dir, forest, forest_options, is_seed=is_seed, best_runs=best)
 
-    Whatever the number of runs, each figure has a fixed size and a bounded legend: curves are per configuration
-    (mean over its seeds, ± 1 std band), the best TOP_CONFIGS in colour; per-parameter plots are box + strip plots.
-    """
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plots = []
-    configs = ranked_configs(runs, direction)
-    top = configs[:TOP_CONFIGS]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    seeded = any(len(group) > 1 for _, group, _ in configs)
-    curves = {key: config_curves(group, names) for key, group, _ in configs}
-    what = "mean over seeds ± 1 std" if seeded else "one run each"
-
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for key, _, _ in configs[TOP_CONFIGS:]:  # the rest first, underneath, in grey
-        steps, means, _ = curves[key].get("reward", ([], [], []))
-        ax.plot(steps, means, color="0.6", linewidth=0.6, alpha=0.35)
-    for i, (key, group, mean) in enumerate(top):
-        steps, means, stds = curves[key].get("reward", ([], [], []))
-        if steps:
-            _band(ax, steps, means, stds, colors[i % len(colors)], _config_label(i + 1, key, group, mean), 1.6)
-    if len(configs) > TOP_CONFIGS:
-        ax.plot([], [], color="0.6", linewidth=0.8, label=f"the other {len(configs) - TOP_CONFIGS} configurations")
-    title = f"Training reward per configuration ({what})"
-    ax.set(xlabel="step", ylabel="reward (weighted sum)", title=title)
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  title=f"best {len(top)} of {len(configs)} by mean objective" if len(configs) > len(top) else None,
-                  title_fontsize=7)
-    fig.savefig(out_dir / "reward_curves.png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    plots.append((title, f"{out_dir.name}/reward_curves.png"))
-
-    cols = min(3, max(1, len(top)))
-    rows = math.ceil(len(top) / cols) if top else 1
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False, sharey=True)
-    for i, (ax, (key, group, mean)) in enumerate(zip(axes.flat, top)):
-        for j, name in enumerate(names):
-            steps, means, stds = curves[key].get(f"rewards/{name}/mean", ([], [], []))
-            if steps:
-                _band(ax, steps, means, stds, colors[j % len(colors)], name, 1.1)
-        ax.set_title(_config_label(i + 1, key, group, mean)[:60], fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(top):]:
-        ax.axis("off")
-    fig.supxlabel("step", fontsize=9)
-    fig.supylabel("reward component (unweighted mean)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out_dir / "reward_components.png", dpi=90)
-    plt.close(fig)
-    which = f"the best {len(top)} of {len(configs)} configurations" if len(configs) > len(top) else "per configuration"
-    plots.append((f"Reward components, {which} ({what})", f"{out_dir.name}/reward_components.png"))
-
-    metrics = [("eval_accuracy", "held-out accuracy")]
-    if optimized_metric and optimized_metric != "eval_accuracy":
-        metrics.append(("objective", f"objective ({optimized_metric})"))
-    best_runs = {id(r) for r in rank(runs, direction)[:5] if r.objective is not None}
-    for param in sorted({k for r in runs for k in r.params if not is_seed(k)}):  # seeds are replicates, not a knob
-        points = [(r.params[param], r) for r in runs if param in r.params]
-        numeric = all(isinstance(v, (int, float)) for v, _ in points)
-        values = sorted({v for v, _ in points}, key=lambda v: (v if numeric else str(v)))
-        boxes = len(values) <= MAX_BOXES
-        fig, axes = plt.subplots(1, len(metrics), figsize=(max(5.0, 0.6 * len(values) + 2) * len(metrics), 3.8),
-                                 squeeze=False)
-        for ax, (key, title) in zip(axes.flat, metrics):
-            by_value: dict[Any, list] = {}
-            xs, ys, top_xy = [], [], []
-            for value, run in points:
-                y = run.objective if key == "objective" else run.summary.eval_accuracy
-                if isinstance(y, (int, float)) and math.isfinite(y):
-                    by_value.setdefault(value, []).append(y)
-                    # strip: spread a value's points sideways (jitter from the run's name: the same on every report)
-                    x = values.index(value) + (zlib.crc32(run.dir.name.encode()) % 1000 / 1000 - 0.5) * 0.3 \
-                        if boxes else value
-                    xs.append(x)
-                    ys.append(y)
-                    if id(run) in best_runs:
-                        top_xy.append((x, y))
-            alpha = max(0.15, min(0.7, 40 / max(1, len(ys) / max(1, len(values)))))
-            ax.scatter(xs, ys, s=10, alpha=alpha, color="tab:blue", linewidths=0, label="runs")
-            if boxes:
-                present = [i for i, v in enumerate(values) if by_value.get(v)]
-                if present:
-                    ax.boxplot([by_value[values[i]] for i in present], positions=present, widths=0.5,
-                               showfliers=False, medianprops={"color": "tab:blue"},
-                               boxprops={"color": "0.4"}, whiskerprops={"color": "0.4"}, capprops={"color": "0.4"})
-                    means = [(i, statistics.mean(by_value[values[i]])) for i in present]
-                    ax.plot([m[0] for m in means], [m[1] for m in means], color="tab:orange", marker="D",
-                            markersize=4, linewidth=1, label="mean")
-                ax.set_xticks(range(len(values)), [_param(v) for v in values], rotation=30, ha="right", fontsize=8)
-                ax.set_xlim(-0.6, len(values) - 0.4)
-            else:
-                positive = [x for x in xs if x > 0]
-                if len(positive) == len(xs) and positive and max(positive) / min(positive) >= 100:
-                    ax.set_xscale("log")
-            if top_xy:
-                ax.scatter([p[0] for p in top_xy], [p[1] for p in top_xy], marker="*", s=70, color="tab:red",
-                           zorder=5, label=f"best {len(top_xy)} runs" if len(top_xy) > 1 else "best run")
-            ax.set(xlabel=param, ylabel=title, title=f"{title} vs {param}")
-            ax.grid(alpha=0.3)
-            if ax.collections or ax.lines:
-                ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out_dir / f"accuracy_vs_{_safe(param)}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        plots.append((f"Held-out accuracy vs {param}" + (" (box: quartiles, line: mean)" if boxes else ""),
-                      f"{out_dir.name}/{path.name}"))
-    written = {Path(rel).name for _, rel in plots}
-    for stale in out_dir.glob("*.png"):  # plots/ is the report's own: drop what an earlier report drew
-        if stale.name not in written:
-            stale.unlink()
-    return plots
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 RUNS_CSV = "runs.csv"
-_FIRST = ("objective", "eval_accuracy", "eval_accuracy_before", "eval_accuracy_lenient", "eval_pass_at_k",
-          "eval_maj_at_k", "best_objective", "best_step", "reward", "reward_first", "steps", "runtime_s",
+_FIRST = ("objective", "val_accuracy", "val_accuracy_before", "best_step", "best_objective", "test_accuracy",
+          "test_accuracy_before", "test_accuracy_lenient", "test_accuracy_lenient_before", "test_pass_at_k",
+          "test_maj_at_k", "test_k", "val_accuracy_lenient", "val_samples", "test_samples", "reward", "reward_first", "steps", "runtime_s",
           "device_seconds", "generated_tokens", "tokens_per_s", "status", "error")
 _SKIP = {"overrides", "versions", "traceback", "device", "trial.params"}  # overrides are columns; the rest not metrics
 
@@ -454,17 +332,20 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     direction = _direction(sweep_dir, runs, direction)
     ranked = rank(runs, direction)
     names = reward_names(runs)
-    metric = next((r.summary.optimized_metric for r in runs if r.summary.optimized_metric), "eval_accuracy")
+    metric = next((r.summary.optimized_metric for r in runs if r.summary.optimized_metric), "val_accuracy")
     states: dict[str, int] = {}
     for run in runs:
         states[run.state] = states.get(run.state, 0) + 1
 
     lines = [f"# Sweep report: {sweep_dir.name}", ""]
     lines.append(f"{len(runs)} runs in `{sweep_dir}` — " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
-    lines.append(f"Objective: `{metric}` ({direction}); held-out accuracy is `eval_accuracy` (greedy, answer in the asked "
-                 "format) after training, `before` the same before training, `lenient` the last answer anywhere in the "
-                 "completion, `pass@k`/`maj@k` from k samples per prompt; `best (step)` is the best held-out evaluation of "
-                 "`best_metric` during training and its step (its adapter is kept: `best.adapter`).")
+    lines.append(f"Objective: `{metric}` ({direction}), on the validation split: it ranks the runs and configurations. "
+                 "`val_accuracy` is validation accuracy (greedy, answer in the asked format) at the step the run "
+                 "reports, `best (step)`: the best validation evaluation of `best_metric` during training and its step "
+                 "(its adapter is the one reported); `val before` the same before training. `test_accuracy` is the "
+                 "test split, evaluated once after training on the reported adapter (it chooses nothing), `test "
+                 "before` the test split on the weights before training, `test lenient` the last answer anywhere in "
+                 "the completion, `pass@k`/`maj@k` from k samples per test prompt.")
     best = ranked[0] if ranked[0].objective is not None else None
     if best is not None:
         lines.append(f"Best: run `{best.dir.name}` ({best.label}) with objective {_fmt(best.objective)}.")
@@ -477,14 +358,15 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     write_runs_csv(ranked, sweep_dir / RUNS_CSV)
     per_config = seedsmarkdown_table(runs, names, direction)
     if per_config:
-        lines += ["", "## Mean ± std over seeds, per configuration, and the paired difference from the best", "",
-                  "Best configuration first. "
-                  "Δ vs best: the mean over the seeds both configurations ran of (this configuration's objective − "
-                  "the best configuration's), the same seed paired with itself; 95% CI: Student t on those "
-                  "differences, n−1 degrees of freedom. Verdict: `better`/`worse` when the CI excludes 0 "
-                  f"({'higher' if direction == 'maximize' else 'lower'} is better), else `indistinguishable` — "
-                  "with fewer than 2 shared seeds there is no CI. The best configuration (best mean objective) is "
-                  "the reference.", ""] + per_config
+        lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
+                  "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
+                  "best is the reference. The verdict is about the test split (the objective's test counterpart, "
+                  "paired by seed and by question where the runs saved per-question outcomes): `better`/`worse` "
+                  f"({'higher' if direction == 'maximize' else 'lower'} is better) when the 95% family-wise interval "
+                  "of Δ excludes 0 — at most a 5% chance of any false `better`/`worse` in the whole table, whichever "
+                  "configuration is the reference — else `indistinguishable`: no difference larger than the "
+                  "`detectable` one (80% power), and `seeds to resolve` the observed Δ. A configuration missing a "
+                  "seed the others ran is `incomplete`; with one seed there is `no verdict`.", ""] + per_config
     shown = ranked[:TOP_RUNS]
     lines += ["", "## Runs, best first", ""]
     if len(ranked) > len(shown):
@@ -497,7 +379,8 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
         lines += [f"- `{r.dir.name}` ({r.label}): {r.summary.error or '?'}" for r in unreadable]
     if plots:
         try:
-            images = write_plots(ranked, names, sweep_dir / PLOTS, metric, direction)
+            images = write_plots(ranked, names, sweep_dir / PLOTS, direction, forest_rows(runs, direction),
+                                 FOREST_OPTIONS)
         except ImportError as exc:  # matplotlib is optional for the table
             images = []
             lines += ["", f"(no plots: {exc})"]

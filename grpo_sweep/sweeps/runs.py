@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..run.results import cost_line, read_run_summary
+from ..run.results import cost_line, read_outcomes, read_run_summary
 from ..run.summary import RunSummary
-from .stats import ci_text, compare_to_best, is_seed, seed_means, signed
+from .stats import SEED_HINT, Comparison, RunRecord, ci_text, compare, is_seed, signed, verdict_source, verdict_text
 from .tables import aligned_columns, markdown_table
 
 
@@ -15,6 +15,8 @@ from .tables import aligned_columns, markdown_table
 STUDY_FILE = "study.json"
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
+# The end of a sweep writes its verdicts here (sweep_end.py): the comparisons as JSON, for W&B and other readers.
+VERDICTS_FILE = "verdicts.json"
 # A run whose summary.json exists but cannot be read (see collect_runs).
 UNREADABLE = "unreadable"
 
@@ -81,24 +83,84 @@ def sweep_direction(sweep_dir: Path, summaries: list[RunSummary]) -> str:
     return "maximize"
 
 
-def seed_block(summaries: list[RunSummary], overrides: list[list[str]], direction: str) -> list[str]:
-    """One line per configuration when seeds were swept: mean objective, paired Δ from the best, 95% CI, verdict."""
-    groups: dict[str, list[tuple]] = {}
-    for summary, run_overrides in zip(summaries, overrides):
+def _summary_value(summary: RunSummary, key: str | None):
+    """A summary value by key, ``a.b`` reading into a dict (``test_rewards.fmt``); None when absent."""
+    if key is None:
+        return None
+    head, _, name = key.partition(".")
+    value = getattr(summary, head, None) if head in RunSummary.__dataclass_fields__ else summary.extra.get(head)
+    if name:
+        value = value.get(name) if isinstance(value, dict) else None
+    return value
+
+
+def run_record(run_dir: Path, summary: RunSummary, seed, rank_value: float | None = None) -> RunRecord:
+    """One run for stats.compare: its objective (``rank_value``, default summary.objective) ranks; the objective's
+    test counterpart, with per-question outcomes from outcomes/test.jsonl when the objective is an accuracy, is what
+    the verdict is about."""
+    value_key, field, accuracy = verdict_source(summary.optimized_metric)
+    outcomes = read_outcomes(run_dir, "test", field=field) if field else None
+    rank_samples = summary.val_samples if value_key else _summary_value(summary, "eval_samples")
+    return RunRecord(seed=seed, rank_value=summary.objective if rank_value is None else rank_value,
+                     value=_summary_value(summary, value_key),
+                     n_questions=summary.test_samples if accuracy else None, outcomes=outcomes,
+                     rank_n_questions=rank_samples if accuracy else None)
+
+
+def _seed_hint(overrides: list[list[str]]) -> str:
+    keys = sorted({o.partition("=")[0] for run_overrides in overrides for o in run_overrides
+                   if is_seed(o.partition("=")[0])})
+    return f"{keys[0]}=1,2,3" if keys else SEED_HINT
+
+
+def sweep_comparisons(runs: list[tuple[Path, RunSummary]], overrides: list[list[str]], direction: str
+                      ) -> tuple[list[Comparison], str | None]:
+    """(the configurations compared by stats.compare, best first; a line saying why there are none, or None).
+    Runs differing only in a seed are one configuration's replicates."""
+    groups: dict[str, list[RunRecord]] = {}
+    for (run_dir, summary), run_overrides in zip(runs, overrides):
         if summary.overrides is None:  # still running: its configuration is not in its (missing) summary yet
             continue
         config = " ".join(o for o in run_overrides if not is_seed(o.partition("=")[0])) or "(defaults)"
         seed = tuple(sorted(o for o in run_overrides if is_seed(o.partition("=")[0])))
-        groups.setdefault(config, []).append((seed, summary.objective))
+        groups.setdefault(config, []).append(run_record(run_dir, summary, seed))
     seeded = any(is_seed(o.partition("=")[0]) for run_overrides in overrides for o in run_overrides)
-    if not seeded or all(len(g) < 2 for g in groups.values()):
-        return []
-    rows = compare_to_best({config: seed_means(pairs) for config, pairs in groups.items()}, direction)
-    cells = [[r.config, f"{len(r.by_seed)} seeds", "mean " + ("-" if r.mean is None else f"{r.mean:.3f}"),
-              "Δ 0 (reference)" if r.is_best else f"Δ {signed(r.delta)}" + (f" n={r.n}" if r.n else ""),
-              "" if r.is_best else f"95% CI {ci_text(r)}", r.verdict] for r in rows]
-    return [f"Per configuration over seeds ({direction}; Δ = paired difference from the best, same seeds):"] + (
-        aligned_columns(cells, indent="  "))
+    if len(groups) < 2:  # one configuration: nothing to compare
+        return [], None
+    if not seeded:
+        return [], (f"No verdicts: one seed per configuration cannot tell a difference from seed noise; add seeds "
+                    f"({_seed_hint(overrides)}) to compare them.")
+    return compare(groups, direction, seed_hint=_seed_hint(overrides)), None
+
+
+def verdict_records(rows: list[Comparison]) -> list[dict]:
+    """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
+    keys = ("config", "rank_mean", "mean", "std", "delta", "low", "high", "verdict", "note", "mde", "seeds_needed",
+            "missing_seeds", "method")
+    out = []
+    for row in rows:
+        record = {key: getattr(row, key, None) for key in keys}
+        record["seeds"] = [" ".join(seed) if isinstance(seed, tuple) else str(seed) for seed in row.seeds]
+        record["missing_seeds"] = [" ".join(s) if isinstance(s, tuple) else str(s) for s in (row.missing_seeds or [])]
+        record["verdict_text"] = verdict_text(row)
+        out.append(record)
+    return out
+
+
+def seed_block(runs: list[tuple[Path, RunSummary]], overrides: list[list[str]], direction: str) -> list[str]:
+    """One line per configuration (runs differing only in a seed): validation mean (ranks), test mean, the test
+    difference from the reference with its family-wise interval, and the verdict (stats.compare)."""
+    rows, why_not = sweep_comparisons(runs, overrides, direction)
+    if not rows:
+        return [why_not] if why_not else []
+    cells = [[r.config, f"{len(r.seeds)} seed{'' if len(r.seeds) == 1 else 's'}",
+              "val " + ("-" if r.rank_mean is None else f"{r.rank_mean:.3f}"),
+              "test " + ("-" if r.mean is None else f"{r.mean:.3f}"),
+              "Δ 0 (reference)" if r.is_best else ("" if r.delta is None else f"Δ {signed(r.delta)}"),
+              ci_text(r) if r.low is not None else "", verdict_text(r)] for r in rows]
+    method = next((r.method for r in rows if r.method), "")
+    return ([f"Per configuration over seeds ({direction}; ranked by validation, the reference is the best; "
+             f"verdicts on test):"] + aligned_columns(cells, indent="  ") + ([f"  ({method})"] if method else []))
 
 
 # The end-of-sweep table shows at most this many runs (the best by objective); every run is in runs.csv.
@@ -120,35 +182,30 @@ def _ranked(runs: list[tuple[Path, RunSummary]], direction: str) -> list[int]:
 
 def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RUNS,
                 runs: list[tuple[Path, RunSummary]] | None = None) -> str:
-    """The runs' comparison table: every run in run order, or, for more than ``top`` runs, the ``top`` best.
-    ``runs``: ``collect_runs(sweep_dir)`` when the caller has read them already."""
+    """The runs' comparison table, best validation objective first (runs without one last), validation and test
+    side by side; for more than ``top`` runs, the ``top`` best. ``runs``: ``collect_runs(sweep_dir)`` when the
+    caller has read them already."""
     runs = collect_runs(sweep_dir) if runs is None else runs
     if not runs:
         return f"no runs under {sweep_dir}"
     summaries = [summary for _, summary in runs]
     direction = direction or sweep_direction(sweep_dir, summaries)
     reward_names = sorted({name for s in summaries for name in (s.train_rewards or {})})
-    header = ["run", "overrides", "status", "eval_accuracy", "before", "lenient", "best (step)", "objective", "reward"] + [
-        f"rewards/{name}" for name in reward_names
-    ]
+    # the default objective is validation accuracy: then one column shows both
+    own_objective = any(s.optimized_metric not in (None, "val_accuracy") for s in summaries)
+    header = ["run", "overrides", "status"] + (["objective", "val_accuracy"] if own_objective else
+                                               ["val_accuracy (objective)"])
+    header += ["best (step)", "test_accuracy", "test before", "reward"] + [f"rewards/{name}" for name in reward_names]
     rows = []
     swept = varying_overrides([s.overrides for s in summaries])
-    shown = range(len(runs)) if len(runs) <= top else _ranked(runs, direction)[:top]
-    for i in shown:
+    for i in _ranked(runs, direction)[:top]:
         (run_dir, summary), overrides = runs[i], swept[i]
         train_rewards = summary.train_rewards or {}
         rows.append(
-            [
-                run_dir.name,
-                " ".join(overrides) or "(defaults)",
-                summary.status,
-                _fmt(summary.eval_accuracy),
-                _fmt(summary.eval_accuracy_before),
-                _fmt(summary.eval_accuracy_lenient),
-                best_cell(summary),
-                _fmt(summary.objective),
-                _fmt(summary.reward),
-            ]
+            [run_dir.name, " ".join(overrides) or "(defaults)", summary.status]
+            + ([_fmt(summary.objective), _fmt(summary.val_accuracy)] if own_objective else [_fmt(summary.objective)])
+            + [best_cell(summary), _fmt(summary.test_accuracy), _fmt(summary.test_accuracy_before),
+               _fmt(summary.reward)]
             + [_fmt(train_rewards.get(name)) for name in reward_names]
         )
     table = markdown_table(header, rows)
@@ -160,6 +217,6 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
     notes = [f"run {d.name} {s.status}: {s.error or '?'}" for d, s in bad[:TOP_NOTES]]
     if len(bad) > TOP_NOTES:
         notes.append(f"... and {len(bad) - TOP_NOTES} more failed or unreadable runs (report.md lists them all)")
-    per_config = seed_block(summaries, swept, direction)
+    per_config = seed_block(runs, swept, direction)
     cost = cost_line(summaries)
     return "\n".join(table + notes + ([""] + per_config if per_config else []) + ([cost] if cost else []))

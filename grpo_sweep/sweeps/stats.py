@@ -1,21 +1,54 @@
-"""Is a configuration really better than another, or is it seed noise? Paired differences over seeds, with a CI.
+"""Is a configuration really better than another, or is it noise? Verdicts whose family-wise error is what they say.
 
-Runs that differ only in their seed are replicates of one configuration. Each configuration is compared with the
-best one (the best mean objective) seed by seed: the same seed in both, only seeds both have, difference
-``this - best``; the mean difference gets a Student t confidence interval with n-1 degrees of freedom. The verdict
-says whether the interval excludes 0, in the objective's direction. Pure arithmetic: no torch, no files.
+``compare(groups, direction)`` takes each configuration's runs (``RunRecord``: seed, validation objective, test
+value, per-question test outcomes) and returns one ``Comparison`` per configuration, best first:
+
+- **Ranking and reference** come from validation (``rank_value``, normally ``summary.objective`` = val_accuracy);
+  the reference is the best complete configuration.
+- **The verdict** (``better`` / ``worse`` / ``indistinguishable``) is about the test counterpart (``value``, and
+  ``outcomes`` per question when every run has them). Its interval is a Tukey simultaneous interval over *all pairs*
+  of complete configurations, so the chance of any false ``better``/``worse`` in the whole sweep is at most
+  ``alpha`` whichever configuration is the reference. That matters because the reference is picked on validation
+  runs of the same seeds (a lucky seed helps a configuration on validation and test alike): a procedure that holds
+  only for a reference fixed in advance (Dunnett, or one t test per configuration) would not.
+- **Noise** is a mixed model with configurations fixed and seeds and questions random. With per-question outcomes
+  y[c, s, q] (paired by seed and by question key), the three-way ANOVA's interactions give the variance of a
+  difference of two configuration means, ``2 * (v_cs / S + v_cq / Q + v_e / (S Q))``, each component floored at 0,
+  with Satterthwaite's degrees of freedom. Pooling over configurations gives the seed part (k-1)(S-1) degrees of
+  freedom, which is what gives 3 seeds any power. Without per-question outcomes each run is one value
+  (Q = 1: ``v_cs`` only), and when that value is an accuracy over n questions the per-run variance is floored at
+  the binomial p(1-p)/n: two configurations at 20/64 and 21/64 on every seed are not different.
+- Configurations missing a seed the others have are ``incomplete`` (the seeds named); with one seed there is
+  ``no verdict`` (add seeds); every comparison states the smallest difference the design detects with 80 % power
+  (``mde``) and how many seeds would resolve the observed difference (``seeds_needed``).
+
+Variances are pooled over configurations (one variance for every pair), not estimated pair by pair: with 3 seeds a
+pair's own seed variance has 2 degrees of freedom and the intervals would be too wide to ever call anything. The
+cost is heteroscedasticity: accuracies near 0 or 1 vary less, so pairs of such configurations get wider intervals
+than they need (conservative), and pairs of two noisy ones are held to the pool's average. The extreme case, a
+configuration that collapsed (every outcome the same), shares none of the others' seed and question effects and
+would inflate the pooled variance as interaction: ``fit_sweep`` leaves it out of the variance (bench/null_sweeps.py
+measures both cases). Simulated nulls with seed effects dominating (bench/null_sweeps.py, ``SEEDS``) stay at the
+stated level.
+
+Pure arithmetic over numpy: no torch, no files (grpo_sweep/sweeps/runs.py reads the run directories).
 """
 from __future__ import annotations
 
 import functools
-
 import math
-import statistics
-from dataclasses import dataclass
-from typing import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Hashable, Mapping, Sequence
+
+import numpy as np
 
 DIRECTIONS = ("maximize", "minimize")
-REFERENCE = "reference (best)"
+REFERENCE = "reference"
+# The verdict keywords (``Comparison.verdict``); ``note`` says why and what would resolve it.
+VERDICTS = ("better", "worse", "indistinguishable", "incomplete", "no verdict", REFERENCE, "-")
+POWER = 0.8
+MAX_SEEDS = 100  # seeds_needed looks this far; beyond it the question count (not seeds) limits the design
+SEED_HINT = "trainer.seed=1,2,3"
 
 
 def is_seed(key: str) -> bool:
@@ -52,98 +85,454 @@ def t_quantile(p: float, dof: int) -> float:
     return float(mpmath.findroot(lambda t: cdf(t) - p, (0.0, high), solver="anderson"))
 
 
-def paired_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
-              ) -> tuple[float | None, float | None, float | None, int]:
-    """Mean of the paired differences ``a[i] - b[i]`` and its two-sided ``confidence`` interval (Student t, n-1 dof).
+# --- the studentized range distribution (Tukey), vectorised over degrees of freedom ---------------------------------
 
-    Returns ``(mean, low, high, n)``; ``low`` and ``high`` are None with fewer than 2 pairs (no spread to measure),
-    ``mean`` is None with none.
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
+    """Phi(x) to ~1e-7 relative (Numerical Recipes' erfc Chebyshev fit): numpy has no erf, scipy is not a
+    dependency, and math.erf one value at a time is too slow for the million points a table needs."""
+    z = np.abs(x) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    return np.where(x >= 0, 1.0 - 0.5 * erfc, 0.5 * erfc)
+
+
+_W_STEP, _W_MAX = 0.01, 20.0
+_S_NODES, _S_WEIGHTS = np.polynomial.legendre.leggauss(200)
+
+
+@functools.lru_cache(maxsize=64)
+def _range_cdf_table(k: int) -> np.ndarray:
+    """P(range of k standard normals <= w) on the grid w = 0, 0.01, ..., 20:
+    k * integral phi(z) (Phi(z + w) - Phi(z))^(k-1) dz, by the trapezoid rule on z in [-9, 9] (step 0.01)."""
+    z = np.linspace(-9.0, 9.0, 1801)
+    w = np.arange(0.0, _W_MAX + _W_STEP / 2, _W_STEP)
+    phi = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    cdf_z = _normal_cdf(z)
+    table = np.empty_like(w)
+    for start in range(0, len(w), 200):  # in chunks: the full w x z grid is 36 M floats
+        chunk = w[start:start + 200, None]
+        inner = np.clip(_normal_cdf(z[None, :] + chunk) - cdf_z[None, :], 0.0, 1.0) ** (k - 1)
+        f = phi[None, :] * inner
+        table[start:start + 200] = k * (z[1] - z[0]) * (f.sum(1) - (f[:, 0] + f[:, -1]) / 2)
+    return np.clip(table, 0.0, 1.0)
+
+
+def _range_cdf(k: int, w: np.ndarray) -> np.ndarray:
+    table = _range_cdf_table(k)
+    return np.interp(w, np.arange(len(table)) * _W_STEP, table, right=1.0)
+
+
+def studentized_range_cdf(q: np.ndarray, k: int, df: np.ndarray) -> np.ndarray:
+    """P(Q <= q) for the studentized range of ``k`` means with ``df`` degrees of freedom (real, >= 1, or inf):
+    the range cdf at q*s averaged over s = sqrt(chi2_df / df) (Gauss-Legendre over the bulk of s's density)."""
+    q, df = np.broadcast_arrays(np.asarray(q, float), np.asarray(df, float))
+    out = np.empty(q.shape)
+    inf = ~np.isfinite(df)
+    out[inf] = _range_cdf(k, q[inf])
+    if (~inf).any():
+        nu = df[~inf][:, None]
+        spread = 1.0 / np.sqrt(2.0 * nu)  # sd of s
+        low, high = np.maximum(0.0, 1.0 - 9.0 * spread), 1.0 + 12.0 * spread
+        s = low + (high - low) * (_S_NODES[None, :] + 1.0) / 2.0
+        lgam = np.vectorize(math.lgamma)(nu / 2.0)
+        log_f = math.log(2.0) + nu / 2.0 * np.log(nu / 2.0) - lgam + (nu - 1.0) * np.log(s) - nu * s * s / 2.0
+        weight = _S_WEIGHTS[None, :] * np.exp(log_f)
+        out[~inf] = (weight * _range_cdf(k, q[~inf][:, None] * s)).sum(1) / weight.sum(1)
+    return out
+
+
+def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
+    """The ``p`` quantile of the studentized range of ``k`` means, ``df`` degrees of freedom (array or scalar;
+    real >= 1, or inf). q_{0.95}(3, 10) = 3.877; with k = 2 it is sqrt(2) * t_{(1+p)/2, df}."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"studentized_range_quantile: p={p!r} must be strictly between 0 and 1")
+    if int(k) != k or k < 2:
+        raise ValueError(f"studentized_range_quantile: k={k!r} must be a whole number >= 2")
+    scalar = np.ndim(df) == 0
+    df = np.atleast_1d(np.asarray(df, float))
+    if np.any(np.isnan(df)) or np.any(df < 1):
+        raise ValueError(f"studentized_range_quantile: df={df.tolist()!r} must be >= 1 (or inf)")
+    low, high = np.zeros(df.shape), np.full(df.shape, 1.0)
+    while True:  # bracket: double high until its cdf passes p
+        short = studentized_range_cdf(high, int(k), df) < p
+        if not short.any() or high.max() > 1e4:
+            break
+        high = np.where(short, high * 2, high)
+    for _ in range(50):
+        mid = (low + high) / 2
+        below = studentized_range_cdf(mid, int(k), df) < p
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    q = (low + high) / 2
+    return float(q[0]) if scalar else q
+
+
+def _t_upper(p: float, df: np.ndarray) -> np.ndarray:
+    """Student t's ``p`` quantile (p > 0.5) for real degrees of freedom, vectorised: sqrt(2) t_{p,df} is the
+    (2p - 1) quantile of the range of two means."""
+    return studentized_range_quantile(2 * p - 1, 2, df) / math.sqrt(2)
+
+
+# --- the model -------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Fit:
+    """The noise of a balanced design y[c, s, q] (configurations x seeds x questions), pooled over configurations.
+
+    ``var_pair``: variance of a difference of two configuration means; ``df``: its Satterthwaite degrees of freedom.
+    The components say how it would change with more seeds (``var_pair_with``).
     """
-    if len(a) != len(b):
-        raise ValueError(f"paired_ci: {len(a)} values against {len(b)}; pairs need the same number")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"paired_ci: confidence={confidence!r} must be strictly between 0 and 1")
-    diffs = [float(x) - float(y) for x, y in zip(a, b)]
-    bad = [d for d in diffs if not math.isfinite(d)]
-    if bad:
-        raise ValueError(f"paired_ci: a difference is {bad[0]}; pass finite objectives only")
-    n = len(diffs)
-    if n == 0:
-        return None, None, None, 0
-    mean = statistics.fmean(diffs)
-    if n < 2:
-        return mean, None, None, n
-    half = t_quantile((1 + confidence) / 2, n - 1) * statistics.stdev(diffs) / math.sqrt(n)
-    return mean, mean - half, mean + half, n
+
+    k: int
+    seeds: int
+    questions: int  # 1 without per-question outcomes
+    var_seed: np.ndarray  # v_cs: configuration x seed (a run's own luck), per run
+    var_question: np.ndarray  # v_cq: configuration x question, per question
+    var_error: np.ndarray  # v_e: what is left, per outcome
+    var_pair: np.ndarray
+    df: np.ndarray
+    floored: np.ndarray  # the binomial floor set the per-run variance
+
+    def var_pair_with(self, seeds) -> np.ndarray:
+        seeds = np.asarray(seeds, float)
+        return 2 * (self.var_seed / seeds + self.var_question / self.questions
+                    + self.var_error / (seeds * self.questions))
 
 
-def verdict(low: float | None, high: float | None, n: int, direction: str = "maximize") -> str:
-    """``better`` / ``worse`` than the reference when the CI of ``this - reference`` excludes 0, else
-    ``indistinguishable``; with fewer than 2 pairs there is no CI and it says so."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"verdict: direction={direction!r}; use maximize or minimize")
-    if n < 2 or low is None or high is None:
-        return f"indistinguishable ({n} paired seed{'' if n == 1 else 's'}: no CI)"
-    if low > 0 or high < 0:
-        higher = low > 0
-        return "better" if higher == (direction == "maximize") else "worse"
-    return "indistinguishable"
+def fit(y: np.ndarray, binomial_floor: np.ndarray | float | None = None) -> Fit:
+    """The variance components of ``y`` (..., k, S, Q), vectorised over leading axes (a batch of sweeps).
+
+    With Q = 1 (one value per run) only the configuration x seed interaction is there: per-run variance
+    ``MS_cs``, floored at ``binomial_floor`` (the mean p(1-p)/n of accuracies over n questions) when given;
+    the floor is treated as known (infinite degrees of freedom), because it is a bound on the question-sampling
+    variance, not an estimate, but once the estimate passes it the estimate's degrees of freedom are used.
+    """
+    y = np.asarray(y, float)
+    k, n_seeds, n_questions = y.shape[-3:]
+    if k < 2 or n_seeds < 2:
+        raise ValueError(f"fit: {k} configurations x {n_seeds} seeds; a variance needs >= 2 of each")
+    grand = y.mean((-3, -2, -1), keepdims=True)
+    by_c = y.mean((-2, -1), keepdims=True)
+    by_s = y.mean((-3, -1), keepdims=True)
+    by_q = y.mean((-3, -2), keepdims=True)
+    by_cs = y.mean(-1, keepdims=True)
+    df_cs = (k - 1) * (n_seeds - 1)
+    ms_cs = n_questions * ((by_cs - by_c - by_s + grand) ** 2).sum((-3, -2, -1)) / df_cs
+    if n_questions == 1:
+        floor = np.zeros_like(ms_cs) if binomial_floor is None else np.broadcast_to(binomial_floor, ms_cs.shape)
+        floored = floor > ms_cs
+        per_run = np.maximum(ms_cs, floor)
+        df = np.where(floored, np.inf, float(df_cs))
+        zero = np.zeros_like(ms_cs)
+        return Fit(k, n_seeds, 1, per_run, zero, zero, 2 * per_run / n_seeds, df, floored)
+    by_cq = y.mean(-2, keepdims=True)
+    by_sq = y.mean(-3, keepdims=True)
+    df_cq, df_e = (k - 1) * (n_questions - 1), (k - 1) * (n_seeds - 1) * (n_questions - 1)
+    ms_cq = n_seeds * ((by_cq - by_c - by_q + grand) ** 2).sum((-3, -2, -1)) / df_cq
+    ms_e = ((y - by_cs - by_cq - by_sq + by_c + by_s + by_q - grand) ** 2).sum((-3, -2, -1)) / df_e
+    # E[MS_cs] = v_e + Q v_cs, E[MS_cq] = v_e + S v_cq, E[MS_e] = v_e; a component whose estimate is negative is 0,
+    # and the variance is then the same linear combination of mean squares with that term dropped
+    use_cs, use_cq = ms_cs > ms_e, ms_cq > ms_e
+    c_cs, c_cq = use_cs.astype(float), use_cq.astype(float)
+    c_e = 1.0 - c_cs - c_cq
+    per_config = (c_cs * ms_cs + c_cq * ms_cq + c_e * ms_e) / (n_seeds * n_questions)
+    terms = (c_cs * ms_cs) ** 2 / df_cs + (c_cq * ms_cq) ** 2 / df_cq + (c_e * ms_e) ** 2 / df_e
+    total = c_cs * ms_cs + c_cq * ms_cq + c_e * ms_e
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(terms > 0, total ** 2 / terms, np.inf)
+    df = np.maximum(df, 1.0)
+    var_seed = np.where(use_cs, (ms_cs - ms_e) / n_questions, 0.0)
+    var_question = np.where(use_cq, (ms_cq - ms_e) / n_seeds, 0.0)
+    return Fit(k, n_seeds, n_questions, var_seed, var_question, ms_e, 2 * per_config, df,
+               np.zeros(per_config.shape, bool))
 
 
-def seed_means(pairs: Iterable[tuple[Hashable, float | None]]) -> dict:
-    """{seed: objective} from (seed, objective) pairs; runs without a finite objective are left out and two runs
-    of one seed (a repeated run) count once, as their mean, so a seed is never paired twice."""
-    values: dict = {}
-    for seed, value in pairs:
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            values.setdefault(seed, []).append(float(value))
-    return {seed: statistics.fmean(v) for seed, v in values.items()}
+def fit_sweep(y: np.ndarray, binomial_floor: np.ndarray | float | None = None) -> Fit:
+    """``fit`` for one sweep (k, S, Q), leaving out of the variance configurations whose every outcome is the same
+    (a collapsed model: all wrong, or all right): such a configuration shares none of the others' seed and question
+    effects, so in the pool it would show up as interaction and widen every interval. Its own mean has no
+    variance, so the pooled variance of a difference (twice one configuration's) stays conservative for its pairs.
+    ``Fit.k`` stays the number of configurations compared (the Tukey family)."""
+    y = np.asarray(y, float)
+    if y.ndim != 3:
+        raise ValueError(f"fit_sweep: y has shape {y.shape}; one sweep is (configurations, seeds, questions)")
+    if y.shape[-1] > 1:
+        varying = np.ptp(y.reshape(y.shape[0], -1), axis=1) > 0
+        if 2 <= varying.sum() < len(varying):
+            fitted = fit(y[varying], binomial_floor)
+            fitted.k = y.shape[0]
+            return fitted
+    return fit(y, binomial_floor)
+
+
+def critical(fitted: Fit, alpha: float = 0.05) -> np.ndarray:
+    """Half-width of the simultaneous intervals in standard errors of a difference: q_{1-alpha}(k, df) / sqrt(2)."""
+    return studentized_range_quantile(1 - alpha, fitted.k, fitted.df) / math.sqrt(2)
+
+
+# --- the public comparison -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as the comparison sees it.
+
+    ``rank_value``: what ranks (the validation objective); ``value``: the test counterpart the verdict is about
+    (None: not measured, then every run falls back to its ``rank_value``); ``n_questions``: how many questions
+    ``value`` is an accuracy over (None: not an accuracy); ``outcomes``: {question key: 0/1 or None} on test
+    (None: no per-question file); ``rank_n_questions``: the same as ``n_questions`` for ``rank_value``.
+    """
+
+    seed: Hashable
+    rank_value: float | None
+    value: float | None = None
+    n_questions: int | None = None
+    outcomes: Mapping[str, float | None] | None = None
+    rank_n_questions: int | None = None
 
 
 @dataclass
 class Comparison:
-    """One configuration against the best: its objectives by seed and the paired difference from the best."""
+    """One configuration against the reference (the best complete configuration on validation)."""
 
     config: str
-    by_seed: dict  # seed -> objective (runs without an objective left out)
-    mean: float | None
-    std: float | None
-    delta: float | None = None  # mean paired difference this - best (None for the best itself)
-    low: float | None = None
+    seeds: tuple = ()  # the seeds its numbers use
+    rank_mean: float | None = None  # validation objective, mean over those seeds
+    mean: float | None = None  # the test counterpart, mean over those seeds (and the common questions)
+    std: float | None = None  # sd over seeds of the per-run test value
+    delta: float | None = None  # mean - reference's mean (None for the reference and without a verdict)
+    low: float | None = None  # family-wise (1 - alpha) interval of delta
     high: float | None = None
-    n: int = 0  # seeds both have
-    verdict: str = "-"
+    verdict: str = "-"  # one of VERDICTS
+    note: str = ""  # why, and what would resolve it
+    missing_seeds: tuple = ()  # seeds the complete configurations have and this one lacks
+    extra_seeds: tuple = ()  # seeds it has that the design does not use (too few configurations ran them)
+    mde: float | None = None  # smallest true |delta| detected with 80 % power at this design
+    seeds_needed: int | None = None  # seeds per configuration for 80 % power at the observed |delta|
+    method: str = ""  # how the intervals were made, one sentence for reports
     is_best: bool = False
+    n_questions: int | None = None  # questions paired per seed (None: per-run values)
 
 
-def compare_to_best(groups: Mapping[str, Mapping[Hashable, float]], direction: str = "maximize",
-                    confidence: float = 0.95) -> list[Comparison]:
-    """Each configuration ({seed: objective}) against the one with the best mean objective, best first.
+def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
+    """What the verdict reads for an objective named ``metric`` (summary.optimized_metric): the summary key of its
+    test counterpart (``val_accuracy`` -> ``test_accuracy``, ``val_rewards.fmt`` -> ``test_rewards.fmt``; None when
+    it has none: then the objective itself is compared), the outcomes/test.jsonl field with its per-question values
+    (None: not per question), and whether it is an accuracy over questions (binomial floor)."""
+    metric = metric or ""
+    if not metric.startswith("val_"):
+        return None, None, metric in ("eval_accuracy", "eval_accuracy_lenient")  # the schema before validation
+    rest = metric[len("val_"):]
+    accuracy = rest in ("accuracy", "accuracy_lenient")
+    return "test_" + rest, rest if accuracy else None, accuracy
 
-    A configuration with no objective at all comes last with verdict ``-``.
+
+def seed_text(seed: Hashable) -> str:
+    """A seed as a reader would type it: ``trainer.seed=3`` from ``("trainer.seed=3",)`` or
+    ``(("trainer.seed", "3"),)``; other values as they print."""
+    if isinstance(seed, tuple):
+        return " ".join(seed_text(part) if not (isinstance(part, tuple) and len(part) == 2) else f"{part[0]}={part[1]}"
+                        for part in seed) or "(no seed)"
+    return str(seed)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def _sd(values):
+    if len(values) < 2:
+        return None
+    m = _mean(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+@dataclass
+class _Seed:
+    rank: float
+    value: float
+    n: int | None
+    outcomes: dict | None
+
+
+def _merge(records: Sequence[RunRecord], use_test: bool) -> dict:
+    """{seed: _Seed}: a seed run twice counts once, as the mean of its runs (never paired twice)."""
+    by_seed: dict = {}
+    for r in records:
+        if not _finite(r.rank_value):
+            continue
+        value, n = (r.value, r.n_questions) if use_test else (r.rank_value, r.rank_n_questions)
+        by_seed.setdefault(r.seed, []).append((float(r.rank_value), float(value), n,
+                                               r.outcomes if use_test else None))
+    out = {}
+    for seed, runs in by_seed.items():
+        outcomes = None
+        if all(o is not None for *_, o in runs):
+            keys = set.intersection(*(set(o) for *_, o in runs))
+            outcomes = {key: _mean([o[key] for *_, o in runs]) if all(_finite(o[key]) for *_, o in runs) else None
+                        for key in keys}
+        ns = {n for _, _, n, _ in runs}
+        out[seed] = _Seed(_mean([r for r, *_ in runs]), _mean([v for _, v, *_ in runs]),
+                          ns.pop() if len(ns) == 1 else None, outcomes)
+    return out
+
+
+def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximize", alpha: float = 0.05,
+            seed_hint: str = SEED_HINT) -> list[Comparison]:
+    """Every configuration against the best on validation, with family-wise ``alpha`` verdicts on test.
+
+    ``groups``: {configuration: its runs}. Returns one Comparison per configuration: complete configurations by
+    validation mean (best first, the reference), then incomplete ones, then those without any result (``-``).
+    ``seed_hint``: the override that would add seeds, named in the ``no verdict`` note.
     """
     if direction not in DIRECTIONS:
-        raise ValueError(f"compare_to_best: direction={direction!r}; use maximize or minimize")
-    rows = []
-    for config, by_seed in groups.items():
-        values = {s: float(v) for s, v in by_seed.items() if isinstance(v, (int, float)) and math.isfinite(v)}
-        objectives = list(values.values())
-        rows.append(Comparison(config, values, statistics.fmean(objectives) if objectives else None,
-                               statistics.stdev(objectives) if len(objectives) > 1 else None))
-    sign = -1 if direction == "maximize" else 1
-    rows.sort(key=lambda c: (c.mean is None, sign * (c.mean or 0.0)))  # stable: ties keep the given order
-    if not rows or rows[0].mean is None:
-        return rows
-    best = rows[0]
-    best.is_best, best.verdict = True, REFERENCE
-    for row in rows[1:]:
-        if row.mean is None:
-            continue
-        shared = [s for s in row.by_seed if s in best.by_seed]
-        row.delta, row.low, row.high, row.n = paired_ci([row.by_seed[s] for s in shared],
-                                                        [best.by_seed[s] for s in shared], confidence)
-        row.verdict = verdict(row.low, row.high, row.n, direction)
-    return rows
+        raise ValueError(f"compare: direction={direction!r}; use maximize or minimize")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"compare: alpha={alpha!r} must be strictly between 0 and 1")
+    ranked = [r for records in groups.values() for r in records if _finite(r.rank_value)]
+    # the verdict is about the test counterpart only when every ranked run has one: a sweep half old, half new
+    # falls back to the validation objective for all, rather than mixing two measurements
+    use_test = bool(ranked) and all(_finite(r.value) for r in ranked)
+    by_config = {config: _merge(records, use_test) for config, records in groups.items()}
+
+    with_results = [c for c, seeds in by_config.items() if seeds]
+    # the design's seeds: those at least half of the configurations ran (one configuration's extra replicate
+    # does not make every other one incomplete)
+    count: dict = {}
+    for c in with_results:
+        for seed in by_config[c]:
+            count[seed] = count.get(seed, 0) + 1
+    design = [s for s in sorted(count, key=lambda s: (str(type(s)), s if isinstance(s, (int, float)) else str(s)))
+              if 2 * count[s] >= len(with_results)]
+    complete = [c for c in with_results if all(s in by_config[c] for s in design)]
+    sign = -1.0 if direction == "maximize" else 1.0
+
+    rows: dict[str, Comparison] = {}
+    for c in groups:
+        seeds = by_config[c]
+        used = [s for s in design if s in seeds] if c in complete else list(seeds)
+        values = [seeds[s].value for s in used]
+        rows[c] = Comparison(c, tuple(used), _mean([seeds[s].rank for s in used]), _mean(values), _sd(values),
+                             missing_seeds=tuple(s for s in design if s not in seeds) if seeds else (),
+                             extra_seeds=tuple(s for s in seeds if s not in design) if c in complete else ())
+    complete.sort(key=lambda c: sign * rows[c].rank_mean)  # stable: ties keep the given order
+    incomplete = sorted((c for c in with_results if c not in complete), key=lambda c: sign * rows[c].rank_mean)
+    order = complete + incomplete + [c for c in groups if c not in with_results]
+    out = [rows[c] for c in order]
+
+    for c in incomplete:
+        rows[c].verdict = "incomplete"
+        rows[c].note = "missing " + ", ".join(seed_text(s) for s in rows[c].missing_seeds)
+    for c in groups:
+        if c not in with_results:
+            rows[c].note = "no finished run with an objective"
+    if not complete:
+        return out
+    reference = rows[complete[0]]
+    reference.is_best, reference.verdict = True, REFERENCE
+    reference.note = "best on validation"
+    others = complete[1:]
+    if len(design) < 2:
+        for c in others:
+            rows[c].verdict = "no verdict"
+            rows[c].note = f"one seed: run more ({seed_hint}) to tell a difference from seed noise"
+        return out
+    if not others:
+        return out
+
+    y, n_questions, floor = _design_matrix([by_config[c] for c in complete], design)
+    fitted = fit_sweep(y, floor)
+    var_pair, df = float(fitted.var_pair), float(fitted.df)
+    method = _method(fitted, len(complete), alpha, use_test)
+    for row in out:
+        row.method = method
+    means = y.mean((1, 2))
+    for i, c in enumerate(complete):
+        rows[c].mean, rows[c].n_questions = float(means[i]), n_questions
+    if var_pair <= 0:
+        for c in others:
+            rows[c].delta = float(means[complete.index(c)] - means[0])
+            rows[c].verdict = "no verdict"
+            rows[c].note = "every run scored the same: no noise to measure a difference against"
+        return out
+    crit = float(critical(fitted, alpha))
+    se = math.sqrt(var_pair)
+    mde = (crit + float(_t_upper(POWER, np.array([df]))[0])) * se
+    curve = None
+    for c in others:
+        row = rows[c]
+        row.delta = float(means[complete.index(c)] - means[0])
+        row.low, row.high = row.delta - crit * se, row.delta + crit * se
+        row.mde = mde
+        if row.low > 0 or row.high < 0:
+            row.verdict = "better" if (row.low > 0) == (direction == "maximize") else "worse"
+            row.note = ""
+        else:
+            row.verdict = "indistinguishable"
+            curve = curve or _mde_by_seeds(fitted, alpha)  # one curve for every pair: computed once, if needed
+            row.seeds_needed = _seeds_needed(curve, abs(row.delta))
+            row.note = f"no difference larger than {mde:.3f} at 80% power" + _needed_text(row, len(design))
+    return out
+
+
+def _design_matrix(configs: list[dict], design: list) -> tuple[np.ndarray, int | None, float | None]:
+    """y[c, s, q] over the questions every run answered (judged, not None), or y[c, s, 1] of per-run values; the
+    number of questions paired; the binomial floor of the per-run variance (None: not an accuracy)."""
+    cells = [config[s] for config in configs for s in design]
+    if all(cell.outcomes is not None for cell in cells):
+        keys = sorted(set.intersection(*(set(k for k, v in cell.outcomes.items() if _finite(v)) for cell in cells)))
+        if len(keys) >= 2:
+            y = np.array([[[config[s].outcomes[k] for k in keys] for s in design] for config in configs])
+            return y, len(keys), None
+    y = np.array([[[config[s].value] for s in design] for config in configs])
+    floor = None
+    if all(cell.n is not None and cell.n > 0 and 0.0 <= cell.value <= 1.0 for cell in cells):
+        floor = _mean([cell.value * (1 - cell.value) / cell.n for cell in cells])
+    return y, None, floor
+
+
+def _method(fitted: Fit, k: int, alpha: float, use_test: bool) -> str:
+    what = "test" if use_test else "validation objective (not every run has a test value)"
+    level = f"{100 * (1 - alpha):g}%"
+    if fitted.questions > 1:
+        noise = (f"{fitted.seeds} seeds x {fitted.questions} questions paired by seed and question "
+                 f"(mixed model, Satterthwaite df {float(fitted.df):.1f})")
+    else:
+        noise = f"per-run values over {fitted.seeds} seeds"
+        noise += (", variance floored at the binomial p(1-p)/n of its questions" if bool(fitted.floored)
+                  else f" (df {float(fitted.df):g})")
+    return (f"Δ = {what} difference from the reference; {level} family-wise intervals (Tukey, all pairs of {k} "
+            f"configurations, valid whichever is the reference); noise from {noise}")
+
+
+def _mde_by_seeds(fitted: Fit, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(seeds, the 80 %-power detectable difference with that many seeds per configuration) for S+1 .. MAX_SEEDS:
+    the estimated components with more seeds, degrees of freedom growing with the seed part."""
+    seeds = np.arange(fitted.seeds + 1, MAX_SEEDS + 1)
+    df = np.where(np.isfinite(fitted.df), np.maximum(1.0, float(fitted.df) * (seeds - 1) / (fitted.seeds - 1)),
+                  np.inf)
+    crit = studentized_range_quantile(1 - alpha, fitted.k, df) / math.sqrt(2)
+    return seeds, (crit + _t_upper(POWER, df)) * np.sqrt(fitted.var_pair_with(seeds))
+
+
+def _seeds_needed(curve: tuple[np.ndarray, np.ndarray], delta: float) -> int | None:
+    """Seeds per configuration for 80 % power at a true difference ``delta``; None beyond MAX_SEEDS (or when the
+    question-level variance alone is too large: more questions, not seeds, would resolve it)."""
+    seeds, mde = curve
+    enough = np.nonzero(mde <= delta)[0] if delta > 0 else []
+    return int(seeds[enough[0]]) if len(enough) else None
+
+
+def _needed_text(row: Comparison, n_seeds: int) -> str:
+    if row.delta is None or row.delta == 0:
+        return ""
+    if row.seeds_needed is None:
+        return f"; more than {MAX_SEEDS} seeds (or more questions) to resolve {signed(row.delta)}"
+    return f"; ~{row.seeds_needed} seeds (now {n_seeds}) to resolve {signed(row.delta)}"
 
 
 def signed(value: float | None) -> str:
@@ -153,5 +542,10 @@ def signed(value: float | None) -> str:
 
 
 def ci_text(row: Comparison) -> str:
-    """``[low, high]`` of the difference from the best, ``-`` without one (the best itself, n < 2)."""
+    """``[low, high]`` of the difference from the reference, ``-`` without one (the reference, no verdict)."""
     return "-" if row.low is None or row.high is None else f"[{signed(row.low)}, {signed(row.high)}]"
+
+
+def verdict_text(row: Comparison) -> str:
+    """The verdict with its note, for a table cell: ``indistinguishable (no difference larger than 0.081 ...)``."""
+    return f"{row.verdict} ({row.note})" if row.note and row.verdict != "-" else row.verdict

@@ -9,8 +9,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from ..run.results import write_text_atomic
-from .runs import STUDY_FILE, collect_runs, sweep_table
+from ..run.results import write_json_atomic, write_text_atomic
+from .runs import STUDY_FILE, VERDICTS_FILE, collect_runs, sweep_comparisons, sweep_direction, sweep_table, \
+    varying_overrides, verdict_records
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
 FAILED_RUNS: list[str] = []
@@ -29,6 +30,7 @@ class SweepTable(Callback):
             FAILED_RUNS[:] = [str(d) for d, s in runs if s.status == "failed"]
         table = sweep_table(sweep_dir, runs=runs)
         write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
+        write_verdicts(sweep_dir, runs)
         print(f"\nSweep {sweep_dir} ({len(runs)} runs)\n{table}")
         try:
             from .report import build_report
@@ -36,3 +38,12 @@ class SweepTable(Callback):
             print(f"report with plots: {build_report(sweep_dir)}")
         except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
             print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.sweeps.report {sweep_dir}")
+
+
+def write_verdicts(sweep_dir: Path, runs: list) -> None:
+    """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B callback)."""
+    summaries = [summary for _, summary in runs]
+    direction = sweep_direction(sweep_dir, summaries)
+    rows, why_not = sweep_comparisons(runs, varying_overrides([s.overrides for s in summaries]), direction)
+    write_json_atomic(sweep_dir / VERDICTS_FILE, {"direction": direction, "why_none": why_not,
+                                                  "comparisons": verdict_records(rows)})

@@ -1,7 +1,9 @@
 """One W&B run per training run, shaped so a sweep's runs compare side by side in W&B.
 
 group = the sweep, job_type train/trial, name and tags from the overrides, config = the resolved Hydra config
-(secrets redacted), a completions table every N steps, and a summary with the objective. The run id lives in the
+(secrets redacted) plus flat keys to group a dashboard by (``choices.<group>``: each config group's option,
+``override.<key>``: each override the sweep varies), a completions table every N steps, and a summary with the
+objective and the validation and test figures. The run id lives in the
 run directory so a resumed run continues the same W&B run. Without credentials the run is written offline under
 ``<run_dir>/wandb`` and can be synced later. The per-step history is transformers' own W&B callback's
 (``report_to=["wandb"]``: ``train/reward``, ``train/rewards/<name>/mean``, ... against ``train/global_step``), which
@@ -26,7 +28,7 @@ from ..adapters.trl import latest_completions
 from ..run.context import RunContext
 from .loggers import RunLogger, finished
 from ..run.redact import redact, secret_values
-from ..run.results import BEST_PREFIX
+from ..run.results import measured_periodically
 from ..run.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,37 @@ def run_name(overrides: list[str], swept: set[str] | None = None) -> str:
     training = _training_overrides(overrides)
     named = [o for o in training if _key(o) in swept] if swept else []
     return ",".join(named or training) or "defaults"
+
+
+# Flat config keys a dashboard groups, filters and averages runs by: the option of each config group, and each
+# override the sweep varies (its value typed: ``override.trainer.seed`` is a number).
+CHOICE_PREFIX = "choices."
+OVERRIDE_PREFIX = "override."
+
+
+def flat_keys(context: RunContext) -> dict[str, Any]:
+    """``{"choices.reward_mix": "format", ..., "override.trainer.seed": 1, ...}`` for the run's config: every group's
+    choice, and the overrides the sweep varies (all training overrides when that is not known: a single run)."""
+    out: dict[str, Any] = {f"{CHOICE_PREFIX}{group}": option for group, option in sorted(context.choices.items())}
+    swept = swept_keys(context.sweep_dir)
+    for override in _training_overrides(context.overrides):
+        key = _key(override)
+        if not swept or key in swept:
+            out[f"{OVERRIDE_PREFIX}{key}"] = _override_value(override)
+    return out
+
+
+def _override_value(override: str) -> Any:
+    """The value as Hydra parses it (``1`` an int, ``1e-4`` a float, ``format`` a string); lists and the like as
+    their text, which W&B can group by."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    text = override.partition("=")[2]
+    try:
+        value = OverridesParser.create().parse_overrides([override])[0].value()
+    except Exception:  # an override Hydra accepted at launch parses here too; this keeps a stray one as text
+        return text
+    return value if isinstance(value, (str, int, float, bool)) or value is None else text
 
 
 def run_tags(overrides: list[str], user_tags: list[str]) -> list[str]:
@@ -146,7 +179,7 @@ class WandbLogger(RunLogger):
             name=redact(cfg.logger.run_name or run_name(overrides, swept_keys(context.sweep_dir)), secrets),
             tags=redact(run_tags(overrides, list(cfg.logger.tags)), secrets),
             notes=cfg.logger.notes,
-            config=redact(OmegaConf.to_container(cfg, resolve=True), secrets),
+            config=redact({**OmegaConf.to_container(cfg, resolve=True), **flat_keys(context)}, secrets),
             dir=str(self.run_dir),
             id=self.run_id,
             resume="allow",
@@ -215,19 +248,26 @@ class WandbLogger(RunLogger):
 def summary_fields(summary: dict | RunSummary) -> dict:
     """What W&B's run table should show for a finished (or failed) run."""
     s = summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)
+    metric = str(s.optimized_metric or "")
     out = {
         "status": s.status,
         "objective": s.objective,
         "optimized_metric": s.optimized_metric,
-        "eval_accuracy": s.eval_accuracy,
-        "eval_accuracy_before": s.eval_accuracy_before,
-        "eval_accuracy_lenient": s.eval_accuracy_lenient,
-        "eval_pass_at_k": s.eval_pass_at_k,
-        "eval_maj_at_k": s.eval_maj_at_k,
+        # validation at the step the run reports (what ranks), and the test split evaluated once after training
+        "val_accuracy": s.val_accuracy,
+        "val_accuracy_before": s.val_accuracy_before,
+        "val_accuracy_lenient": s.val_accuracy_lenient,
+        "test_accuracy": s.test_accuracy,
+        "test_accuracy_before": s.test_accuracy_before,
+        "test_accuracy_lenient": s.test_accuracy_lenient,
+        "test_accuracy_lenient_before": s.test_accuracy_lenient_before,
+        "test_pass_at_k": s.test_pass_at_k,
+        "test_maj_at_k": s.test_maj_at_k,
+        "test_k": s.test_k,
         "best_objective": s.best_objective,
         "best_step": s.best_step,
-        # the step the objective was measured at: the best evaluation's for `best.*` objectives
-        "objective_step": s.best_step if str(s.optimized_metric or "").startswith(BEST_PREFIX) else s.steps,
+        # the step the objective was measured at: the reported (best validation) step for validation metrics
+        "objective_step": s.best_step if s.best_step is not None and measured_periodically(metric) else s.steps,
         "runtime_s": s.runtime_s,
         "final/reward": s.reward,
         # what the run cost (results.run_cost); the sweep report sums them
@@ -235,8 +275,10 @@ def summary_fields(summary: dict | RunSummary) -> dict:
         "cost/generated_tokens": s.generated_tokens,
         "cost/tokens_per_s": s.tokens_per_s,
     }
-    for name, value in (s.eval_rewards or {}).items():
-        out[f"eval/{name}"] = value
+    for name, value in (s.val_rewards or {}).items():
+        out[f"val_rewards/{name}"] = value
+    for name, value in (s.test_rewards or {}).items():
+        out[f"test_rewards/{name}"] = value
     for name, value in (s.train_rewards or {}).items():
         out[f"final/rewards/{name}"] = value
     trial = s.trial or {}

@@ -1,0 +1,158 @@
+"""Sweeps made up with a known truth, to measure the verdicts' error rate and power (tests/test_stats.py,
+bench/null_sweeps.py).
+
+A sweep of k configurations x S seeds is evaluated on 64 validation and 64 test questions. Each question has its own
+difficulty (a logit, shared by every configuration and seed of the sweep); each run (configuration, seed) has its own
+luck, a logit shift shared by its validation and test questions (the same trained model answers both, which is how a
+lucky seed that wins on validation also looks good on test); each seed can have an effect shared by every
+configuration. Outcomes are Bernoulli. ``QUESTIONS`` is calibrated so a run's test accuracy varies by ~0.03 over
+seeds at accuracy 0.6, like the built-in task's runs.
+
+``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and ``critical``; a test
+checks they agree), and ``old_verdicts`` the procedure before it (paired t against the best, no correction), kept to
+measure the change.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .stats import critical, fit, fit_sweep, studentized_range_quantile
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Where a sweep's noise comes from, on the logit scale (mean accuracy ``accuracy`` on test and validation)."""
+
+    question_sd: float = 8.0  # difficulty: most questions are nearly always or never solved, as on the built-in task
+    run_sd: float = 0.3  # a run's own luck (configuration x seed)
+    seed_sd: float = 0.2  # a seed's luck shared by every configuration (cancels in a paired comparison)
+    accuracy: float = 0.6
+    questions: int = 64
+
+
+QUESTIONS = Noise()  # per-run test accuracy sd ~0.030 over seeds
+# a stress case: a run's own luck is ~60 % of a run's variance (per-run sd ~0.036; ~30 % in QUESTIONS), so the
+# seed part's few degrees of freedom carry the interval
+SEEDS = Noise(question_sd=16.0, run_sd=1.2, seed_sd=0.3)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@functools.lru_cache(maxsize=None)
+def _centre(noise: Noise, shift: float = 0.0, draws: int = 400_000) -> float:
+    """The mean logit giving mean accuracy ``noise.accuracy + shift`` over questions and runs (bisection on a fixed
+    sample, so the same noise always gets the same centre)."""
+    rng = np.random.default_rng(12345)
+    z = (noise.question_sd * rng.standard_normal(draws) + noise.run_sd * rng.standard_normal(draws)
+         + noise.seed_sd * rng.standard_normal(draws))
+    target = noise.accuracy + shift
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"simulate: accuracy {noise.accuracy} + shift {shift} leaves (0, 1)")
+    low, high = -60.0, 60.0
+    for _ in range(80):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _sigmoid(mid + z).mean() < target else (low, mid)
+    return (low + high) / 2
+
+
+def simulate(rng: np.random.Generator, sweeps: int, k: int, seeds: int, noise: Noise = QUESTIONS,
+             shifts: dict[int, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(validation, test) outcomes, each (sweeps, k, seeds, questions) of 0.0/1.0. ``shifts``: {configuration
+    index: true difference in mean accuracy from the others} (0.25 lower: ``{0: -0.25}``)."""
+    base = _centre(noise)
+    offset = np.zeros(k)
+    for c, shift in (shifts or {}).items():
+        offset[c] = _centre(noise, shift) - base
+    run = noise.run_sd * rng.standard_normal((sweeps, k, seeds, 1))
+    seed = noise.seed_sd * rng.standard_normal((sweeps, 1, seeds, 1))
+    out = []
+    for _ in ("validation", "test"):
+        question = base + noise.question_sd * rng.standard_normal((sweeps, 1, 1, noise.questions))
+        p = _sigmoid(question + run + seed + offset[None, :, None, None])
+        out.append((rng.random(p.shape) < p).astype(float))
+    return out[0], out[1]
+
+
+def rounded_objectives(rng: np.random.Generator, sweeps: int, k: int, seeds: int, sd: float = 0.03,
+                       mean: float = 0.6, questions: int = 64, shifts: dict[int, float] | None = None) -> np.ndarray:
+    """The issue's summary-only null: objectives ~ N(mean, sd) rounded to 1/questions, (sweeps, k, seeds)."""
+    offset = np.zeros(k)
+    for c, shift in (shifts or {}).items():
+        offset[c] = shift
+    values = mean + offset[None, :, None] + sd * rng.standard_normal((sweeps, k, seeds))
+    return np.clip(np.round(values * questions) / questions, 0.0, 1.0)
+
+
+@dataclass
+class Verdicts:
+    """Per sweep and configuration: -1 worse, +1 better, 0 indistinguishable (direction maximize); the reference."""
+
+    calls: np.ndarray  # (sweeps, k) int
+    reference: np.ndarray  # (sweeps,) int
+
+    def any_false(self, truly_equal: np.ndarray | None = None) -> np.ndarray:
+        """Per sweep: did any configuration equal to the reference (``truly_equal``: (k,) bool, all by default) get
+        a better/worse verdict? With the reference truly different every call against it may be right, so only
+        sweeps whose reference is among the equal ones count a false call; others count the equal pairs' calls."""
+        k = self.calls.shape[1]
+        equal = np.ones(k, bool) if truly_equal is None else np.asarray(truly_equal, bool)
+        ref_equal = equal[self.reference]
+        called = (self.calls != 0) & equal[None, :]
+        return ref_equal & called.any(1)
+
+
+def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, questions: bool = True,
+                   n_questions: int | None = 64) -> Verdicts:
+    """What ``stats.compare`` decides, for a batch of complete sweeps (maximize).
+
+    ``rank``: (sweeps, k, seeds[, questions]) validation outcomes or per-run values, averaged to rank;
+    ``test``: (sweeps, k, seeds, questions) outcomes, or (sweeps, k, seeds) per-run values. ``questions=False``
+    uses per-run test accuracies only (no per-question files), floored at the binomial variance of
+    ``n_questions`` (None: no floor).
+    """
+    rank_means = rank.reshape(rank.shape[0], rank.shape[1], -1).mean(-1)
+    reference = rank_means.argmax(1)  # ties: the first, as compare's stable sort keeps the given order
+    if test.ndim == 3:
+        test = test[..., None]
+    if not questions:
+        test = test.mean(-1, keepdims=True)
+    floor = None
+    if test.shape[-1] == 1 and n_questions:
+        p = test[..., 0]
+        floor = (p * (1 - p) / n_questions).mean((-2, -1))
+    if test.shape[-1] > 1:  # per sweep, as compare does: which configurations vary differs from sweep to sweep
+        fits = [fit_sweep(one) for one in test]
+        var_pair = np.array([float(f.var_pair) for f in fits])
+        df = np.array([float(f.df) for f in fits])
+        crit = studentized_range_quantile(1 - alpha, test.shape[1], df) / math.sqrt(2)
+    else:
+        fitted = fit(test, floor)
+        var_pair, crit = fitted.var_pair, critical(fitted, alpha)
+    se = np.sqrt(var_pair)
+    means = test.mean((-2, -1))
+    delta = means - np.take_along_axis(means, reference[:, None], 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        calls = np.where(se[:, None] > 0, np.sign(delta) * (np.abs(delta) > (crit * se)[:, None]), 0).astype(int)
+    return Verdicts(calls, reference)
+
+
+def old_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdicts:
+    """The procedure before issue 21: rank by the per-run values themselves, compare each configuration with the
+    best mean by a paired t over seeds (n - 1 df), no multiplicity correction. ``values``: (sweeps, k, seeds)."""
+    from .stats import t_quantile
+
+    sweeps, k, seeds = values.shape
+    reference = values.mean(2).argmax(1)
+    best = np.take_along_axis(values, reference[:, None, None], 1)
+    diff = values - best
+    mean, sd = diff.mean(2), diff.std(2, ddof=1)
+    half = t_quantile((1 + confidence) / 2, seeds - 1) * sd / math.sqrt(seeds)
+    calls = np.sign(mean) * ((mean - half > 0) | (mean + half < 0))
+    calls[np.arange(sweeps), reference] = 0
+    return Verdicts(calls.astype(int), reference)
