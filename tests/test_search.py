@@ -461,6 +461,9 @@ def test_test_interval_counts_question_noise_when_seeds_agree():
     estimate = test_interval([20 / 64, 20 / 64], outcomes, 64)
     assert estimate["mean"] == pytest.approx(20 / 64)
     assert estimate["high"] - estimate["low"] > 0.15  # about +-0.11 for a proportion of 64 questions
+    # every question wrong on every seed: the bootstrap has no spread, the interval still has width (Wilson's, 8 questions)
+    estimate = test_interval([0.0], [{f"q{i}": 0.0 for i in range(8)}], 8)
+    assert estimate["low"] == 0.0 and 0.3 < estimate["high"] < 0.4
     # questions judged None (no ground truth) are left out; a question only some seeds judged too
     outcomes = [{"a": 1.0, "b": None, "c": 0.0}, {"a": 1.0, "b": 1.0, "c": 0.0}]
     assert test_interval([0.5, 0.5], outcomes, 3)["questions"] == 2

@@ -232,7 +232,12 @@ def test_interval(values: list[float], outcomes: list[dict] | None, n_questions:
             draws = per_seed[picks, np.arange(BOOTSTRAP)[:, None]].mean(axis=1)
             alpha = (1 - CONFIDENCE) / 2
             low, high = np.quantile(draws, [alpha, 1 - alpha])
-            return {"mean": float(matrix.mean()), "low": float(low), "high": float(high), "seeds": s, "questions": q,
+            mean = float(matrix.mean())
+            # A bootstrap of outcomes that are all equal (every question right, or wrong) has no spread: never narrower
+            # than the Wilson interval of the mean over q questions (as if the seeds were one run)
+            w_low, w_high = wilson(mean, q)
+            return {"mean": mean, "low": min(float(low), w_low), "high": max(float(high), w_high), "seeds": s,
+                    "questions": q,
                     "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
                               + (" (one seed: seed noise not included)" if s == 1 else "")}
     if not values:
@@ -255,6 +260,13 @@ def test_interval(values: list[float], outcomes: list[dict] | None, n_questions:
         low, high = max(0.0, low), min(1.0, high)
     return {"mean": mean, "low": low, "high": high, "seeds": s,
             "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)"}
+
+
+def wilson(p: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson's score interval of a proportion ``p`` of ``n`` (never zero-width, inside [0, 1])."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _critical(seeds: int) -> float:
