@@ -11,10 +11,11 @@ accuracy, steps and seconds.
 
 The replay runs, for each of ``--sampler-seeds`` sampler seeds, the search a study would run, with each trial's
 value looked up in the cache instead of trained: TPE with the median pruner (bench/conf/hparams_search/
-bench_space.yaml's settings; the pruner reads the cached validation curve of the trial's first replica, as the
-worker's pruning does, though on the whole validation split where a live probe reads prune_eval_samples of it) against random search without pruning. Trials follow the worker's rules: a configuration
-drawn again gets its next cached seeds and the mean over all of them; a repeat of a pruned configuration is
-pruned at no cost. Time to target: the trial-steps spent until the configuration the search would pick (the best
+bench_space.yaml's settings), the same TPE without the pruner (what pruning adds or costs), and random search
+without pruning. The pruner reads the cached validation curve of the trial's first replica, as the
+worker's pruning does (on the whole validation split, where a live probe reads prune_eval_samples of it).
+Trials follow the worker's rules: a configuration drawn again gets its next cached seeds and the mean over all of
+them; a repeat of a pruned configuration is pruned at no cost. Time to target: the trial-steps spent until the configuration the search would pick (the best
 mean over its seeds so far) has a grid mean (over all cached seeds) within 95 % of the grid's best. Reported: the
 median and interquartile range of that over the sampler seeds, and how many never reached it within the budget.
 """
@@ -126,7 +127,7 @@ def replay(by_config: dict[str, list[dict]], sampler: str, seed: int, n_trials: 
     study = optuna.create_study(
         direction="maximize",
         sampler=(optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True)
-                 if sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)),
+                 if sampler.startswith("tpe") else optuna.samplers.RandomSampler(seed=seed)),
         pruner=(optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP, n_warmup_steps=PRUNE_WARMUP)
                 if prune else optuna.pruners.NopPruner()),
     )
@@ -197,7 +198,8 @@ def compare(grid: dict, sampler_seeds: int, n_trials: int, seeds_per_trial: int)
            "configurations": len(grid_mean), "grid_trial_steps": full_grid}
     if legacy:
         out["caveat"] = legacy
-    for sampler in ("tpe", "random"):
+    # TPE with the median pruner (the study's setting), TPE alone (what pruning adds or costs), random search
+    for sampler in ("tpe", "tpe_unpruned", "random"):
         runs = [replay(by_config, sampler, seed, n_trials, seeds_per_trial, target, grid_mean)
                 for seed in range(sampler_seeds)]
         out[sampler] = {"pruning": sampler == "tpe" and all(r.get("curve") for v in by_config.values() for r in v),
