@@ -1,107 +1,251 @@
-"""Pruned asynchronous Optuna search vs the full grid over the same space (tiny model, CPU).
+"""Pruned TPE search vs random search, replayed from a grid's cached results (tiny model, CPU).
 
-    python bench/search_efficiency.py [--steps 40] [--objective eval_accuracy]   # -> bench/results/search_efficiency.json
+    python bench/search_efficiency.py --grid [--steps 40] [--seeds 3]   # train the grid once, cache it (minutes)
+    python bench/search_efficiency.py [--sampler-seeds 20]             # replay from the cache (seconds, no training)
+    # both -> bench/results/search_efficiency.json ("grid": the cache, "replay": the comparison)
 
-Space: learning rate in {1e-4, 3e-4, 1e-3, 3e-3, 1e-2} x num_generations in {4, 8} (10 configurations),
-objective: held-out accuracy of the warm-started main job (``--objective eval_rewards.xmlcount`` with
-``model.tiny.warm_start.steps=0``: the random model's format score, this benchmark's objective before the
-built-in task moved accuracy). The grid runs all 10 to completion;
-the search runs 16 TPE trials with the median pruner (a trial that repeats an
-earlier point is answered from it without training). Reported: trial-steps and wall time until the best
-objective so far reaches 95 % of the grid's best, as a ratio to the full grid.
+Space: learning rate in {1e-4, 3e-4, 1e-3, 3e-3, 1e-2} x num_generations in {4, 8} (10 configurations).
+``--grid`` trains every configuration on ``--seeds`` seeds and records, per run, the objective on VALIDATION
+(``optimized_metric``, default val_accuracy), its validation curve (metrics.jsonl every ``--every`` steps), the test
+accuracy, steps and seconds.
+
+The replay runs, for each of ``--sampler-seeds`` sampler seeds, the search a study would run, with each trial's
+value looked up in the cache instead of trained: TPE with the median pruner (bench/conf/hparams_search/
+bench_space.yaml's settings), the same TPE without the pruner (what pruning adds or costs), and random search
+without pruning. The pruner reads the cached validation curve of the trial's first replica, as the
+worker's pruning does (on the whole validation split, where a live probe reads prune_eval_samples of it).
+Trials follow the worker's rules: a configuration drawn again gets its next cached seeds and the mean over all of
+them; a repeat of a pruned configuration is pruned at no cost. Time to target: the trial-steps spent until the configuration the search would pick (the best
+mean over its seeds so far) has a grid mean (over all cached seeds) within 95 % of the grid's best. Reported: the
+median and interquartile range of that over the sampler seeds, and how many never reached it within the budget.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LRS = "1e-4,3e-4,1e-3,3e-3,1e-2"
-N_TRIALS = 16
+sys.path.insert(0, str(ROOT))
+LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+GENERATIONS = (4, 8)
+AXES = ("optimizer.learning_rate", "trainer.num_generations")
 COMMON = ["data.max_val_samples=64", "data.max_test_samples=64", "trainer.per_device_train_batch_size=16"]
+DEST = ROOT / "bench" / "results" / "search_efficiency.json"
 
 
-def launch(args: list[str]) -> float:
+def _space_settings() -> tuple[int, int, int, int]:
+    """bench_space.yaml's TPE startup trials, median pruner startup and warm-up, and probe interval."""
+    from omegaconf import OmegaConf
+
+    s = OmegaConf.load(ROOT / "bench" / "conf" / "hparams_search" / "bench_space.yaml").hydra.sweeper
+    return s.sampler.n_startup_trials, s.pruner.n_startup_trials, s.pruner.n_warmup_steps, s.prune_every
+
+
+TPE_STARTUP, PRUNE_STARTUP, PRUNE_WARMUP, PRUNE_EVERY = _space_settings()
+
+
+def config_key(values: dict) -> str:
+    return " ".join(f"{axis}={float(values[axis]) if axis == AXES[0] else int(values[axis])}" for axis in AXES)
+
+
+def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: list[str]) -> dict:
+    """Train every configuration on every seed; the cache the replay reads."""
+    import subprocess
+
+    from grpo_sweep.run.results import lookup, read_jsonl
+    from grpo_sweep.sweeps.runs import collect_runs
+
+    out = Path(tempfile.mkdtemp(prefix="grpo-bench-search-"))
+    args = ["-m", f"optimizer.learning_rate={','.join(map(str, LRS))}",
+            f"trainer.num_generations={','.join(map(str, GENERATIONS))}", f"trainer.seed={','.join(map(str, seeds))}",
+            f"optimized_metric={objective}", f"trainer.max_steps={steps}", f"trainer.save_steps={steps}",
+            f"trainer.eval.every_steps={every}", *COMMON, *extra, f"output_root={out}"]
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], cwd=ROOT, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr[-3000:])
-    return time.perf_counter() - start
+    done = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    # the curve of the objective: val/<name> rows of metrics.jsonl (val_accuracy -> val/accuracy)
+    curve_key = "val/" + objective.removeprefix("val_").removeprefix("rewards.")
+    runs = []
+    for run_dir, summary in collect_runs(out / "grpo" / "multiruns"):
+        cfg = json.loads(json.dumps(_load_config(run_dir)))
+        values = {AXES[0]: cfg["optimizer"]["learning_rate"], AXES[1]: cfg["trainer"]["num_generations"]}
+        data = summary.to_dict()
+        curve = {str(row["step"]): row[curve_key] for row in read_jsonl(run_dir / "metrics.jsonl")
+                 if isinstance(row.get(curve_key), (int, float)) and row.get("step")}
+        runs.append({"config": config_key(values), "seed": cfg["trainer"]["seed"], "value": summary.objective,
+                     "test_accuracy": lookup(data, "test_accuracy"), "steps": summary.steps,
+                     "runtime_s": summary.runtime_s, "curve": curve})
+    if any(r["value"] is None for r in runs):
+        raise SystemExit(f"some runs have no {objective} in summary.json: {[r['config'] for r in runs if r['value'] is None]}")
+    return {"objective": objective, "max_steps": steps, "every_steps": every, "seeds": seeds, "overrides": extra,
+            "runs": runs, "wall_seconds": round(wall, 1), "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()} {platform.processor()}".strip(),
+            "command": "python bench/search_efficiency.py " + " ".join(sys.argv[1:])}
 
 
-def summaries(paths) -> list[dict]:
-    return [json.loads(p.read_text()) for p in paths]
+def _load_config(run_dir: Path) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "config.yaml"), resolve=True)
 
 
-def to_reach(rows: list[dict], target: float) -> tuple[int | None, float | None, int | None]:
-    """Trial-steps and seconds spent (in trial order) until the best objective reaches ``target``; None if never."""
-    steps = seconds = 0.0
-    for i, row in enumerate(rows, 1):
-        steps += row["steps"]
-        seconds += row["runtime_s"]
-        if row.get("status") == "completed" and (row.get("objective") or 0) >= target:
-            return int(steps), seconds, i
-    return None, None, None
+def cached_runs(grid: dict) -> tuple[dict[str, list[dict]], str | None]:
+    """{config: its runs in seed order} and, for a cache older than the validation split, why it is a stand-in."""
+    if isinstance(grid.get("runs"), list):
+        by_config: dict[str, list[dict]] = {}
+        for run in sorted(grid["runs"], key=lambda r: r["seed"]):
+            by_config.setdefault(run["config"], []).append(run)
+        legacy = None if str(grid.get("objective", "")).startswith("val_") else (
+            f"the cached grid's objective is {grid.get('objective')!r}, not a validation figure")
+        return by_config, legacy
+    # the cache of the script's first version: one seed, final values only, on the held-out set later split into
+    # validation and test. Usable as a stand-in for the replay's mechanics; regenerate with --grid.
+    by_config = {}
+    for key, value in grid["objectives"].items():
+        values = dict(part.split("=", 1) for part in key.split())
+        by_config[config_key(values)] = [{"seed": 42, "value": value, "steps": grid.get("max_steps", 40), "curve": None}]
+    return by_config, (f"the cached grid holds {grid.get('objective', 'eval_accuracy')!r} on the old held-out set "
+                       "(one seed, no validation curves: no pruning in the replay); regenerate it with "
+                       "`python bench/search_efficiency.py --grid` once runs report val_accuracy")
+
+
+def replay(by_config: dict[str, list[dict]], sampler: str, seed: int, n_trials: int, seeds_per_trial: int,
+           target: float, grid_mean: dict[str, float]) -> dict:
+    """One search replayed on the cache: its trial-steps and trials until the pick is within target."""
+    import optuna
+
+    from grpo_sweep.search.worker import next_seeds
+
+    prune = sampler == "tpe" and all(run.get("curve") for runs in by_config.values() for run in runs)
+    study = optuna.create_study(
+        direction="maximize",
+        sampler=(optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True)
+                 if sampler.startswith("tpe") else optuna.samplers.RandomSampler(seed=seed)),
+        pruner=(optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP, n_warmup_steps=PRUNE_WARMUP)
+                if prune else optuna.pruners.NopPruner()),
+    )
+    seen: dict[str, dict] = {}  # config -> {"seeds": claimed, "values": {seed: value}, "pruned": bool}
+    spent = {"steps": 0, "reached": None, "trials": None}
+
+    def objective(trial):
+        values = {AXES[0]: trial.suggest_categorical(AXES[0], list(LRS)),
+                  AXES[1]: trial.suggest_categorical(AXES[1], list(GENERATIONS))}
+        key = config_key(values)
+        state = seen.setdefault(key, {"seeds": set(), "values": {}, "pruned": False})
+        if state["pruned"] and not state["values"]:
+            raise optuna.TrialPruned()  # the worker's rule: no training for a repeat of a pruned configuration
+        runs = {run["seed"]: run for run in by_config[key]}
+        free = [s for s in sorted(runs) if s not in state["seeds"]]
+        # past the cached seeds a repeat re-reads them (it costs steps and teaches nothing new)
+        seeds = (free + sorted(runs))[:seeds_per_trial] if len(free) < seeds_per_trial else free[:seeds_per_trial]
+        for i, s in enumerate(seeds):
+            run = runs[s]
+            if prune and i == 0 and not state["values"]:
+                for step in sorted(int(k) for k in run["curve"]):
+                    if step % PRUNE_EVERY or step >= run["steps"]:
+                        continue
+                    trial.report(run["curve"][str(step)], step)
+                    if trial.should_prune():
+                        spent["steps"] += step
+                        state["pruned"] = True
+                        state["seeds"].add(s)
+                        raise optuna.TrialPruned()
+            spent["steps"] += run["steps"]
+            state["seeds"].add(s)
+            state["values"][s] = run["value"]
+        return sum(state["values"].values()) / len(state["values"])
+
+    def check(study, trial):
+        scored = {k: sum(v["values"].values()) / len(v["values"]) for k, v in seen.items() if v["values"]}
+        if spent["reached"] is None and scored:
+            pick = max(scored, key=scored.get)
+            if grid_mean[pick] >= target:
+                spent["reached"], spent["trials"] = spent["steps"], trial.number + 1
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study.optimize(objective, n_trials=n_trials, callbacks=[check])
+    return {"steps_to_target": spent["reached"], "trials_to_target": spent["trials"], "steps_total": spent["steps"],
+            "pruned": sum(t.state.name == "PRUNED" for t in study.trials), "configurations": len(seen)}
+
+
+def quantiles(values: list[float | None]) -> dict:
+    """Median and interquartile range; a search that never reached the target counts as infinitely long."""
+    import numpy as np
+
+    finite = np.array([float("inf") if v is None else float(v) for v in values])
+    q = np.quantile(finite, [0.25, 0.5, 0.75], method="inverted_cdf")  # no interpolation towards inf
+    as_number = lambda x: None if not np.isfinite(x) else float(x)  # noqa: E731
+    return {"median": as_number(q[1]), "q25": as_number(q[0]), "q75": as_number(q[2]),
+            "not_reached": sum(v is None for v in values), "of": len(values)}
+
+
+def compare(grid: dict, sampler_seeds: int, n_trials: int, seeds_per_trial: int) -> dict:
+    by_config, legacy = cached_runs(grid)
+    grid_mean = {k: sum(r["value"] for r in runs) / len(runs) for k, runs in by_config.items()}
+    best = max(grid_mean.values())
+    target = 0.95 * best
+    full_grid = sum(runs[0]["steps"] * min(seeds_per_trial, len(runs)) for runs in by_config.values())
+    out = {"objective": grid.get("objective"), "sampler_seeds": sampler_seeds, "trials_per_search": n_trials,
+           "seeds_per_trial": seeds_per_trial, "grid_best_mean": best, "target": target,
+           "configurations_within_target": sum(v >= target for v in grid_mean.values()),
+           "configurations": len(grid_mean), "grid_trial_steps": full_grid}
+    if legacy:
+        out["caveat"] = legacy
+    # TPE with the median pruner (the study's setting), TPE alone (what pruning adds or costs), random search
+    for sampler in ("tpe", "tpe_unpruned", "random"):
+        runs = [replay(by_config, sampler, seed, n_trials, seeds_per_trial, target, grid_mean)
+                for seed in range(sampler_seeds)]
+        out[sampler] = {"pruning": sampler == "tpe" and all(r.get("curve") for v in by_config.values() for r in v),
+                        "steps_to_target": quantiles([r["steps_to_target"] for r in runs]),
+                        "trials_to_target": quantiles([r["trials_to_target"] for r in runs]),
+                        "pruned_trials_mean": sum(r["pruned"] for r in runs) / len(runs),
+                        "per_seed": [r["steps_to_target"] for r in runs]}
+    med_tpe, med_random = out["tpe"]["steps_to_target"]["median"], out["random"]["steps_to_target"]["median"]
+    out["ratio_median_steps_tpe_to_random"] = round(med_tpe / med_random, 3) if med_tpe and med_random else None
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--grid", action="store_true", help="train the grid and cache it (otherwise: replay the cache)")
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--objective", default="eval_accuracy")
-    parser.add_argument("overrides", nargs="*", help="more overrides for every run, e.g. model.tiny.warm_start.steps=0")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per configuration in the grid (42, 43, ...)")
+    parser.add_argument("--every", type=int, default=PRUNE_EVERY, help="validation every N steps in the grid's runs")
+    parser.add_argument("--objective", default="val_accuracy")
+    parser.add_argument("--sampler-seeds", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=16, help="trials per replayed search")
+    parser.add_argument("--seeds-per-trial", type=int, default=1)
+    parser.add_argument("overrides", nargs="*", help="more overrides for every grid run")
     args = parser.parse_args()
-    common = [f"optimized_metric={args.objective}", *COMMON, *args.overrides]
-    out = Path(tempfile.mkdtemp(prefix="grpo-bench-search-"))
-    steps = [f"trainer.max_steps={args.steps}", f"trainer.save_steps={args.steps}"]
-
-    grid_wall = launch(["-m", f"optimizer.learning_rate={LRS}", "trainer.num_generations=4,8", *common, *steps,
-                        f"output_root={out / 'grid'}"])
-    grid = sorted(summaries((out / "grid").glob("grpo/multiruns/*/*/summary.json")), key=lambda s: s["run_dir"])
-    grid = sorted(grid, key=lambda s: int(Path(s["run_dir"]).name))
-    grid_best = max(s["objective"] for s in grid)
-    target = 0.95 * grid_best
-
-    search_wall = launch(["-m", "--config-dir", str(ROOT / "bench" / "conf"), "hparams_search=bench_space", f"hydra.sweeper.n_trials={N_TRIALS}", *common,
-                          *steps, f"output_root={out / 'search'}"])
-    # trials that repeated an earlier point were answered from it without training (no run dir, 0 steps)
-    n_trials_total = N_TRIALS
-    trials = summaries((out / "search").glob("grpo/studies/bench_space/trials/*/summary.json"))
-    trials = sorted(trials, key=lambda s: s["trial"]["number"])
-    search_steps, search_seconds, search_trials = to_reach(trials, target)
-    search_best = max((s["objective"] or 0) for s in trials if s.get("status") == "completed")
-    grid_steps = sum(s["steps"] for s in grid)
-    grid_seconds = sum(s["runtime_s"] for s in grid)
-    result = {
-        "space": {"learning_rate": LRS.split(","), "num_generations": [4, 8], "max_steps": args.steps},
-        "objective": args.objective, "overrides": args.overrides,
-        "grid": {"runs": len(grid), "best": grid_best, "trial_steps": grid_steps, "run_seconds": round(grid_seconds, 1),
-                 "wall_seconds": round(grid_wall, 1),
-                 "objectives": {" ".join(s["overrides"][:2]): s["objective"] for s in grid},
-                 # how easy the target is: the chance that one configuration drawn at random already reaches it
-                 "configurations_reaching_95pct": sum(s["objective"] >= target for s in grid)},
-        "search": {"trials": len(trials), "best": search_best,
-                   "states": {st: sum(1 for s in trials if s["trial"]["state"] == st) for st in ("COMPLETE", "PRUNED", "FAIL")},
-                   "trial_steps_total": sum(s["steps"] for s in trials), "wall_seconds": round(search_wall, 1),
-                   "trials_to_95pct": search_trials, "trial_steps_to_95pct": search_steps,
-                   "run_seconds_to_95pct": round(search_seconds, 1) if search_seconds is not None else None,
-                   "duplicates_skipped": n_trials_total - len(trials)},
-        "reached_95pct": search_steps is not None,
-        "ratio_trial_steps_to_95pct": round(search_steps / grid_steps, 3) if search_steps is not None else None,
-        "ratio_run_seconds_to_95pct": round(search_seconds / grid_seconds, 3) if search_steps is not None else None,
-        "machine": f"{platform.machine()} {platform.processor()}".strip(),
-        "date": time.strftime("%Y-%m-%d"),
-        "command": "python bench/search_efficiency.py " + " ".join(sys.argv[1:]),
-    }
-    print(json.dumps(result, indent=2))
-    dest = ROOT / "bench" / "results" / "search_efficiency.json"
-    dest.parent.mkdir(exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    if args.sampler_seeds < 1 or args.trials < 1 or args.seeds_per_trial < 1:
+        raise SystemExit("--sampler-seeds, --trials and --seeds-per-trial must be >= 1")
+    if args.objective.startswith("test_"):
+        raise SystemExit(f"--objective {args.objective}: a search selects on validation, not on the test split")
+    previous = json.loads(DEST.read_text()) if DEST.exists() else {}
+    if args.grid:
+        grid = train_grid(args.steps, [42 + i for i in range(args.seeds)], args.every, args.objective, args.overrides)
+    elif "replay" in previous:
+        grid = previous["grid"]
+    elif "grid" in previous:  # the first version's file: its grid's final objectives only
+        grid = {"objective": previous.get("objective", "eval_accuracy"), "objectives": previous["grid"]["objectives"],
+                "max_steps": previous.get("space", {}).get("max_steps", 40), "date": previous.get("date"),
+                "command": previous.get("command")}
+    else:
+        raise SystemExit(f"no cached grid in {DEST}: run with --grid first")
+    start = time.perf_counter()
+    result = {"grid": grid, "replay": compare(grid, args.sampler_seeds, args.trials, args.seeds_per_trial)}
+    result["replay"].update(seconds=round(time.perf_counter() - start, 1), date=time.strftime("%Y-%m-%d"),
+                            command="python bench/search_efficiency.py " + " ".join(sys.argv[1:]))
+    print(json.dumps(result["replay"], indent=2))
+    DEST.parent.mkdir(exist_ok=True)
+    DEST.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

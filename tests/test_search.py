@@ -117,7 +117,7 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     assert "exceeds model.max_seq_length" in failed.user_attrs["error"]
 
     pruned = next(t for t in trials if t.state.name == "PRUNED")
-    summary = json.loads((study_dir / "trials" / str(pruned.number) / "summary.json").read_text())
+    summary = json.loads((study_dir / "trials" / str(pruned.number) / "seed42" / "summary.json").read_text())
     assert summary["status"] == "pruned" and summary["trial"]["state"] == "PRUNED"
     assert summary["steps"] == summary["pruned_at_step"] < 16  # stopped early, partial results kept
     assert summary["intermediate"]
@@ -131,7 +131,9 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     # The best command reproduces the best trial's configuration exactly.
     overrides = best.command.split()[2:]
     reproduced = OmegaConf.to_container(compose(overrides), resolve=True)
-    trial_cfg = OmegaConf.to_container(OmegaConf.load(study_dir / "trials" / str(best.trial) / ".hydra" / "config.yaml"), resolve=True)
+    trial_cfg = OmegaConf.to_container(
+        OmegaConf.load(study_dir / "trials" / str(best.trial) / f"seed{best.seeds[0]}" / ".hydra" / "config.yaml"),
+        resolve=True)
     assert reproduced == trial_cfg
 
     # Resume: same command with a larger budget continues the same study.
@@ -150,7 +152,7 @@ def test_two_workers_in_parallel_with_journal_storage(tmp_path, launcher):
     assert (study_dir / "optuna.journal").exists()
     trials = study_trials(study_dir)
     assert len(trials) == 6
-    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
+    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/seed*/summary.json")}
     assert workers == {0, 1}
 
 
@@ -241,8 +243,9 @@ def test_bad_group_choices_fail_in_one_line(params, message):
 
 
 DESIGN_ARGS = [
-    "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "trainer.max_steps=4",
-    "data.max_val_samples=8", "data.max_test_samples=8", "data.arithmetic.n_train=64", "data.arithmetic.n_val=8", "data.arithmetic.n_test=8", "trainer.eval.max_new_tokens=16",
+    "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "hydra.sweeper.seeds_per_trial=2",
+    "trainer.max_steps=4", "data.max_val_samples=8", "data.max_test_samples=8", "data.arithmetic.n_train=64",
+    "data.arithmetic.n_val=8", "data.arithmetic.n_test=8", "trainer.eval.max_new_tokens=16",
     "model.tiny.warm_start.steps=0",
 ]
 
@@ -270,12 +273,21 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
     info = read_study_file(study_dir)
     best = OmegaConf.load(study_dir / "best.yaml")
     assert best.overrides[0] == f"reward_mix={best.params.reward_mix}"
-    assert best.command == reproduce_command(info, next(t for t in trials if t.number == best.trial))
+    # two seeds per trial; the best configuration's test accuracy beside its validation value, with an interval
+    assert all(len(t.user_attrs["seeds"]) == 2 for t in trials if t.state.name == "COMPLETE")
+    assert len(best.seeds) >= 2 and best.validation.metric == "val_accuracy"
+    test = best.test.test_accuracy
+    assert 0 <= test.low <= test.mean <= test.high <= 1 and "bootstrap" in test.method
+    assert best.configurations_tried == len({tuple(sorted(t.params.items())) for t in trials})
+    assert best.command == reproduce_command(info, next(t for t in trials if t.number == best.trial),
+                                             [f"trainer.seed={best.seeds[0]}"])
     for t in trials:
         if t.state.name != "COMPLETE":
             continue
-        reproduced = OmegaConf.to_container(compose(reproduce_command(info, t).split()[2:]), resolve=True)
-        saved = OmegaConf.load(study_dir / "trials" / str(t.number) / ".hydra" / "config.yaml")
+        seed = t.user_attrs["seeds"][0]
+        reproduced = OmegaConf.to_container(compose(reproduce_command(info, t, [f"trainer.seed={seed}"]).split()[2:]),
+                                            resolve=True)
+        saved = OmegaConf.load(study_dir / "trials" / str(t.number) / f"seed{seed}" / ".hydra" / "config.yaml")
         assert reproduced == OmegaConf.to_container(saved, resolve=True)
         assert reproduced["trainer"]["args"]["scale_rewards"] == t.params["trainer.args.scale_rewards"]
         weights = [term["weight"] for term in reproduced["reward_mix"].values()]
@@ -291,3 +303,256 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
     assert refused.returncode != 0
     assert "hydra.sweeper.params: reward_mix=none is refused: reward_mix is empty" in refused.stderr
     assert not (tmp_path / "grpo" / "studies" / "refused" / "trials").exists()
+
+
+# --- replicated trials, on fake runs: the worker's Objective with a stand-in for run.train.train ---------------------
+
+def fake_train(value_of):
+    """A stand-in for run.train.train: writes a run's summary.json and test outcomes without training. Its validation
+    value is ``value_of(learning_rate, seed)`` at every step; a monitor is driven through its trainer callback."""
+    from types import SimpleNamespace
+
+    from grpo_sweep.run.results import question_key, write_outcomes, write_summary
+
+    def train(cfg, context, monitor=None, open_tracker=None):
+        seed, lr = cfg.trainer.seed, cfg.optimizer.learning_rate
+        value = value_of(lr, seed)
+        summary = {"status": "completed", "optimized_metric": cfg.optimized_metric, "steps": 8,
+                   "overrides": list(context.overrides), "run_dir": str(context.run_dir)}
+        if monitor is not None:
+            callback = monitor.callback(lambda model: {"val_accuracy": value, "val_rewards": {}})
+            for step in range(1, 9):
+                control = SimpleNamespace(should_training_stop=False)
+                callback.on_step_end(None, SimpleNamespace(global_step=step, max_steps=8), control)
+                if control.should_training_stop:
+                    summary.update(status="pruned", steps=step, **monitor.record())
+                    return write_summary(context.run_dir, summary)
+            summary.update(monitor.record())
+        # 8 test questions, the first round(8 * (value - 0.1)) right
+        right = round(8 * (value - 0.1))
+        write_outcomes(context.run_dir, "test", [{"key": question_key(f"q{i}"), "accuracy": float(i < right)}
+                                                 for i in range(8)])
+        summary.update(val_accuracy=value, objective=value, test_accuracy=right / 8, test_samples=8)
+        return write_summary(context.run_dir, summary)
+
+    return train
+
+
+def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampler=None):
+    """A study in tmp_path (SQLite, study.json as the sweeper writes it) and the worker's Objective on fake runs."""
+    import optuna
+
+    from grpo_sweep.search.config import write_study_file
+    from grpo_sweep.search.storage import open_storage, resolve_url
+    from grpo_sweep.search.worker import Objective
+
+    cfg = compose(["model.tiny.warm_start.steps=0"])
+    space = SearchSpace.from_config(params, None, cfg)
+    settings = OmegaConf.create({"seeds_per_trial": seeds_per_trial, "seed_key": "trainer.seed",
+                                 "pruner": {"name": "median" if pruner else "none"}, "prune_every": 2,
+                                 "prune_eval_samples": 4, "_worker_index": 0})
+    url = resolve_url(None, tmp_path)
+    study = optuna.create_study(study_name="fake", storage=open_storage(url), direction="maximize",
+                                sampler=sampler or optuna.samplers.RandomSampler(seed=0),
+                                pruner=pruner or optuna.pruners.NopPruner())
+    write_study_file(tmp_path, {"study_name": "fake", "storage": url, "objectives": ["val_accuracy"],
+                                "directions": ["maximize"], "n_trials": 4, "seeds_per_trial": seeds_per_trial,
+                                "seed_key": "trainer.seed", "reproduce_overrides": ["model.tiny.warm_start.steps=0"]})
+    objective = Objective(cfg, space, tmp_path, ["model.tiny.warm_start.steps=0"], ["val_accuracy"], settings,
+                          train_fn=fake_train(value_of))
+    return study, objective
+
+
+def test_a_repeated_configuration_gets_new_seeds_and_the_mean_over_all_of_them(tmp_path):
+    from grpo_sweep.search.report import study_report
+    from grpo_sweep.sweeps.runs import collect_runs
+
+    # one point: every trial the sampler draws repeats it
+    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
+                                  lambda lr, seed: seed / 100)
+    study.optimize(objective, n_trials=3, catch=())
+    trials = study.trials
+    assert [t.user_attrs["seeds"] for t in trials] == [[42, 43], [44, 45], [46, 47]]
+    # the value Optuna was told: the mean over every seed of the configuration so far
+    assert [t.value for t in trials] == pytest.approx([0.425, 0.435, 0.445])
+    assert trials[2].user_attrs["repeat_of"] == 0
+    for t in trials:
+        for seed in t.user_attrs["seeds"]:
+            run = tmp_path / "trials" / str(t.number) / f"seed{seed}"
+            assert json.loads((run / "summary.json").read_text())["trial"]["seed"] == seed
+            assert f"trainer.seed={seed}" in OmegaConf.load(run / ".hydra" / "overrides.yaml")
+    # the sweep's readers see six runs that differ only in their seed: replicates of one configuration
+    runs = collect_runs(tmp_path)
+    assert len(runs) == 6
+    assert len({" ".join(o for o in s.overrides if not o.startswith("trainer.seed=")) for _, s in runs}) == 1
+
+    text = study_report(tmp_path, plots=False)
+    assert "3 trials (3 complete), 1 configurations, 2 seed(s) per trial" in text
+    best = OmegaConf.load(tmp_path / "best.yaml")
+    assert best.seeds == [42, 43, 44, 45, 46, 47] and best.trials == [0, 1, 2] and best.trial == 2
+    assert best["values"][0] == pytest.approx(0.445)
+    assert best.configurations_tried == 1
+    # test accuracy beside validation, with a bootstrap interval over seeds x questions
+    test = best.test.test_accuracy
+    expected = sum(round(8 * (s / 100 - 0.1)) / 8 for s in range(42, 48)) / 6
+    assert test.mean == pytest.approx(expected)
+    assert test.low < test.mean < test.high and test.questions == 8 and test.seeds == 6
+    assert "bootstrap over 6 seed(s) x 8 questions" in test.method
+    assert best.command.endswith("optimizer.learning_rate=0.001 trainer.seed=42")
+    assert best.command_all_seeds.endswith("trainer.seed=42,43,44,45,46,47")
+    assert compose(best.command.split()[2:]).trainer.seed == 42
+
+
+def test_replicated_trials_prune_on_their_first_replica(tmp_path):
+    import optuna
+
+    good, bad = 1e-3, 1e-2
+    study, objective = fake_study(
+        tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [good, bad]}},
+        lambda lr, seed: (0.6 if lr == good else 0.2) + (seed - 42) / 100,
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0),
+    )
+    for lr in (good, bad, bad, good):
+        study.enqueue_trial({"optimizer.learning_rate": lr})
+    study.optimize(objective, n_trials=4, catch=())
+    states = [t.state.name for t in study.trials]
+    assert states == ["COMPLETE", "PRUNED", "PRUNED", "COMPLETE"]
+    trials_dir = tmp_path / "trials"
+    # the first replica reported every prune_every steps; the second ran without probes
+    first = json.loads((trials_dir / "0" / "seed42" / "summary.json").read_text())
+    assert sorted(first["intermediate"]) == ["2", "4", "6"]
+    assert "intermediate" not in json.loads((trials_dir / "0" / "seed43" / "summary.json").read_text())
+    # the bad configuration stopped on its first replica at the first report; its second seed never started
+    pruned = json.loads((trials_dir / "1" / "seed42" / "summary.json").read_text())
+    assert pruned["status"] == "pruned" and pruned["pruned_at_step"] == 2
+    assert not (trials_dir / "1" / "seed43").exists()
+    # a repeat of a pruned configuration is pruned at once, without training
+    assert not (trials_dir / "2").exists()
+    # a repeat of a completed configuration adds seeds 44, 45, unpruned, and is told the mean over 4 seeds
+    assert study.trials[3].user_attrs["seeds"] == [44, 45]
+    assert study.trials[3].value == pytest.approx(0.6 + (0 + 1 + 2 + 3) / 400)
+
+
+def test_best_configuration_is_the_best_mean_over_all_its_seeds_not_a_lucky_trial(tmp_path):
+    from grpo_sweep.search.report import study_report
+
+    a, b = 1e-3, 1e-2
+    # a: 0.70 on its first two seeds, then 0.40, 0.40 (mean 0.55); b: 0.60 on every seed
+    values = {a: {42: 0.7, 43: 0.7, 44: 0.4, 45: 0.4}, b: {42: 0.6, 43: 0.6}}
+    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
+                                  lambda lr, seed: values[lr][seed])
+    for lr in (a, b, a):
+        study.enqueue_trial({"optimizer.learning_rate": lr})
+    study.optimize(objective, n_trials=3, catch=())
+    assert study.best_trial.number == 0  # Optuna's best: trial 0, two lucky seeds
+    text = study_report(tmp_path, plots=False)
+    best = OmegaConf.load(tmp_path / "best.yaml")
+    assert best.trial == 1 and best.seeds == [42, 43] and best["values"][0] == pytest.approx(0.6)
+    assert best.configurations_tried == best.configurations_compared == 2
+    assert "Best of 2 configurations (2 tried): configuration 1" in text
+    assert "is optimistic" in text
+
+
+def test_test_interval_counts_question_noise_when_seeds_agree():
+    from grpo_sweep.search.report import test_interval
+
+    # two seeds, 20 of 64 right each, the same questions: zero seed spread, yet a real interval
+    outcomes = [{f"q{i}": float(i < 20) for i in range(64)}] * 2
+    estimate = test_interval([20 / 64, 20 / 64], outcomes, 64)
+    assert estimate["mean"] == pytest.approx(20 / 64)
+    assert estimate["high"] - estimate["low"] > 0.15  # about +-0.11 for a proportion of 64 questions
+    # every question wrong on every seed: the bootstrap has no spread, the interval still has width (Wilson's, 8 questions)
+    estimate = test_interval([0.0], [{f"q{i}": 0.0 for i in range(8)}], 8)
+    assert estimate["low"] == 0.0 and 0.3 < estimate["high"] < 0.4
+    # questions judged None (no ground truth) are left out; a question only some seeds judged too
+    outcomes = [{"a": 1.0, "b": None, "c": 0.0}, {"a": 1.0, "b": 1.0, "c": 0.0}]
+    assert test_interval([0.5, 0.5], outcomes, 3)["questions"] == 2
+    # without outcomes: seed variance plus the binomial variance of the questions, clipped to [0, 1]
+    estimate = test_interval([0.5, 0.6, 0.55], None, 64)
+    assert estimate["low"] < 0.55 < estimate["high"] and "normal approximation" in estimate["method"]
+    assert test_interval([0.99], None, 8)["high"] == 1.0
+    assert test_interval([0.7], None, None)["low"] is None
+
+
+def test_test_interval_covers_the_true_accuracy():
+    """Coverage by simulation: questions of varying difficulty drawn from a population with mean 0.6, three seeds
+    answering them with seed-level shifts; the 95 % bootstrap interval should hold the truth about 95 % of the time."""
+    import numpy as np
+
+    from grpo_sweep.search.report import test_interval
+
+    rng = np.random.default_rng(1)
+    hits, reps = 0, 300
+    for rep in range(reps):
+        difficulty = rng.beta(3, 2, size=64)  # mean 0.6 over the question population
+        shifts = rng.normal(0, 0.03, size=3)
+        outcomes = [{str(q): float(rng.random() < min(1, max(0, p + s))) for q, p in enumerate(difficulty)}
+                    for s in shifts]
+        estimate = test_interval([], outcomes, 64, rng_seed=rep)
+        hits += estimate["low"] <= 0.6 <= estimate["high"]
+    assert 0.88 <= hits / reps <= 0.99, hits / reps
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"seeds_per_trial": 0}, "hydra.sweeper.seeds_per_trial=0; use a whole number >= 1"),
+        ({"seed_key": "trainer.max_steps"}, "hydra.sweeper.seed_key='trainer.max_steps': its last dotted part must be `seed`"),
+    ],
+)
+def test_bad_replica_settings_fail_in_one_line(setting, message):
+    from grpo_sweep.search.config import GRPOOptunaSweeperConf, check_replicas
+
+    with pytest.raises(ValueError, match=message.replace("(", "\\(").replace(")", "\\)")):
+        check_replicas(OmegaConf.merge(OmegaConf.structured(GRPOOptunaSweeperConf), setting))
+
+
+def test_an_objective_on_the_test_split_is_refused():
+    from grpo_sweep.search.config import GRPOOptunaSweeperConf, objectives_and_directions
+
+    sweeper = OmegaConf.structured(GRPOOptunaSweeperConf)
+    assert objectives_and_directions(sweeper, "val_accuracy") == (["val_accuracy"], ["maximize"])
+    with pytest.raises(ValueError, match="objective 'test_accuracy' reads the test split"):
+        objectives_and_directions(sweeper, "test_accuracy")
+
+
+def load_bench_search():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "bench" / "search_efficiency.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_search_efficiency_replays_searches_from_a_cached_grid_without_training():
+    bench = load_bench_search()
+    runs = []
+    for lr in bench.LRS:
+        for g in bench.GENERATIONS:
+            final = 0.6 if (lr, g) == (3e-4, 4) else 0.3 if lr < 3e-3 else 0.05
+            for seed in (42, 43, 44):
+                value = final + (seed - 43) / 100
+                # validation curves: the bad configurations are visibly bad from step 30 on
+                curve = {str(step): value * step / 40 for step in (10, 20, 30, 40)}
+                runs.append({"config": bench.config_key({bench.AXES[0]: lr, bench.AXES[1]: g}), "seed": seed,
+                             "value": value, "steps": 40, "curve": curve})
+    grid = {"objective": "val_accuracy", "runs": runs}
+    out = bench.compare(grid, sampler_seeds=20, n_trials=12, seeds_per_trial=2)
+    assert out["configurations"] == 10 and out["configurations_within_target"] == 1 and "caveat" not in out
+    assert out["tpe"]["pruning"] and out["tpe"]["pruned_trials_mean"] > 0 and not out["random"]["pruning"]
+    for sampler in ("tpe", "random"):
+        q = out[sampler]["steps_to_target"]
+        assert q["of"] == 20 and len(out[sampler]["per_seed"]) == 20
+        reached = sorted(v for v in out[sampler]["per_seed"] if v is not None)
+        assert q["not_reached"] == 20 - len(reached)
+        if q["median"] is not None:
+            # two seeds of 40 steps per trial that ran to the end: whole trials, or pruned ones after 30 steps
+            assert q["q25"] <= q["median"] <= (q["q75"] or float("inf")) and q["median"] % 10 == 0
+    # the first version's cache (one seed, final held-out values, no curves) still replays, with its caveat
+    legacy = {"objective": "eval_accuracy", "objectives": {
+        f"optimizer.learning_rate={lr} trainer.num_generations={g}": 0.5 for lr in bench.LRS for g in bench.GENERATIONS}}
+    out = bench.compare(legacy, sampler_seeds=20, n_trials=4, seeds_per_trial=1)
+    assert "regenerate it with" in out["caveat"] and not out["tpe"]["pruning"]
+    # every configuration is within target: the first trial reaches it, in every search
+    assert out["random"]["steps_to_target"] == {"median": 40.0, "q25": 40.0, "q75": 40.0, "not_reached": 0, "of": 20}

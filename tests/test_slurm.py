@@ -183,7 +183,7 @@ def test_optuna_study_with_slurm_workers(tmp_path):
     trials = study_trials(study_dir)
     assert len(trials) == 6
     assert "COMPLETE" in {t.state.name for t in trials}
-    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/summary.json")}
+    workers = {json.loads(p.read_text())["trial"]["worker"] for p in study_dir.glob("trials/*/seed*/summary.json")}
     assert workers == {0, 1}
     assert "Optuna study 'test_space': 6 trials" in out.stdout
 

@@ -5,12 +5,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..run.results import write_json_atomic
+from ..run.results import without_best, write_json_atomic
 from ..sweeps.runs import STUDY_FILE
+from ..sweeps.stats import is_seed
 
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"
 SAMPLERS = ("tpe", "random", "grid", "cmaes")
 PRUNERS = ("median", "hyperband", "none")
+VAL_PREFIX, TEST_PREFIX = "val_", "test_"
+# a study's runs: trials/<trial number>/seed<seed>/, one run directory per replica
+TRIALS_DIR = "trials"
 
 
 @dataclass
@@ -43,7 +47,13 @@ class GRPOOptunaSweeperConf:
     n_workers: int = 1
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     pruner: PrunerConfig = field(default_factory=PrunerConfig)
-    # report the metric every N steps, on this many held-out prompts
+    # replicas: each trial trains this many runs, seeds <seed_key's value> + 0, 1, ... (a configuration tried again
+    # gets the next unused seeds); the trial's value is the mean over every seed its configuration has so far
+    seeds_per_trial: int = 1
+    # the config key that picks a run's seed (its last dotted part must be `seed`: runs differing only in it are
+    # replicates for the sweep table and report)
+    seed_key: str = "trainer.seed"
+    # report the objective every N steps, measured on this many validation prompts (the first replica only)
     prune_every: int = 10
     prune_eval_samples: int = 16
     # stop the study once more than this many trials failed
@@ -66,7 +76,21 @@ def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list
     for d in directions:
         if d not in ("maximize", "minimize"):
             raise ValueError(f"hydra.sweeper.direction={d!r}; use maximize or minimize")
+    for metric in objectives:
+        if without_best(str(metric)).startswith(TEST_PREFIX):
+            # the test split is reported once, after selection; an objective on it would select on it
+            raise ValueError(f"objective {metric!r} reads the test split; search on validation (e.g. val_accuracy)")
     return objectives, directions
+
+
+def check_replicas(sweeper: Any) -> None:
+    """One-line errors for ``seeds_per_trial`` and ``seed_key``."""
+    n = sweeper.seeds_per_trial
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"hydra.sweeper.seeds_per_trial={n!r}; use a whole number >= 1")
+    if not is_seed(str(sweeper.seed_key)):
+        raise ValueError(f"hydra.sweeper.seed_key={sweeper.seed_key!r}: its last dotted part must be `seed` "
+                         "(e.g. trainer.seed), so that the sweep's tables see the runs as replicates")
 
 
 def write_study_file(sweep_dir: Path, data: dict) -> None:

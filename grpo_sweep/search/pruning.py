@@ -1,4 +1,9 @@
-"""Report a quick held-out metric to the trial every N steps during training, and stop when pruned."""
+"""Report the objective, measured on a few validation prompts, to the trial every N steps, and stop when pruned.
+
+The probe reads validation only (like everything that chooses); the test split is never shown to a trial before its
+training ends. ``quick_eval(model)`` returns the probe's figures under summary.json's names (``val_accuracy``,
+``val_accuracy_lenient``, ``val_rewards: {reward: mean}``), so the objective's name finds its value.
+In a replicated trial only the first replica has a monitor (search/worker.py says why)."""
 from __future__ import annotations
 
 import math

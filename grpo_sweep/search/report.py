@@ -1,12 +1,16 @@
-"""What a study found: best trial (or Pareto front), every trial's state, best.yaml with the single-run
-command that reproduces it, and PNG plots. Works on a finished or a running study."""
+"""What a study found: every trial's state, the best configuration (the best mean over all its seeds; or the
+Pareto front) with its test figures and an interval, how many configurations were tried, best.yaml with the
+single-run command that reproduces it, and PNG plots. Works on a finished or a running study."""
 from __future__ import annotations
 
 import logging
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..run.results import write_text_atomic
+from ..run.results import lookup, read_outcomes, read_run_summary, without_best, write_text_atomic
 from ..sweeps.runs import read_study_file
+from .config import TEST_PREFIX, TRIALS_DIR, VAL_PREFIX
 from .space import merge_overrides, override_key
 from .storage import open_storage
 from ..sweeps.tables import markdown_table
@@ -24,9 +28,11 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def reproduce_command(study_info: dict, trial) -> str:
+def reproduce_command(study_info: dict, trial, extra: list[str] = (), multirun: bool = False) -> str:
+    """The command that trains ``trial``'s configuration as a plain run (``extra``: e.g. its seed)."""
     overrides = merge_overrides(study_info.get("reproduce_overrides", []), trial.user_attrs.get("overrides", []))
-    return "python launch.py " + " ".join(overrides)
+    overrides = merge_overrides(overrides, list(extra))
+    return "python launch.py " + ("-m " if multirun else "") + " ".join(overrides)
 
 
 def study_report(sweep_dir: Path, plots: bool = True) -> str:
@@ -39,40 +45,50 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     states = {}
     for t in trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
+    configs = configurations(trials)
+    seeds_per_trial = info.get("seeds_per_trial", 1)
     lines = [
         f"Optuna study {info['study_name']!r}: {len(trials)} trials ("
         + ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items()))
-        + f"), objective {' / '.join(info['objectives'])} ({' / '.join(info['directions'])})",
+        + f"), {len(configs)} configurations, {seeds_per_trial} seed(s) per trial, objective "
+        + f"{' / '.join(info['objectives'])} ({' / '.join(info['directions'])})",
         "",
     ]
     param_names = sorted({p for t in trials for p in t.user_attrs.get("overrides", [])})
     keys = sorted({override_key(o) for o in param_names})
-    header = ["trial", "state", "value", "last report"] + keys + ["error"]
+    header = ["trial", "state", "value", "seeds", "config", "last report"] + keys + ["error"]
     rows = []
+    config_of = {t.number: c.number for c in configs for t in c.trials}
     for t in trials:
         params = _params(t)
-        value = t.values if t.values and len(t.values) > 1 else t.value
+        # a pruned trial's Optuna value is its last report (one replica, mid-training): "last report" shows its step
+        value = None if t.state.name != "COMPLETE" else t.values if len(t.values) > 1 else t.value
         last = max(t.intermediate_values) if t.intermediate_values else "-"
-        rows.append([str(t.number), t.state.name, _fmt(value), str(last)] + [params.get(k, "-") for k in keys]
-                    + [t.user_attrs.get("error", "")[:60]])
+        seeds = ",".join(str(x) for x in t.user_attrs.get("seeds", [])) or "-"
+        rows.append([str(t.number), t.state.name, _fmt(value), seeds, str(config_of.get(t.number, "-")), str(last)]
+                    + [params.get(k, "-") for k in keys] + [t.user_attrs.get("error", "")[:60]])
     lines += markdown_table(header, rows)
-    completed = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    best_trials = []
-    if completed:
-        best_trials = study.best_trials if len(info["objectives"]) > 1 else [study.best_trial]
-    if best_trials:
-        label = "Pareto front" if len(best_trials) > 1 or len(info["objectives"]) > 1 else "Best"
-        lines += ["", f"{label}:"]
-        for t in best_trials:
-            lines.append(f"  trial {t.number}: value {_fmt(t.values if len(t.values) > 1 else t.value)}  "
-                         f"{' '.join(t.user_attrs.get('overrides', []))}")
-        best = best_trials[0]
-        command = reproduce_command(info, best)
-        _write_best(sweep_dir, info, best, command)
-        lines += ["", f"Reproduce trial {best.number} as a single run:", f"  {command}",
-                  f"  (saved with its params in {sweep_dir / 'best.yaml'})"]
+    lines.append("(value: the mean over every seed of the trial's configuration so far; config: its first trial)")
+    multi = len(info["objectives"]) > 1
+    best = None
+    if multi:
+        front = study.best_trials if any(t.state == optuna.trial.TrialState.COMPLETE for t in trials) else []
+        if front:
+            lines += ["", "Pareto front:"]
+            for t in front:
+                lines.append(f"  trial {t.number}: value {_fmt(t.values)}  {' '.join(t.user_attrs.get('overrides', []))}")
+            best = next(c for c in configs if front[0] in c.trials)
+    else:
+        best = best_configuration(configs, info["directions"][0])
+    if best is not None:
+        outcome = best_outcome(sweep_dir, info, best, configs)
+        lines += [""] + outcome["lines"]
+        command = reproduce_command(info, best.last, seed_override(info, best.seeds[0]))
+        _write_best(sweep_dir, info, best, command, outcome["best_yaml"])
+        lines += ["", f"Reproduce configuration {best.number} (seed {best.seeds[0]}) as a single run:", f"  {command}",
+                  f"  (saved with its params, seeds and test figures in {sweep_dir / 'best.yaml'})"]
     if plots:
-        written = _plots(study, sweep_dir, multi=len(info["objectives"]) > 1)
+        written = _plots(study, sweep_dir, multi=multi)
         if written:
             lines.append(f"Plots: {', '.join(str(p) for p in written)}")
     lines.append(f"Browse it: optuna-dashboard {info['storage'].replace('journal:', '')}")
@@ -81,25 +97,234 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     return text
 
 
+@dataclass
+class Configuration:
+    """The trials of one point of the space (a sampler that repeats a point adds seeds to it)."""
+    trials: list
+    # {seed: objective values} over its complete trials
+    seed_values: dict = field(default_factory=dict)
+
+    @property
+    def number(self) -> int:
+        return self.trials[0].number
+
+    @property
+    def last(self):
+        """Its latest complete trial (the one whose value covers every seed), else its latest trial."""
+        complete = [t for t in self.trials if t.state.name == "COMPLETE"]
+        return (complete or self.trials)[-1]
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(int(s) for s in self.seed_values)
+
+    def mean(self, j: int = 0) -> float | None:
+        if not self.seed_values:
+            return None
+        return sum(v[j] for v in self.seed_values.values()) / len(self.seed_values)
+
+    def runs(self, sweep_dir: Path) -> list[tuple[int, Path]]:
+        """(seed, run dir) of every seed in ``seed_values``."""
+        out = []
+        for t in self.trials:
+            if t.state.name != "COMPLETE":
+                continue
+            for seed in (t.user_attrs.get("seed_values") or {}):
+                out.append((int(seed), Path(sweep_dir) / TRIALS_DIR / str(t.number) / f"seed{seed}"))
+        return sorted(out)
+
+
+def configurations(trials) -> list[Configuration]:
+    """The study's configurations in order of first trial: trials grouped by identical parameters."""
+    by_params: dict = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        if t.state.name in ("RUNNING", "WAITING") and not t.params:
+            continue  # not sampled yet
+        key = tuple(sorted((k, repr(v)) for k, v in t.params.items()))
+        config = by_params.setdefault(key, Configuration(trials=[]))
+        config.trials.append(t)
+        if t.state.name == "COMPLETE":
+            config.seed_values.update(t.user_attrs.get("seed_values") or {})
+    return list(by_params.values())
+
+
+def best_configuration(configs: list[Configuration], direction: str) -> Configuration | None:
+    """The configuration with the best mean over all its seeds (not a lucky trial of few seeds); ties: earlier."""
+    scored = [c for c in configs if c.mean() is not None]
+    if not scored:
+        return None
+    sign = 1 if direction == "maximize" else -1
+    return max(scored, key=lambda c: (sign * c.mean(), -c.number))
+
+
+def test_counterpart(metric: str) -> str:
+    """``test_accuracy`` for ``val_accuracy``, ``test_rewards.x`` for ``val_rewards.x``; else ``test_accuracy``."""
+    base = without_best(metric)
+    return TEST_PREFIX + base[len(VAL_PREFIX):] if base.startswith(VAL_PREFIX) else "test_accuracy"
+
+
+def best_outcome(sweep_dir: Path, info: dict, best: Configuration, configs: list[Configuration]) -> dict:
+    """The best configuration's validation value and its test figures with intervals: lines and best.yaml's part.
+
+    ``configurations_compared``: those the best was selected from, i.e. that reached a validation value or were
+    pruned for a worse one (a configuration that only failed took no part)."""
+    compared = sum(any(t.state.name in ("COMPLETE", "PRUNED") for t in c.trials) for c in configs)
+    metric = info["objectives"][0]
+    runs = best.runs(sweep_dir)
+    summaries = {seed: read_run_summary(run_dir)[0] for seed, run_dir in runs}
+    tests = [test_counterpart(metric)]
+    if tests[0] != "test_accuracy":
+        tests.append("test_accuracy")
+    validation = {"metric": metric, "mean": best.mean(0), "seeds": best.seeds,
+                  "per_seed": {int(s): v[0] for s, v in sorted(best.seed_values.items(), key=lambda kv: int(kv[0]))}}
+    head = (f"Best of {compared} configurations ({len(configs)} tried): configuration {best.number} (trials "
+            f"{', '.join(str(t.number) for t in best.trials if t.state.name == 'COMPLETE')}), "
+            f"{metric} {_fmt(best.mean(0))} over {len(best.seeds)} seed(s) {best.seeds}")
+    lines = [head]
+    test_part = {}
+    for name in tests:
+        values = {seed: lookup(s.to_dict(), name) if s is not None else None for seed, s in summaries.items()}
+        outcomes = None
+        field_name = OUTCOME_FIELDS.get(name)
+        if field_name:
+            read = [read_outcomes(run_dir, "test", field=field_name) for _, run_dir in runs]
+            outcomes = read if read and all(r for r in read) else None
+        samples = [s.test_samples for s in summaries.values() if s is not None and s.test_samples]
+        estimate = test_interval([v for v in values.values() if isinstance(v, (int, float))], outcomes,
+                                 min(samples) if samples else None, bounded=field_name is not None)
+        test_part[name] = {**estimate, "per_seed": values}
+        lines.append(f"  test: {name} {describe(estimate)}")
+    lines.append(f"  Its validation value is optimistic: it is the best of {compared} noisy estimates, the more "
+                 "configurations the more so. The test figure was not selected on.")
+    return {"lines": lines, "best_yaml": {"configurations_tried": len(configs), "configurations_compared": compared,
+                                          "validation": validation, "test": test_part}}
+
+
+# per-question outcomes (outcomes/test.jsonl) hold these fields of the summary's test figures
+OUTCOME_FIELDS = {"test_accuracy": "accuracy", "test_accuracy_lenient": "accuracy_lenient"}
+CONFIDENCE = 0.95
+BOOTSTRAP = 4000
+
+
+def test_interval(values: list[float], outcomes: list[dict] | None, n_questions: int | None,
+                  bounded: bool = True, rng_seed: int = 0) -> dict:
+    """The mean of a configuration's per-seed test figures and a 95 % interval.
+
+    With per-question outcomes of every seed: a percentile bootstrap that resamples seeds and questions
+    independently (questions are shared by the seeds, so one resample of the questions serves every seed), on
+    the questions every seed judged. That counts both seed noise and the noise of which questions the test set
+    happens to hold; with one seed it counts the questions only (said in ``method``).
+    Without outcomes (older runs): a normal approximation, seed variance / S plus the binomial variance of
+    ``n_questions`` questions (not divided by S: the seeds answer the same questions), for accuracies.
+    """
+    import numpy as np
+
+    if outcomes:
+        keys = sorted(set.intersection(*(set(k for k, v in o.items() if v is not None) for o in outcomes)))
+        if keys:
+            matrix = np.array([[o[k] for k in keys] for o in outcomes], dtype=float)  # seeds x questions
+            s, q = matrix.shape
+            rng = np.random.default_rng(rng_seed)
+            # each bootstrap draw: question weights (a multinomial resample of the q questions) and s seeds
+            counts = rng.multinomial(q, np.full(q, 1.0 / q), size=BOOTSTRAP)  # draws x questions
+            per_seed = matrix @ counts.T / q  # seeds x draws: each seed's mean on the resampled questions
+            picks = rng.integers(0, s, size=(BOOTSTRAP, s))
+            draws = per_seed[picks, np.arange(BOOTSTRAP)[:, None]].mean(axis=1)
+            alpha = (1 - CONFIDENCE) / 2
+            low, high = np.quantile(draws, [alpha, 1 - alpha])
+            mean = float(matrix.mean())
+            # A bootstrap of outcomes that are all equal (every question right, or wrong) has no spread: never narrower
+            # than the Wilson interval of the mean over q questions (as if the seeds were one run)
+            w_low, w_high = wilson(mean, q)
+            return {"mean": mean, "low": min(float(low), w_low), "high": max(float(high), w_high), "seeds": s,
+                    "questions": q,
+                    "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
+                              + (" (one seed: seed noise not included)" if s == 1 else "")}
+    if not values:
+        return {"mean": None, "low": None, "high": None, "method": "no test figure in the runs' summary.json"}
+    s = len(values)
+    mean = sum(values) / s
+    variance, parts = 0.0, []
+    if s >= 2:
+        variance += sum((v - mean) ** 2 for v in values) / (s - 1) / s
+        parts.append(f"{s} seeds' variance")
+    if bounded and n_questions:
+        variance += mean * (1 - mean) / n_questions
+        parts.append(f"binomial over {n_questions} questions")
+    if not parts:
+        return {"mean": mean, "low": None, "high": None, "seeds": s,
+                "method": "one seed and no per-question outcomes: no interval"}
+    half = _critical(s) * math.sqrt(variance)
+    low, high = mean - half, mean + half
+    if bounded:
+        low, high = max(0.0, low), min(1.0, high)
+    return {"mean": mean, "low": low, "high": high, "seeds": s,
+            "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)"}
+
+
+def wilson(p: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson's score interval of a proportion ``p`` of ``n`` (never zero-width, inside [0, 1])."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _critical(seeds: int) -> float:
+    """Student t's two-sided critical value on seeds - 1 degrees of freedom (few seeds: wider), else normal's."""
+    if seeds >= 2:
+        from ..sweeps.stats import t_quantile
+
+        return t_quantile((1 + CONFIDENCE) / 2, seeds - 1)
+    return 1.959964
+
+
+def describe(estimate: dict) -> str:
+    if estimate.get("mean") is None:
+        return f"- ({estimate['method']})"
+    interval = "" if estimate.get("low") is None else f" [{estimate['low']:.3f}, {estimate['high']:.3f}]"
+    return f"{estimate['mean']:.3f}{interval} ({estimate['method']})"
+
+
+def seed_override(info: dict, seed: int) -> list[str]:
+    return [f"{info.get('seed_key', 'trainer.seed')}={seed}"]
+
+
 def _params(trial) -> dict:
     return {override_key(o): o.split("=", 1)[1] for o in trial.user_attrs.get("overrides", [])}
 
 
-def _write_best(sweep_dir: Path, info: dict, trial, command: str) -> None:
+def _write_best(sweep_dir: Path, info: dict, best: Configuration, command: str, outcome: dict) -> None:
     from omegaconf import OmegaConf
 
+    trial = best.last
+    seeds = best.seeds
     data = {
         "trial": trial.number,
-        "values": list(trial.values),
+        "trials": [t.number for t in best.trials if t.state.name == "COMPLETE"],
+        # the mean over every seed of the configuration, per objective
+        "values": [best.mean(j) for j in range(len(info["objectives"]))],
         "objectives": info["objectives"],
+        "seeds": seeds,
         "params": _params(trial),
         # exactly as given on the command line: a group choice (`reward_mix=format`) then values
         "overrides": list(trial.user_attrs.get("overrides", [])),
         "command": command,
+        "command_all_seeds": reproduce_command(
+            info, trial, [f"{info.get('seed_key', 'trainer.seed')}={','.join(str(s) for s in seeds)}"], multirun=True),
+        **outcome,
     }
     tmp = sweep_dir / "best.yaml.tmp"
-    OmegaConf.save(OmegaConf.create(data), tmp)
+    OmegaConf.save(OmegaConf.create(_plain(data)), tmp)
     tmp.replace(sweep_dir / "best.yaml")
+
+
+def _plain(value):
+    """YAML-safe: dict keys as strings (OmegaConf refuses int keys), floats as floats."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _plots(study, sweep_dir: Path, multi: bool) -> list[Path]:

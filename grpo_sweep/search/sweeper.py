@@ -13,7 +13,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from ..run.context import OPTUNA_WORKER, ROLE_ENV
-from .config import objectives_and_directions, write_study_file
+from .config import check_replicas, objectives_and_directions, write_study_file
 from .space import SearchSpace, SearchSpaceError, merge_overrides
 from .storage import check_storage_url, resolve_url
 
@@ -71,7 +71,13 @@ class OptunaSweeperImpl(Sweeper):
         try:
             check_config(job_cfg, self._trains_here())
             self._check_space(arguments, job_cfg)  # fail here, not in every worker
-        except (ConfigError, SearchSpaceError) as exc:
+            check_replicas(s)
+            seed = OmegaConf.select(job_cfg, s.seed_key)
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise SearchSpaceError(f"hydra.sweeper.seed_key={s.seed_key!r}: the config's value there is {seed!r}, "
+                                       "not a whole number (the first replica's seed)")
+            objectives_and_directions(s, job_cfg.optimized_metric)
+        except (ConfigError, SearchSpaceError, ValueError) as exc:
             stop(ConfigError(f"{exc}; no worker was started"))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -95,6 +101,8 @@ class OptunaSweeperImpl(Sweeper):
                 "directions": directions,
                 "n_trials": s.n_trials,
                 "max_failures": s.max_failures,
+                "seeds_per_trial": s.seeds_per_trial,
+                "seed_key": s.seed_key,
                 "reproduce_overrides": self._reproduce_overrides(arguments, job_cfg),
             },
         )

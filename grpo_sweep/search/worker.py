@@ -18,13 +18,12 @@ from ..run.context import RunContext
 from ..tracking.loggers import close_failed
 from ..run.results import lookup, record_failure, write_json_atomic, write_summary
 from ..sweeps.runs import WORKER_MARKER
-from .config import PRUNERS, SAMPLERS, objectives_and_directions
+from .config import PRUNERS, SAMPLERS, TRIALS_DIR, objectives_and_directions
 from .space import SearchSpace, merge_overrides
 from .storage import open_storage, resolve_url
 
 log = logging.getLogger(__name__)
 
-TRIALS_DIR = "trials"
 STATE_BY_STATUS = {"completed": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL"}
 
 
@@ -87,14 +86,20 @@ def config_groups(config_loader, choices) -> dict[str, list[str]]:
 
 
 class Objective:
+    """Train one trial: ``seeds_per_trial`` runs of one configuration, seeds the configuration has not had yet,
+    each in ``trials/<number>/seed<seed>/``; the value told to Optuna is the mean over all the configuration's
+    seeds so far (those of earlier complete trials of the same parameters included)."""
+
     def __init__(self, cfg, space: SearchSpace, sweep_dir: Path, base_overrides: list[str], objectives: list[str],
-                 settings, compose=None, context: RunContext | None = None):
+                 settings, compose=None, context: RunContext | None = None, train_fn=None):
         self.cfg, self.space, self.sweep_dir = cfg, space, sweep_dir
         # the worker job's context; each trial's is derived from it
         self.context = context or RunContext(sweep_dir, list(base_overrides), sweep_dir, optuna_worker=True)
         self.base_overrides, self.objectives, self.s = base_overrides, objectives, settings
         # composes the job config for overrides; needed when a parameter chooses a config group
         self.compose = compose
+        # run.train.train unless a test gives another (same signature)
+        self.train_fn = train_fn
 
     def trial_config(self, values: dict, overrides: list[str]):
         if self.space.groups:
@@ -109,65 +114,108 @@ class Objective:
     def __call__(self, trial):
         import optuna
 
-        from ..sweeps.gate import check_run
-        from ..run.train import train
-        from ..tracking import open_logger
-
         values = self.space.suggest(trial, self.cfg)
         point = self.space.as_overrides(values)
         overrides = merge_overrides(self.base_overrides, point)
         trial.set_user_attr("overrides", point)
-        earlier = _same_point(trial)
-        if earlier is not None:
-            # A discrete space repeats points; training one again would spend steps to learn nothing new.
-            trial.set_user_attr("duplicate_of", earlier.number)
-            if earlier.state == optuna.trial.TrialState.PRUNED:
-                raise optuna.TrialPruned(f"same parameters as pruned trial {earlier.number}")
-            return earlier.values[0] if len(earlier.values) == 1 else earlier.values
+        same = same_configuration(trial)
+        complete = [t for t in same if t.state == optuna.trial.TrialState.COMPLETE]
+        if same:
+            trial.set_user_attr("repeat_of", same[0].number)
+        if not complete and any(t.state == optuna.trial.TrialState.PRUNED for t in same):
+            # the pruner already stopped this configuration; training it again would spend steps to be stopped again
+            raise optuna.TrialPruned(f"same parameters as pruned trial {same[0].number}")
+        seed_key = self.s.get("seed_key", "trainer.seed")
+        base_seed = OmegaConf.select(self.cfg, seed_key)
+        if not isinstance(base_seed, int):
+            raise ValueError(f"hydra.sweeper.seed_key={seed_key!r}: the config's value {base_seed!r} is not a whole number")
+        claimed = {int(seed) for t in same for seed in t.user_attrs.get("seeds", [])}
+        # Two workers drawing the same configuration at the same moment could claim the same seeds: constant_liar
+        # makes TPE avoid points in flight, and a duplicate seed would only weigh one seed twice in the mean.
+        seeds = next_seeds(claimed, base_seed, int(self.s.get("seeds_per_trial", 1)))
+        trial.set_user_attr("seeds", seeds)
+        # Pruning reads the first replica only. The replicas run one after another, so a mean over them at step s
+        # exists only once the last replica has reached s, after most of the trial's cost is spent; the first
+        # replica's probes are compared with every other trial's first replica (like with like), and a bad
+        # configuration stops after part of one run. A configuration that already completed is not pruned again:
+        # it passed the pruner once, and its repeat is there to add seeds to an estimate the sampler finds good.
+        monitor_first = len(self.objectives) == 1 and self.s.pruner.name != "none" and not complete
         trial_dir = self.sweep_dir / TRIALS_DIR / str(trial.number)
-        cfg = self.trial_config(values, overrides)
-        hydra_dir = trial_dir / ".hydra"
+        seed_values: dict[str, list[float]] = {}
+        for i, seed in enumerate(seeds):
+            run_overrides = merge_overrides(overrides, [f"{seed_key}={seed}"])
+            summary = self._run(trial, values, {seed_key: seed}, run_overrides, trial_dir / f"seed{seed}",
+                                monitored=monitor_first and i == 0, replica={"seed": seed, "replica": i})
+            if summary["status"] == "pruned":
+                raise optuna.TrialPruned(f"pruned at step {summary['pruned_at_step']} (seed {seed})")
+            results = [lookup(summary, metric) for metric in self.objectives]
+            missing = [m for m, v in zip(self.objectives, results) if not isinstance(v, (int, float))]
+            if missing:
+                raise ValueError(f"objective {missing} missing from summary.json (keys: {sorted(summary)})")
+            seed_values[str(seed)] = [float(v) for v in results]
+            trial.set_user_attr("seed_values", seed_values)
+        everything = {**configuration_seed_values(complete), **seed_values}
+        trial.set_user_attr("configuration_seeds", sorted(int(k) for k in everything))
+        means = [sum(v[j] for v in everything.values()) / len(everything) for j in range(len(self.objectives))]
+        return means[0] if len(means) == 1 else means
+
+    def _run(self, trial, values: dict, seed: dict, overrides: list[str], run_dir: Path, monitored: bool,
+             replica: dict) -> dict:
+        """One replica of the trial: train it in ``run_dir``; a failure is recorded there and raised."""
+        from ..sweeps.gate import check_run
+        from ..tracking import open_logger
+
+        train = self.train_fn
+        if train is None:
+            from ..run.train import train
+        cfg = self.trial_config({**values, **seed}, overrides)
+        hydra_dir = run_dir / ".hydra"
         hydra_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, hydra_dir / "config.yaml")
         OmegaConf.save(OmegaConf.create(overrides), hydra_dir / "overrides.yaml")
         started = time.time()
-        info = {"number": trial.number, "params": values, "worker": self.s.get("_worker_index", 0)}
+        info = {"number": trial.number, "params": values, "worker": self.s.get("_worker_index", 0), **replica}
         try:
-            check_run(cfg, trial_dir, trains_here=True)  # the gate, for this trial: it trains here, now
+            check_run(cfg, run_dir, trains_here=True)  # the gate, for this run: it trains here, now
             monitor = None
-            multi = len(self.objectives) > 1
-            if not multi and self.s.pruner.name != "none":
+            if monitored:
                 from .pruning import TrialMonitor
 
                 monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
-            summary = train(cfg, self.context.for_trial(trial_dir, overrides), monitor=monitor, open_tracker=open_logger)
+            summary = train(cfg, self.context.for_trial(run_dir, overrides), monitor=monitor, open_tracker=open_logger)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])
             close_failed({"status": "failed", "error": error})  # the next trial gets its own tracker run
-            record_failure(trial_dir, error, overrides, traceback.format_exc(), time.time() - started,
+            record_failure(run_dir, error, overrides, traceback.format_exc(), time.time() - started,
                            trial={**info, "state": "FAIL"})
             raise
         summary["trial"] = {**info, "state": STATE_BY_STATUS[summary["status"]]}
-        write_summary(trial_dir, summary)
-        if summary["status"] == "pruned":
-            raise optuna.TrialPruned(f"pruned at step {summary['pruned_at_step']}")
-        results = [lookup(summary, metric) for metric in self.objectives]
-        missing = [m for m, v in zip(self.objectives, results) if v is None]
-        if missing:
-            raise ValueError(f"objective {missing} missing from summary.json (keys: {sorted(summary)})")
-        return results[0] if len(results) == 1 else results
+        return write_summary(run_dir, summary)
 
 
-def _same_point(trial):
-    """An earlier finished (complete or pruned) trial of the study with exactly these parameters, if any."""
-    import optuna
+def next_seeds(claimed: set[int], base: int, n: int) -> list[int]:
+    """The ``n`` smallest seeds from ``base`` up that ``claimed`` does not hold."""
+    seeds, seed = [], base
+    while len(seeds) < n:
+        if seed not in claimed:
+            seeds.append(seed)
+        seed += 1
+    return seeds
 
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    for other in trial.study.get_trials(deepcopy=False, states=finished):
-        if other.number != trial.number and other.params == trial.params:
-            return other
-    return None
+
+def same_configuration(trial) -> list:
+    """The study's other trials with exactly this trial's parameters (any state), oldest first."""
+    return [other for other in trial.study.get_trials(deepcopy=False)
+            if other.number != trial.number and other.params == trial.params]
+
+
+def configuration_seed_values(trials) -> dict[str, list[float]]:
+    """{seed: objective values} over ``trials`` (complete trials of one configuration)."""
+    out: dict[str, list[float]] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        out.update(t.user_attrs.get("seed_values") or {})
+    return out
 
 
 def hydra_composer(config_name: str):
