@@ -25,7 +25,7 @@ from ..run.summary import RunSummary
 from . import plots as figures
 from .stats import SEED_HINT, Comparison, ci_text, compare, is_seed, signed
 from .tables import markdown_table
-from .runs import UNREADABLE, best_cell, collect_runs, run_record, sweep_direction, varying_overrides
+from .runs import UNREADABLE, best_cell, collect_runs, run_name, run_record, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -37,6 +37,7 @@ class Run:
     summary: RunSummary
     label: str
     params: dict  # swept parameter -> value (overrides, or an Optuna trial's params)
+    name: str = ""  # its path under the sweep (runs.run_name)
 
     @property
     def state(self) -> str:
@@ -88,8 +89,8 @@ def load_runs(sweep_dir: Path) -> list[Run]:
         if trial.get("number") is not None:
             label = f"trial {trial['number']}: " + " ".join(f"{k}={_param(v)}" for k, v in (trial.get("params") or {}).items())
         else:
-            label = " ".join(overrides) or run_dir.name
-        runs.append(Run(run_dir, summary, label, params))
+            label = " ".join(overrides) or run_name(run_dir, sweep_dir)
+        runs.append(Run(run_dir, summary, label, params, run_name(run_dir, sweep_dir)))
     return runs
 
 
@@ -148,7 +149,7 @@ def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
         s = run.summary
         train, val = s.train_rewards or {}, s.val_rewards or {}
         rows.append(
-            [i, run.dir.name, run.label, run.state] + ([_fmt(run.objective)] if own_objective else [])
+            [i, run.name, run.label, run.state] + ([_fmt(run.objective)] if own_objective else [])
             + [_fmt(s.val_accuracy if own_objective else run.objective), _fmt(s.val_accuracy_before), best_cell(s),
                _fmt(s.test_accuracy), _fmt(s.test_accuracy_before), _fmt(s.test_accuracy_lenient),
                _fmt(s.test_pass_at_k), _fmt(s.test_maj_at_k), _fmt(s.reward), _fmt(s.reward_first)]
@@ -318,7 +319,7 @@ def write_runs_csv(ranked: list[Run], path: Path) -> None:
     writer = csv.writer(buffer)
     writer.writerow(["rank", "run", "state", "configuration", *params, *metrics])
     for i, (run, row) in enumerate(zip(ranked, flat), 1):
-        writer.writerow([i, run.dir.name, run.state, run.label, *(run.params.get(p, "") for p in params),
+        writer.writerow([i, run.name, run.state, run.label, *(run.params.get(p, "") for p in params),
                          *("" if row.get(k) is None else row[k] for k in metrics)])
     write_text_atomic(path, buffer.getvalue())
 
@@ -348,7 +349,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
                  "the completion, `pass@k`/`maj@k` from k samples per test prompt.")
     best = ranked[0] if ranked[0].objective is not None else None
     if best is not None:
-        lines.append(f"Best: run `{best.dir.name}` ({best.label}) with objective {_fmt(best.objective)}.")
+        lines.append(f"Best: run `{best.name}` ({best.label}) with objective {_fmt(best.objective)}.")
     cost = cost_line([run.summary for run in runs])
     if cost:
         lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
@@ -376,7 +377,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     if unreadable:
         lines += ["", "## Unreadable runs", "", f"{len(unreadable)} run(s) left a summary.json that cannot be read; "
                   "they are reported without results:", ""]
-        lines += [f"- `{r.dir.name}` ({r.label}): {r.summary.error or '?'}" for r in unreadable]
+        lines += [f"- `{r.name}` ({r.label}): {r.summary.error or '?'}" for r in unreadable]
     if plots:
         try:
             images = write_plots(ranked, names, sweep_dir / PLOTS, direction, forest_rows(runs, direction),
@@ -389,7 +390,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
             lines += [f"### {title}", "", f"![{title}]({rel})", ""]
     failed = [r for r in ranked if r.state.lower() in ("failed", "fail")]
     if failed:
-        lines += ["", "## Failures", ""] + [f"- `{r.dir.name}` ({r.label}): {r.summary.error or '?'}"
+        lines += ["", "## Failures", ""] + [f"- `{r.name}` ({r.label}): {r.summary.error or '?'}"
                                             for r in failed[:TOP_FAILURES]]
         if len(failed) > TOP_FAILURES:
             lines.append(f"- ... and {len(failed) - TOP_FAILURES} more: [{RUNS_CSV}]({RUNS_CSV}), column `error`")

@@ -50,6 +50,15 @@ def _order(name: str):
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
+def run_name(run_dir: Path, sweep_dir: Path) -> str:
+    """A run as the tables name it: its path under the sweep (``3``, or ``trials/5/seed44`` for a replicated Optuna
+    trial, whose runs' own directory names repeat across trials)."""
+    try:
+        return Path(run_dir).relative_to(sweep_dir).as_posix()
+    except ValueError:
+        return Path(run_dir).name
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -202,7 +211,7 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
         (run_dir, summary), overrides = runs[i], swept[i]
         train_rewards = summary.train_rewards or {}
         rows.append(
-            [run_dir.name, " ".join(overrides) or "(defaults)", summary.status]
+            [run_name(run_dir, sweep_dir), " ".join(overrides) or "(defaults)", summary.status]
             + ([_fmt(summary.objective), _fmt(summary.val_accuracy)] if own_objective else [_fmt(summary.objective)])
             + [best_cell(summary), _fmt(summary.test_accuracy), _fmt(summary.test_accuracy_before),
                _fmt(summary.reward)]

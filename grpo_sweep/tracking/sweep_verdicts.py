@@ -15,7 +15,7 @@ from hydra.experimental.callback import Callback
 
 from ..run.context import RunContext
 from ..run.redact import redact
-from .wandb_logger import choose_mode, default_group
+from .wandb_setup import choose_mode, default_group
 
 log = logging.getLogger(__name__)
 

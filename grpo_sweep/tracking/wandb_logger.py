@@ -12,14 +12,11 @@ fallback, redaction, the held-out rows and the summary).
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import netrc
 import os
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from omegaconf import OmegaConf
 from transformers import TrainerCallback
@@ -27,6 +24,7 @@ from transformers import TrainerCallback
 from ..adapters.trl import latest_completions
 from ..run.context import RunContext
 from .loggers import RunLogger, finished
+from .wandb_setup import choose_mode, default_group
 from ..run.redact import redact, secret_values
 from ..run.results import measured_periodically
 from ..run.summary import RunSummary
@@ -38,7 +36,6 @@ STEP_KEY = "train/global_step"  # the x-axis transformers' own W&B integration u
 # Overrides that say where or how a run is logged, not what it trains: left out of names and tags.
 NOT_IN_NAME = ("hydra", "logger", "output_root", "task_name")
 W_AND_B_TAG_MAX = 64
-WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
 _online_failed = False  # set once an online start failed in this process
 
 
@@ -112,41 +109,6 @@ def _override_value(override: str) -> Any:
 def run_tags(overrides: list[str], user_tags: list[str]) -> list[str]:
     tags = [t[:W_AND_B_TAG_MAX] for t in list(user_tags) + _training_overrides(overrides)]
     return list(dict.fromkeys(tags))
-
-
-def default_group(cfg: Any, context: RunContext) -> str:
-    """The sweep's directory names the group (a single run is a group of one); a short hash of its absolute
-    path keeps two sweeps started in the same second on different machines apart."""
-    where = context.sweep_dir or Path(context.run_dir).resolve()
-    digest = hashlib.sha1(str(where).encode()).hexdigest()[:6]
-    return f"{cfg.task_name}-{where.name}-{digest}"
-
-
-def _has_credentials() -> bool:
-    """W&B's own credential sources, checked without contacting the server: env, then ~/.netrc for the host."""
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
-        return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or ""
-    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
-    try:
-        return netrc.netrc(path).authenticators(host) is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
-
-
-def choose_mode(configured: str) -> str:
-    """``auto``: WANDB_MODE if the user set it, else online with credentials and offline without."""
-    env_mode = os.environ.get("WANDB_MODE")
-    if env_mode is not None and env_mode not in WANDB_MODES:
-        # wandb itself rejects any WANDB_MODE it does not know (even an empty one) before it starts a run
-        log.warning("ignoring WANDB_MODE=%r (not one of %s)", env_mode, ", ".join(WANDB_MODES))
-        del os.environ["WANDB_MODE"]
-        env_mode = None
-    if configured != "auto":
-        return configured
-    if env_mode:
-        return {"dryrun": "offline", "run": "online", "shared": "online"}.get(env_mode, env_mode)
-    return "online" if _has_credentials() else "offline"
 
 
 def read_or_create_run_id(run_dir: Path) -> tuple[str, bool]:
