@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..run.results import lookup, read_outcomes, read_run_summary, without_best, write_text_atomic
-from ..sweeps.runs import read_study_file
+from ..sweeps.runs import collect_runs, read_study_file, seed_block, varying_overrides
 from .config import TEST_PREFIX, TRIALS_DIR, VAL_PREFIX
 from .space import merge_overrides, override_key
 from .storage import open_storage
@@ -70,6 +70,8 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     lines += markdown_table(header, rows)
     lines.append("(value: the mean over every seed of the trial's configuration so far; config: its first trial)")
     multi = len(info["objectives"]) > 1
+    if not multi:
+        lines += compared_configurations(sweep_dir, info["directions"][0])
     best = None
     if multi:
         front = study.best_trials if any(t.state == optuna.trial.TrialState.COMPLETE for t in trials) else []
@@ -95,6 +97,17 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     text = "\n".join(lines)
     write_text_atomic(sweep_dir / "study.md", text + "\n")
     return text
+
+
+def compared_configurations(sweep_dir: Path, direction: str) -> list[str]:
+    """The sweep table's verdicts over the study's finished runs (sweeps.runs.seed_block: one logic for the table,
+    report.md, this report and W&B): its configurations ranked by validation, judged on test, family-wise."""
+    runs = [(d, s) for d, s in collect_runs(sweep_dir) if s.status == "completed"]
+    block = seed_block(runs, varying_overrides([s.overrides for _, s in runs]), direction)
+    if len(block) < 2:
+        return []
+    return ["", "Configurations compared on the seeds they share (ranked by validation; verdicts on test, 95% "
+                "family-wise):"] + block[1:]
 
 
 @dataclass
