@@ -211,7 +211,7 @@ def test_generate_loads_the_best_adapter(evaluated_run, capsys, monkeypatch):
 
 
 def test_an_evaluation_that_fails_is_reported_and_the_adapter_kept(tmp_path):
-    # the reward works in training (TRL passes trainer_state) and raises in every held-out evaluation
+    # the reward works in training (TRL passes trainer_state) and raises in every evaluation (validation and test)
     result = run_launch(
         FAST + ["+reward_mix.evalbomb.fn=tests.failing_rewards.fails_outside_training", "+reward_mix.evalbomb.weight=0.5",
                 "hydra.run.dir=" + str(tmp_path / "run")],
@@ -227,5 +227,5 @@ def test_an_evaluation_that_fails_is_reported_and_the_adapter_kept(tmp_path):
     assert summary["eval_error"].startswith("RewardFailure")  # the step-0 evaluation failed too, training went on
     assert (tmp_path / "run/lora/adapter_model.safetensors").is_file()
     rows = read_jsonl(tmp_path / "run/metrics.jsonl")
-    assert [r["step"] for r in rows if "eval/error" in r] == [0]
+    assert [r["step"] for r in rows if "val/error" in r] == [0]
     assert len([r for r in rows if "reward" in r]) == 6
