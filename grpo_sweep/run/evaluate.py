@@ -237,7 +237,8 @@ def row_result(row: dict) -> dict:
 
 def trainable_state(model) -> dict:
     """CPU copies of the weights training changes (the LoRA's, or every weight of a full fine-tune): enough to put
-    the model back to an earlier step."""
+    the model back to an earlier step. A LoRA's are a few MB; a full fine-tune keeps two whole copies in host memory
+    (step 0 and the best step), which is the price of testing the weights it reports and those it started from."""
     return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters() if p.requires_grad}
 
 
