@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..run.results import METRICS, read_jsonl, read_run_summary, write_text_atomic
 from ..run.resume import RESUMES
-from .runs import collect_runs, sweep_table, varying_overrides
+from .runs import collect_runs, run_name, sweep_table, varying_overrides
 from .tables import aligned_columns
 
 JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (sweeps/submit.py writes it)
@@ -103,8 +103,9 @@ def run_states(sweep_dir: Path) -> list[dict]:
     jobs_file = sweep_dir / JOBS
     if jobs_file.exists():
         runs = json.loads(jobs_file.read_text())["jobs"]
-    else:  # a local sweep: the run directories are all there is
-        runs = [{"num": d.name, "run_dir": str(d), "job_id": None, "overrides": []} for d, _ in collect_runs(sweep_dir)]
+    else:  # a local sweep or a study: the run directories are all there is (an Optuna trial's: trials/5/seed44)
+        runs = [{"num": run_name(d, sweep_dir), "run_dir": str(d), "job_id": None,
+                 "overrides": list(summary.overrides or [])} for d, summary in collect_runs(sweep_dir)]
     slurm = slurm_jobs([r["job_id"] for r in runs if r.get("job_id")])
     states = []
     for run in runs:
@@ -118,6 +119,8 @@ def run_states(sweep_dir: Path) -> list[dict]:
             state, error = "unreadable", unreadable
         elif status == "completed":
             state = "done"
+        elif status == "pruned":  # an Optuna trial stopped early on purpose: finished, not running
+            state = "pruned"
         elif status == "failed":
             state = "failed"
             error = "\n".join([summary.error or ""] + (summary.traceback or "").splitlines()[-6:])
