@@ -312,3 +312,14 @@ def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
     report = build_report(tmp_path / "lower", plots=False).read_text()
     rows = {r[0]: r for r in table_rows(report, "## Mean ± std over seeds")}
     assert rows["reward_mix=m0"][6] == "worse" and float(rows["reward_mix=m0"][4]) < -0.15
+
+
+def test_status_names_replicated_trials_by_path_and_counts_pruned_ones(tmp_path):
+    from grpo_sweep.sweeps.status import run_states
+
+    make_run(tmp_path / "trials" / "0", "seed42", ["lr=1", "trainer.seed=42"], {"objective": 0.5})
+    make_run(tmp_path / "trials" / "1", "seed42", ["lr=2", "trainer.seed=42"], {"status": "pruned", "objective": 0.1})
+    states = {s["num"]: s for s in run_states(tmp_path)}
+    assert set(states) == {"trials/0/seed42", "trials/1/seed42"}
+    assert (states["trials/0/seed42"]["state"], states["trials/1/seed42"]["state"]) == ("done", "pruned")
+    assert states["trials/1/seed42"]["overrides"] == ["lr=2", "trainer.seed=42"]
