@@ -131,6 +131,26 @@ def check_cpu_fallback(cuda: bool, env: dict | None = None) -> None:
         )
 
 
+# unsloth_zoo reads it once, at import: where Unsloth writes the trainer and model code it generates.
+UNSLOTH_COMPILE_ENV = "UNSLOTH_COMPILE_LOCATION"
+UNSLOTH_COMPILE_DIR = "unsloth_compiled_cache"
+
+
+def unsloth_compile_location(env: dict | None = None, pid: int | None = None) -> str:
+    """This process's directory for Unsloth's generated code: ``<cache root>/unsloth_compiled_cache/<pid>``.
+    Unsloth's default is ``unsloth_compiled_cache`` in the working directory, which pool and Optuna workers share
+    and overwrite under each other. A location the user set is kept; one this function gave a parent process
+    (inherited through the environment) is not, since the parent may still be writing there."""
+    from grpo_sweep.models.tiny import cache_root  # lazy: this module is imported at compose time
+
+    env = os.environ if env is None else env
+    ours = cache_root() / UNSLOTH_COMPILE_DIR
+    current = env.get(UNSLOTH_COMPILE_ENV)
+    if current and os.path.dirname(os.path.abspath(current)) != str(ours.absolute()):
+        return current
+    return str(ours / str(os.getpid() if pid is None else pid))
+
+
 def check_device(
     cfg: Any, cuda: bool, version_of: Callable[[str], str | None] = installed_version, env: dict | None = None
 ) -> None:

@@ -56,10 +56,19 @@ def load_tokenizer(source: str, trust_remote_code: bool = False):
     return tokenizer
 
 
-def load_base_model(model_cfg: Any, source: str):
+def inference_device() -> str:
+    """Where a finished run's model generates: the GPU when there is one (training places the model through the
+    Trainer; a loaded run has no Trainer, and an 8B model generating on the CPU of a GPU machine takes hours)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_base_model(model_cfg: Any, source: str, device: str | None = None):
+    """``device``: load straight onto it (a device_map, which 4-bit weights need in place of ``.to``)."""
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"dtype": torch_dtype(model_cfg.dtype), "trust_remote_code": model_cfg.trust_remote_code}
+    if device is not None:
+        kwargs["device_map"] = {"": device}
     if model_cfg.load_in_4bit:
         from transformers import BitsAndBytesConfig
 
@@ -123,25 +132,36 @@ def save(model, tokenizer, run_dir: Path) -> Path:
 
 
 def load_trained(cfg: Any, run_dir: Path):
-    """The trained model of a finished run: base + saved adapter, or the saved full model."""
+    """The trained model of a finished run, on the GPU when there is one: base + saved adapter, or the saved full
+    model."""
+    device = inference_device()
     adapter = run_dir / ADAPTER_DIR
     if adapter.is_dir():
         from peft import PeftModel
 
         source = model_source(cfg.model, cfg.data)
-        model = PeftModel.from_pretrained(load_base_model(cfg.model, source), adapter)
+        # PEFT puts each LoRA layer on its base layer's device
+        model = PeftModel.from_pretrained(load_base_model(cfg.model, source, device), adapter)
         return model, load_tokenizer(str(adapter))
     full = run_dir / FULL_MODEL_DIR
     if full.is_dir():
-        model = load_base_model(cfg.model, str(full)) if cfg.model.tiny is None else _load_plain(full)
+        model = load_base_model(cfg.model, str(full), device) if cfg.model.tiny is None else _load_plain(full, device)
         return model, load_tokenizer(str(full))
     raise FileNotFoundError(f"{run_dir} holds no trained weights ({ADAPTER_DIR}/ or {FULL_MODEL_DIR}/); did the run finish?")
 
 
-def _load_plain(path: Path):
+def _load_plain(path: Path, device: str):
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(path)
+    return AutoModelForCausalLM.from_pretrained(path, device_map={"": device})
+
+
+def chat_prompt_ids(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
+    """The token ids of chat prompts, as GRPOTrainer builds them for training (the chat template tokenized without
+    the tokenizer's own special tokens): a template that writes BOS itself (Llama 3) gets one BOS, where tokenizing
+    the template's text the default way (what vLLM does to a text prompt) adds a second one."""
+    encoded = tokenizer.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True, return_dict=True)
+    return [list(ids) for ids in encoded["input_ids"]]
 
 
 @torch.no_grad()
@@ -158,13 +178,12 @@ def generate(
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    ids = chat_prompt_ids(tokenizer, prompts)
     sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
     outputs: list[str] = []
-    for start in range(0, len(texts), batch_size):
-        batch = tokenizer(
-            texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
-        ).to(device)
+    for start in range(0, len(ids), batch_size):
+        # left padding (load_tokenizer): the new tokens start at the same column in every row
+        batch = tokenizer.pad({"input_ids": ids[start : start + batch_size]}, return_tensors="pt").to(device)
         generated = model.generate(
             **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
         )

@@ -12,12 +12,23 @@ them; imported later it runs unpatched, slower and with more memory). ``grpo_swe
 """
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from .gpu_stack import SKIP_CHECK_ENV, BackendError, check_cpu_fallback, check_device, check_stack
+from .gpu_stack import (
+    SKIP_CHECK_ENV,
+    UNSLOTH_COMPILE_ENV,
+    BackendError,
+    check_cpu_fallback,
+    check_device,
+    check_stack,
+    unsloth_compile_location,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +39,12 @@ import torch  # noqa: E402  (torch before unsloth is fine; trl/transformers/peft
 # before `import unsloth`: a mismatched stack fails deep inside it
 _LET_THROUGH = check_stack(need_vllm=False, cuda=torch.cuda.is_available())
 check_cpu_fallback(torch.cuda.is_available())
+_COMPILE_LOCATION = unsloth_compile_location()
+if _COMPILE_LOCATION != os.environ.get(UNSLOTH_COMPILE_ENV):
+    # ours, per process: nothing else can reuse it, so it goes when the process ends
+    atexit.register(shutil.rmtree, _COMPILE_LOCATION, ignore_errors=True)
+os.environ[UNSLOTH_COMPILE_ENV] = _COMPILE_LOCATION  # read when unsloth is imported
+os.makedirs(_COMPILE_LOCATION, exist_ok=True)
 
 import unsloth  # noqa: E402,F401  (patches trl/transformers/peft; must come before them)
 from unsloth import FastLanguageModel  # noqa: E402
@@ -169,8 +186,10 @@ def generate(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, t
                 FastLanguageModel.for_training(model)
     from vllm import SamplingParams
 
-    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    # token ids as in training: vLLM would tokenize a text prompt with special tokens, a second BOS for Llama 3
+    ids = trl_backend.chat_prompt_ids(tokenizer, prompts)
     # vLLM batches internally (batch_size does not apply); temperature 0 is greedy
     params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0, max_tokens=max_new_tokens)
-    outputs = model.fast_generate(texts, sampling_params=params, lora_request=_lora_request(model))
+    outputs = model.fast_generate([{"prompt_token_ids": row} for row in ids], sampling_params=params,
+                                  lora_request=_lora_request(model))
     return [output.outputs[0].text for output in outputs]
