@@ -113,3 +113,45 @@ def test_same_seed_same_run(tmp_path):
     strip = lambda rows: [{k: v for k, v in r.items() if "time" not in k and "runtime" not in k and "per_second" not in k} for r in rows]  # noqa: E731
     assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
     assert first["test_rewards"] == second["test_rewards"]
+
+
+def test_the_effective_grpo_config_is_saved_with_the_values_asked_for(finished_run):
+    run_dir, _ = finished_run
+    cfg = compose(FAST + ["reward_mix=unsloth_gsm8k"])
+    saved = json.loads((run_dir / "grpo_config.json").read_text())
+    for name in ("loss_type", "beta", "num_generations", "max_completion_length", "max_steps",
+                 "mask_truncated_completions", "temperature", "seed"):
+        assert saved[name] == cfg.trainer[name], name
+    assert saved["learning_rate"] == cfg.optimizer.learning_rate
+    # TRL's objective, passed explicitly (Unsloth would make them 0.28 and False)
+    assert saved["epsilon"] == saved["epsilon_high"] == 0.2
+    assert saved["vllm_importance_sampling_correction"] is True
+
+
+def test_grpo_config_pins_trls_defaults_that_unsloth_changes_and_trainer_args_still_win(tmp_path):
+    import dataclasses
+
+    from trl.trainer.grpo_config import GRPOConfig
+
+    from grpo_sweep.run.train import TRL_GRPO_DEFAULTS, grpo_config
+
+    fields = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert {name: fields[name] for name in TRL_GRPO_DEFAULTS} == TRL_GRPO_DEFAULTS
+    assert fields["epsilon_high"] is None  # TRL: the same as epsilon
+
+    args = grpo_config(compose(FAST + ["+trainer.args.epsilon=0.1"]), tmp_path, [1.0])
+    assert (args.epsilon, args.epsilon_high, args.vllm_importance_sampling_correction) == (0.1, 0.1, True)
+    args = grpo_config(compose(FAST + ["+trainer.args.epsilon_high=0.28",
+                                       "+trainer.args.vllm_importance_sampling_correction=false"]), tmp_path, [1.0])
+    assert (args.epsilon, args.epsilon_high, args.vllm_importance_sampling_correction) == (0.2, 0.28, False)
+
+
+def test_the_saved_grpo_config_masks_secrets(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from grpo_sweep.run.train import write_grpo_config
+
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    args = SimpleNamespace(to_dict=lambda: {"run_name": "run-" + "k" * 40, "hub_token": "hf_abcdefghijk", "beta": 0.0})
+    saved = json.loads(write_grpo_config(tmp_path, args).read_text())
+    assert saved == {"run_name": "run-***", "hub_token": "***", "beta": 0.0}

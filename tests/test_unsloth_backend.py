@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -184,6 +185,10 @@ def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
     output = result.stdout + result.stderr
     assert "Unsloth (CPU)" in output  # FastLanguageModel built the model, not the TRL backend
     assert "imported before" not in output  # neither Unsloth's warning nor ours: unsloth came first
+    # Unsloth's GRPOConfig would make these 0.28 and False for loss_type=dapo: the run keeps TRL's objective
+    grpo = json.loads((run_dir / "grpo_config.json").read_text())
+    assert (grpo["loss_type"], grpo["epsilon"], grpo["epsilon_high"]) == ("dapo", 0.2, 0.2)
+    assert grpo["vllm_importance_sampling_correction"] is True and grpo["mask_truncated_completions"] is False
 
     answer = subprocess.run(
         [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--seed", "0", "--max-new-tokens", "8"],
@@ -192,6 +197,20 @@ def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
     assert answer.returncode == 0, answer.stderr[-3000:]
     assert "is a LoRA adapter; loading its base" in answer.stdout + answer.stderr  # the run's adapter was loaded
     assert answer.stdout.strip()
+
+
+@needs_unsloth
+def test_unsloth_writes_its_generated_code_under_the_cache_per_process(tmp_path):
+    code = ("import os, grpo_sweep.backends.unsloth_backend, unsloth_zoo.compiler as c; "
+            "print(c.UNSLOTH_COMPILE_LOCATION, os.getpid(), os.path.isdir(c.UNSLOTH_COMPILE_LOCATION))")
+    # the parent's own directory, as a pool worker inherits it
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(tmp_path), "UNSLOTH_COMPILE_LOCATION": str(tmp_path / "unsloth_compiled_cache" / "1")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    location, pid, existed = result.stdout.split()[-3:]
+    assert location == str(tmp_path / "unsloth_compiled_cache" / pid) and existed == "True"
+    assert not (tmp_path / "unsloth_compiled_cache" / pid).exists()  # removed when the process ended
 
 
 @needs_unsloth

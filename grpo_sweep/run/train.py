@@ -77,6 +77,9 @@ TRAINER_FIELDS = (
     "vllm_mode",
     "disable_tqdm",
 )
+# TRL 1.14's GRPOConfig defaults that Unsloth's GRPOConfig changes (tests check them against TRL's dataclass).
+TRL_GRPO_DEFAULTS = {"epsilon": 0.2, "vllm_importance_sampling_correction": True}
+GRPO_CONFIG = "grpo_config.json"
 PACKAGES = (
     "grpo-sweep", "torch", "trl", "transformers", "peft", "datasets", "accelerate", "hydra-core", "math-verify",
     "unsloth", "unsloth_zoo", "vllm",
@@ -133,8 +136,26 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to:
         report_to=list(report_to or []) or "none",
         logging_first_step=True,
     )
-    kwargs.update(OmegaConf.to_container(trainer.args, resolve=True) if not isinstance(trainer.args, dict) else trainer.args)
+    extra = OmegaConf.to_container(trainer.args, resolve=True) if not isinstance(trainer.args, dict) else dict(trainer.args)
+    # Unsloth's GRPOConfig changes TRL's defaults for these (an explicit loss_type=dapo gets epsilon_high=0.28, and
+    # vLLM's sampling is not importance-corrected): pass TRL's values so both backends optimize the same objective.
+    # trainer.args still sets them.
+    kwargs["epsilon_high"] = extra.get("epsilon", TRL_GRPO_DEFAULTS["epsilon"])  # TRL: None, i.e. epsilon
+    kwargs["vllm_importance_sampling_correction"] = TRL_GRPO_DEFAULTS["vllm_importance_sampling_correction"]
+    kwargs.update(extra)
     return GRPOConfig(**kwargs)
+
+
+def write_grpo_config(run_dir: Path, args) -> Path:
+    """The GRPOConfig the trainer really uses (after Unsloth's and TRL's own defaults), secrets masked, as
+    ``grpo_config.json``: what two runs optimized, whichever backend built them."""
+    import json
+
+    out = run_dir / GRPO_CONFIG
+    staging = out.with_suffix(".json.tmp")
+    staging.write_text(json.dumps(redact(args.to_dict()), indent=2, sort_keys=True, default=str) + "\n")
+    staging.replace(out)
+    return out
 
 
 def filter_long_prompts(dataset, tokenizer, max_prompt_length: int | None, which: str):
@@ -422,6 +443,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+    write_grpo_config(run_dir, trainer.args)
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
