@@ -346,8 +346,8 @@ def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, 
 
 
 def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
+    backend = get_backend(cfg.backend.name)  # before the tracker (logger=wandb imports transformers)
     import datasets
-    from trl import GRPOTrainer
 
     datasets.disable_progress_bars()  # per-dataset map/filter bars drown the training bar
 
@@ -362,7 +362,6 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         tracker = RunLogger()
     else:
         tracker = open_tracker(cfg, context)  # logger=none: a no-op
-    backend = get_backend(cfg.backend.name)
     if needs_ground_truth(cfg.reward_mix):
         from ..rewards.mathcheck import HELPER
 
@@ -414,7 +413,11 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
-    trainer = GRPOTrainer(
+    import trl
+
+    # Read here, after get_backend: `import unsloth` replaces trl.GRPOTrainer (and GRPOConfig), and a class bound
+    # before it would train the first run of a process with TRL's stock trainer and later ones with Unsloth's.
+    trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(cfg, run_dir, reward_weights, tracker.report_to()),
