@@ -289,6 +289,24 @@ def test_two_runs_of_a_grid_in_one_process_import_unsloth_first_and_train_with_t
     ]))
 
 
+def test_a_trl_run_after_unsloth_replaced_trls_trainer_is_refused_in_one_line(tmp_path, monkeypatch):
+    import trl
+
+    from grpo_sweep.run.train import grpo_trainer_class, train
+
+    stock = trl.GRPOTrainer
+    assert grpo_trainer_class("trl") is stock
+    patched = type("UnslothGRPOTrainer", (stock,), {})  # what `import unsloth` puts there on a GPU
+    monkeypatch.setattr(trl, "GRPOTrainer", patched)
+    assert grpo_trainer_class("unsloth") is patched  # read when the run starts, not when run.train was imported
+    with pytest.raises(BackendError) as err:
+        train(compose(FAST), tmp_path / "run")
+    assert "\n" not in str(err.value)
+    assert "backend=trl, but this process imported unsloth" in str(err.value)
+    assert "UnslothGRPOTrainer; run each backend in its own process" in str(err.value)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 # -- the GPU check script ---------------------------------------------------------------------------------------
 
 
