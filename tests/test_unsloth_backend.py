@@ -221,6 +221,110 @@ def test_importing_transformers_before_the_unsloth_backend_is_reported():
     assert "transformers imported before unsloth" in result.stderr
 
 
+# An import hook for every Python process of a launch (a sitecustomize.py on PYTHONPATH): each process that imports
+# unsloth writes what was imported when `import unsloth` began and the class of every GRPOTrainer it built. On a
+# GPU, `import unsloth` replaces trl.GRPOTrainer with UnslothGRPOTrainer (unsloth/models/rl.py); its CPU fallback
+# does not, so the hook makes the same replacement right after it.
+IMPORT_ORDER_PROBE = """
+import importlib.util, json, os, sys
+record = {"trainers": []}
+
+def save():
+    with open(os.path.join(os.environ["PROBE_DIR"], f"{os.getpid()}.json"), "w") as f:
+        json.dump(record, f)
+
+def replace_trainer():
+    import trl
+    import trl.trainer.grpo_trainer as grpo
+    base = grpo.GRPOTrainer
+    init = base.__init__
+    def recording_init(self, *args, **kwargs):
+        record["trainers"].append(type(self).__name__)
+        save()
+        init(self, *args, **kwargs)
+    base.__init__ = recording_init
+    if base.__name__ == "GRPOTrainer":
+        patched = type("UnslothGRPOTrainer", (base,), {})
+        trl.GRPOTrainer = trl.trainer.GRPOTrainer = grpo.GRPOTrainer = patched
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        # a bare importlib.util.find_spec("unsloth") (the stack check) also lands here: record at execution
+        if name != "unsloth" or "before_unsloth" in record:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        exec_module = spec.loader.exec_module
+        def run(module):
+            record["before_unsloth"] = sorted(m for m in ("trl", "transformers", "peft") if m in sys.modules)
+            exec_module(module)
+            replace_trainer()
+            save()
+        spec.loader.exec_module = run
+        return spec
+
+sys.meta_path.insert(0, Watch())
+"""
+
+
+def _probe_launch(tmp_path, args: list[str]) -> list[dict]:
+    """The records of the processes of `launch.py ARGS` that imported unsloth."""
+    hook, records = tmp_path / "hook", tmp_path / "records"
+    hook.mkdir()
+    records.mkdir()
+    (hook / "sitecustomize.py").write_text(IMPORT_ORDER_PROBE)
+    path = os.pathsep.join([str(hook), *filter(None, [os.environ.get("PYTHONPATH")])])
+    result = run_launch(args, tmp_path, env={"PYTHONPATH": path, "PROBE_DIR": str(records)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "imported before" not in result.stdout + result.stderr
+    return [json.loads(p.read_text()) for p in sorted(records.glob("*.json"))]
+
+
+def _trained_in_one_process_with_unsloth_first(records: list[dict]) -> None:
+    trainers = [r for r in records if r["trainers"]]
+    assert len(trainers) == 1, records  # both runs in one process: the case where the first run could differ
+    assert trainers[0]["before_unsloth"] == []
+    assert trainers[0]["trainers"] == ["UnslothGRPOTrainer", "UnslothGRPOTrainer"]
+
+
+@needs_unsloth
+def test_two_trials_of_a_study_in_one_worker_import_unsloth_first_and_train_with_the_same_trainer(tmp_path):
+    _trained_in_one_process_with_unsloth_first(_probe_launch(tmp_path, [
+        "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=2", "hydra.sweeper.seeds_per_trial=1",
+        "hydra.sweeper.pruner.name=none", "hydra.sweeper.sampler.seed=0", "backend=unsloth", *FAST,
+    ]))
+
+
+@needs_unsloth
+@pytest.mark.parametrize("launcher", ["local", "pool"])
+def test_two_runs_of_a_grid_in_one_process_import_unsloth_first_and_train_with_the_same_trainer(tmp_path, launcher):
+    one_worker = ["hydra.launcher.n_jobs=1"] if launcher == "pool" else []
+    _trained_in_one_process_with_unsloth_first(_probe_launch(tmp_path, [
+        "-m", f"hydra/launcher={launcher}", *one_worker, "backend=unsloth", "trainer.seed=1,2", *FAST,
+    ]))
+
+
+def test_a_trl_run_after_unsloth_replaced_trls_trainer_is_refused_in_one_line(tmp_path, monkeypatch):
+    import trl
+
+    from grpo_sweep.run.train import grpo_trainer_class, train
+
+    stock = trl.GRPOTrainer
+    assert grpo_trainer_class("trl") is stock
+    patched = type("UnslothGRPOTrainer", (stock,), {})  # what `import unsloth` puts there on a GPU
+    monkeypatch.setattr(trl, "GRPOTrainer", patched)
+    assert grpo_trainer_class("unsloth") is patched  # read when the run starts, not when run.train was imported
+    with pytest.raises(BackendError) as err:
+        train(compose(FAST), tmp_path / "run")
+    assert "\n" not in str(err.value)
+    assert "backend=trl, but this process imported unsloth" in str(err.value)
+    assert "UnslothGRPOTrainer; run each backend in its own process" in str(err.value)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 # -- the GPU check script ---------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from ..backends import get_backend
+from ..backends.gpu_stack import BackendError
 from ..backends.trl import model_source
 from ..models import weights_sha256
 from ..data import load_splits
@@ -366,9 +367,26 @@ def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, 
         _previous_run_end = time.monotonic()
 
 
+def grpo_trainer_class(backend_name: str):
+    """trl.GRPOTrainer as it is now, after get_backend: `import unsloth` replaces it (and GRPOConfig), and a class
+    bound before it would train the first run of a process with TRL's stock trainer and later ones with Unsloth's."""
+    import trl
+
+    trainer_class = trl.GRPOTrainer
+    if backend_name == "trl" and trainer_class.__name__ != "GRPOTrainer":
+        # the replacement cannot be undone in this process: an earlier run of it imported unsloth
+        raise BackendError(
+            f"backend=trl, but this process imported unsloth for an earlier run and trl.GRPOTrainer is now "
+            f"{trainer_class.__module__}.{trainer_class.__name__}; run each backend in its own process "
+            "(hydra/launcher=submitit_local or slurm, or one sweep per backend)"
+        )
+    return trainer_class
+
+
 def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
+    backend = get_backend(cfg.backend.name)  # before the tracker (logger=wandb imports transformers)
+    trainer_class = grpo_trainer_class(cfg.backend.name)
     import datasets
-    from trl import GRPOTrainer
 
     datasets.disable_progress_bars()  # per-dataset map/filter bars drown the training bar
 
@@ -383,7 +401,6 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         tracker = RunLogger()
     else:
         tracker = open_tracker(cfg, context)  # logger=none: a no-op
-    backend = get_backend(cfg.backend.name)
     if needs_ground_truth(cfg.reward_mix):
         from ..rewards.mathcheck import HELPER
 
@@ -435,7 +452,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
-    trainer = GRPOTrainer(
+    trainer = trainer_class(
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(cfg, run_dir, reward_weights, tracker.report_to()),

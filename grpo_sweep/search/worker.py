@@ -162,12 +162,10 @@ class Objective:
     def _run(self, trial, values: dict, seed: dict, overrides: list[str], run_dir: Path, monitored: bool,
              replica: dict) -> dict:
         """One replica of the trial: train it in ``run_dir``; a failure is recorded there and raised."""
+        from ..backends import get_backend
         from ..sweeps.gate import check_run
         from ..tracking import open_logger
 
-        train = self.train_fn
-        if train is None:
-            from ..run.train import train
         cfg = self.trial_config({**values, **seed}, overrides)
         hydra_dir = run_dir / ".hydra"
         hydra_dir.mkdir(parents=True, exist_ok=True)
@@ -177,6 +175,12 @@ class Objective:
         info = {"number": trial.number, "params": values, "worker": self.s.get("_worker_index", 0), **replica}
         try:
             check_run(cfg, run_dir, trains_here=True)  # the gate, for this run: it trains here, now
+            # before run.train and pruning (transformers): backend=unsloth must be imported before
+            # trl/transformers/peft, or this worker's first trial trains unpatched and its later ones patched
+            get_backend(cfg.backend.name)
+            train = self.train_fn
+            if train is None:
+                from ..run.train import train
             monitor = None
             if monitored:
                 from .pruning import TrialMonitor
