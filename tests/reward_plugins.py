@@ -67,10 +67,20 @@ def reads_named_column(completions, cases_column="cases", **kwargs):
     return [1.0 if case else 0.0 for case in kwargs[cases_column]]
 
 
+def ends_with_block(completions, tag="final", **kwargs):
+    """1 when the completion ends with a non-blank `<final>…</final>` block: a reward that pays for the tag its
+    parameter names, declared as the built-in format rewards declare theirs."""
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    return [1.0 if t.rstrip().endswith(closing) and t[t.rfind(opening) + len(opening):t.rfind(closing)].strip() else 0.0
+            for t in texts]
+
+
 def _declare():
     from grpo_sweep.rewards import Needs
 
     reads_named_column.reward_needs = Needs(column_params={"cases_column": "cases"})
+    ends_with_block.reward_needs = Needs(tag_params=("tag",))
 
 
 _declare()

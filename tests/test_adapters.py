@@ -49,10 +49,12 @@ def test_hydra_apply_overrides_sets_plain_values_as_hydra_does():
 def test_submitit_launchers_keep_their_executor_and_positional_job_side():
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher, LocalLauncher, SlurmLauncher
 
-    from grpo_sweep.adapters.submitit import JOB_ARGUMENTS, executor_kind, job_arguments
+    from grpo_sweep.adapters.hydra import BasicLauncher
+    from grpo_sweep.adapters.submitit import JOB_ARGUMENTS, executor_kind, job_arguments, process_per_job
 
     where = f"{_version('hydra-submitit-launcher')} (adapters/submitit.py)"
     assert (executor_kind(LocalLauncher), executor_kind(SlurmLauncher)) == ("local", "slurm"), where
+    assert process_per_job(LocalLauncher) and process_per_job(SlurmLauncher) and not process_per_job(BasicLauncher), where
     assert tuple(inspect.signature(BaseSubmititLauncher.__call__).parameters)[1:] == JOB_ARGUMENTS, where
     assert len(job_arguments(["a=1"], 3)) == len(JOB_ARGUMENTS) - 1  # Hydra's state goes last
 

@@ -33,7 +33,13 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
         overrides.append("+reward_mix.mine.fn=xmlcount")  # the empty mix is the start of one's own, not a mix
     if group == "trainer" and option == "standard":
         overrides.append("model.max_seq_length=1024")  # the walkthrough's 256 + 768 tokens
+    if group == "reward_mix" and option == "unsloth_gsm8k":
+        overrides.append(f"data.system_prompt='{REASONING_PROMPT}'")  # its tags: the default prompt asks for <think>
     validate(compose(overrides))  # config-level checks; what the machine must have is check_machine's, on it
+
+
+# the Unsloth notebook's system prompt, which experiment=gsm8k_qwen0_5b sets for reward_mix=unsloth_gsm8k
+REASONING_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 
 
 def option_values(group: str, option: str):
@@ -116,6 +122,23 @@ def test_unsloth_gsm8k_weights():
     assert {k: v.weight for k, v in mix.items()} == {
         "xmlcount": 0.5, "soft_format": 0.5, "strict_format": 0.5, "int": 0.5, "correct": 2.0
     }
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiments_prompt_asks_for_the_tags_its_rewards_score(experiment):
+    cfg = compose([f"experiment={experiment}"])
+    tags = {p.get("think_tag", "think") for name, p in ((n, t.get("params") or {}) for n, t in cfg.reward_mix.items())
+            if name in ("xmlcount", "format", "soft_format", "strict_format") and cfg.reward_mix[name].weight > 0}
+    tags |= {"answer"}
+    assert all(f"<{tag}>" in cfg.data.system_prompt and f"</{tag}>" in cfg.data.system_prompt for tag in tags), (
+        tags, cfg.data.system_prompt)
+    validate(cfg)
+
+
+def test_gsm8k_experiment_asks_for_the_unsloth_notebooks_tags():
+    cfg = compose(["experiment=gsm8k_qwen0_5b"])
+    assert cfg.data.system_prompt == REASONING_PROMPT
+    assert {t.get("params", {}).get("think_tag") for t in cfg.reward_mix.values()} >= {"reasoning"}
 
 
 def test_reward_added_from_the_command_line():

@@ -80,13 +80,26 @@ def test_code_reward_needs_the_column_its_params_name():
     needs = data_columns({"code": {"params": {"tests_column": "test_list"}}})
     assert list(needs) == ["test_list"]
     assert needs_of(REWARDS["code"]) == Needs(column_params={"tests_column": "tests"}, sandbox=True)
-    assert needs_of(REWARDS["correct"]) == Needs()  # its ground_truth is in its signature
+    # its ground_truth is in its signature; the tag it reads its answer from must be one the prompt asks for
+    assert needs_of(REWARDS["correct"]) == Needs(tag_params=("answer_tag",))
 
 
 def test_a_custom_reward_declares_what_it_reads_as_the_built_ins_do():
     assert list(data_columns({"mine": {"fn": f"{PLUGINS}.reads_named_column"}})) == ["cases"]
     named = data_columns({"mine": {"fn": f"{PLUGINS}.reads_named_column", "params": {"cases_column": "specs"}}})
     assert list(named) == ["specs"] and named["specs"].param == "cases_column"
+
+
+def test_a_custom_reward_declares_the_tag_it_pays_for_as_the_built_ins_do():
+    """The tag a reward pays for must be one the system prompt asks for: its default, or the one its params name."""
+    mine = ["+reward_mix.mine.fn=tests.reward_plugins.ends_with_block"]
+    with pytest.raises(ConfigError, match=r"^reward_mix.mine \(tests.reward_plugins.ends_with_block\) \(weight 1\) "
+                                          r"scores tag <final> \(its default tag=final\), which data.system_prompt never"):
+        validate(compose(mine))
+    validate(compose([*mine, "+reward_mix.mine.params.tag=answer"]))  # the default prompt asks for <answer>
+    validate(compose([*mine, "data.system_prompt='Think, then give <answer></answer> and <final></final>.'"]))
+    validate(compose([*mine, "+reward_mix.mine.weight=0"]))  # only logged
+    validate(compose([*mine, "data.system_prompt=''"]))  # no system prompt: the data's messages say what to write
 
 
 # --- refused before training, on the launching machine -----------------------------------------------------

@@ -155,3 +155,140 @@ def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
         dirs += launcher.plan(second, 1)
         assert composed == [["lora.r=8"], ["lora.r=16"]]  # nothing composed again
         assert dirs == [tmp_path / "0", tmp_path / "1"]
+
+
+# -- one vLLM engine per process ------------------------------------------------------------------------------
+
+VLLM = ["backend=unsloth", "backend.fast_inference=true"]
+VLLM_REFUSAL = ("backend=unsloth backend.fast_inference=true starts a vLLM engine that its process cannot free "
+                "(vllm-project/vllm#21073), and {how}, so the next run there would run out of GPU memory; {fix}, or "
+                "set backend.fast_inference=false")
+ONE_PROCESS_PER_RUN = "hydra/launcher=submitit_local or hydra/launcher=slurm (a process per run)"
+
+
+def fake_unsloth(tmp_path) -> dict:
+    """An `unsloth` package that fails when imported: the machine check finds it, and the gate must not import it."""
+    package = tmp_path / "fake" / "unsloth"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the gate imported unsloth')\n")
+    return {"PYTHONPATH": f"{ROOT}:{package.parent}"}
+
+
+@pytest.mark.parametrize("launcher", [["hydra/launcher=local"], ["hydra/launcher=pool", "hydra.launcher.n_jobs=2"]],
+                         ids=["local", "pool"])
+def test_a_grid_of_vllm_runs_on_a_launcher_that_shares_processes_is_one_line(tmp_path, launcher):
+    out = run_launch(["-m", *launcher, *VLLM, "reward_mix=format,correct"], tmp_path, timeout=120, env=ENV)
+    assert out.returncode == 1, out.stderr[-3000:]
+    name = launcher[0].split("=")[1]
+    how = f"hydra/launcher={name} trains more than one of the sweep's 2 runs in a process"
+    message = VLLM_REFUSAL.format(how=how, fix=f"use {ONE_PROCESS_PER_RUN}")
+    assert_one_line_refusal(out.stderr, f"grpo-sweep: job 0 (reward_mix=format): {message}; no run was started")
+    assert started_runs(tmp_path) == []
+
+
+def test_an_optuna_study_of_vllm_runs_starts_no_worker(tmp_path):
+    out = run_launch(["-m", "--config-dir", str(ROOT / "tests" / "conf"), "hparams_search=test_space", *VLLM],
+                     tmp_path, timeout=120, env=ENV)
+    assert out.returncode == 1, out.stderr[-3000:]
+    how = ("an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials=6, "
+           "seeds_per_trial=1)")
+    message = VLLM_REFUSAL.format(how=how, fix=f"search with a grid (-m without hparams_search) on {ONE_PROCESS_PER_RUN}")
+    assert_one_line_refusal(out.stderr, f"grpo-sweep: {message}; no worker was started")
+    assert not list(tmp_path.glob("grpo/studies/*/workers")) and started_runs(tmp_path) == []
+
+
+def test_an_optuna_space_that_turns_vllm_on_starts_no_worker(tmp_path):
+    """The base config trains without vLLM; a choice of the space turns it on (the machine check finds an
+    unsloth package, which must not be imported)."""
+    conf = tmp_path / "conf" / "hparams_search"
+    conf.mkdir(parents=True)
+    (conf / "vllm_or_not.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /hydra/sweeper: grpo_optuna\nhydra:\n  sweeper:\n    n_trials: 4\n"
+        "    params:\n      backend.fast_inference: {type: categorical, choices: [false, true]}\n")
+    out = run_launch(["-m", "--config-dir", str(conf.parent), "hparams_search=vllm_or_not", "backend=unsloth"],
+                     tmp_path, timeout=120, env=fake_unsloth(tmp_path))
+    assert out.returncode == 1, out.stderr[-3000:]
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("grpo-sweep: hydra.sweeper.params: backend.fast_inference=true is refused: "
+                                "backend=unsloth backend.fast_inference=true starts a vLLM engine"), out.stderr[-3000:]
+    assert "n_trials=4" in lines[-1] and lines[-1].endswith("; no worker was started")
+    assert "Traceback" not in out.stderr and started_runs(tmp_path) == []
+
+
+def plan_vllm_grid(monkeypatch, tmp_path, launcher_name: str, launcher, jobs: list[list[str]]):
+    """The gate's plan of ``jobs`` (each with VLLM) for ``launcher``, on a machine that has a GPU and unsloth."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.run import validate as validation
+    from grpo_sweep.sweeps.gate import plan_runs
+
+    from .conftest import CONF
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "unsloth" else real(name, *a))
+    monkeypatch.setattr(validation, "gpu_available", lambda: True)
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        master = hydra_compose(config_name="config", return_hydra_config=True,
+                               overrides=[f"hydra.sweep.dir={tmp_path}", f"hydra/launcher={launcher_name}"])
+        launcher.config = master
+        launcher.hydra_context = type("HydraContext", (), {"config_loader": GlobalHydra.instance().config_loader()})()
+        return plan_runs(launcher, [[*VLLM, *job] for job in jobs], 0)
+
+
+GRID_OF_TWO = [["reward_mix=format"], ["reward_mix=correct"]]
+
+
+def test_submitit_local_plans_a_grid_of_vllm_runs_one_process_each(monkeypatch, tmp_path):
+    import sys
+
+    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoLocalLauncher
+
+    dirs = plan_vllm_grid(monkeypatch, tmp_path, "submitit_local", GrpoLocalLauncher(), GRID_OF_TWO)
+    assert dirs == [tmp_path / "0", tmp_path / "1"]
+    assert "unsloth" not in sys.modules and "vllm" not in sys.modules
+
+
+@pytest.mark.parametrize("launcher_name", ["local", "pool"])
+def test_a_launcher_that_shares_processes_plans_one_vllm_run_and_refuses_two(monkeypatch, tmp_path, launcher_name):
+    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher, GrpoPoolLauncher
+
+    from grpo_sweep.sweeps.gate import Refused
+
+    make = {"local": GrpoBasicLauncher, "pool": lambda: GrpoPoolLauncher(n_jobs=2)}[launcher_name]
+    assert plan_vllm_grid(monkeypatch, tmp_path, launcher_name, make(), GRID_OF_TWO[:1]) == [tmp_path / "0"]
+    with pytest.raises(Refused, match=rf"^grpo-sweep: job 0 \(reward_mix=format\): backend=unsloth .* and hydra/launcher="
+                                      rf"{launcher_name} trains more than one of the sweep's 2 runs in a process"):
+        plan_vllm_grid(monkeypatch, tmp_path, launcher_name, make(), GRID_OF_TWO)
+
+
+def test_a_later_batch_in_the_same_process_counts_the_runs_before_it(monkeypatch, tmp_path):
+    """Hydra's own sweeper hands a local launcher one batch at a time: the second batch's run would share the
+    process with the first's, so it is refused (the first batch ran, the second starts nothing)."""
+    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher
+
+    from grpo_sweep.sweeps.gate import Refused, plan_runs
+
+    launcher = GrpoBasicLauncher()
+    assert plan_vllm_grid(monkeypatch, tmp_path, "local", launcher, GRID_OF_TWO[:1]) == [tmp_path / "0"]
+    with pytest.raises(Refused, match=r"^grpo-sweep: job 1 \(.*reward_mix=correct\): .* the sweep's 2 runs in a process"):
+        plan_runs(launcher, [[*VLLM, "reward_mix=correct"]], 1)
+
+
+def test_which_launchers_give_each_run_its_own_process():
+    from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
+    from hydra_plugins.grpo_sweep_launcher.launcher import (GrpoBasicLauncher, GrpoLocalLauncher, GrpoPoolLauncher,
+                                                            GrpoSlurmLauncher)
+
+    from grpo_sweep.adapters.hydra import BasicLauncher
+    from grpo_sweep.sweeps.gate import process_per_run
+
+    own = {cls.__name__: process_per_run(object.__new__(cls)) for cls in (
+        GrpoLocalLauncher, GrpoSlurmLauncher, LocalLauncher, SlurmLauncher,
+        GrpoBasicLauncher, GrpoPoolLauncher, BasicLauncher, JoblibLauncher)}
+    assert own == {"GrpoLocalLauncher": True, "GrpoSlurmLauncher": True, "LocalLauncher": True, "SlurmLauncher": True,
+                   "GrpoBasicLauncher": False, "GrpoPoolLauncher": False, "BasicLauncher": False, "JoblibLauncher": False}

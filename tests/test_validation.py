@@ -19,6 +19,7 @@ from grpo_sweep.run import validate as validation
 from grpo_sweep.run.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
 from grpo_sweep.search.storage import check_storage_url
+from grpo_sweep.sweeps.gate import check_one_engine, check_study_engine
 from grpo_sweep.sweeps.submit import check_resources
 from grpo_sweep.run.validate import ConfigError, check_machine, validate
 
@@ -90,6 +91,7 @@ def lora_targets_absent(tmp, mp):
 
 GT = [{"prompt": "1+1?", "ground_truth": "2"}] * 3
 CODE = [{**row, "tests": ["assert True"]} for row in GT]
+VLLM = ["backend=unsloth", "backend.fast_inference=true"]
 CASES = [
     # (id, setup, message the error must contain)
     ("unknown group option", lambda t, m: compose(["reward_mix=nope"]), "Could not find 'reward_mix/nope'"),
@@ -121,6 +123,8 @@ CASES = [
     ("weight-0 reward needing a ground truth the data lacks", file_data([{"prompt": "1+1?"}] * 3, ["+reward_mix.mine.fn=tests.reward_plugins.prefix_reward", "reward_mix.correct.weight=0"]), "but reward_mix.correct needs a ground truth; set data.ground_truth_column to the column that holds the answers, or drop it with ~reward_mix.correct (weight 0: it is only logged)"),
     ("empty reward mix", bad(["reward_mix=none"]), "reward_mix is empty; pick one of conf/reward_mix/ or add rewards (reward_mix=none +reward_mix.mine.fn=mypkg.rewards.my_reward)"),
     ("bad reward column mapping", bad(["+reward_mix.xmlcount.columns=[a]"]), "reward_mix.xmlcount.columns=['a']: give parameter: column pairs"),
+    ("a reward's tags the system prompt never asks for", bad(["reward_mix=unsloth_gsm8k"]), "reward_mix.xmlcount (weight 0.5) scores tag <reasoning> (params.think_tag=reasoning), which data.system_prompt never mentions, so a model that follows the prompt cannot earn it; set data.system_prompt to one that asks for <reasoning>, or reward_mix.xmlcount.params.think_tag to the prompt's tag"),
+    ("an answer tag the system prompt never asks for", bad(["reward_mix=correct", "+reward_mix.correct.params.answer_tag=result"]), "reward_mix.correct (weight 1) scores tag <result> (params.answer_tag=result), which data.system_prompt never mentions"),
     ("accuracy reward unknown", bad(["trainer.eval.accuracy_reward=corect"]), "trainer.eval.accuracy_reward='corect': unknown reward 'corect'"),
     ("val_accuracy without a ground truth to score it", file_data([{"prompt": "1+1?"}] * 3, ["reward_mix=none", "+reward_mix.mine.fn=tests.reward_plugins.prefix_reward"]), "trainer.eval.accuracy_reward=correct needs column 'ground_truth', which the data lacks (columns: prompt), so val_accuracy, the optimized_metric, would be None; set data.ground_truth_column, set trainer.eval.accuracy_reward=tests.reward_plugins.prefix_reward (its validation mean becomes val_accuracy), or optimized_metric=val_rewards.mine"),
     ("a test metric as the objective", bad(["optimized_metric=test_accuracy"]), "optimized_metric=test_accuracy: the test split only measures, it never chooses (a choice made on it inflates what it reports); optimize its validation twin, optimized_metric=val_accuracy"),
@@ -147,6 +151,8 @@ CASES = [
     ("code reward where the sandbox cannot be built", no_sandbox, "reward_mix.code: cannot sandbox generated code with isolation=namespaces here"),
     ("code reward with an unknown isolation", file_data(CODE, ["+reward_mix.code.weight=1", "+reward_mix.code.params.isolation=none"]), "reward_mix.code.params.isolation='none'; use one of: namespaces, rlimits"),
     ("SLURM launcher without sbatch", no_sbatch, "hydra/launcher=slurm: SLURM's sbatch is not on PATH here"),
+    ("vLLM engine runs on a launcher that trains several in one process", lambda t, m: check_one_engine(compose(VLLM), "local", 2), "backend=unsloth backend.fast_inference=true starts a vLLM engine that its process cannot free (vllm-project/vllm#21073), and hydra/launcher=local trains more than one of the sweep's 2 runs in a process, so the next run there would run out of GPU memory; use hydra/launcher=submitit_local or hydra/launcher=slurm (a process per run), or set backend.fast_inference=false"),
+    ("vLLM engine runs in an Optuna study", lambda t, m: check_study_engine(compose(VLLM), 20, 1), "an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials=20, seeds_per_trial=1)"),
     ("Optuna storage: directory cannot be made", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'f', [])}/optuna.db"), "cannot be opened"),
     ("Optuna storage: not an SQLite file", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'x.db', [{'a': 1}])}"), "cannot be opened: DatabaseError"),
     ("Optuna storage: driver/dialect missing", lambda t, m: check_storage_url("nosuchdb://user@localhost/optuna"), "hydra.sweeper.storage='nosuchdb://user@localhost/optuna' cannot be opened: NoSuchModuleError"),

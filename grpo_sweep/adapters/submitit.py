@@ -1,6 +1,7 @@
 """hydra-submitit-launcher internals (1.2) that grpo-sweep's batched submission relies on.
 
 - ``executor_kind``: which submitit executor a launcher class drives (``_EXECUTOR``: ``"local"`` or ``"slurm"``).
+- ``process_per_job``: whether a launcher is one of its launchers (a process per job), read off ``_EXECUTOR``.
 - ``job_arguments`` / ``run_job`` / ``requeue``: the stock launcher's job side is its ``__call__(sweep_overrides,
   job_dir_key, job_num, job_id, singleton_state)`` and ``checkpoint`` with the same positional arguments.
 """
@@ -26,3 +27,9 @@ def run_job(launcher: Any, arguments: tuple, state: Any) -> Any:
 
 def requeue(launcher: Any, arguments: tuple, state: Any) -> Any:
     return launcher.checkpoint(*arguments, state)
+
+
+def process_per_job(launcher: Any) -> bool:
+    """Whether ``launcher`` is one of hydra-submitit-launcher's, which start every job in a process of its own
+    (a submitit job: a subprocess locally, a SLURM job on a cluster)."""
+    return getattr(launcher, "_EXECUTOR", None) in ("local", "slurm")

@@ -111,6 +111,18 @@ def gpu_only_settings(cfg: Any) -> list[tuple[str, str]]:
     return found
 
 
+def engine_in_process(cfg: Any) -> str | None:
+    """The settings with which a run starts a vLLM engine its process cannot free, or None.
+
+    unsloth_zoo sets VLLM_ENABLE_V1_MULTIPROCESSING=0, so the engine lives in the training process, and deleting
+    it does not give its GPU memory back (vllm-project/vllm#21073): a later run in that process has only what is
+    left. The gate refuses launchers that train several runs in one process for such runs.
+    """
+    if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
+        return "backend=unsloth backend.fast_inference=true"
+    return None
+
+
 def gpu_refusal(cfg: Any) -> str | None:
     """One line naming every GPU-only setting of ``cfg`` and its CPU fix; None when there is none."""
     found = gpu_only_settings(cfg)

@@ -18,12 +18,14 @@ from functools import lru_cache
 
 from ._text import texts
 from .mathcheck import HELPER, _closing_brace, is_words, normalise_words, one_answer
-from .registry import reward
+from .registry import Needs, reward
 
 _INT = re.compile(r"[+-]?\d+", re.ASCII)
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)", re.ASCII)
 # Longer candidates are not answers but runaway text; sympy can take minutes on them.
 MAX_ANSWER_CHARS = 500
+# the answer rewards read the answer block; a think block is optional (its tags only say what to skip)
+ANSWER_TAG = Needs(tag_params=("answer_tag",))
 
 
 def extract_answer(text: str, answer_tag: str = "answer") -> str | None:
@@ -240,7 +242,7 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
     return _compare(truth, candidate)
 
 
-@reward("correct")
+@reward("correct", ANSWER_TAG)
 def correct(completions, ground_truth, answer_tag: str = "answer", think_tag: str = "think", **kwargs) -> list[float | None]:
     """1 when the one `<answer>` block outside `<think>` (`answer_block`) equals `ground_truth` (`equivalent`)."""
     return [
@@ -256,7 +258,7 @@ def boxed(completions, ground_truth, think_tag: str = "think", **kwargs) -> list
     return [equivalent(boxed_answer(text, think_tag), truth) for text, truth in zip(texts(completions), ground_truth)]
 
 
-@reward("int")
+@reward("int", ANSWER_TAG)
 def int_answer(completions, answer_tag: str = "answer", think_tag: str = "think", **kwargs) -> list[float]:
     """1 when the one `<answer>` block outside `<think>` (`answer_block`) is an integer of ASCII digits, negative
     ones too (`str.isdigit` misses them), of at most MAX_ANSWER_CHARS characters."""

@@ -9,7 +9,10 @@ import re
 from functools import lru_cache
 
 from ._text import texts
-from .registry import reward
+from .registry import Needs, reward
+
+# every format reward scores both blocks
+TAGS = Needs(tag_params=("think_tag", "answer_tag"))
 
 
 @lru_cache(maxsize=64)
@@ -43,7 +46,7 @@ def _one_block_each(pattern: re.Pattern, text: str, think: str, answer: str) -> 
     return tags.search(match.group(1)) is None and tags.search(match.group(2)) is None
 
 
-@reward("format")
+@reward("format", TAGS)
 def format_reward(completions, think_tag: str = "think", answer_tag: str = "answer", **kwargs) -> list[float]:
     """1 when the completion is exactly one `<think>…</think>` then exactly one `<answer>…</answer>` with
     non-blank content, no tag of either kind inside either block, and only whitespace before, between and
@@ -52,7 +55,7 @@ def format_reward(completions, think_tag: str = "think", answer_tag: str = "answ
     return [1.0 if _one_block_each(pattern, t, think_tag, answer_tag) else 0.0 for t in texts(completions)]
 
 
-@reward("strict_format")
+@reward("strict_format", TAGS)
 def strict_format(completions, think_tag: str = "think", answer_tag: str = "answer", **kwargs) -> list[float]:
     """1 for the walkthrough's exact layout: `<think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>`, one trailing
     newline allowed, nothing else; the same one-block-each rule as `format` (answer non-blank)."""
@@ -60,7 +63,7 @@ def strict_format(completions, think_tag: str = "think", answer_tag: str = "answ
     return [1.0 if _one_block_each(pattern, t, think_tag, answer_tag) else 0.0 for t in texts(completions)]
 
 
-@reward("soft_format")
+@reward("soft_format", TAGS)
 def soft_format(completions, think_tag: str = "think", answer_tag: str = "answer", **kwargs) -> list[float]:
     """1 when a `<think>…</think>` block comes before an `<answer>…</answer>` block with non-blank content,
     neither nested in another block (an opening tag left unclosed before them counts as one) nor holding a
@@ -100,7 +103,7 @@ def _blank(text: str) -> bool:
     return not text.strip()
 
 
-@reward("xmlcount")
+@reward("xmlcount", TAGS)
 def xmlcount(
     completions,
     think_tag: str = "think",

@@ -22,6 +22,9 @@ class Needs:
     column_params: Mapping[str, str] = field(default_factory=dict)
     # it runs generated code: its `isolation` param must be one the sandbox has, and the machine must provide it
     sandbox: bool = False
+    # parameters naming a tag the completion must write to score (think_tag, answer_tag): the system prompt must
+    # ask for that tag, or a model that follows the prompt cannot earn the reward (validation checks it)
+    tag_params: tuple[str, ...] = ()
 
 
 def needs(fn: RewardFn) -> Needs:

@@ -6,6 +6,7 @@ own ``GRPOConfig.__post_init__`` messages.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -89,12 +90,46 @@ def validate(cfg: Any) -> None:
             f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
             "set each weight as reward_mix.<name>.weight instead"
         )
+    _check_prompt_asks_for_tags(cfg, mix_terms)
     _check_eval(cfg)
     _no_secrets_in(cfg)
     for term in mix_terms:
         isolation = term.params.get("isolation", "namespaces")
         if needs(resolve_reward(term.target)).sandbox and isolation not in ISOLATIONS:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
+
+
+def _tag_default(fn: Any, param: str) -> Any:
+    try:
+        default = inspect.signature(fn).parameters[param].default
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if default is inspect.Parameter.empty else default
+
+
+def _check_prompt_asks_for_tags(cfg: Any, mix_terms: list[Term]) -> None:
+    """A reward that pays for tags (``Needs.tag_params``: format rewards, the answer rewards) the system prompt
+    never asks for cannot be earned by a model that follows the prompt, and dilutes the rest of the mix: each
+    trained reward's tags must appear in data.system_prompt as ``<tag>``. An empty system prompt leaves what to
+    write to the data's own messages, which are not read here."""
+    prompt = cfg.data.system_prompt
+    if not prompt:
+        return
+    for term in mix_terms:
+        if term.weight <= 0:  # logged, not trained on
+            continue
+        fn = resolve_reward(term.target)
+        tags = {param: term.params.get(param, _tag_default(fn, param)) for param in needs(fn).tag_params}
+        missing = {param: tag for param, tag in tags.items() if tag and f"<{tag}>" not in prompt}
+        if not missing:
+            continue
+        named = ", ".join(f"<{tag}>" for tag in missing.values())
+        given = ", ".join(f"params.{p}={t}" if p in term.params else f"its default {p}={t}" for p, t in missing.items())
+        raise ConfigError(
+            f"{term.label} (weight {term.weight:g}) scores {'tag' if len(missing) == 1 else 'tags'} {named} ({given}), which data.system_prompt never mentions, "
+            f"so a model that follows the prompt cannot earn it; set data.system_prompt to one that asks for {named}, "
+            f"or reward_mix.{term.name}.params.{next(iter(missing))} to the prompt's tag"
+        )
 
 
 REPORTS = ("best", "final")

@@ -62,13 +62,14 @@ class OptunaSweeperImpl(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         import optuna
 
-        from ..sweeps.gate import check_config, stop
+        from ..sweeps.gate import check_config, check_study_engine, stop
         from ..run.validate import ConfigError
 
         s = self.settings
         sweep_dir = Path(self.config.hydra.sweep.dir)
         job_cfg = self._compose(arguments)
         try:
+            check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
             check_config(job_cfg, self._trains_here())
             self._check_space(arguments, job_cfg)  # fail here, not in every worker
             check_replicas(s)
@@ -140,7 +141,7 @@ class OptunaSweeperImpl(Sweeper):
         config-group choices, so that no trial fails because of the space itself."""
         import itertools
 
-        from ..sweeps.gate import check_config
+        from ..sweeps.gate import check_config, check_study_engine
         from .worker import config_groups
 
         s = self.settings
@@ -148,12 +149,20 @@ class OptunaSweeperImpl(Sweeper):
         compose = lambda extra: self._compose(merge_overrides(arguments, extra))  # noqa: E731
         space = SearchSpace.from_config(s.params, s.reward_weights, job_cfg, groups=groups, compose=compose)
         options = [[f"{key}={choice}" for choice in space.params[key]["choices"]] for key in space.groups]
+        # a space may turn vLLM generation on itself (backend.fast_inference: {choices: [false, true]})
+        engine_choice = True in (space.params.get("backend.fast_inference") or {}).get("choices", [])
         for combination in itertools.product(*options):
+            label = list(combination)
             try:
-                check_config(compose(list(combination)), self._trains_here())
+                cfg = compose(label)
+                check_config(cfg, self._trains_here())
+                if engine_choice and cfg.backend.name == "unsloth":
+                    label.append("backend.fast_inference=true")
+                    cfg = OmegaConf.merge(cfg, {"backend": {"fast_inference": True}})
+                check_study_engine(cfg, s.n_trials, s.seeds_per_trial)
             except Exception as exc:  # composition errors (Hydra's) as well as ConfigError: each would fail trials
                 first = (str(exc).strip().splitlines() or [""])[0]
-                raise SearchSpaceError(f"hydra.sweeper.params: {' '.join(combination)} is refused: {first}") from None
+                raise SearchSpaceError(f"hydra.sweeper.params: {' '.join(label)} is refused: {first}") from None
         return space
 
     def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:

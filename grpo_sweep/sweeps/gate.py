@@ -22,6 +22,7 @@ from typing import Any, Iterator, NoReturn, Sequence
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf, open_dict
 
+from ..backends.gpu_stack import engine_in_process
 from ..run.resume import ResumeError, check_same_run
 from ..run.validate import ConfigError, check_machine, validate
 
@@ -60,6 +61,9 @@ class GatedLauncher:
 
     # whether the runs train on this machine (then this machine's own checks are part of the plan)
     trains_here: bool = True
+    # whether every run gets a process of its own; if not, runs that start a vLLM engine are refused
+    # (``check_one_engine``)
+    process_per_run: bool = False
 
     def check_resources(self) -> None:
         """What the launcher itself needs (a scheduler, sane per-job resources); raise Refused if it is missing."""
@@ -70,6 +74,50 @@ class GatedLauncher:
             return plan_runs(self, job_overrides, initial_job_idx)
         except Refused as exc:
             stop(exc)
+
+
+ONE_PROCESS_PER_RUN = "hydra/launcher=submitit_local or hydra/launcher=slurm (a process per run)"
+
+
+def _engine_refusal(engine: str, how: str, fix: str) -> str:
+    return (f"{engine} starts a vLLM engine that its process cannot free (vllm-project/vllm#21073), and {how}, "
+            f"so the next run there would run out of GPU memory; {fix}, or set backend.fast_inference=false")
+
+
+def process_per_run(launcher: Any) -> bool:
+    """Whether ``launcher`` starts every run in a process of its own (grpo-sweep's submitit launchers, the stock
+    submitit ones); Hydra's basic launcher, the pool and any other launcher may train several runs in one."""
+    if isinstance(launcher, GatedLauncher):
+        return launcher.process_per_run
+    from ..adapters.submitit import process_per_job
+
+    return process_per_job(launcher)
+
+
+def check_one_engine(cfg: Any, launcher_name: str, runs: int) -> None:
+    """Refuse a run that starts a vLLM engine (``engine_in_process``) on a launcher that trains ``runs`` runs
+    (more than one) in shared processes: the engine's memory is never given back, so the next run in that process
+    goes without it. Raises ConfigError."""
+    engine = engine_in_process(cfg)
+    if engine:
+        how = f"hydra/launcher={launcher_name} trains more than one of the sweep's {runs} runs in a process"
+        raise ConfigError(_engine_refusal(engine, how, f"use {ONE_PROCESS_PER_RUN}"))
+
+
+def check_study_engine(cfg: Any, n_trials: int, seeds_per_trial: int) -> None:
+    """An Optuna worker trains its trials one after another in its own process, whichever launcher started it:
+    refuse a study whose runs start a vLLM engine unless it trains one run in all. Raises ConfigError."""
+    engine = engine_in_process(cfg)
+    if engine and n_trials * seeds_per_trial > 1:
+        how = (f"an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials="
+               f"{n_trials}, seeds_per_trial={seeds_per_trial})")
+        raise ConfigError(_engine_refusal(engine, how, f"search with a grid (-m without hparams_search) on {ONE_PROCESS_PER_RUN}"))
+
+
+def _launcher_name(cfg: Any, launcher: Any) -> str:
+    """The launcher as the command line chose it (``hydra/launcher=pool``), else its class."""
+    choice = OmegaConf.select(cfg, "hydra.runtime.choices", default=None)
+    return str(choice.get("hydra/launcher")) if choice and choice.get("hydra/launcher") else type(launcher).__name__
 
 
 def _key(num: int, overrides: Sequence[str]) -> tuple:
@@ -98,6 +146,10 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
     if gated:
         launcher.check_resources()
     trains_here = gated and launcher.trains_here
+    # the runs that may share a process: this batch, and the batches this launcher planned before (they ran in
+    # this process, or in the pool's workers)
+    runs = len(planned.keys() | set(keys))
+    shared = runs > 1 and not process_per_run(launcher)
     shown = varying_overrides([list(o) for o in job_overrides])
     run_dirs: list[Path] = []
     sweep_dirs: dict = {}
@@ -105,6 +157,8 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
         num = key[0]
         run_dir = numbered_run_dir(cfg, num, sweep_dirs)
         try:
+            if shared:
+                check_one_engine(cfg, _launcher_name(cfg, launcher), runs)
             check_run(cfg, run_dir, trains_here)
         except ConfigError as exc:
             raise Refused(f"grpo-sweep: job {num} ({' '.join(swept) or 'defaults'}): {exc}; no run was started") from None

@@ -61,6 +61,8 @@ class _SubmitLaunch(GatedLauncher):
     """``launch`` is grpo_sweep.sweeps.submit's; everything else (the job side, the requeue on preemption/timeout) is
     the stock launcher's."""
 
+    process_per_run = True  # a submitit job per run: a subprocess here, a SLURM job on a cluster
+
     def check_resources(self) -> None:
         from grpo_sweep.sweeps import submit
 
