@@ -5,9 +5,14 @@ Prints per backend: generation tokens/s (during training and in the held-out eva
 memory, and whether the saved LoRA round-trips (saved -> loaded by vLLM / PEFT -> generates, and changes the
 output), then ``python -m grpo_sweep.run.generate`` on the run in a fresh process. Writes the numbers as JSON.
 
-    scripts/gpu_check.sh                      # on one GPU machine, < 10 min
+    scripts/gpu_check.sh --out DIR            # on one GPU machine, < 9 min (docs/gpu.md: an air-gapped node)
     python scripts/gpu_check.py --cpu-dry-run # the same code path on CPU with a tiny model (trl; unsloth's
                                               # CPU fallback without fast_inference when unsloth is installed)
+    python scripts/gpu_check.py --plan        # what it would run, each check's budget; imports no torch
+
+Each check has its own time budget (CHECK_BUDGETS, and --budget for the whole); a check that runs out is
+reported as timed out and the next one starts. The Unsloth/vLLM checks run where that stack is installed and are
+reported as skipped, with the reason, where it is not (a node with only its own torch and transformers).
 
 Each backend runs in its own process: unsloth must be imported before trl/transformers and patches them, and
 a vLLM engine keeps its GPU memory until its process ends.
@@ -39,6 +44,8 @@ TINY_QWEN2 = dict(
 )
 # gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth
 BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth"}
+# seconds each check may take (a child process each; the model build is bounded by what is left of --budget)
+CHECK_BUDGETS = {"model": 60, "trl": 150, "trl-vllm": 150, "unsloth": 210, "cli": 40}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -47,10 +54,12 @@ def parse_args(argv=None):
     parser.add_argument("--cpu-dry-run", action="store_true", help="tiny model on CPU: exercises the script, no GPU numbers")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend (default 10; 2 for --cpu-dry-run)")
     parser.add_argument("--backends", default=None, help="comma list (default: trl,unsloth)")
-    parser.add_argument("--out", type=Path, default=None, help="work dir (default: $TMPDIR/grpo-sweep-gpu-check)")
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "gpu_check.json")
+    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
+                        help="results and work dir (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check)")
+    parser.add_argument("--json", type=Path, default=None, help="the results' JSON (default: OUT/gpu_check.json)")
+    parser.add_argument("--plan", action="store_true", help="list the checks and their budgets; run nothing")
     parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.run.generate` per run")
-    parser.add_argument("--budget", type=float, default=570.0, help="seconds for the whole check (default 570)")
+    parser.add_argument("--budget", type=float, default=510.0, help="seconds for the whole check (default 510)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -137,22 +146,40 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
 
 
 class GpuMemoryPeak:
-    """Peak device memory in use (all allocators: torch's and vLLM's pool), sampled every 0.1 s."""
+    """Peak device memory in use (all allocators: torch's and vLLM's pool), sampled every 0.1 s through NVML
+    (nvidia-ml-py, in the wheelhouse), else torch.cuda.mem_get_info (the same device-wide number)."""
 
     def __init__(self):
         import torch
 
         self.cuda = torch.cuda.is_available()
         self.peak = 0
+        self.source = None
+        self._read = None
+        if self.cuda:
+            self._read, self.source = self._reader()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def _poll(self):
+    @staticmethod
+    def _reader():
         import torch
 
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            # NVML counts every GPU of the machine; CUDA_VISIBLE_DEVICES' first entry is torch's device 0
+            visible = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(visible)) if visible.isdigit()
+                      else pynvml.nvmlDeviceGetHandleByUUID(visible))
+            return (lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used), "nvml"
+        except Exception:  # no nvidia-ml-py, or a MIG/UUID setup it cannot map: the same number from CUDA
+            return (lambda: (lambda free, total: total - free)(*torch.cuda.mem_get_info())), "torch.cuda.mem_get_info"
+
+    def _poll(self):
         while not self._stop.wait(0.1):
-            free, total = torch.cuda.mem_get_info()
-            self.peak = max(self.peak, total - free)
+            self.peak = max(self.peak, self._read())
 
     def __enter__(self):
         if self.cuda:
@@ -244,6 +271,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1) if eval_timing else None,
         "eval_prompts": eval_timing.get("prompts"),
         "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
+        "peak_gpu_memory_source": memory.source,
         "torch_max_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if memory.cuda else None,
     }
     result["lora_round_trip"] = lora_round_trip(backend, cfg, out, trained.get("model"))
@@ -387,6 +415,39 @@ def report(results: list[dict], header: dict) -> str:
     return "\n".join(lines)
 
 
+# what each backend's check imports beyond torch and transformers
+STACKS = {"trl": ["trl", "peft", "accelerate", "datasets", "hydra"], "trl-vllm": ["trl", "vllm"],
+          "unsloth": ["unsloth", "unsloth_zoo", "vllm"]}
+
+
+def select_backends(requested: list[str], dry_run: bool) -> tuple[list[str], dict[str, str]]:
+    """(backends to run, {backend: why it is skipped}); imports nothing."""
+    run, skipped = [], {}
+    for name in requested:
+        stack = [m for m in STACKS[name] if not (dry_run and m == "vllm")]  # the dry run has no fast_inference
+        lacking = [m for m in stack if importlib.util.find_spec(m) is None]
+        if dry_run and name == "trl-vllm":
+            skipped[name] = "needs a GPU; the dry run leaves it out"
+        elif lacking:
+            where = ('pip install -e ".[gpu]" where the full stack can be installed' if name != "trl"
+                     else "install the wheelhouse: scripts/gpu_check.sh --offline-wheels DIR")
+            skipped[name] = f"not installed here: {', '.join(lacking)}; {where}"
+        else:
+            run.append(name)
+    return run, skipped
+
+
+def model_name(dry_run: bool) -> str:
+    return "model-tiny-qwen2" if dry_run else "model-qwen2.5-0.5b-random"
+
+
+def budgets(backends: list[str], cli: bool) -> dict[str, int]:
+    checks = {"model": CHECK_BUDGETS["model"], **{name: CHECK_BUDGETS[name] for name in backends}}
+    if cli:
+        checks.update({f"cli-{name}": CHECK_BUDGETS["cli"] for name in backends})
+    return checks
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     dry_run = args.cpu_dry_run
@@ -399,33 +460,45 @@ def main(argv=None) -> int:
         (args.out / "gpu_check_result.json").write_text(json.dumps(result, indent=2))
         return 0
 
+    requested = args.backends.split(",") if args.backends else ["trl", "unsloth"]
+    unknown = [b for b in requested if b not in BACKEND_MODULES]
+    if unknown:
+        print(f"gpu_check: --backends {','.join(unknown)}; use some of: {', '.join(BACKEND_MODULES)}", file=sys.stderr)
+        return 2
+    backends, skipped = select_backends(requested, dry_run)
+    work = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / ("grpo-sweep-gpu-check" + ("-dry" if dry_run else ""))
+    checks = budgets(backends, not args.skip_cli)
+    if args.plan:
+        print(f"gpu_check: results would go to {work} (gpu_check.json, gpu_check.txt, a log per check)")
+        print(f"gpu_check: {'a tiny Qwen2 on CPU' if dry_run else 'a random Qwen2.5-0.5B-sized model'} built "
+              f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within {args.budget:.0f} s")
+        for check, seconds in checks.items():
+            what = {"model": "build the model"}.get(check) or (
+                f"python -m grpo_sweep.run.generate on the {check[4:]} run" if check.startswith("cli-") else
+                f"train with backend={check}: step time, generation tokens/s, peak GPU memory (NVML), LoRA round trip")
+            print(f"gpu_check: would run {check} (budget {seconds} s): {what}")
+        for name in backends:
+            print(f"gpu_check:   {name} overrides: {' '.join(overrides(name, work / model_name(dry_run), steps, dry_run))}")
+        for name, why in skipped.items():
+            print(f"gpu_check: would skip {name}: {why}")
+        return 0
+
     import torch
 
     if not dry_run and not torch.cuda.is_available():
         print("gpu_check: no CUDA GPU visible to torch; run on a GPU machine, or use --cpu-dry-run", file=sys.stderr)
         return 2
-    has_unsloth = importlib.util.find_spec("unsloth") is not None
-    backends = args.backends.split(",") if args.backends else ["trl", "unsloth"]
-    unknown = [b for b in backends if b not in BACKEND_MODULES]
-    if unknown:
-        print(f"gpu_check: --backends {','.join(unknown)}; use some of: {', '.join(BACKEND_MODULES)}", file=sys.stderr)
+    for name, why in skipped.items():
+        print(f"gpu_check: skipping backend={name}: {why}", flush=True)
+    if not backends:
+        print("gpu_check: no backend can run here", file=sys.stderr)
         return 2
-    if dry_run and "trl-vllm" in backends:
-        print("gpu_check: trl-vllm needs a GPU; the dry run leaves it out")
-        backends.remove("trl-vllm")
-    if "unsloth" in backends and not has_unsloth:
-        if not dry_run:
-            print('gpu_check: unsloth is not installed; pip install -e ".[gpu]"', file=sys.stderr)
-            return 2
-        print("gpu_check: unsloth is not installed here; the dry run covers backend=trl only")
-        backends.remove("unsloth")
-    work = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / ("grpo-sweep-gpu-check" + ("-dry" if dry_run else ""))
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **OFFLINE_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.setdefault("GRPO_SWEEP_CACHE", str(work / "cache"))
 
     started = time.perf_counter()
-    model_dir = build_model(work / ("model-tiny-qwen2" if dry_run else "model-qwen2.5-0.5b-random"), dry_run)
+    model_dir = build_model(work / model_name(dry_run), dry_run)
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU (dry run: no GPU numbers)"
     header = {
         "device": device,
@@ -445,12 +518,12 @@ def main(argv=None) -> int:
         print(f"gpu_check: {steps} GRPO steps with backend={name} ...", flush=True)
         t0 = time.perf_counter()
         log = work / f"{name}.log"
-        code, output = run_process(child, env, deadline - time.perf_counter(), log)
+        code, output = run_process(child, env, min(CHECK_BUDGETS[name], deadline - time.perf_counter()), log)
         result_file = run_dir / "gpu_check_result.json"
         if code == 0 and result_file.is_file():
             result = json.loads(result_file.read_text())
         else:
-            why = "timed out (--budget)" if code is None else last_line(output)
+            why = f"timed out (its budget: {CHECK_BUDGETS[name]} s, or --budget)" if code is None else last_line(output)
             result = {"backend": name, "status": "failed", "error": f"{why} (log: {log})"}
         result["process_wall_s"] = round(time.perf_counter() - t0, 1)
         results.append(result)
@@ -462,19 +535,21 @@ def main(argv=None) -> int:
                 result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
                 continue
             print(f"gpu_check: python -m grpo_sweep.run.generate on the {name} run ...", flush=True)
-            result["cli"] = run_cli(work / f"run-{name}", env, deadline - time.perf_counter(), work / f"{name}-cli.log")
+            seconds = min(CHECK_BUDGETS["cli"], deadline - time.perf_counter())
+            result["cli"] = run_cli(work / f"run-{name}", env, seconds, work / f"{name}-cli.log")
 
+    results += [{"backend": name, "status": "skipped", "error": f"skipped: {why}"} for name, why in skipped.items()]
     header["total_s"] = round(time.perf_counter() - started, 1)
+    header["budgets_s"] = checks
     text = report(results, header)
     print("\n" + text + f"\n\ntotal {header['total_s']} s")
-    if not dry_run:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"header": header, "results": results}, indent=2))
-        print(f"wrote {args.json}")
-    else:
-        (work / "gpu_check.json").write_text(json.dumps({"header": header, "results": results}, indent=2))
-        print(f"wrote {work / 'gpu_check.json'} (dry run: bench/results is left alone)")
-    ok = all(r.get("status") == "completed" and r.get("lora_round_trip", {}).get("ok") for r in results)
+    json_path = args.json or work / "gpu_check.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({"header": header, "results": results}, indent=2))
+    (work / "gpu_check.txt").write_text(text + "\n")
+    print(f"wrote {json_path} and {work / 'gpu_check.txt'}")
+    ok = all(r.get("status") == "completed" and r.get("lora_round_trip", {}).get("ok")
+             for r in results if r.get("status") != "skipped")
     return 0 if ok else 1
 
 

@@ -1,33 +1,54 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh [--cpu-dry-run] [--steps N] [--backends trl,unsloth] [--skip-cli]
+# scripts/gpu_check.sh [--offline-wheels DIR] [--out DIR] [--dry-run] [--cpu-dry-run] [gpu_check.py options]
+# scripts/gpu_check.sh --build-wheels DIR [--python-version 3.11] [--node-freeze FILE]     (a connected machine)
 #
-# On one GPU machine without internet, in under 10 minutes: uses the installed [gpu] stack (or installs the
-# extra when a package index is reachable), builds a random-initialised model with Qwen2.5-0.5B's
-# architecture locally, runs 10 GRPO steps with backend=trl (HF generation) and backend=unsloth +
-# fast_inference (vLLM), and prints generation tokens/s, step time, peak GPU memory and whether the LoRA
-# save -> vLLM generate round trip worked. Numbers go to bench/results/gpu_check.json.
-# --cpu-dry-run runs the same code on CPU with a tiny model (no install, no GPU numbers).
+# On one GPU machine without internet, within 9 minutes in all (docs/gpu.md): installs what this Python lacks
+# beside its own CUDA torch and transformers from a wheelhouse (--offline-wheels DIR: pip --no-index --no-deps;
+# build it on a connected machine with --build-wheels DIR), builds a random-initialised model with
+# Qwen2.5-0.5B's architecture locally (no hub), runs 10 GRPO steps with backend=trl, and with backend=unsloth +
+# fast_inference (vLLM) where that stack is installed (otherwise says it is skipped and why), and writes the
+# numbers to --out DIR (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check).
+# --dry-run lists what it would install and run, and runs nothing. --cpu-dry-run runs the same code on CPU with a
+# tiny model (no install, no GPU numbers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
+TOTAL_S=540  # 9 minutes: installing, the model and every check
 
-dry_run=0
-for arg in "$@"; do [[ "$arg" == "--cpu-dry-run" ]] && dry_run=1; done
+wheels="" build="" out="${OUT:-}" dry_run=0 cpu_dry_run=0 pass=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --offline-wheels) wheels="$2"; shift 2 ;;
+    --build-wheels) build="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    --cpu-dry-run) cpu_dry_run=1; pass+=("$1"); shift ;;
+    *) pass+=("$1"); shift ;;
+  esac
+done
+[[ -n "$out" ]] && pass+=(--out "$out")
 
-if [[ $dry_run == 0 ]]; then
-  missing=$("$PYTHON" - <<'PY'
-import importlib.util
-print(" ".join(m for m in ("unsloth", "unsloth_zoo", "vllm", "trl", "grpo_sweep") if importlib.util.find_spec(m) is None))
-PY
-)
-  if [[ -n "$missing" ]]; then
-    echo "gpu_check: not installed: $missing; installing the [gpu] extra" >&2
-    if ! "$PYTHON" -m pip install -q -e ".[gpu]"; then
-      echo "gpu_check: pip install -e '.[gpu]' failed (no package index reachable?); install the [gpu] extra on this machine first" >&2
-      exit 1
-    fi
+if [[ -n "$build" ]]; then
+  exec "$PYTHON" scripts/gpu_wheels.py build "$build" ${pass[@]+"${pass[@]}"}
+fi
+
+if [[ $dry_run == 1 ]]; then
+  echo "gpu_check (dry run): nothing is installed or run"
+  if [[ -n "$wheels" ]]; then
+    echo "gpu_check: would run: $PYTHON -m pip install --no-index --no-deps --find-links $wheels <the wheels below>"
+    "$PYTHON" scripts/gpu_wheels.py plan "$wheels"
+  else
+    echo "gpu_check: no --offline-wheels: would use the installed packages as they are"
   fi
+  echo "gpu_check: would run: timeout ${TOTAL_S} $PYTHON scripts/gpu_check.py ${pass[*]}"
+  exec "$PYTHON" scripts/gpu_check.py --plan ${pass[@]+"${pass[@]}"}
+fi
+
+if [[ -n "$wheels" && $cpu_dry_run == 0 ]]; then
+  "$PYTHON" scripts/gpu_wheels.py install "$wheels"
+fi
+if [[ $cpu_dry_run == 0 ]]; then
   "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: torch sees no CUDA GPU (nvidia-smi? CUDA build of torch?)')"
 fi
 
-exec timeout 660 "$PYTHON" scripts/gpu_check.py "$@"
+exec timeout $((TOTAL_S - SECONDS)) "$PYTHON" scripts/gpu_check.py ${pass[@]+"${pass[@]}"}

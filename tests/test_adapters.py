@@ -71,3 +71,21 @@ def test_loky_names_the_dead_workers_exit_codes_in_its_error():
                               "The exit codes of the workers are {EXIT(137)}")
     assert worker_exit_codes(error) == "EXIT(137)"
     assert worker_exit_codes(ValueError("other")) is None
+
+
+def test_hf_hub_offline_switch_reaches_what_transformers_and_datasets_ask(monkeypatch):
+    import datasets.config
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from grpo_sweep.adapters.hf_hub import go_offline
+
+    where = f"{_version('huggingface_hub')}, {_version('datasets')} (adapters/hf_hub.py)"
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    assert not huggingface_hub.is_offline_mode(), where
+    go_offline()
+    assert huggingface_hub.is_offline_mode() and datasets.config.HF_HUB_OFFLINE, where
+    from transformers.utils import hub
+
+    assert hub.is_offline_mode is huggingface_hub.is_offline_mode, where  # transformers asks huggingface_hub

@@ -23,6 +23,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf, open_dict
 
 from ..backends.gpu_stack import engine_in_process
+from .hub import resolve_hub
 from ..run.resume import ResumeError, check_same_run
 from ..run.validate import ConfigError, check_machine, validate
 
@@ -32,9 +33,10 @@ class Refused(ConfigError, CompactHydraException):
 
 
 def check_config(cfg: Any, trains_here: bool) -> None:
-    """The config's own values; with ``trains_here``, also what this machine must have to train it (GPU,
+    """The config's own values and the hub models and datasets it names (``hub.py``); with ``trains_here``, also what this machine must have to train it (GPU,
     packages, the code reward's sandbox)."""
     validate(cfg)
+    resolve_hub(cfg)  # on the launching machine, before any job needs the hub (compute nodes rarely reach it)
     if trains_here:
         check_machine(cfg)
 
