@@ -84,3 +84,13 @@ def _declare():
 
 
 _declare()
+
+
+def make_positional_reward():
+    """A factory whose reward TRL could not call (it passes everything by keyword)."""
+    return no_kwargs
+
+
+def make_failing_reward(n):
+    """A factory that refuses its argument with a multi-line message."""
+    raise ValueError(f"n={n} is too big\nsee the docs")

@@ -20,7 +20,9 @@ __all__ = [
     "REWARDS",
     "RewardError",
     "Needs",
+    "bind_reward",
     "build_reward",
+    "check_signature",
     "completion_text",
     "equivalent",
     "extract_answer",
@@ -74,6 +76,11 @@ def resolve_reward(target: str) -> RewardFn:
     return fn
 
 
+def check_signature(target: str, fn: RewardFn) -> None:
+    """Raise a one-line RewardError when TRL could not call ``fn`` (``target`` names it in the message)."""
+    _check_signature(target, fn)
+
+
 def _check_signature(target: str, fn: RewardFn) -> None:
     try:
         params = inspect.signature(fn).parameters.values()
@@ -109,12 +116,18 @@ def build_reward(
     ``columns`` maps a parameter of the reward to the dataset column it is given (``{answer: ground_truth}``
     hands a reward written for a column ``answer`` the data's ``ground_truth``).
     """
-    fn = resolve_reward(target or name)
+    return bind_reward(name, resolve_reward(target or name), params, columns)
+
+
+def bind_reward(
+    name: str, fn: RewardFn, params: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None
+) -> RewardFn:
+    """``build_reward`` for a reward already in hand (one a factory returned)."""
     params = dict(params or {})
     bound: RewardFn = functools.partial(fn, **params) if params else fn
     if columns:
         bound = _renamed(bound, dict(columns))
-    if bound is fn and fn.__name__ == name:
+    if bound is fn and getattr(fn, "__name__", None) == name:
         return fn
     wrapper = functools.update_wrapper(functools.partial(bound), fn)
     wrapper.__name__ = name

@@ -1,10 +1,13 @@
 """Turn a ``reward_mix`` config into TRL's ``reward_funcs`` and ``reward_weights``."""
 from __future__ import annotations
 
+import importlib
+import inspect
+import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from . import REWARDS, RewardError, build_reward, required_columns, resolve_reward
+from . import REWARDS, RewardError, RewardFn, bind_reward, check_signature, required_columns, resolve_reward
 from . import needs as needs_of
 from .guard import guarded
 
@@ -21,13 +24,17 @@ class Term:
     weight: float
     params: dict
     columns: dict = field(default_factory=dict)
+    # a function that returns the reward (TRL's get_soft_overlong_punishment, ...): target is its import path,
+    # and factory_args are what it is called with
+    factory: bool = False
+    factory_args: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         return f"reward_mix.{self.name}" + (f" ({self.target})" if self.target != self.name else "")
 
 
-TERM_KEYS = ("weight", "fn", "params", "columns")
+TERM_KEYS = ("weight", "fn", "factory", "factory_args", "params", "columns")
 
 
 @dataclass(frozen=True)
@@ -80,16 +87,114 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
             raise RewardError(
                 f"reward_mix.{name}.columns={columns!r}: give parameter: column pairs, e.g. {{answer: ground_truth}}"
             )
+        factory = term.get("factory")
+        if factory is not None and term.get("fn") is not None:
+            raise RewardError(
+                f"reward_mix.{name}: give fn (the reward) or factory (a function that returns the reward), not both"
+            )
+        factory_args = term.get("factory_args")
+        if factory_args is not None and factory is None:
+            raise RewardError(
+                f"reward_mix.{name}.factory_args without reward_mix.{name}.factory: name the function they are for"
+            )
+        if factory is not None and (not isinstance(factory, str) or not factory):
+            raise RewardError(f"reward_mix.{name}.factory={factory!r}: give an import path such as trl.rewards.get_soft_overlong_punishment")
+        if not isinstance(factory_args or {}, Mapping):
+            raise RewardError(f"reward_mix.{name}.factory_args={factory_args!r}: give argument: value pairs")
         out.append(
             Term(
                 name=str(name),
-                target=str(term.get("fn") or name),
+                target=str(factory or term.get("fn") or name),
                 weight=float(term.get("weight", 1.0)),
                 params=dict(term.get("params") or {}),
                 columns={str(k): str(v) for k, v in columns.items()},
+                factory=factory is not None,
+                factory_args={str(k): v for k, v in (factory_args or {}).items()},
             )
         )
     return out
+
+
+def term_reward(term: Term) -> RewardFn:
+    """The reward function ``term`` names: the built-in or imported one, or what its factory returns.
+
+    A factory's reward is made once per (factory, args) for inspecting it (validation reads its signature several
+    times); training makes its own with `make_reward`, so no state is shared between runs of one process."""
+    if not term.factory:
+        return resolve_reward(term.target)
+    key = (term.name, term.target, json.dumps(term.factory_args, sort_keys=True, default=repr))
+    if key not in _MADE:
+        _MADE[key] = make_reward(term)
+    return _MADE[key]
+
+
+_MADE: dict[tuple, RewardFn] = {}
+
+
+def make_reward(term: Term) -> RewardFn:
+    """Call ``term``'s factory with its args; a one-line RewardError naming the term if it cannot give a reward."""
+    where = f"reward_mix.{term.name}.factory={term.target}"
+    factory = _import(term.target, where)
+    try:
+        inspect.signature(factory).bind(**term.factory_args)
+    except TypeError as exc:  # a missing or unknown argument
+        if "completions" in _params(factory):  # a reward, not a factory
+            raise RewardError(f"{where} is a reward itself (it takes completions): use reward_mix.{term.name}.fn="
+                              f"{term.target} instead of factory=") from None
+        raise RewardError(f"{where}: {exc}; it takes {_signature(factory)}, set as "
+                          f"+reward_mix.{term.name}.factory_args.<argument>=<value>") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): the call below says what is wrong
+    try:
+        fn = factory(**term.factory_args)
+    except Exception as exc:
+        raise RewardError(f"{where}: calling it with {term.factory_args} raised {type(exc).__name__}: {_first_line(exc)}") from None
+    if not callable(fn):
+        raise RewardError(f"{where} returned {type(fn).__name__} {_short(fn)}, not a reward function; "
+                          "name the reward itself with fn= instead of factory=")
+    try:
+        check_signature(f"{term.target}(...)", fn)
+    except RewardError as exc:
+        raise RewardError(f"reward_mix.{term.name}: the {exc}") from None
+    return fn
+
+
+def _import(path: str, where: str) -> Callable:
+    if "." not in path and ":" not in path:
+        raise RewardError(f"{where}: give an import path such as trl.rewards.get_soft_overlong_punishment")
+    module_name, _, attr = path.rpartition(":") if ":" in path else path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module raising while imported
+        raise RewardError(f"{where}: cannot import module {module_name!r} ({_first_line(exc)})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise RewardError(f"{where}: module {module_name!r} has no function {attr!r}")
+    return factory
+
+
+def _signature(fn: Callable) -> str:
+    try:
+        return str(inspect.signature(fn).replace(return_annotation=inspect.Signature.empty))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _params(fn: Callable) -> list[str]:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _first_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_mix(mix: Mapping[str, Any]) -> list[Term]:
@@ -102,7 +207,7 @@ def check_mix(mix: Mapping[str, Any]) -> list[Term]:
             f"built-ins: {', '.join(sorted(REWARDS))}"
         )
     for term in mix_terms:
-        build_reward(term.name, term.target, term.params)  # raises on unknown names / bad imports
+        bind_reward(term.name, term_reward(term), term.params)  # raises on unknown names / bad imports
         if term.weight < 0:
             raise RewardError(f"reward_mix.{term.name}.weight={term.weight}: weights must be >= 0")
         for column in _term_needs(term):
@@ -119,7 +224,7 @@ def check_mix(mix: Mapping[str, Any]) -> list[Term]:
 def _term_needs(term: Term) -> dict[str, ColumnNeed]:
     """The columns ``term``'s reward must be given (column -> need), read off its signature with its params
     and the trainer settings bound."""
-    fn = resolve_reward(term.target)
+    fn = term_reward(term)
     columns = {
         term.columns.get(param, param): ColumnNeed(term, param)
         for param in required_columns(fn, bound={*term.params, *TRAINER_PARAMS})
@@ -151,7 +256,9 @@ def describe_mix(mix: Mapping[str, Any]) -> str:
     lines = [f"reward mix: {len(mix_terms)} reward(s), reward = weighted sum"]
     width = max((len(t.name) for t in mix_terms), default=0)
     for term in mix_terms:
-        source = f"built-in {term.target}" if term.target in REWARDS else term.target
+        source = f"built-in {term.target}" if term.target in REWARDS and not term.factory else term.target
+        if term.factory:
+            source += "(" + ", ".join(f"{k}={v!r}" for k, v in term.factory_args.items()) + ")"
         parts = [f"  {term.name:<{width}}  weight {term.weight:g}", source]
         if term.weight == 0:
             parts.append("(logged only)")
@@ -170,19 +277,18 @@ def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "
     """(reward_funcs, reward_weights) for GRPOConfig/GRPOTrainer, in the mix's order; each reward guarded."""
     funcs, weights = [], []
     for term in check_mix(mix):
+        fn = make_reward(term) if term.factory else resolve_reward(term.target)
         params = dict(term.params)
         for key in TRAINER_PARAMS:
-            if trainer_cfg is not None and key not in params and _accepts(term.target, key):
+            if trainer_cfg is not None and key not in params and _accepts(fn, key):
                 params[key] = trainer_cfg[key]
-        funcs.append(guarded(build_reward(term.name, term.target, params, term.columns), term.name, on_error))
+        funcs.append(guarded(bind_reward(term.name, fn, params, term.columns), term.name, on_error))
         weights.append(term.weight)
     return funcs, weights
 
 
-def _accepts(target: str, param: str) -> bool:
-    import inspect
-
+def _accepts(fn: RewardFn, param: str) -> bool:
     try:
-        return param in inspect.signature(resolve_reward(target)).parameters
+        return param in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False

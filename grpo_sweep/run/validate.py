@@ -21,7 +21,7 @@ from ..backends.gpu_stack import BackendError, check_config, check_cpu_fallback,
 from ..data import DataError, precheck_files
 from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
 from ..rewards.guard import ON_ERROR
-from ..rewards.mix import Term, check_mix, data_columns, needs_ground_truth, terms
+from ..rewards.mix import Term, check_mix, data_columns, needs_ground_truth, term_reward, terms
 from ..rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
 
 DATA_SOURCES = ("arithmetic", "hub", "file")
@@ -95,7 +95,7 @@ def validate(cfg: Any) -> None:
     _no_secrets_in(cfg)
     for term in mix_terms:
         isolation = term.params.get("isolation", "namespaces")
-        if needs(resolve_reward(term.target)).sandbox and isolation not in ISOLATIONS:
+        if needs(term_reward(term)).sandbox and isolation not in ISOLATIONS:
             raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
 
 
@@ -118,7 +118,7 @@ def _check_prompt_asks_for_tags(cfg: Any, mix_terms: list[Term]) -> None:
     for term in mix_terms:
         if term.weight <= 0:  # logged, not trained on
             continue
-        fn = resolve_reward(term.target)
+        fn = term_reward(term)
         tags = {param: term.params.get(param, _tag_default(fn, param)) for param in needs(fn).tag_params}
         missing = {param: tag for param, tag in tags.items() if tag and f"<{tag}>" not in prompt}
         if not missing:
@@ -184,7 +184,7 @@ def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] |
     # evaluation hands a None ground truth to a reward that needs one: it scores None, so val_accuracy is None
     if missing == ["ground_truth"] and cfg.optimized_metric != "val_accuracy":
         return
-    own = next((t for t in mix_terms if t.target not in REWARDS and t.weight > 0), None)
+    own = next((t for t in mix_terms if t.target not in REWARDS and not t.factory and t.weight > 0), None)
     example = own or next(t for t in mix_terms if t.weight > 0)
     instead = (
         f"set trainer.eval.accuracy_reward={example.target} (its validation mean becomes val_accuracy)"
@@ -255,7 +255,7 @@ def check_machine(cfg: Any) -> None:
         except BackendError as exc:
             raise ConfigError(str(exc)) from None
     for term in terms(cfg.reward_mix):
-        if needs(resolve_reward(term.target)).sandbox:
+        if needs(term_reward(term)).sandbox:
             isolation = term.params.get("isolation", "namespaces")
             try:
                 check_isolation(isolation)
