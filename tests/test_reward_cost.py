@@ -54,7 +54,7 @@ def test_a_slow_term_shows_its_share_and_the_cheap_ones_stay_small(slow_run):
     assert slow["calls"] == summary["steps"], cost
     assert SLEEP_S * slow["calls"] <= slow["seconds"] < 2 * SLEEP_S * slow["calls"] + 0.05, slow
     implied = SLEEP_S * slow["calls"] / (timings["train"] - timings["eval_periodic"])
-    assert implied <= slow["share"] < 2 * implied + 0.01, (slow, implied)
+    assert 0.99 * implied <= slow["share"] < 2 * implied + 0.01, (slow, implied)  # 0.99: timings_s are rounded
     for name, term in cost.items():
         if name != "slow":
             assert term["calls"] == slow["calls"] and term["share"] * 10 < slow["share"], (name, term, slow)
