@@ -11,7 +11,7 @@ from .run.context import from_hydra
 from .sweeps.gate import check_run
 from .tracking.loggers import close_failed
 from .run.redact import install_log_redaction
-from .run.results import read_summary, record_failure
+from .run.results import costly_terms, read_summary, record_failure
 from .run.validate import ConfigError
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,11 @@ def format_summary(summary: dict) -> str:
     for name, final in summary["train_rewards"].items():
         first = summary["train_rewards_first"].get(name)
         lines.append(f"  rewards/{name:<14} {_fmt(first)} -> {_fmt(final)}")
+    # only a term that weighs on the run's time (results.COSTLY_SHARE: a judge, a reward model, a sandbox); the
+    # cheap ones would be noise here
+    for name, cost in costly_terms(summary):
+        lines.append(f"  reward cost: {name} took {cost['share']:.1%} of training time "
+                     f"({cost['seconds']:.1f} s in {cost['calls']} calls)")
     held = ", ".join(f"{n} {_fmt(v)}" for n, v in (summary.get("test_rewards") or {}).items())
     steps = summary.get("eval_steps")
     lines.append(

@@ -6,6 +6,11 @@ and the failures are counted (``failures`` on the wrapper, and TRL's ``log_metri
 ``reward_failures/<name>``: failures per batch, averaged over the logging interval).
 Either way a wrong-length list is an error, and so is a NaN/inf/non-numeric value in ``raise`` mode
 (``skip`` mode turns it into ``None`` and counts it).
+
+Each wrapper also times what its reward costs in training: ``seconds`` (wall time inside the call, the per-sample
+retry of a failing batch included) and ``calls`` (batches scored), summed over the calls TRL makes. The
+evaluations call the same wrappers without a trainer state (run/evaluate.py); those calls are not counted, so the
+figures compare with the training time alone (train.reward_cost).
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import logging
 import math
 import numbers
 import threading
+import time
 
 from ._text import completion_text
 
@@ -57,10 +63,17 @@ def guarded(fn, name: str, on_error: str = "raise"):
     def call(completions, **kwargs):
         n = len(completions)
         log_metric = kwargs.get("log_metric")
+        started = time.perf_counter()
         try:
             values = fn(completions=completions, **kwargs)
         except Exception as exc:  # noqa: BLE001  (find which sample, then raise or skip per on_error)
             values = _per_sample(completions, kwargs, exc)
+        finally:
+            if kwargs.get("trainer_state") is not None:  # TRL's training call, not an evaluation's
+                elapsed = time.perf_counter() - started
+                with lock:
+                    call.seconds += elapsed
+                    call.calls += 1
         if not isinstance(values, (list, tuple)) or len(values) != n:
             got = f"{len(values)} values" if isinstance(values, (list, tuple)) else f"a {type(values).__name__}"
             raise RewardFailure(f"reward {name!r} returned {got} for {n} completions; return one score per completion")
@@ -105,6 +118,7 @@ def guarded(fn, name: str, on_error: str = "raise"):
     functools.update_wrapper(call, fn)
     call.__name__ = call.__qualname__ = name
     call.failures = 0
+    call.seconds, call.calls = 0.0, 0
     return call
 
 

@@ -304,3 +304,33 @@ def cost_line(summaries: list[RunSummary]) -> str | None:
     if missing:
         line += f"; {missing} of {t['of']} runs recorded no cost (running, failed, or written before cost was recorded)"
     return line
+
+
+# A reward term that takes at least this share of the training time is named at the end of a run (app.format_summary).
+COSTLY_SHARE = 0.05
+
+
+def reward_cost(terms: dict[str, tuple[float, int]], timings: dict) -> dict:
+    """summary.json's ``reward_cost``: per reward term (``terms``: name -> (seconds, calls), as rewards/guard.py
+    times them), the wall seconds spent in it during training, its ``share`` of the training time and the
+    ``calls`` (batches scored).
+
+    The training time is ``timings_s`` train less eval_periodic: the wall time of the training steps as a whole
+    (generation, rewards, loss and backward, the optimizer, checkpoints), what decides how long a run trains, on
+    the clock the terms are timed on. TRL's ``step_time`` is not used: it leaves out the optimizer step and the
+    checkpoints, and metrics.jsonl keeps only its mean per logging interval, so its sum would have to be rebuilt.
+    A share is None when the training time is unknown."""
+    train, periodic = timings.get("train"), timings.get("eval_periodic") or 0.0
+    seconds = train - periodic if isinstance(train, (int, float)) else None
+    return {name: {"seconds": round(spent, 4),
+                   "share": round(spent / seconds, 5) if seconds else None,
+                   "calls": calls}
+            for name, (spent, calls) in terms.items()}
+
+
+def costly_terms(summary: dict | RunSummary, threshold: float = COSTLY_SHARE) -> list[tuple[str, dict]]:
+    """The terms of a run's ``reward_cost`` whose share is at least ``threshold``, costliest first."""
+    cost = (summary.get("reward_cost") if isinstance(summary, dict) else summary.reward_cost) or {}
+    found = [(name, c) for name, c in cost.items()
+             if isinstance(c, dict) and isinstance(c.get("share"), (int, float)) and c["share"] >= threshold]
+    return sorted(found, key=lambda item: -item[1]["share"])

@@ -34,6 +34,7 @@ from .results import (
     write_outcomes,
     lookup,
     read_jsonl,
+    reward_cost,
     reward_trajectory,
     run_cost,
     write_jsonl_atomic,
@@ -249,6 +250,11 @@ def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, ru
         summary.update(periodic_fields(periodic, steps if reported_step is None else reported_step))
     summary["objective"] = lookup(summary, cfg.optimized_metric)
     return summary
+
+
+def term_costs(reward_funcs: list) -> dict[str, tuple[float, int]]:
+    """(seconds, calls) in training of each reward the guard wraps (rewards/guard.py times them)."""
+    return {fn.__name__: (fn.seconds, fn.calls) for fn in reward_funcs if hasattr(fn, "seconds")}
 
 
 def periodic_fields(periodic: PeriodicEval, reported_step: int) -> dict:
@@ -478,6 +484,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         summary = summarize(cfg, run_dir, read_jsonl(metrics_path), {}, time.perf_counter() - started,
                             trainer.state.global_step, overrides or [], periodic)
         summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
+        summary["reward_cost"] = reward_cost(term_costs(reward_funcs), timings)
         summary.update(status="pruned", **monitor.record())
         summary["base_model_sha256"] = base_sha256
         write_summary(run_dir, summary)
@@ -509,6 +516,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         summary.update(monitor.record())
     summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
     summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
+    summary["reward_cost"] = reward_cost(term_costs(reward_funcs), timings)
     summary["timings_s"] = {k: None if v is None else round(v, 3) for k, v in timings.items()}
     summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
     # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES

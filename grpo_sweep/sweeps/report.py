@@ -278,6 +278,28 @@ def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _percent(share: float) -> str:
+    return f"{share:.1%}" if share >= 0.01 else f"{share:.2%}"
+
+
+def reward_cost_line(summaries: list[RunSummary]) -> str | None:
+    """``Reward cost: ...``: each reward term's share of training time (summary.json ``reward_cost``), mean and
+    largest over the runs that recorded it, costliest first; None when no run recorded one."""
+    shares: dict[str, list[float]] = {}
+    for summary in summaries:
+        for name, cost in (summary.reward_cost or {}).items():
+            share = cost.get("share") if isinstance(cost, dict) else None
+            if isinstance(share, (int, float)) and math.isfinite(share):
+                shares.setdefault(name, []).append(float(share))
+    if not shares:
+        return None
+    ordered = sorted(shares.items(), key=lambda item: -statistics.mean(item[1]))
+    terms = ", ".join(f"{name} {_percent(statistics.mean(v))} (max {_percent(max(v))}, {len(v)} runs)" for name, v in ordered)
+    return (f"Reward cost (each term's share of training time: wall time inside the reward over the training steps' "
+            f"wall time, periodic evaluations left out; mean over runs): {terms}. Per run: `reward_cost.<term>.share` "
+            f"in [{RUNS_CSV}]({RUNS_CSV}).")
+
+
 RUNS_CSV = "runs.csv"
 _FIRST = ("objective", "val_accuracy", "val_accuracy_before", "best_step", "best_objective", "test_accuracy",
           "test_accuracy_before", "test_accuracy_lenient", "test_accuracy_lenient_before", "test_pass_at_k",
@@ -354,6 +376,9 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     if cost:
         lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
                      "tokens: completions sampled in training).")
+    reward_cost = reward_cost_line([run.summary for run in runs])
+    if reward_cost:
+        lines.append(reward_cost)
     lines.append(f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
                  "(`pandas.read_csv`).")
     write_runs_csv(ranked, sweep_dir / RUNS_CSV)

@@ -243,6 +243,10 @@ def summary_fields(summary: dict | RunSummary) -> dict:
         out[f"test_rewards/{name}"] = value
     for name, value in (s.train_rewards or {}).items():
         out[f"final/rewards/{name}"] = value
+    for name, cost in (s.reward_cost or {}).items():  # what each term cost in training (results.reward_cost)
+        if isinstance(cost, dict):
+            out[f"reward_cost/{name}/share"] = cost.get("share")
+            out[f"reward_cost/{name}/seconds"] = cost.get("seconds")
     trial = s.trial or {}
     for key in ("number", "state"):
         if trial.get(key) is not None:
