@@ -64,15 +64,23 @@ def resolve_reward(target: str) -> RewardFn:
             f"unknown reward {target!r}; built-in rewards are: {', '.join(sorted(REWARDS))} "
             "(or give an import path such as mypkg.rewards.my_reward)"
         )
-    module_name, _, attr = target.rpartition(":") if ":" in target else target.rpartition(".")
+    fn = import_callable(target, f"reward {target!r}")
+    _check_signature(target, fn)
+    return fn
+
+
+def import_callable(path: str, where: str):
+    """The function an import path (``pkg.mod.fn`` or ``pkg.mod:fn``) names; a one-line RewardError starting with
+    ``where`` when the module cannot be imported or has no such function (a reward's path, a factory's path)."""
+    module_name, _, attr = path.rpartition(":") if ":" in path else path.rpartition(".")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or the module raising while imported
-        raise RewardError(f"reward {target!r}: cannot import module {module_name!r} ({exc})") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RewardError(f"{where}: cannot import module {module_name!r} ({first})") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise RewardError(f"reward {target!r}: module {module_name!r} has no function {attr!r}")
-    _check_signature(target, fn)
+        raise RewardError(f"{where}: module {module_name!r} has no function {attr!r}")
     return fn
 
 

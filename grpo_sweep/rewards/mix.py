@@ -1,13 +1,13 @@
 """Turn a ``reward_mix`` config into TRL's ``reward_funcs`` and ``reward_weights``."""
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from . import REWARDS, RewardError, RewardFn, bind_reward, check_signature, required_columns, resolve_reward
+from . import (REWARDS, RewardError, RewardFn, bind_reward, check_signature, import_callable, required_columns,
+               resolve_reward)
 from . import needs as needs_of
 from .guard import guarded
 
@@ -134,7 +134,9 @@ _MADE: dict[tuple, RewardFn] = {}
 def make_reward(term: Term) -> RewardFn:
     """Call ``term``'s factory with its args; a one-line RewardError naming the term if it cannot give a reward."""
     where = f"reward_mix.{term.name}.factory={term.target}"
-    factory = _import(term.target, where)
+    if "." not in term.target and ":" not in term.target:
+        raise RewardError(f"{where}: give an import path such as trl.rewards.get_soft_overlong_punishment")
+    factory = import_callable(term.target, where)
     try:
         inspect.signature(factory).bind(**term.factory_args)
     except TypeError as exc:  # a missing or unknown argument
@@ -157,20 +159,6 @@ def make_reward(term: Term) -> RewardFn:
     except RewardError as exc:
         raise RewardError(f"reward_mix.{term.name}: the {exc}") from None
     return fn
-
-
-def _import(path: str, where: str) -> Callable:
-    if "." not in path and ":" not in path:
-        raise RewardError(f"{where}: give an import path such as trl.rewards.get_soft_overlong_punishment")
-    module_name, _, attr = path.rpartition(":") if ":" in path else path.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or the module raising while imported
-        raise RewardError(f"{where}: cannot import module {module_name!r} ({_first_line(exc)})") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise RewardError(f"{where}: module {module_name!r} has no function {attr!r}")
-    return factory
 
 
 def _signature(fn: Callable) -> str:
