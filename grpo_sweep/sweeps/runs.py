@@ -7,7 +7,7 @@ from typing import Any
 
 from ..run.results import cost_line, read_outcomes, read_run_summary
 from ..run.summary import RunSummary
-from .stats import SEED_HINT, Comparison, RunRecord, ci_text, compare, is_seed, signed, verdict_source, verdict_text
+from .stats import SEED_HINT, Comparison, RunRecord, ci_text, compare, is_seed, seed_text, signed, verdict_source, verdict_text
 from .tables import aligned_columns, markdown_table
 
 
@@ -145,12 +145,12 @@ def sweep_comparisons(runs: list[tuple[Path, RunSummary]], overrides: list[list[
 def verdict_records(rows: list[Comparison]) -> list[dict]:
     """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
     keys = ("config", "rank_mean", "mean", "std", "delta", "low", "high", "verdict", "note", "mde", "seeds_needed",
-            "missing_seeds", "method")
+            "method")
     out = []
     for row in rows:
         record = {key: getattr(row, key, None) for key in keys}
-        record["seeds"] = [" ".join(seed) if isinstance(seed, tuple) else str(seed) for seed in row.seeds]
-        record["missing_seeds"] = [" ".join(s) if isinstance(s, tuple) else str(s) for s in (row.missing_seeds or [])]
+        record["seeds"] = [seed_text(seed) for seed in row.seeds]
+        record["missing_seeds"] = [seed_text(seed) for seed in row.missing_seeds]
         record["verdict_text"] = verdict_text(row)
         out.append(record)
     return out
