@@ -556,3 +556,41 @@ def test_search_efficiency_replays_searches_from_a_cached_grid_without_training(
     assert "regenerate it with" in out["caveat"] and not out["tpe"]["pruning"]
     # every configuration is within target: the first trial reaches it, in every search
     assert out["random"]["steps_to_target"] == {"median": 40.0, "q25": 40.0, "q75": 40.0, "not_reached": 0, "of": 20}
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["hydra.sweeper.sampler.name=bogus"], "hydra.sweeper.sampler.name='bogus'; use one of: tpe, random, grid, cmaes"),
+        (["hydra.sweeper.pruner.name=sometimes"], "hydra.sweeper.pruner.name='sometimes'; use one of: median, hyperband, none"),
+        (["hydra.sweeper.sampler.name=grid"], "hydra.sweeper.sampler.name=grid cannot search reward weights on the simplex"),
+    ],
+)
+def test_bad_sampler_or_pruner_is_refused_before_any_worker(tmp_path, extra, message):
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, *extra, "hydra.sweeper.study_name=refused",
+         f"output_root={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("grpo-sweep: ") and message in last and last.endswith("no worker was started"), refused.stderr[-2000:]
+    assert not list(tmp_path.rglob("trials"))
+
+
+def test_a_study_made_for_the_other_direction_is_refused_in_one_line(tmp_path):
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.create_study(study_name="old", storage=storage, direction="minimize")
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, "hydra.sweeper.study_name=old",
+         f"hydra.sweeper.storage={storage}", f"output_root={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"grpo-sweep: hydra.sweeper.direction=maximize: study 'old' in {storage} was made to minimize; keep its "
+        "direction or give another hydra.sweeper.study_name; no worker was started"
+    )
+    assert not list(tmp_path.rglob("trials"))

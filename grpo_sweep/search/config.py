@@ -93,5 +93,32 @@ def check_replicas(sweeper: Any) -> None:
                          "(e.g. trainer.seed), so that the sweep's tables see the runs as replicates")
 
 
+def check_sampler_and_pruner(sweeper: Any, space: Any) -> None:
+    """One-line errors for the sampler and the pruner. The sweeper calls this before any worker starts: a worker
+    that found them would fail every trial it pulls, and on SLURM every queued worker would."""
+    if sweeper.sampler.name not in SAMPLERS:
+        raise ValueError(f"hydra.sweeper.sampler.name={sweeper.sampler.name!r}; use one of: {', '.join(SAMPLERS)}")
+    if sweeper.pruner.name not in PRUNERS:
+        raise ValueError(f"hydra.sweeper.pruner.name={sweeper.pruner.name!r}; use one of: {', '.join(PRUNERS)}")
+    if sweeper.sampler.name == "grid":
+        grid_of(space)
+
+
+def grid_of(space: Any) -> dict[str, list]:
+    """The values sampler=grid walks for each searched key (a `SearchSpace`); a one-line error when the space
+    cannot be a grid."""
+    if space.simplex or any((space.simplex_by_mix or {}).values()):
+        raise ValueError("hydra.sweeper.sampler.name=grid cannot search reward weights on the simplex; "
+                         "set hydra.sweeper.reward_weights=null or use another sampler")
+    grid = {}
+    for key, p in space.params.items():
+        values = p.get("choices") or p.get("grid")
+        if not values:
+            raise ValueError(f"hydra.sweeper.sampler.name=grid: hydra.sweeper.params.{key} needs `choices` or a "
+                             "`grid` list of values")
+        grid[key] = list(values)
+    return grid
+
+
 def write_study_file(sweep_dir: Path, data: dict) -> None:
     write_json_atomic(Path(sweep_dir) / STUDY_FILE, data)

@@ -13,7 +13,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from ..run.context import OPTUNA_WORKER, ROLE_ENV
-from .config import check_replicas, objectives_and_directions, write_study_file
+from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
 from .space import SearchSpace, SearchSpaceError, merge_overrides
 from .storage import check_storage_url, resolve_url
 
@@ -71,7 +71,7 @@ class OptunaSweeperImpl(Sweeper):
         try:
             check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
             check_config(job_cfg, self._trains_here())
-            self._check_space(arguments, job_cfg)  # fail here, not in every worker
+            check_sampler_and_pruner(s, self._check_space(arguments, job_cfg))  # fail here, not in every worker
             check_replicas(s)
             seed = OmegaConf.select(job_cfg, s.seed_key)
             if isinstance(seed, bool) or not isinstance(seed, int):
@@ -90,8 +90,11 @@ class OptunaSweeperImpl(Sweeper):
         study = optuna.create_study(
             study_name=s.study_name, storage=open_storage(url), directions=directions, load_if_exists=True
         )
-        if list(study.directions) != [optuna.study.StudyDirection[d.upper()] for d in directions]:
-            raise ValueError(f"study {s.study_name!r} in {url} has directions {study.directions}; this sweep asks {directions}")
+        have = [d.name.lower() for d in study.directions]
+        if have != directions:
+            stop(ConfigError(f"hydra.sweeper.direction={directions if len(directions) > 1 else directions[0]}: study "
+                             f"{s.study_name!r} in {url} was made to {', '.join(have)}; keep its direction or give "
+                             "another hydra.sweeper.study_name; no worker was started"))
         done = len(study.trials)
         write_study_file(
             sweep_dir,

@@ -18,7 +18,7 @@ from ..run.context import RunContext
 from ..tracking.loggers import close_failed
 from ..run.results import lookup, record_failure, write_json_atomic, write_summary
 from ..sweeps.runs import WORKER_MARKER
-from .config import PRUNERS, SAMPLERS, TRIALS_DIR, objectives_and_directions
+from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
 from .space import SearchSpace, merge_overrides
 from .storage import open_storage, resolve_url
 
@@ -31,8 +31,6 @@ def build_sampler(spec: Any, worker_index: int, space: SearchSpace):
     import optuna
 
     name = spec.name
-    if name not in SAMPLERS:
-        raise ValueError(f"hydra.sweeper.sampler.name={name!r}; use one of {SAMPLERS}")
     seed = None if spec.seed is None else int(spec.seed) + worker_index  # same seed in two workers = same trials
     if name == "tpe":
         # constant_liar: workers in parallel avoid suggesting the points others are running
@@ -41,22 +39,16 @@ def build_sampler(spec: Any, worker_index: int, space: SearchSpace):
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed)
-    grid = {}
-    for key, p in space.params.items():
-        values = p.get("choices") or p.get("grid")
-        if not values:
-            raise ValueError(f"sampler grid: hydra.sweeper.params.{key} needs `choices` or a `grid` list of values")
-        grid[key] = list(values)
-    if space.simplex or any((space.simplex_by_mix or {}).values()):
-        raise ValueError("sampler grid cannot search reward weights on the simplex; set hydra.sweeper.reward_weights=null")
-    return optuna.samplers.GridSampler(grid, seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler(grid_of(space), seed=seed)
+    raise ValueError(f"hydra.sweeper.sampler.name={name!r}; use one of: {', '.join(SAMPLERS)}")
 
 
 def build_pruner(spec: Any, multi_objective: bool, max_steps: int, every: int):
     import optuna
 
     if spec.name not in PRUNERS:
-        raise ValueError(f"hydra.sweeper.pruner.name={spec.name!r}; use one of {PRUNERS}")
+        raise ValueError(f"hydra.sweeper.pruner.name={spec.name!r}; use one of: {', '.join(PRUNERS)}")
     if spec.name == "none" or multi_objective:  # Optuna cannot prune multi-objective studies
         return optuna.pruners.NopPruner()
     if spec.name == "median":
