@@ -44,41 +44,11 @@ from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
+from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
 from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
 
 log = logging.getLogger(__name__)
 
-OPTIMIZER_FIELDS = (
-    "optim",
-    "learning_rate",
-    "adam_beta1",
-    "adam_beta2",
-    "weight_decay",
-    "warmup_steps",
-    "lr_scheduler_type",
-    "max_grad_norm",
-)
-# TrainerConfig fields that are GRPOConfig fields of the same name.
-TRAINER_FIELDS = (
-    "num_generations",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "steps_per_generation",
-    "max_completion_length",
-    "max_steps",
-    "save_steps",
-    "beta",
-    "loss_type",
-    "temperature",
-    "top_p",
-    "logging_steps",
-    "seed",
-    "mask_truncated_completions",
-    "gradient_checkpointing",
-    "use_vllm",
-    "vllm_mode",
-    "disable_tqdm",
-)
 # TRL 1.14's GRPOConfig defaults that Unsloth's GRPOConfig changes (tests check them against TRL's dataclass).
 TRL_GRPO_DEFAULTS = {"epsilon": 0.2, "vllm_importance_sampling_correction": True}
 GRPO_CONFIG = "grpo_config.json"

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..backends import BACKENDS
+from ..config.grpo_fields import check_args
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
 from ..backends.gpu_stack import BackendError, check_config, check_cpu_fallback, gpu_refusal
@@ -90,6 +91,11 @@ def validate(cfg: Any) -> None:
             f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
             "set each weight as reward_mix.<name>.weight instead"
         )
+    try:
+        check_args(OmegaConf.to_container(trainer.args, resolve=True) if OmegaConf.is_config(trainer.args)
+                   else dict(trainer.args), cfg.backend.name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     _check_prompt_asks_for_tags(cfg, mix_terms)
     _check_eval(cfg)
     _no_secrets_in(cfg)

@@ -12,9 +12,10 @@ from typing import Any, List
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from ..config.grpo_fields import check_args
 from ..run.context import OPTUNA_WORKER, ROLE_ENV
 from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
-from .space import SearchSpace, SearchSpaceError, merge_overrides
+from .space import PASSTHROUGH, SearchSpace, SearchSpaceError, merge_overrides
 from .storage import check_storage_url, resolve_url
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,10 @@ class OptunaSweeperImpl(Sweeper):
         groups = config_groups(self.hydra_context.config_loader, self.config.hydra.runtime.choices)
         compose = lambda extra: self._compose(merge_overrides(arguments, extra))  # noqa: E731
         space = SearchSpace.from_config(s.params, s.reward_weights, job_cfg, groups=groups, compose=compose)
+        for key, spec in space.params.items():  # GRPOConfig fields the space adds are in no composed config
+            if key.startswith(PASSTHROUGH):
+                for value in spec.get("choices") or [spec.get("low"), spec.get("high")]:
+                    check_args({key[len(PASSTHROUGH):]: value}, job_cfg.backend.name, where=f"hydra.sweeper.params.{PASSTHROUGH[:-1]}")
         options = [[f"{key}={choice}" for choice in space.params[key]["choices"]] for key in space.groups]
         # a space may turn vLLM generation on itself (backend.fast_inference: {choices: [false, true]})
         engine_choice = True in (space.params.get("backend.fast_inference") or {}).get("choices", [])
