@@ -155,3 +155,44 @@ def test_the_saved_grpo_config_masks_secrets(monkeypatch, tmp_path):
     args = SimpleNamespace(to_dict=lambda: {"run_name": "run-" + "k" * 40, "hub_token": "hf_abcdefghijk", "beta": 0.0})
     saved = json.loads(write_grpo_config(tmp_path, args).read_text())
     assert saved == {"run_name": "run-***", "hub_token": "***", "beta": 0.0}
+
+
+def test_every_way_a_run_ends_writes_the_same_summary_fields(finished_run, tmp_path, monkeypatch):
+    """Completed, pruned and failed in evaluation: one function ends a run, so each summary has every field a run
+    that trained has (adapter, costs, timings, reward failures, the base model), read through the schema."""
+    from grpo_sweep.run import train as train_module
+    from grpo_sweep.run.context import RunContext
+    from grpo_sweep.run.evaluate import EvaluationFailed
+    from grpo_sweep.run.summary import RunSummary
+    from grpo_sweep.search.pruning import TrialMonitor
+
+    class PruneAtOnce:
+        def report(self, value, step):
+            pass
+
+        def should_prune(self):
+            return True
+
+    trained = {"adapter", "base_model_sha256", "resumed_from_steps", "reward_failures", "reward_cost", "timings_s",
+               "device", "device_seconds", "generated_tokens", "tokens_per_s", "steps", "reward", "train_rewards",
+               "runtime_s", "versions", "val_accuracy_before", "eval_steps"}
+    cfg = compose(FAST)
+    monitor = TrialMonitor(PruneAtOnce(), "val_accuracy", every=2, eval_samples=4)
+    pruned = train_module.train(cfg, RunContext(run_dir=tmp_path / "pruned", overrides=["pruned"]), monitor=monitor)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the evaluator broke")
+
+    monkeypatch.setattr(train_module, "final_evaluations", broken)
+    with pytest.raises(EvaluationFailed):
+        train_module.train(cfg, RunContext(run_dir=tmp_path / "failed", overrides=["failed"]))
+    runs = {"completed": finished_run[0], "pruned": tmp_path / "pruned", "failed": tmp_path / "failed"}
+    for status, run_dir in runs.items():
+        on_disk = json.loads((run_dir / "summary.json").read_text())
+        assert RunSummary.from_dict(on_disk).status == status
+        written = {key for key, value in on_disk.items() if value is not None}
+        assert trained <= written, (status, sorted(trained - written))
+    assert pruned["pruned_at_step"] == 2 and pruned["steps"] == 2
+    failed = json.loads((tmp_path / "failed" / "summary.json").read_text())
+    assert failed["failed_in"] == "evaluation" and "the evaluator broke" in failed["error"]
+    assert (tmp_path / "failed" / failed["adapter"]).is_dir()

@@ -449,49 +449,46 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     mark = time.perf_counter()
     adapter = backend.save(trainer.model, tokenizer, run_dir)
     timings["save"] = time.perf_counter() - mark
-    if monitor is not None and monitor.pruned:
-        # Pruned: keep the partial record, skip the final evaluations so the worker is free at once.
-        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), {}, time.perf_counter() - started,
-                            trainer.state.global_step, overrides or [], periodic)
-        summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
-        summary["reward_cost"] = reward_cost(term_costs(reward_funcs), timings)
-        summary.update(status="pruned", **monitor.record())
-        summary["base_model_sha256"] = base_sha256
+    def end(status: str, evaluation: dict, reported: int | None = None, reported_adapter: Path = adapter,
+            **extra: Any) -> dict:
+        """Write the run's summary.json, whatever its status, with every field a run that trained has (the
+        training record, the adapter, costs, timings), and close the tracker with it."""
+        metrics = read_jsonl(metrics_path)
+        summary = summarize(cfg, run_dir, metrics, evaluation, time.perf_counter() - started,
+                            trainer.state.global_step, overrides or [], periodic, reported_step=reported)
+        summary.update(
+            status=status,
+            base_model_sha256=base_sha256,
+            adapter=str(Path(reported_adapter).relative_to(run_dir)),
+            resumed_from_steps=[r["from_step"] for r in resumes],
+            reward_failures={fn.__name__: fn.failures for fn in reward_funcs},
+            reward_cost=reward_cost(term_costs(reward_funcs), timings),
+            timings_s={k: None if v is None else round(v, 3) for k, v in timings.items()},
+            # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
+            device={"torch": str(next(trainer.model.parameters()).device),
+                    "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
+            **run_cost(timings, metrics, trainer.args),
+        )
+        if monitor is not None:
+            summary.update(monitor.record())
+        summary.update(extra)
         write_summary(run_dir, summary)
         tracker.finish(summary)
         return summary
 
+    if monitor is not None and monitor.pruned:
+        # Pruned: keep the partial record, skip the final evaluations so the worker is free at once.
+        return end("pruned", {})
+
     mark = time.perf_counter()
-    step = trainer.state.global_step
     try:
         reported, reported_adapter, evaluation = final_evaluations(cfg, run_dir, trainer.model, periodic, tester,
-                                                                   step, adapter)
+                                                                   trainer.state.global_step, adapter)
     except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
         error = redact(f"evaluation after training failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
         log.error("%s", error, exc_info=True)
-        summary = summarize(cfg, run_dir, read_jsonl(metrics_path), {}, time.perf_counter() - started,
-                            step, overrides or [], periodic)
-        summary.update(status="failed", error=error, failed_in="evaluation", adapter=str(adapter.relative_to(run_dir)))
-        write_summary(run_dir, summary)
-        tracker.finish(summary)
+        timings["eval"] = time.perf_counter() - mark
+        end("failed", {}, error=error, failed_in="evaluation")
         raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})") from exc
     timings["eval"] = time.perf_counter() - mark
-    summary = summarize(
-        cfg, run_dir, read_jsonl(metrics_path), evaluation, time.perf_counter() - started,
-        step, overrides or [], periodic, reported_step=reported,
-    )
-    summary["base_model_sha256"] = base_sha256
-    summary["adapter"] = str(Path(reported_adapter).relative_to(run_dir))
-    if monitor is not None:
-        summary.update(monitor.record())
-    summary["resumed_from_steps"] = [r["from_step"] for r in resumes]
-    summary["reward_failures"] = {fn.__name__: fn.failures for fn in reward_funcs}
-    summary["reward_cost"] = reward_cost(term_costs(reward_funcs), timings)
-    summary["timings_s"] = {k: None if v is None else round(v, 3) for k, v in timings.items()}
-    summary.update(run_cost(timings, read_jsonl(metrics_path), trainer.args))
-    # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
-    summary["device"] = {"torch": str(next(trainer.model.parameters()).device),
-                         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    write_summary(run_dir, summary)
-    tracker.finish(summary)
-    return summary
+    return end("completed", evaluation, reported, reported_adapter)
