@@ -9,7 +9,6 @@ from typing import Any
 
 from .run.context import from_hydra
 from .sweeps.gate import check_run
-from .tracking.loggers import close_failed
 from .run.redact import install_log_redaction
 from .run.results import costly_terms, read_summary, record_failure
 from .run.validate import ConfigError
@@ -57,8 +56,7 @@ def run_task(cfg: Any) -> float | None:
 
         summary = train(cfg, context, open_tracker=open_logger)
     except EvaluationFailed as exc:
-        # train() wrote the summary (training record, saved adapter, status failed, the error): keep it
-        close_failed({"status": "failed", "error": str(exc)})
+        # train() wrote the summary (training record, saved adapter, status failed, the error) and closed its tracker
         if not multirun:
             raise SystemExit(f"grpo-sweep: {exc}") from None
         log.error("run %s: %s", run_dir, exc)
@@ -68,7 +66,6 @@ def run_task(cfg: Any) -> float | None:
         # requeued run is not a failed one. Keep a record of the failure next to the run, so a sweep's table
         # shows it and why.
         record_failure(run_dir, f"{type(exc).__name__}: {exc}", overrides, traceback.format_exc(), time.time() - started)
-        close_failed({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})  # the next run gets its own tracker run
         if not multirun:
             raise
         # In a sweep one failed run must not stop the others (Hydra's sweepers abort on a raised job) nor the

@@ -230,20 +230,24 @@ def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
 
 def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path, monkeypatch):
     """In one process (local -m): a run that raises ends its W&B run with exit code 1; the next is a new run."""
-    from grpo_sweep.tracking.loggers import close_failed
+    from grpo_sweep.run import train as train_module
     from grpo_sweep.tracking import open_logger
 
     from .conftest import compose
 
+    def boom(*args, **kwargs):
+        raise ValueError("boom")
+
     monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(train_module, "load_splits", boom)  # raises once the run's tracker is open
     cfg = compose(["logger=wandb", "logger.group=g1", "logger.job_type=trial"])
-    first = open_logger(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]))
-    close_failed({"status": "failed", "error": "ValueError: boom"})
+    with pytest.raises(ValueError, match="boom"):
+        train_module.train(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]), open_tracker=open_logger)
     second = open_logger(cfg, RunContext(tmp_path / "1", ["reward_mix=smoke"]))
     second.finish({"status": "completed", "objective": 0.5, "val_accuracy": 0.5, "steps": 3})
     [failed] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "0")]
     [done] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "1")]
-    assert failed.run_id == first.run_id != done.run_id == second.run_id
+    assert failed.run_id != done.run_id == second.run_id
     assert (failed.exit_code, failed.summary["status"], failed.summary["error"]) == (1, "failed", "ValueError: boom")
     assert (done.exit_code, done.summary["objective"], done.summary["objective_step"]) == (0, 0.5, 3)
     assert {failed.group, done.group} == {"g1"} and {failed.job_type, done.job_type} == {"trial"}

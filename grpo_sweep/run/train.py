@@ -368,8 +368,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
 
     started = time.perf_counter()
     timings = {"startup": startup_s()}
-    run_dir, overrides = context.run_dir, context.overrides
-    run_dir.mkdir(parents=True, exist_ok=True)
+    context.run_dir.mkdir(parents=True, exist_ok=True)
     if open_tracker is None:
         if cfg.logger.name != "none" and cfg.logger.mode != "disabled":
             log.warning("logger=%s, but train() was given no tracker: pass open_tracker=grpo_sweep.tracking.open_logger",
@@ -377,6 +376,40 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         tracker = RunLogger()
     else:
         tracker = open_tracker(cfg, context)  # logger=none: a no-op
+    tracker = _FinishOnce(tracker)
+    try:
+        return _train_tracked(cfg, context, monitor, tracker, backend, trainer_class, started, timings)
+    except Exception as exc:
+        # a run that raised still ends its tracker run (failed), so the next run in this process gets its own
+        tracker.finish({"status": "failed", "error": redact(f"{type(exc).__name__}: {exc}")})
+        raise
+
+
+class _FinishOnce:
+    """The run's tracker, finished at most once: a run that wrote its own failed summary (evaluation failed) and
+    then raised is not finished again by the handler around it."""
+
+    def __init__(self, tracker: RunLogger):
+        self.tracker, self.done = tracker, False
+
+    def __getattr__(self, name: str):
+        return getattr(self.tracker, name)
+
+    def finish(self, summary: dict) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.tracker.finish(summary)
+        except Exception as exc:  # noqa: BLE001  (the tracker must never hide the run's own result or error)
+            if summary.get("status") != "failed":
+                raise
+            log.warning("could not close the %s run: %s", type(self.tracker).__name__, exc)
+
+
+def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
+                   started: float, timings: dict) -> dict:
+    run_dir, overrides = context.run_dir, context.overrides
     if needs_ground_truth(cfg.reward_mix):
         from ..rewards.mathcheck import HELPER
 

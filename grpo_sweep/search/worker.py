@@ -15,7 +15,6 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..run.context import RunContext
-from ..tracking.loggers import close_failed
 from ..run.results import lookup, record_failure, write_json_atomic, write_summary
 from ..sweeps.runs import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
@@ -182,7 +181,6 @@ class Objective:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])
-            close_failed({"status": "failed", "error": error})  # the next trial gets its own tracker run
             record_failure(run_dir, error, overrides, traceback.format_exc(), time.time() - started,
                            trial={**info, "state": "FAIL"})
             raise

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..run.context import RunContext
-from .loggers import RunLogger, activate
+from ..run.tracker import RunLogger
 
 
 def open_logger(cfg: Any, context: RunContext) -> RunLogger:
@@ -16,4 +16,4 @@ def open_logger(cfg: Any, context: RunContext) -> RunLogger:
         return RunLogger()
     from .wandb_logger import WandbLogger
 
-    return activate(WandbLogger(cfg, context))
+    return WandbLogger(cfg, context)

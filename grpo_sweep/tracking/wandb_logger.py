@@ -23,7 +23,7 @@ from transformers import TrainerCallback
 
 from ..adapters.trl import latest_completions
 from ..run.context import RunContext
-from .loggers import RunLogger, finished
+from ..run.tracker import RunLogger
 from .wandb_setup import choose_mode, default_group
 from ..run.redact import redact, secret_values
 from ..run.results import measured_periodically
@@ -192,7 +192,6 @@ class WandbLogger(RunLogger):
         self.run.log({**values, STEP_KEY: row.get("step")})
 
     def finish(self, summary: dict) -> None:
-        finished(self)
         run, self.run = self.run, None
         if run is None:
             return
