@@ -82,8 +82,9 @@ class Objective:
     seeds so far (those of earlier complete trials of the same parameters included)."""
 
     def __init__(self, cfg, space: SearchSpace, sweep_dir: Path, base_overrides: list[str], objectives: list[str],
-                 settings, compose=None, context: RunContext | None = None, train_fn=None):
+                 settings, compose=None, context: RunContext | None = None, train_fn=None, worker_index: int = 0):
         self.cfg, self.space, self.sweep_dir = cfg, space, sweep_dir
+        self.worker_index = worker_index  # which of the study's worker jobs this is (recorded with each trial)
         # the worker job's context; each trial's is derived from it
         self.context = context or RunContext(sweep_dir, list(base_overrides), sweep_dir, optuna_worker=True)
         self.base_overrides, self.objectives, self.s = base_overrides, objectives, settings
@@ -163,7 +164,7 @@ class Objective:
         OmegaConf.save(cfg, hydra_dir / "config.yaml")
         OmegaConf.save(OmegaConf.create(overrides), hydra_dir / "overrides.yaml")
         started = time.time()
-        info = {"number": trial.number, "params": values, "worker": self.s.get("_worker_index", 0), **replica}
+        info = {"number": trial.number, "params": values, "worker": self.worker_index, **replica}
         try:
             check_run(cfg, run_dir, trains_here=True)  # the gate, for this run: it trains here, now
             # before run.train and pruning (transformers): backend=unsloth must be imported before
@@ -252,9 +253,8 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
         sampler=build_sampler(s.sampler, worker_index, space),
         pruner=build_pruner(s.pruner, len(objectives) > 1, cfg.trainer.max_steps, s.prune_every),
     )
-    settings = OmegaConf.to_container(s, resolve=True)
-    settings["_worker_index"] = worker_index
-    objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, OmegaConf.create(settings), compose, context)
+    objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, s, compose, context,
+                          worker_index=worker_index)
 
     def stop_on_failures(study, trial):
         message = too_many_failures(study, s.max_failures)
