@@ -9,11 +9,14 @@ from typing import Any
 
 from .run.context import from_hydra
 from .sweeps.gate import check_run
+from .sweeps.tables import number
 from .run.redact import install_log_redaction
 from .run.results import costly_terms, read_summary, record_failure
 from .run.validate import ConfigError
 
 log = logging.getLogger(__name__)
+# what the end-of-run lines show for a figure the run did not measure
+NA = "n/a"
 
 
 def run_task(cfg: Any) -> float | None:
@@ -80,42 +83,41 @@ class _NeverRaised(Exception):
     pass
 
 
-def _fmt(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def format_summary(summary: dict) -> str:
+    def v(key: str) -> str:
+        return number(summary.get(key), missing=NA)
+
     lines = [
         f"grpo-sweep: run finished in {summary['runtime_s']:.1f} s ({summary['steps']} steps)",
-        f"  reward (weighted)      {_fmt(summary['reward_first'])} -> {_fmt(summary['reward'])}",
+        f"  reward (weighted)      {v('reward_first')} -> {v('reward')}",
     ]
     for name, final in summary["train_rewards"].items():
         first = summary["train_rewards_first"].get(name)
-        lines.append(f"  rewards/{name:<14} {_fmt(first)} -> {_fmt(final)}")
+        lines.append(f"  rewards/{name:<14} {number(first, missing=NA)} -> {number(final, missing=NA)}")
     # only a term that weighs on the run's time (results.COSTLY_SHARE: a judge, a reward model, a sandbox); the
     # cheap ones would be noise here
     for name, cost in costly_terms(summary):
         lines.append(f"  reward cost: {name} took {cost['share']:.1%} of training time "
                      f"({cost['seconds']:.1f} s in {cost['calls']} calls)")
-    held = ", ".join(f"{n} {_fmt(v)}" for n, v in (summary.get("test_rewards") or {}).items())
+    held = ", ".join(f"{n} {number(x, missing=NA)}" for n, x in (summary.get("test_rewards") or {}).items())
     steps = summary.get("eval_steps")
     lines.append(
-        f"  validation ({summary.get('val_samples')} prompts): accuracy {_fmt(summary.get('val_accuracy_before'))} -> "
-        f"{_fmt(summary.get('val_accuracy'))} at step {summary.get('reported_step')}"
+        f"  validation ({summary.get('val_samples')} prompts): accuracy {v('val_accuracy_before')} -> "
+        f"{v('val_accuracy')} at step {summary.get('reported_step')}"
         + (f" (chosen on {summary.get('best_metric')} among steps {steps})" if steps else "")
     )
     lines.append(
         f"  test ({summary.get('test_samples')} prompts, after training only): accuracy "
-        f"{_fmt(summary.get('test_accuracy_before'))} -> {_fmt(summary.get('test_accuracy'))} (answer anywhere: "
-        f"{_fmt(summary.get('test_accuracy_lenient_before'))} -> {_fmt(summary.get('test_accuracy_lenient'))})"
+        f"{v('test_accuracy_before')} -> {v('test_accuracy')} (answer anywhere: "
+        f"{v('test_accuracy_lenient_before')} -> {v('test_accuracy_lenient')})"
     )
     if summary.get("test_k"):
-        lines.append(f"  test sampled ({summary['test_k']} per prompt): pass@{summary['test_k']} "
-                     f"{_fmt(summary.get('test_pass_at_k'))}, maj@{summary['test_k']} {_fmt(summary.get('test_maj_at_k'))}")
+        k = summary["test_k"]
+        lines.append(f"  test sampled ({k} per prompt): pass@{k} {v('test_pass_at_k')}, maj@{k} {v('test_maj_at_k')}")
     lines.append(f"  test rewards: {held}")
     if summary.get("base_model_sha256"):
         lines.append(f"  base model sha256 {summary['base_model_sha256'][:16]}")
-    lines.append(f"  objective {summary['optimized_metric']} = {_fmt(summary['objective'])}")
+    lines.append(f"  objective {summary['optimized_metric']} = {v('objective')}")
     lines.append(f"  saved to {summary['run_dir']}  (summary.json, metrics.jsonl, outcomes/, samples.jsonl, "
                  f"adapter {summary.get('adapter')})")
     return "\n".join(lines)

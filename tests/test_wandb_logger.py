@@ -17,7 +17,7 @@ from grpo_sweep.tracking.wandb_logger import choose_mode, run_name, run_tags, sw
 from .conftest import FAST, ROOT, run_launch
 
 pytest.importorskip("wandb")
-from grpo_sweep.tracking.wandb_offline import offline_run_dirs, read_offline_run  # noqa: E402
+from .wandb_offline import offline_run_dirs, read_offline_run  # noqa: E402
 
 # Looks like a real key (W&B checks the length) so the online path is really tried, against a closed port.
 FAKE_KEY = "local-" + "fe11" * 10

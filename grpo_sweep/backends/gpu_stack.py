@@ -3,7 +3,7 @@
 Unsloth patches trl/transformers/peft by version; a mismatched stack fails deep inside a kernel or a patched
 trainer, far from its cause. So the Unsloth backend compares what is installed with the ``[gpu]`` extra's pins
 before importing anything, and GPU-only options are refused on a machine without a GPU.
-Light on purpose (no torch import): ``check_config`` runs at compose time on login nodes.
+Light on purpose (no torch import): ``check_backend_settings`` runs at compose time on login nodes.
 """
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def check_device(
         raise BackendError(f'trainer.use_vllm=true needs vllm; fix: pip install "vllm=={GPU_PINS["vllm"]}" (or {INSTALL_GPU})')
 
 
-def check_config(cfg: Any) -> None:
+def check_backend_settings(cfg: Any) -> None:
     """Combinations that cannot work on any machine (runs at compose time, before anything is submitted)."""
     backend, trainer = cfg.backend, cfg.trainer
     if backend.name != "unsloth" and backend.fast_inference:

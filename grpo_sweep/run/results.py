@@ -233,9 +233,6 @@ def reward_trajectory(history: list[dict], key: str) -> tuple[float | None, floa
 
 # --- what a run cost: device time and generated tokens (train.py stores them, the report and W&B sum them) ---
 
-COST_FIELDS = ("device_seconds", "generated_tokens", "tokens_per_s")
-
-
 def generated_tokens(history: list[dict], generation_batch_size: int, gradient_accumulation_steps: int,
                      steps_per_generation: int, num_iterations: int = 1) -> int | None:
     """Completion tokens sampled during training, from TRL's logged ``completions/mean_length``.

@@ -18,7 +18,7 @@ from ..backends import BACKENDS
 from ..config.grpo_fields import check_args
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
-from ..backends.gpu_stack import BackendError, check_config, check_cpu_fallback, gpu_refusal
+from ..backends.gpu_stack import BackendError, check_backend_settings, check_cpu_fallback, gpu_refusal
 from ..data import DataError, precheck_files
 from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
 from ..rewards.guard import ON_ERROR
@@ -78,7 +78,7 @@ def validate(cfg: Any) -> None:
     mix = OmegaConf.to_container(cfg.reward_mix, resolve=True) if OmegaConf.is_config(cfg.reward_mix) else cfg.reward_mix
     try:
         mix_terms = check_mix(mix)
-        check_config(cfg)
+        check_backend_settings(cfg)
         columns = precheck_files(cfg.data, needs_ground_truth(mix), data_columns(mix))
     except (RewardError, BackendError, DataError) as exc:
         raise ConfigError(str(exc)) from None

@@ -13,19 +13,9 @@ from ..sweeps.runs import collect_runs, read_study_file, seed_block, varying_ove
 from .config import TEST_PREFIX, TRIALS_DIR, VAL_PREFIX
 from .space import merge_overrides, override_key
 from .storage import open_storage
-from ..sweeps.tables import markdown_table
+from ..sweeps.tables import markdown_table, number
 
 log = logging.getLogger(__name__)
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(_fmt(v) for v in value) + ")"
-    return str(value)
 
 
 def reproduce_command(study_info: dict, trial, extra: list[str] = (), multirun: bool = False) -> str:
@@ -65,7 +55,7 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
         value = None if t.state.name != "COMPLETE" else t.values if len(t.values) > 1 else t.value
         last = max(t.intermediate_values) if t.intermediate_values else "-"
         seeds = ",".join(str(x) for x in t.user_attrs.get("seeds", [])) or "-"
-        rows.append([str(t.number), t.state.name, _fmt(value), seeds, str(config_of.get(t.number, "-")), str(last)]
+        rows.append([str(t.number), t.state.name, number(value), seeds, str(config_of.get(t.number, "-")), str(last)]
                     + [params.get(k, "-") for k in keys] + [t.user_attrs.get("error", "")[:60]])
     lines += markdown_table(header, rows)
     lines.append("(value: the mean over every seed of the trial's configuration so far; config: its first trial)")
@@ -78,7 +68,7 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
         if front:
             lines += ["", "Pareto front:"]
             for t in front:
-                lines.append(f"  trial {t.number}: value {_fmt(t.values)}  {' '.join(t.user_attrs.get('overrides', []))}")
+                lines.append(f"  trial {t.number}: value {number(t.values)}  {' '.join(t.user_attrs.get('overrides', []))}")
             best = next(c for c in configs if front[0] in c.trials)
     else:
         best = best_configuration(configs, info["directions"][0])
@@ -192,7 +182,7 @@ def best_outcome(sweep_dir: Path, info: dict, best: Configuration, configs: list
                   "per_seed": {int(s): v[0] for s, v in sorted(best.seed_values.items(), key=lambda kv: int(kv[0]))}}
     head = (f"Best of {compared} configurations ({len(configs)} tried): configuration {best.number} (trials "
             f"{', '.join(str(t.number) for t in best.trials if t.state.name == 'COMPLETE')}), "
-            f"{metric} {_fmt(best.mean(0))} over {len(best.seeds)} seed(s) {best.seeds}")
+            f"{metric} {number(best.mean(0))} over {len(best.seeds)} seed(s) {best.seeds}")
     lines = [head]
     test_part = {}
     for name in tests:

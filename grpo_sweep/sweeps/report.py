@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..run.results import METRICS, cost_line, iter_jsonl, write_text_atomic
+from ..run.results import cost_line, write_text_atomic
 from ..run.summary import RunSummary
 from . import plots as figures
 from .stats import SEED_HINT, Comparison, ci_text, compare, is_seed, signed
-from .tables import markdown_table
-from .runs import UNREADABLE, best_cell, collect_runs, run_name, run_record, sweep_direction, varying_overrides
+from .tables import markdown_table, number
+from .runs import UNREADABLE, best_cell, collect_runs, last_step, run_name, run_record, sweep_direction, varying_overrides
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -94,17 +94,6 @@ def load_runs(sweep_dir: Path) -> list[Run]:
     return runs
 
 
-def last_step(run: Run) -> int | None:
-    """The run's step: from its summary, else the last logged training step (a run still going)."""
-    if run.summary.steps is not None:
-        return run.summary.steps
-    step = None
-    for row in iter_jsonl(run.dir / METRICS):
-        if isinstance(row.get("step"), int) and "train_runtime" not in row:
-            step = row["step"]
-    return step
-
-
 def _direction(sweep_dir: Path, runs: list[Run], direction: str | None) -> str:
     return direction or sweep_direction(sweep_dir, [run.summary for run in runs])
 
@@ -113,14 +102,6 @@ def rank(runs: list[Run], direction: str) -> list[Run]:
     """Best first; runs without an objective (failed, pruned early, still running) last."""
     sign = -1 if direction == "maximize" else 1
     return sorted(runs, key=lambda r: (r.objective is None, sign * (r.objective or 0.0)))
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e-2 and value != 0 else f"{value:.{digits}f}"
-    return str(value)
 
 
 def _param(value: Any) -> str:
@@ -136,7 +117,7 @@ def objective_is_val(runs: list[Run]) -> bool:
     return all(r.summary.optimized_metric in (None, "val_accuracy") for r in runs)
 
 
-def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
+def runs_table(runs: list[Run], names: list[str]) -> list[str]:
     """One row per run: validation (what ranks) and test (what the verdicts are about) side by side."""
     own_objective = not objective_is_val(runs)
     header = ["#", "run", "configuration", "state"] + (["objective"] if own_objective else [])
@@ -149,15 +130,15 @@ def runsmarkdown_table(runs: list[Run], names: list[str]) -> list[str]:
         s = run.summary
         train, val = s.train_rewards or {}, s.val_rewards or {}
         rows.append(
-            [i, run.name, run.label, run.state] + ([_fmt(run.objective)] if own_objective else [])
-            + [_fmt(s.val_accuracy if own_objective else run.objective), _fmt(s.val_accuracy_before), best_cell(s),
-               _fmt(s.test_accuracy), _fmt(s.test_accuracy_before), _fmt(s.test_accuracy_lenient),
-               _fmt(s.test_pass_at_k), _fmt(s.test_maj_at_k), _fmt(s.reward), _fmt(s.reward_first)]
-            + [_fmt(train.get(n)) for n in names]
-            + [_fmt(val.get(n)) for n in names]
-            + [_fmt(last_step(run)),
-               _fmt(s.runtime_s, 1) if isinstance(s.runtime_s, float) else _fmt(s.runtime_s),
-               _fmt(s.device_seconds, 1), _fmt(s.generated_tokens), _fmt(s.tokens_per_s, 1)]
+            [i, run.name, run.label, run.state] + ([number(run.objective)] if own_objective else [])
+            + [number(s.val_accuracy if own_objective else run.objective), number(s.val_accuracy_before), best_cell(s),
+               number(s.test_accuracy), number(s.test_accuracy_before), number(s.test_accuracy_lenient),
+               number(s.test_pass_at_k), number(s.test_maj_at_k), number(s.reward), number(s.reward_first)]
+            + [number(train.get(n)) for n in names]
+            + [number(val.get(n)) for n in names]
+            + [number(run.summary.steps if run.summary.steps is not None else last_step(run.dir)),
+               number(s.runtime_s, 1) if isinstance(s.runtime_s, float) else number(s.runtime_s),
+               number(s.device_seconds, 1), number(s.generated_tokens), number(s.tokens_per_s, 1)]
         )
     return markdown_table(header, rows)
 
@@ -194,11 +175,11 @@ def _mean_std(values: list) -> str:
     if not values:
         return "-"
     if len(values) == 1:
-        return _fmt(float(values[0]))
+        return number(float(values[0]))
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def seedsmarkdown_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
+def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
     """Per configuration: its seeds, validation and test mean ± std, the test difference from the reference with its
     family-wise interval, the verdict, what the design could detect; then how the intervals were made."""
     if not seeds_swept(runs):
@@ -371,7 +352,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
                  "the completion, `pass@k`/`maj@k` from k samples per test prompt.")
     best = ranked[0] if ranked[0].objective is not None else None
     if best is not None:
-        lines.append(f"Best: run `{best.name}` ({best.label}) with objective {_fmt(best.objective)}.")
+        lines.append(f"Best: run `{best.name}` ({best.label}) with objective {number(best.objective)}.")
     cost = cost_line([run.summary for run in runs])
     if cost:
         lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
@@ -382,7 +363,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     lines.append(f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
                  "(`pandas.read_csv`).")
     write_runs_csv(ranked, sweep_dir / RUNS_CSV)
-    per_config = seedsmarkdown_table(runs, names, direction)
+    per_config = seeds_table(runs, names, direction)
     if per_config:
         lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
                   "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
@@ -397,7 +378,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     lines += ["", "## Runs, best first", ""]
     if len(ranked) > len(shown):
         lines += [f"The {len(shown)} best of {len(ranked)} runs; all of them: [{RUNS_CSV}]({RUNS_CSV}).", ""]
-    lines += runsmarkdown_table(shown, names)
+    lines += runs_table(shown, names)
     unreadable = [r for r in runs if r.state == UNREADABLE]
     if unreadable:
         lines += ["", "## Unreadable runs", "", f"{len(unreadable)} run(s) left a summary.json that cannot be read; "

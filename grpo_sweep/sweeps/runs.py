@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from ..run.results import cost_line, read_outcomes, read_run_summary
+from ..run.results import METRICS, cost_line, read_outcomes, read_run_summary
 from ..run.summary import RunSummary
 from .stats import SEED_HINT, Comparison, RunRecord, ci_text, compare, is_seed, seed_text, signed, verdict_source, verdict_text
-from .tables import aligned_columns, markdown_table
+from .tables import aligned_columns, markdown_table, number
 
 
 # An Optuna study's sweep directory holds it (directions, objectives), written by its sweeper (search/).
@@ -59,10 +58,23 @@ def run_name(run_dir: Path, sweep_dir: Path) -> str:
         return Path(run_dir).name
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
+    """The last logged step: read from the end of metrics.jsonl (a long run's file is hundreds of KB; 1,000 of
+    them were half a second of the status command), the whole file only when its tail holds no step."""
+    path = run_dir / METRICS
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - tail_bytes))
+            lines = f.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError):
+            continue  # the first line of the tail may be cut; a row without a step
+    return last_step(run_dir, size + 1) if size > tail_bytes else None
 
 
 def varying_overrides(all_sets: list[list[str] | None]) -> list[list[str]]:
@@ -76,7 +88,7 @@ def best_cell(summary: RunSummary) -> str:
     """The best evaluation's value of the metric the best step is chosen on, and its step."""
     if summary.best_step is None:
         return "-"
-    return f"{_fmt(summary.best_objective)} ({summary.best_step})"
+    return f"{number(summary.best_objective)} ({summary.best_step})"
 
 
 def sweep_direction(sweep_dir: Path, summaries: list[RunSummary]) -> str:
@@ -212,10 +224,10 @@ def sweep_table(sweep_dir: Path, direction: str | None = None, top: int = TOP_RU
         train_rewards = summary.train_rewards or {}
         rows.append(
             [run_name(run_dir, sweep_dir), " ".join(overrides) or "(defaults)", summary.status]
-            + ([_fmt(summary.objective), _fmt(summary.val_accuracy)] if own_objective else [_fmt(summary.objective)])
-            + [best_cell(summary), _fmt(summary.test_accuracy), _fmt(summary.test_accuracy_before),
-               _fmt(summary.reward)]
-            + [_fmt(train_rewards.get(name)) for name in reward_names]
+            + ([number(summary.objective), number(summary.val_accuracy)] if own_objective else [number(summary.objective)])
+            + [best_cell(summary), number(summary.test_accuracy), number(summary.test_accuracy_before),
+               number(summary.reward)]
+            + [number(train_rewards.get(name)) for name in reward_names]
         )
     table = markdown_table(header, rows)
     if len(runs) > top:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..run.results import METRICS, read_jsonl, read_run_summary, write_text_atomic
 from ..run.resume import RESUMES
-from .runs import collect_runs, run_name, sweep_table, varying_overrides
+from .runs import collect_runs, last_step, run_name, sweep_table, varying_overrides
 from .tables import aligned_columns
 
 JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (sweeps/submit.py writes it)
@@ -69,25 +69,6 @@ def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
             jobs[task] = (state, requeues + (state == "REQUEUED"))
     wanted = set(job_ids)
     return {job_id: state for job_id, state in jobs.items() if job_id in wanted}
-
-
-def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
-    """The last logged step: read from the end of metrics.jsonl (a long run's file is hundreds of KB; 1,000 of
-    them were half a second of the status command), the whole file only when its tail holds no step."""
-    path = run_dir / METRICS
-    try:
-        with path.open("rb") as f:
-            size = f.seek(0, 2)
-            f.seek(max(0, size - tail_bytes))
-            lines = f.read().decode(errors="replace").splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line)["step"]
-        except (ValueError, KeyError, TypeError):
-            continue  # the first line of the tail may be cut; a row without a step
-    return last_step(run_dir, size + 1) if size > tail_bytes else None
 
 
 def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
