@@ -57,7 +57,8 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
     """Train every configuration on every seed; the cache the replay reads."""
     import subprocess
 
-    from grpo_sweep.run.results import lookup, read_jsonl
+    from grpo_sweep.run.files import read_jsonl
+    from grpo_sweep.run.results import lookup
     from grpo_sweep.sweeps.runs import collect_runs
 
     out = Path(tempfile.mkdtemp(prefix="grpo-bench-search-"))
@@ -121,7 +122,6 @@ def replay(by_config: dict[str, list[dict]], sampler: str, seed: int, n_trials: 
     """One search replayed on the cache: its trial-steps and trials until the pick is within target."""
     import optuna
 
-    from grpo_sweep.search.worker import next_seeds
 
     prune = sampler == "tpe" and all(run.get("curve") for runs in by_config.values() for run in runs)
     study = optuna.create_study(

@@ -11,7 +11,8 @@ from .run.context import from_hydra
 from .sweeps.gate import check_run
 from .sweeps.tables import number
 from .run.redact import install_log_redaction
-from .run.results import costly_terms, read_summary, record_failure
+from .run.cost import costly_terms
+from .run.results import read_run_summary, record_failure
 from .run.validate import ConfigError
 
 log = logging.getLogger(__name__)
@@ -42,11 +43,13 @@ def run_task(cfg: Any) -> float | None:
         from .search.worker import run_worker
 
         return run_worker(cfg, HydraConfig.get(), context)
-    previous = read_summary(run_dir)
-    if previous and previous.get("status") == "completed":
+    previous, problem = read_run_summary(run_dir)
+    if previous is not None and previous.status == "completed":
         # a sweep re-run into its own directory (to finish what was cut off) skips what is done
-        print(f"grpo-sweep: {run_dir} already completed; not training it again\n{format_summary(previous)}")
-        return previous["objective"]
+        print(f"grpo-sweep: {run_dir} already completed; not training it again\n{format_summary(previous.to_dict())}")
+        return previous.objective
+    if problem:
+        log.warning("run %s: %s; training it again", run_dir, problem)
     started = time.time()
     EvaluationFailed = _NeverRaised  # until the training modules are imported
     try:
@@ -94,7 +97,7 @@ def format_summary(summary: dict) -> str:
     for name, final in summary["train_rewards"].items():
         first = summary["train_rewards_first"].get(name)
         lines.append(f"  rewards/{name:<14} {number(first, missing=NA)} -> {number(final, missing=NA)}")
-    # only a term that weighs on the run's time (results.COSTLY_SHARE: a judge, a reward model, a sandbox); the
+    # only a term that weighs on the run's time (run/cost.COSTLY_SHARE: a judge, a reward model, a sandbox); the
     # cheap ones would be noise here
     for name, cost in costly_terms(summary):
         lines.append(f"  reward cost: {name} took {cost['share']:.1%} of training time "

@@ -212,7 +212,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     from hydra import compose, initialize_config_dir
 
     from grpo_sweep.configstore import register_configs
-    from grpo_sweep.run.results import read_jsonl
+    from grpo_sweep.run.files import read_jsonl
     from grpo_sweep.run.train import train
     from grpo_sweep.run.validate import validate
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from grpo_sweep.run.results import read_jsonl
+from grpo_sweep.run.files import read_jsonl
 
 from .conftest import FAST, compose, run_launch
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from grpo_sweep.run.results import read_jsonl
+from grpo_sweep.run.files import read_jsonl
 from grpo_sweep.rewards.guard import RewardFailure, guarded
 from grpo_sweep.rewards.mix import build_mix
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_sweep.run.results import cost_line, cost_totals, generated_tokens, run_cost
+from grpo_sweep.run.cost import cost_line, cost_totals, generated_tokens, run_cost
 from grpo_sweep.run.summary import RunSummary
 import numpy as np
 
@@ -285,12 +285,12 @@ def test_generated_tokens_of_a_real_run_equal_what_trl_generated(tmp_path):
 
 
 def test_one_writer_records_every_failed_run(tmp_path):
-    from grpo_sweep.run.results import read_summary, record_failure
+    from grpo_sweep.run.results import read_run_summary, record_failure
 
     run = tmp_path / "0"
     run.mkdir()
     record_failure(run, "ValueError: bad", ["lora.r=3"], traceback_text="x" * 5000, runtime_s=1.23456, trial={"number": 2})
-    summary = read_summary(run)
+    summary = read_run_summary(run)[0].to_dict()
     assert summary == {"status": "failed", "error": "ValueError: bad", "overrides": ["lora.r=3"], "run_dir": str(run),
                        "traceback": "x" * 4000, "runtime_s": 1.235, "trial": {"number": 2}}
     # a run that recorded its own failure keeps it when asked; otherwise the newer record wins
@@ -301,7 +301,7 @@ def test_one_writer_records_every_failed_run(tmp_path):
 def test_run_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
     import os
 
-    from grpo_sweep.run.results import write_text_atomic
+    from grpo_sweep.run.files import write_text_atomic
 
     write_text_atomic(tmp_path / "runs.csv", "a,b\n")
     umask = os.umask(0)

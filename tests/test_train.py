@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from grpo_sweep.run.results import read_jsonl
+from grpo_sweep.run.files import read_jsonl
 
 from .conftest import FAST, ROOT, compose
 

@@ -42,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(args.seed)
     weights_dir = args.run_dir
     if args.best:
-        from .results import read_summary
+        from .results import read_run_summary
 
-        adapter = ((read_summary(args.run_dir) or {}).get("best") or {}).get("adapter")
+        summary, _ = read_run_summary(args.run_dir)
+        adapter = ((summary.best if summary is not None else None) or {}).get("adapter")
         if not adapter:
             print(f"error: {args.run_dir} has no best adapter (summary.json has no best.adapter; did the run finish?)", file=sys.stderr)
             return 2

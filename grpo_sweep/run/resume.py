@@ -13,7 +13,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .results import METRICS, read_jsonl, write_jsonl_atomic, write_text_atomic
+from .files import read_jsonl, write_jsonl_atomic, write_text_atomic
+from .results import METRICS
 
 CHECKPOINTS = "checkpoints"
 # the config the run started with (Hydra rewrites .hydra/config.yaml on every start, so it cannot tell)

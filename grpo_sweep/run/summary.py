@@ -65,7 +65,7 @@ class RunSummary:
     adapter: str | None = None
     resumed_from_steps: list | None = None
     reward_failures: dict | None = None
-    # per reward term: seconds spent in it in training, their share of the training time, calls (results.reward_cost)
+    # per reward term: seconds spent in it in training, their share of the training time, calls (run/cost.reward_cost)
     reward_cost: dict | None = None
     timings_s: dict | None = None
     device_seconds: float | None = None

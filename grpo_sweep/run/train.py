@@ -27,19 +27,9 @@ from .evaluate import (
     selection_metric,
     trainable_state,
 )
-from .results import (
-    METRICS,
-    SAMPLES,
-    append_jsonl,
-    write_outcomes,
-    lookup,
-    read_jsonl,
-    reward_cost,
-    reward_trajectory,
-    run_cost,
-    write_jsonl_atomic,
-    write_summary,
-)
+from .cost import reward_cost, run_cost
+from .files import append_jsonl, read_jsonl, write_jsonl_atomic
+from .results import METRICS, SAMPLES, write_outcomes, lookup, reward_trajectory, write_summary
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..run.results import without_best, write_json_atomic
+from ..run.files import write_json_atomic
+from ..run.results import without_best
 from ..sweeps.runs import STUDY_FILE
 from ..sweeps.stats import is_seed
 

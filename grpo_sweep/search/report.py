@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..run.results import lookup, read_outcomes, read_run_summary, without_best, write_text_atomic
+from ..run.files import write_text_atomic
+from ..run.results import lookup, read_outcomes, read_run_summary, without_best
 from ..sweeps.runs import collect_runs, read_study_file, seed_block, varying_overrides
 from .config import TEST_PREFIX, TRIALS_DIR, VAL_PREFIX
 from .space import merge_overrides, override_key

@@ -15,7 +15,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..run.context import RunContext
-from ..run.results import lookup, record_failure, write_json_atomic, write_summary
+from ..run.files import write_json_atomic
+from ..run.results import lookup, record_failure, write_summary
 from ..sweeps.runs import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
 from .space import SearchSpace, merge_overrides

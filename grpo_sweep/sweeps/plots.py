@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
-from ..run.results import METRICS, iter_jsonl
+from ..run.files import iter_jsonl
+from ..run.results import METRICS
 from .stats import t_quantile
 
 TOP_CONFIGS = 6

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..run.results import cost_line, write_text_atomic
+from ..run.cost import cost_line
+from ..run.files import write_text_atomic
 from ..run.summary import RunSummary
 from . import plots as figures
 from .stats import SEED_HINT, Comparison, ci_text, compare, is_seed, signed

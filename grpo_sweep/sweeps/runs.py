@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..run.results import METRICS, cost_line, read_outcomes, read_run_summary
+from ..run.cost import cost_line
+from ..run.results import METRICS, read_outcomes, read_run_summary
 from ..run.summary import RunSummary
 from .stats import SEED_HINT, Comparison, RunRecord, ci_text, compare, is_seed, seed_text, signed, verdict_source, verdict_text
 from .tables import aligned_columns, markdown_table, number

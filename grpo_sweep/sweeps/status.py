@@ -14,7 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..run.results import METRICS, read_jsonl, read_run_summary, write_text_atomic
+from ..run.files import read_jsonl, write_text_atomic
+from ..run.results import METRICS, read_run_summary
 from ..run.resume import RESUMES
 from .runs import collect_runs, last_step, run_name, sweep_table, varying_overrides
 from .tables import aligned_columns

@@ -22,7 +22,8 @@ from omegaconf import OmegaConf
 
 from .gate import Refused
 from ..adapters.submitit import executor_kind, job_arguments, requeue, run_job
-from ..run.results import record_failure, write_json_atomic
+from ..run.files import write_json_atomic
+from ..run.results import record_failure
 from .resubmit import JOBS, describe, skipped_runs
 
 log = logging.getLogger(__name__)

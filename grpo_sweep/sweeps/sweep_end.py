@@ -9,7 +9,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from ..run.results import write_json_atomic, write_text_atomic
+from ..run.files import write_json_atomic, write_text_atomic
 from .runs import STUDY_FILE, VERDICTS_FILE, collect_runs, sweep_comparisons, sweep_direction, sweep_table, \
     varying_overrides, verdict_records
 

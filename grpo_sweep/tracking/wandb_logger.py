@@ -231,7 +231,7 @@ def summary_fields(summary: dict | RunSummary) -> dict:
         "objective_step": s.best_step if s.best_step is not None and measured_periodically(metric) else s.steps,
         "runtime_s": s.runtime_s,
         "final/reward": s.reward,
-        # what the run cost (results.run_cost); the sweep report sums them
+        # what the run cost (run/cost.run_cost); the sweep report sums them
         "cost/device_seconds": s.device_seconds,
         "cost/generated_tokens": s.generated_tokens,
         "cost/tokens_per_s": s.tokens_per_s,
@@ -242,7 +242,7 @@ def summary_fields(summary: dict | RunSummary) -> dict:
         out[f"test_rewards/{name}"] = value
     for name, value in (s.train_rewards or {}).items():
         out[f"final/rewards/{name}"] = value
-    for name, cost in (s.reward_cost or {}).items():  # what each term cost in training (results.reward_cost)
+    for name, cost in (s.reward_cost or {}).items():  # what each term cost in training (run/cost.reward_cost)
         if isinstance(cost, dict):
             out[f"reward_cost/{name}/share"] = cost.get("share")
             out[f"reward_cost/{name}/seconds"] = cost.get("seconds")
