@@ -75,13 +75,16 @@ def is_words(truth: str) -> bool:
 
 
 def normalise_words(text: str) -> str:
-    """Compared form of a word answer: invisible characters, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
+    """Compared form of a word answer: invisible characters, markdown emphasis, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
     punctuation dropped, NFKC, casefolded, whitespace collapsed."""
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", _unwrap_text(text)).casefold()).strip().rstrip(".!,;:").strip()
 
 
 def _unwrap_text(text: str) -> str:
-    text = _INVISIBLE.sub("", text).strip().strip("$").strip()
+    text = _INVISIBLE.sub("", text).strip()
+    while (unwrapped := _EMPHASIS.sub(r"\2", text)) != text:  # markdown: `**Evelyn**`
+        text = unwrapped
+    text = text.rstrip(".!,;:").strip().strip("$").strip()  # `$\text{Tuesday}$.`
     while True:
         unwrapped = _TEXT_WRAPPER.sub(r"\1", text).strip()
         if unwrapped == text:
@@ -149,7 +152,7 @@ _DOLLAR_CURRENCY = re.compile(r"(?<![\\\w$])\$(?=\s?[+-]?\d[\d,]*(?:\.\d+)?(?![\
 _SPAN = re.compile(r"\$\$(.+?)\$\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|(?<!\\)\$((?:[^$\\]|\\.)+?)\$")
 _STRAY_DOLLAR = re.compile(r"(?<!\\)\$")
 # A word that is prose inside a math span (`$18 and $20` paired as one span): two letters not after a backslash.
-_PROSE_IN_MATH = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z]*\s*\{)")
+_PROSE_IN_MATH = re.compile(r"(?:(?<=\s)|^)[A-Za-z]{2,}(?=[\s.,;:!?]|$)")
 # `\text{ dollars}` and the like holding words (or nothing) are prose; holding a plain number, that number.
 _TEXT_WORDS = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|emph)\s*\{"
@@ -164,18 +167,22 @@ _COLON = re.compile(r"(?<=[A-Za-z]):(?=\S)")
 _HEDGED = re.compile(
     r"(?<![\\A-Za-z])(?:or|not|nor|either|neither|maybe|perhaps|probably|possibly|likely|approx|approximate|approximately"
     r"|about|around|roughly|nearly|almost|estimated?|estimates?|rounded|rounding|nearest|between|unsure|uncertain|guess"
-    r"|except|unless|but|wait|instead|alternatively|otherwise|over|under|at\s+(?:least|most)|(?:more|less|fewer|greater)"
+    r"|think|believe|suppose|assume|except|unless|but|wait|instead|alternatively|otherwise|over|under|at\s+(?:least|most)|(?:more|less|fewer|greater)"
     r"\s+than|up\s+to|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
     r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundreds?"
     r"|thousands?|millions?|billions?|trillions?|dozens?|half|halves|twice|double|triple|thirds?|quarters?)(?![A-Za-z])",
     re.IGNORECASE,
 )
+# A range written with a dash between numbers: `12–13`, `12 — 13`.
+_RANGE = re.compile(r"\d\s*[\u2013\u2014]\s*[-+\d.$\\]")
 _PERCENT_WORD = re.compile(r"(?:percent|pct|per\s+cent|percentage\s+points?)\b[.,;:!?]*$", re.IGNORECASE)
-_WORD = re.compile(r"[\"']*[A-Za-z][A-Za-z'\u2019-]*[.,;:!?\"']*")
+_WORD = re.compile(r"[\"']*[A-Za-z][A-Za-z'\u2019-]*(?:(?<=[A-Za-z]{2})/[A-Za-z]+|(?<=\bm)/s)?[.,;:!?\"']*")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _OPERATOR_TOKEN = re.compile(r"[=+*/^<>-]+|\\(?:times|cdot|div|pm|mp|le|ge|leq|geq|neq|ne|lt|gt)")
 # Single letters that are units after a number (`15 m`); any other single letter next to math is a variable (`12 x`).
 _UNIT_LETTERS = frozenset("mgshL")
+_ARTICLES = frozenset("aAI")
+_COMMAND_END = re.compile(r"\\[A-Za-z]+$")
 _TRAILING_PUNCT = re.compile(r"[.,;:!?]+$")
 _LONE_VARIABLE = re.compile(r"[A-Za-z]")
 _MARK = "\x00"
@@ -186,7 +193,7 @@ def _math_spans(text: str) -> tuple[str, list[str]] | None:
     """``text`` with each ``$…$``/``$$…$$``/``\\(…\\)``/``\\[…\\]`` span replaced by a mark, and their contents;
     None when a ``$`` is left unpaired. A ``$`` before a number reads as a currency sign (``$18``) when pairing the
     ``$`` as math leaves one unpaired or pairs prose (``$18 and $20``)."""
-    for attempt in (text, _DOLLAR_CURRENCY.sub("", text)):
+    def pair(attempt: str) -> tuple[str, list[str]] | None:
         contents: list[str] = []
 
         def mark(match: re.Match) -> str:
@@ -194,9 +201,13 @@ def _math_spans(text: str) -> tuple[str, list[str]] | None:
             return f" {_MARK}{len(contents) - 1}{_MARK} "
 
         marked = _SPAN.sub(mark, attempt)
-        if not _STRAY_DOLLAR.search(marked) and not any(_PROSE_IN_MATH.search(_TEXT_WORDS.sub("", c)) for c in contents):
-            return marked, contents
-    return None
+        return None if _STRAY_DOLLAR.search(marked) else (marked, contents)
+
+    as_math = pair(text)
+    if as_math is not None and not any(_PROSE_IN_MATH.search(_TEXT_WORDS.sub("", c)) for c in as_math[1]):
+        return as_math
+    as_currency = _DOLLAR_CURRENCY.sub("", text)
+    return (pair(as_currency) if as_currency != text else None) or as_math
 
 
 def _boxes(text: str, contents: list[str]) -> str | None:
@@ -262,8 +273,12 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
         if kind == "letter":
             prev = tokens[i - 1] if i and kinds[i - 1] == "m" else None
             after = tokens[i + 1] if i + 1 < len(tokens) and kinds[i + 1] == "m" else None
-            unit = tokens[i].rstrip(".,;:!?") in _UNIT_LETTERS and prev and re.fullmatch(r"[\d.,]+", prev) and not (after and _OPERATOR_TOKEN.fullmatch(after))
-            kinds[i] = "m" if (prev or after) and not unit else "w"
+            letter = tokens[i].rstrip(".,;:!?")
+            unit = letter in _UNIT_LETTERS and prev and re.fullmatch(r"[\d.,]+", prev) and not (after and _OPERATOR_TOKEN.fullmatch(after))
+            if letter in _ARTICLES:  # `18 a day`, `I get 12`; but `x + a`, `\cos a`
+                kinds[i] = "m" if any(t and (_OPERATOR_TOKEN.fullmatch(t) or _COMMAND_END.search(t)) for t in (prev, after)) else "w"
+            else:
+                kinds[i] = "m" if (prev or after) and not unit else "w"
     runs: list[list[str]] = []
     suffix: dict[int, str] = {}
     for i, (tok, kind) in enumerate(zip(tokens, kinds)):
@@ -276,7 +291,7 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
         prev = tokens[i - 1] if i and kinds[i - 1] == "m" else None
         # Two operands side by side, with no word between, are no one statement (`12 13`, math-verify reads 25;
         # `1 000`; `72 (8 × 9)`); `3 \sqrt{2}`, `x = 5` are one.
-        if prev is not None and re.search(r"[\d.)\]}%" + _MARK + "]$", prev) and re.match(r"[\d(" + _MARK + "]", tok):
+        if prev is not None and re.search(r"[\d.)\]%" + _MARK + "]$", prev) and re.match(r"[\d(" + _MARK + "]", tok):
             return None
         if prev is None:
             runs.append([])
@@ -322,6 +337,8 @@ def statement_value(candidate: str) -> str | None:
             break
         text = unwrapped
     text = _CURRENCY.sub("", text).strip()
+    if _RANGE.search(text):
+        return None
     values = _values(text)
     if values is None:
         return None
