@@ -46,6 +46,9 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("prefix", "The final answer is 35.", "35", 1, None, "model"),
     ("prefix", "So the answer is: 20", "20", 1, None, "model"),
     ("prefix", "Answer:64", "64", 1, None, "model"),
+    ("gsm8k-marker", "#### 72", "72", 1, None, "model"),
+    ("boxed-in-sentence", "The final answer is: $\\boxed{18}$", "18", 1, 1, "model"),
+    ("boxed-in-sentence", "The final answer is \\(\\boxed{18}\\).", "18", 1, 1, "model"),
     # --- markdown, right
     ("bold", "**18**", "18", 1, None, "model"),
     ("bold", "The answer is **260**.", "260", 1, None, "model"),
@@ -155,6 +158,8 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("boxed-in-sentence", "The answer is $\\boxed{19}$.", "18", 0, 0, "model"),
     ("prefix", "Answer: 541", "540", 0, None, "model"),
     ("sentence", "So, the total number of eggs is 15.", "16", 0, None, "model"),
+    ("gsm8k-marker", "#### 71", "72", 0, None, "model"),
+    ("boxed-in-sentence", "The final answer is \\(\\boxed{17}\\).", "18", 0, 0, "model"),
     ("bold", "**Answer:** 365", "366", 0, None, "model"),
     ("heading", "### Final Answer\n\n695", "694", 0, None, "model"),
     ("code", "`124`", "125", 0, None, "model"),

@@ -112,7 +112,8 @@ def _unwrapped(candidate: str) -> str:
 def one_answer(candidate: str) -> str | None:
     """``candidate`` as ONE math answer to parse, or None when it is several or hides part of itself.
 
-    Invisible characters go, whitespace collapses, outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
+    `statement_value` first reads the one value out of the words and markup around it (None when it states several
+    or hedges); then invisible characters go, whitespace collapses, outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
     are unwrapped, ``,\\!`` between digits becomes ``,`` (``10,\\!000``), a percent sign or word after a number or
     a ``$…$`` span joins it (``$28$ %``, ``28 percent`` -> ``28\\%``), and a number with a currency sign or up to
     three words of units (``$18``, ``\\$16,\\!386.20``, ``12 apples``, ``1,000``) becomes the plain number (not
