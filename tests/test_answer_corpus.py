@@ -10,8 +10,11 @@ sentence), expecting the row's `correct` score. Rows without a box must earn no 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grpo_sweep.rewards import REWARDS
+from grpo_sweep.rewards.answer import equivalent
 from tests.answer_corpus import ROWS, boxed_variant
 
 ISSUE_TABLE = [
@@ -111,3 +114,27 @@ AMBIGUOUS = [
 @pytest.mark.parametrize("answer, want", AMBIGUOUS, ids=[a for a, _ in AMBIGUOUS])
 def test_the_ambiguous_cases_are_decided_as_documented(answer, want):
     assert REWARDS["correct"](completions=[f"<answer>{answer}</answer>"], ground_truth=["72"]) == [want]
+
+
+# --- The reading does not depend on the wrapping: any stack of wrappers around one value pays, a second value does not.
+WRAPPERS = [
+    "**{}**", "__{}__", "`{}`", "${}$", "\\({}\\)", "$\\boxed{{{}}}$", "The answer is {}.", "Final answer: {}",
+    "Answer: {}", "So, {}", "Therefore {}.", "{} (the total)", "### Answer\n{}", "{} apples",
+]
+VALUES = st.sampled_from(["72", "-5", "0.75", "1,250", "\\frac{3}{4}"])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(VALUES, st.lists(st.sampled_from(WRAPPERS), min_size=1, max_size=3, unique=True), st.sampled_from(["13", "$13$", "**13**", "thirteen"]),
+       st.sampled_from([" or {}", ", not {}", " ({})", " and {}", " maybe"]))
+def test_any_wrapping_of_one_value_pays_and_a_second_value_never_does(value, wrappers, other, second):
+    truth = value.replace(",", "")
+    text = value
+    for wrapper in wrappers:
+        if wrapper.startswith("#") and wrapper != wrappers[-1]:
+            continue  # a heading starts the block
+        if "$" in wrapper and ("$" in text or "\\(" in text or "**" in text or "`" in text or " " in text):
+            continue  # math spans hold math, not markdown or sentences
+        text = wrapper.format(text)
+    assert equivalent(text, truth) == 1.0, text
+    assert equivalent(text + second.format(other), truth) == 0.0, text + second.format(other)

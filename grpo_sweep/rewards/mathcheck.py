@@ -82,7 +82,7 @@ def normalise_words(text: str) -> str:
 
 def _unwrap_text(text: str) -> str:
     text = _INVISIBLE.sub("", text).strip()
-    while (unwrapped := _EMPHASIS.sub(r"\2", text)) != text:  # markdown: `**Evelyn**`
+    while (unwrapped := _EMPHASIS.sub(_emphasised, text)) != text:  # markdown: `**Evelyn**`
         text = unwrapped
     text = text.rstrip(".!,;:").strip().strip("$").strip()  # `$\text{Tuesday}$.`
     while True:
@@ -144,7 +144,18 @@ def one_answer(candidate: str) -> str | None:
 
 # --- Reading ONE value out of a short sentence or markdown (`statement_value`) ---
 # Markdown emphasis and code around any text: `**72**`, `__72__`, `*72*`, `` `72` ``. Not `2**3` (an operand before it).
-_EMPHASIS = re.compile(r"(?<![\w*`\\])(\*\*|__|\*|`{1,3})(?=[^\s*_`])(.+?)(?<=[^\s*_`\\])\1(?![\w*`])")
+_EMPHASIS = re.compile(
+    "|".join(
+        rf"(?<![\w{c}\\])({m})(?=[^\s{c}])(.+?)(?<=[^\s{c}\\]){m}(?![\w{c}])"
+        for m, c in ((r"\*\*\*", r"\*"), (r"\*\*", r"\*"), ("__", "_"), (r"\*", r"\*"), ("`{1,3}", "`"))
+    )
+)
+
+
+def _emphasised(match: re.Match) -> str:
+    return next(match.group(i + 1) for i in range(1, len(match.groups()), 2) if match.group(i) is not None)
+
+
 _HEADING = re.compile(r"(?m)^[ \t]{0,3}#{1,6}[ \t]+")
 _SYMBOLS = str.maketrans({"\u2212": "-", "\u00d7": " \\times ", "\u00f7": " \\div ", "\u22c5": " \\cdot ", "\u00b7": " \\cdot ", "\u03c0": "\\pi "})
 # Currency signs next to a number: `\$18`, `US\$ 18`, `€18`, `18 €` (an unescaped `$` is decided in `_math_spans`).
@@ -152,7 +163,7 @@ _CURRENCY = re.compile(r"\\\$\s?(?=[+-]?\.?\d)|[€£¥₹]\s?(?=[+-]?\.?\d)|(?<
 _DOLLAR_CURRENCY = re.compile(r"(?<![\\\w$])\$(?=\s?[+-]?\d[\d,]*(?:\.\d+)?(?![\d.,$\\^_{}]|\s*[=+*/^-]))")
 _SPAN = re.compile(r"\$\$(.+?)\$\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|(?<!\\)\$((?:[^$\\]|\\.)+?)\$")
 _STRAY_DOLLAR = re.compile(r"(?<!\\)\$")
-# A word that is prose inside a math span (`$18 and $20` paired as one span): two letters not after a backslash.
+# A word standing alone inside a math span is prose (`$18 and $20` paired as one span `18 and `): `$` were currency.
 _PROSE_IN_MATH = re.compile(r"(?:(?<=\s)|^)[A-Za-z]{2,}(?=[\s.,;:!?]|$)")
 # `\text{ dollars}` and the like holding words (or nothing) are prose; holding a plain number, that number.
 _TEXT_WORDS = re.compile(
@@ -176,7 +187,8 @@ _HEDGED = re.compile(
 )
 # A range written with a dash between numbers: `12–13`, `12 — 13`.
 _RANGE = re.compile(r"\d\s*[\u2013\u2014]\s*[-+\d.$\\]")
-_PERCENT_WORD = re.compile(r"(?:percent|pct|per\s+cent|percentage\s+points?)\b[.,;:!?]*$", re.IGNORECASE)
+_PERCENT_WORD = re.compile(r"(?:percent|pct|percentage)[.,;:!?]*$", re.IGNORECASE)
+_PER_CENT = re.compile(r"\bper\s+cent\b", re.IGNORECASE)
 _WORD = re.compile(r"[\"']*[A-Za-z][A-Za-z'\u2019-]*(?:(?<=[A-Za-z]{2})/[A-Za-z]+|(?<=\bm)/s)?[.,;:!?\"']*")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _OPERATOR_TOKEN = re.compile(r"[=+*/^<>-]+|\\(?:times|cdot|div|pm|mp|le|ge|leq|geq|neq|ne|lt|gt)")
@@ -257,12 +269,12 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
     if _HEDGED.search(text):
         return None
     inner: list[list[str] | None] = [_values(c, depth + 1) for c in contents]
-    tokens = _explanations(_COLON.sub(": ", text)).split()
-    kinds = []  # "w" prose word, "m" math, "b" boundary
+    tokens = _explanations(_COLON.sub(": ", _PER_CENT.sub("percent", text))).split()
+    kinds = []  # "w" prose word, "m" math, "b" boundary, "p" punctuation alone, "letter" decided below
     for tok in tokens:
         if tok == _BOUNDARY:
             kinds.append("b")
-        elif _TRAILING_PUNCT.fullmatch(tok):
+        elif tok in ".,;:!?":
             kinds.append("p")  # punctuation left alone by a span: `$72$ .`
         elif _WORD.fullmatch(tok) and len(tok.strip("\"'.,;:!?")) > 1:
             kinds.append("w")
@@ -284,10 +296,8 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
     suffix: dict[int, str] = {}
     for i, (tok, kind) in enumerate(zip(tokens, kinds)):
         if kind != "m":
-            if kind == "w" and runs and i and kinds[i - 1] == "m" and _PERCENT_WORD.match(tok):
-                suffix[len(runs) - 1] = "\\%"
-            elif kind == "w" and tok.casefold() == "per" and i + 1 < len(tokens) and tokens[i + 1].casefold().startswith("cent"):
-                suffix[len(runs) - 1] = "\\%" if runs and kinds[i - 1] == "m" else suffix.get(len(runs) - 1, "")
+            if kind == "w" and runs and kinds[i - 1] == "m" and _PERCENT_WORD.fullmatch(tok):
+                suffix[len(runs) - 1] = "\\%"  # `28 percent`, `$28$ pct`
             continue
         prev = tokens[i - 1] if i and kinds[i - 1] == "m" else None
         # Two operands side by side, with no word between, are no one statement (`12 13`, math-verify reads 25;
@@ -325,15 +335,18 @@ def statement_value(candidate: str) -> str | None:
     (``The answer is``, ``Final answer:``, ``Therefore``, a unit word, ``pct``/``percent`` -> ``\\%``, a trailing period),
     currency signs (``$18``, ``\\$18``, ``€18``), thousands separators (``32,349``, ``32,\\!349``, ``32{,}349``),
     ``\\text{…}`` of words, degree marks, a remark in parentheses holding only words (``72 (the total)``). The same
-    value stated twice is one (``**72** ($72$)``); a single letter named beside a value is a name (``the value of
-    $x$ is $5$``). None when: two distinct values are stated (``72 or 73``, ``$11$ and $12$``, ``72 (8 × 9)``, ``72
-    (since 8 × 9 = 72)``: a check is a second statement too), a word hedges, negates, bounds or offers an
-    alternative (``maybe``, ``not``, ``or``, ``about``, ``at least``, ``rounded``) or is a number word (``three``),
-    a ``$`` is left unpaired. Text with no value at all (``Evelyn``, ``C``) is returned as it is.
+    value restated in words is one (``The answer is 72. Final answer: **72**``); a single letter named beside a
+    value is a name (``the value of $x$ is $5$``). None when: two distinct values are stated (``72 or 73``, ``$11$
+    and $12$``, ``72 (since 8 × 9 = 72)``: a check is a second statement too), two values stand side by side with no
+    word between (``12 13``, ``72 (8 × 9)``, ``**72** ($72$)``), a value is said more than twice, a word hedges,
+    negates, bounds or offers an alternative (``maybe``, ``not``, ``or``, ``about``, ``at least``, ``rounded``) or
+    is a number word (``three``), a dash joins two numbers (``72–75``), a ``$`` is left unpaired. Text with no value
+    at all (``Evelyn``, ``C``) is returned as it is.
     """
-    text = _SPACES.sub(" ", _HEADING.sub("", _INVISIBLE.sub("", candidate)).translate(_SYMBOLS)).strip()
+    text = _INVISIBLE.sub("", candidate).replace(_MARK, "").replace(_BOUNDARY, "")  # the reader's own marks
+    text = _SPACES.sub(" ", _HEADING.sub("", text).translate(_SYMBOLS)).strip()
     while True:
-        unwrapped = _EMPHASIS.sub(r"\2", text)
+        unwrapped = _EMPHASIS.sub(_emphasised, text)
         if unwrapped == text:
             break
         text = unwrapped
