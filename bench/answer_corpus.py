@@ -76,6 +76,24 @@ def main() -> None:
                 for f, t in found:
                     print(f"    {kind} [{f}] {t!r}")
     print(f"scoring time (helper warm, comparison cache cleared): {elapsed:.2f} s for {len(got_correct) + len(got_boxed)} completions")
+    from grpo_sweep.rewards.mathcheck import one_answer
+
+    answers = [r[1] for r in rows]
+    start = time.perf_counter()
+    for _ in range(50):
+        for text in answers:
+            one_answer(text)
+    print(f"mathcheck.one_answer: {(time.perf_counter() - start) / (50 * len(answers)) * 1e6:.1f} us per answer (50 x {len(answers)})")
+    crafted = {  # 500 characters each (the longest answer read): nesting, unpaired markers, many tokens
+        "$1 ": 166, "**": 250, "(": 250, "$": 500, "**1** ": 83, "*a ": 166, "_": 500, "(ab ": 125, "**a": 166,
+        "a:": 250, "x ": 250, "1 ": 250, "**$1$** (a) ": 40, "`": 500,
+    }
+    slowest = 0.0
+    for piece, n in crafted.items():
+        start = time.perf_counter()
+        one_answer((piece * n)[:500])
+        slowest = max(slowest, time.perf_counter() - start)
+    print(f"mathcheck.one_answer on {len(crafted)} crafted 500-character inputs: slowest {slowest * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":
