@@ -236,9 +236,9 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
     if is_words(truth):  # no sympy needed: decided here, as mathcheck.compare would
         return 0.0 if candidate is None else (1.0 if normalise_words(candidate) == normalise_words(truth) else 0.0)
     if candidate is not None:
-        one = one_answer(candidate)
-        # A truth with a comma may be of several parts (known only once parsed, in the helper), answered in parts.
-        candidate = one if one is not None or ("," not in truth and ";" not in truth) else candidate
+        # Not one answer: still sent whole, as the truth may be of several parts (`6 \text{ and } 8`; known only
+        # once parsed, in the helper), answered in parts.
+        candidate = one_answer(candidate) or candidate
     return _compare(truth, candidate)
 
 

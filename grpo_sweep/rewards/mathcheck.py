@@ -75,13 +75,16 @@ def is_words(truth: str) -> bool:
 
 
 def normalise_words(text: str) -> str:
-    """Compared form of a word answer: invisible characters, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
+    """Compared form of a word answer: invisible characters, markdown emphasis, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
     punctuation dropped, NFKC, casefolded, whitespace collapsed."""
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", _unwrap_text(text)).casefold()).strip().rstrip(".!,;:").strip()
 
 
 def _unwrap_text(text: str) -> str:
-    text = _INVISIBLE.sub("", text).strip().strip("$").strip()
+    text = _INVISIBLE.sub("", text).strip()
+    while (unwrapped := _EMPHASIS.sub(_emphasised, text)) != text:  # markdown: `**Evelyn**`
+        text = unwrapped
+    text = text.rstrip(".!,;:").strip().strip("$").strip()  # `$\text{Tuesday}$.`
     while True:
         unwrapped = _TEXT_WRAPPER.sub(r"\1", text).strip()
         if unwrapped == text:
@@ -109,7 +112,8 @@ def _unwrapped(candidate: str) -> str:
 def one_answer(candidate: str) -> str | None:
     """``candidate`` as ONE math answer to parse, or None when it is several or hides part of itself.
 
-    Invisible characters go, whitespace collapses, outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
+    `statement_value` first reads the one value out of the words and markup around it (None when it states several
+    or hedges); then invisible characters go, whitespace collapses, outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
     are unwrapped, ``,\\!`` between digits becomes ``,`` (``10,\\!000``), a percent sign or word after a number or
     a ``$…$`` span joins it (``$28$ %``, ``28 percent`` -> ``28\\%``), and a number with a currency sign or up to
     three words of units (``$18``, ``\\$16,\\!386.20``, ``12 apples``, ``1,000``) becomes the plain number (not
@@ -120,7 +124,10 @@ def one_answer(candidate: str) -> str | None:
     (``12 \\text{ (or 11)}``). Lists and sets (``12, 13``) stay: math-verify parses them as sets, which never
     equal a single value (`compare` splits them itself when the truth has several parts).
     """
-    text = _THOUSANDS_THIN.sub(",", _PERCENT.sub(_percent, _unwrapped(candidate)))
+    read = statement_value(candidate)
+    if read is None:
+        return None
+    text = _THOUSANDS_THIN.sub(",", _PERCENT.sub(_percent, _unwrapped(read)))
     if not text:
         return None
     number = _NUMBER_WITH_UNITS.fullmatch(text)
@@ -133,6 +140,234 @@ def one_answer(candidate: str) -> str | None:
     if _DIGIT_IN_TEXT.search(text) and any(ch.isdigit() for ch in _DIGIT_IN_TEXT.sub("", text)):
         return None
     return text
+
+
+# --- Reading ONE value out of a short sentence or markdown (`statement_value`) ---
+# Markdown emphasis and code around any text: `**72**`, `__72__`, `*72*`, `` `72` ``. Not `2**3` (an operand before it).
+_EMPHASIS = re.compile(
+    "|".join(
+        rf"(?<![\w{c}\\])({m})(?=[^\s{c}])(.+?)(?<=[^\s{c}\\]){m}(?![\w{c}])"
+        for m, c in ((r"\*\*\*", r"\*"), (r"\*\*", r"\*"), ("__", "_"), (r"\*", r"\*"), ("`{1,3}", "`"))
+    )
+)
+
+
+def _emphasised(match: re.Match) -> str:
+    return next(match.group(i + 1) for i in range(1, len(match.groups()), 2) if match.group(i) is not None)
+
+
+_HEADING = re.compile(r"(?m)^[ \t]{0,3}#{1,6}[ \t]+")
+_SYMBOLS = str.maketrans({"\u2212": "-", "\u00d7": " \\times ", "\u00f7": " \\div ", "\u22c5": " \\cdot ", "\u00b7": " \\cdot ", "\u03c0": "\\pi "})
+# Currency signs next to a number: `\$18`, `US\$ 18`, `€18`, `18 €` (an unescaped `$` is decided in `_math_spans`).
+_CURRENCY = re.compile(r"\\\$\s?(?=[+-]?\.?\d)|[€£¥₹]\s?(?=[+-]?\.?\d)|(?<=\d)\s?[€£¥₹]")
+_DOLLAR_CURRENCY = re.compile(r"(?<![\\\w$])\$(?=\s?[+-]?\d[\d,]*(?:\.\d+)?(?![\d.,$\\^_{}]|\s*[=+*/^-]))")
+_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|(?<!\\)\$((?:[^$\\]|\\.)+?)\$")
+_STRAY_DOLLAR = re.compile(r"(?<!\\)\$")
+# A word standing alone inside a math span is prose (`$18 and $20` paired as one span `18 and `): `$` were currency.
+_PROSE_IN_MATH = re.compile(r"(?:(?<=\s)|^)[A-Za-z]{2,}(?=[\s.,;:!?]|$)")
+# `\text{ dollars}` and the like holding words (or nothing) are prose; holding a plain number, that number.
+_TEXT_WORDS = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|emph)\s*\{"
+    r"((?:\s*)|[^{}\d\\$]*[A-Za-z]{2}[^{}\d\\$]*|\s*[+-]?\d[\d,]*(?:\.\d+)?\s*)\}"
+)
+_THOUSANDS_BRACED = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
+_DEGREES = re.compile(r"(?<=[\d}])\s*(?:\^\s*\{?\s*\\circ\s*\}?|\u00b0)")
+_UNIT_POWER = re.compile(r"(?<![^\s{])([A-Za-z]{2,})\s*(?:\^\s*\{?\s*[23]\s*\}?|[\u00b2\u00b3])(?![\w])")
+_COLON = re.compile(r"(?<=[A-Za-z]):(?=\S)")
+# Words that hedge, negate, bound or offer an alternative (`maybe 72`, `72, not 73`, `at least 72`, `72 or so`), and
+# number words, a second value (`72 in three days`): the statement is not one exact answer.
+_HEDGED = re.compile(
+    r"(?<![\\A-Za-z])(?:or|not|nor|either|neither|maybe|perhaps|probably|possibly|likely|approx|approximate|approximately"
+    r"|about|around|roughly|nearly|almost|estimated?|estimates?|rounded|rounding|nearest|between|unsure|uncertain|guess"
+    r"|think|believe|suppose|assume|except|unless|but|wait|instead|alternatively|otherwise|over|under|at\s+(?:least|most)|(?:more|less|fewer|greater)"
+    r"\s+than|up\s+to|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundreds?"
+    r"|thousands?|millions?|billions?|trillions?|dozens?|half|halves|twice|double|triple|thirds?|quarters?)(?![A-Za-z])",
+    re.IGNORECASE,
+)
+# A range written with a dash between numbers: `12–13`, `12 — 13`.
+_RANGE = re.compile(r"\d\s*[\u2013\u2014]\s*[-+\d.$\\]")
+_PERCENT_WORD = re.compile(r"(?:percent|pct|percentage)[.,;:!?]*$", re.IGNORECASE)
+_PER_CENT = re.compile(r"\bper\s+cent\b", re.IGNORECASE)
+_WORD = re.compile(r"[\"']*[A-Za-z][A-Za-z'\u2019-]*(?:(?<=[A-Za-z]{2})/[A-Za-z]+|(?<=\bm)/s)?[.,;:!?\"']*")
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_OPERATOR_TOKEN = re.compile(r"[=+*/^<>-]+|\\(?:times|cdot|div|pm|mp|le|ge|leq|geq|neq|ne|lt|gt)")
+# Single letters that are units after a number (`15 m`); any other single letter next to math is a variable (`12 x`).
+_UNIT_LETTERS = frozenset("mgshL")
+_ARTICLES = frozenset("aAI")
+_COMMAND_END = re.compile(r"\\[A-Za-z]+$")
+_TRAILING_PUNCT = re.compile(r"[.,;:!?]+$")
+_LONE_VARIABLE = re.compile(r"[A-Za-z]")
+_MARK = "\x00"
+_BOUNDARY = "\x01"
+
+
+def _math_spans(text: str) -> tuple[str, list[str]] | None:
+    """``text`` with each ``$…$``/``$$…$$``/``\\(…\\)``/``\\[…\\]`` span replaced by a mark, and their contents;
+    None when a ``$`` is left unpaired. A ``$`` before a number reads as a currency sign (``$18``) when pairing the
+    ``$`` as math leaves one unpaired or pairs prose (``$18 and $20``)."""
+    def pair(attempt: str) -> tuple[str, list[str]] | None:
+        contents: list[str] = []
+
+        def mark(match: re.Match) -> str:
+            contents.append(next(g for g in match.groups() if g is not None))
+            return f" {_MARK}{len(contents) - 1}{_MARK} "
+
+        marked = _SPAN.sub(mark, attempt)
+        return None if _STRAY_DOLLAR.search(marked) else (marked, contents)
+
+    as_math = pair(text)
+    if as_math is not None and not any(_PROSE_IN_MATH.search(_TEXT_WORDS.sub("", c)) for c in as_math[1]):
+        return as_math
+    as_currency = _DOLLAR_CURRENCY.sub("", text)
+    return (pair(as_currency) if as_currency != text else None) or as_math
+
+
+def _boxes(text: str, contents: list[str]) -> str | None:
+    """``text`` with each top-level ``\\boxed{…}``/``\\fbox{…}`` replaced by a mark (its content appended to
+    ``contents``); None when one is unbalanced."""
+    out, pos = [], 0
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        if match.start() < pos:
+            continue
+        end = _closing_brace(text, match.end() - 1)
+        if end == -1:
+            return None
+        contents.append(text[match.end() : end])
+        out += [text[pos : match.start()], f" {_MARK}{len(contents) - 1}{_MARK} "]
+        pos = end + 1
+    return "".join(out) + text[pos:]
+
+
+def _explanations(text: str) -> str:
+    """Parentheses holding words (``72 (the total)``, ``(since 8 × 9 = 72)``) are a remark, not part of the math:
+    their brackets become boundaries, so what they hold is read as separate statements."""
+    chars, stack = list(text), []
+    for i, ch in enumerate(text):
+        if ch == "(":
+            stack.append(i)
+        elif ch == ")" and stack:
+            start = stack.pop()
+            if not stack and _PROSE_WORD.search(text, start, i):
+                chars[start] = chars[i] = f" {_BOUNDARY} "
+    return "".join(chars)
+
+
+def _values(text: str, depth: int = 0) -> list[str] | None:
+    """The values stated in ``text``, in order (a math span or box is read inside); None when hedged or malformed."""
+    if depth > 3:
+        return None
+    spans = _math_spans(text)
+    if spans is None:
+        return None
+    text, contents = spans
+    text = _boxes(text, contents)
+    if text is None:
+        return None
+    text = _TEXT_WORDS.sub(lambda m: f" {m.group(1)} ", text)
+    text = _UNIT_POWER.sub(r"\1", _DEGREES.sub("", _THOUSANDS_BRACED.sub(",", text)))
+    if _HEDGED.search(text):
+        return None
+    inner: list[list[str] | None] = [_values(c, depth + 1) for c in contents]
+    tokens = _explanations(_COLON.sub(": ", _PER_CENT.sub("percent", text))).split()
+    kinds = []  # "w" prose word, "m" math, "b" boundary, "p" punctuation alone, "letter" decided below
+    for tok in tokens:
+        if tok == _BOUNDARY:
+            kinds.append("b")
+        elif tok in ".,;:!?":
+            kinds.append("p")  # punctuation left alone by a span: `$72$ .`
+        elif _WORD.fullmatch(tok) and len(tok.strip("\"'.,;:!?")) > 1:
+            kinds.append("w")
+        elif _WORD.fullmatch(tok):
+            kinds.append("letter")
+        else:
+            kinds.append("m")
+    for i, kind in enumerate(kinds):  # a single letter next to math is a variable (`x = 5`, `12 x`), or a unit (`15 m`)
+        if kind == "letter":
+            prev = tokens[i - 1] if i and kinds[i - 1] == "m" else None
+            after = tokens[i + 1] if i + 1 < len(tokens) and kinds[i + 1] == "m" else None
+            letter = tokens[i].rstrip(".,;:!?")
+            unit = letter in _UNIT_LETTERS and prev and re.fullmatch(r"[\d.,]+", prev) and not (after and _OPERATOR_TOKEN.fullmatch(after))
+            if letter in _ARTICLES:  # `18 a day`, `I get 12`; but `x + a`, `\cos a`
+                kinds[i] = "m" if any(t and (_OPERATOR_TOKEN.fullmatch(t) or _COMMAND_END.search(t)) for t in (prev, after)) else "w"
+            else:
+                kinds[i] = "m" if (prev or after) and not unit else "w"
+    runs: list[list[str]] = []
+    suffix: dict[int, str] = {}
+    for i, (tok, kind) in enumerate(zip(tokens, kinds)):
+        if kind != "m":
+            if kind == "w" and runs and kinds[i - 1] == "m" and _PERCENT_WORD.fullmatch(tok):
+                suffix[len(runs) - 1] = "\\%"  # `28 percent`, `$28$ pct`
+            continue
+        prev = tokens[i - 1] if i and kinds[i - 1] == "m" else None
+        # Two operands side by side, with no word between, are no one statement (`12 13`, math-verify reads 25;
+        # `1 000`; `72 (8 × 9)`); `3 \sqrt{2}`, `x = 5` are one.
+        if prev is not None and re.search(r"[\d.)\]%" + _MARK + "]$", prev) and re.match(r"[\d(" + _MARK + "]", tok):
+            return None
+        if prev is None:
+            runs.append([])
+        runs[-1].append(tok)
+    values: list[str] = []
+    for index, run in enumerate(runs):
+        run[-1] = _TRAILING_PUNCT.sub("", run[-1]) or run[-1]
+        joined = " ".join(run).strip()
+        whole = re.fullmatch(_MARK + r"(\d+)" + _MARK + r"[.,;:!?)]*", joined)
+        if whole:
+            found = inner[int(whole.group(1))]
+            if found is None:
+                return None
+            values.extend(v + suffix.get(index, "") for v in found)
+            continue
+        for number, found in enumerate(inner):
+            if (_MARK + str(number) + _MARK) in joined:
+                if found is None or len(found) != 1:
+                    return None
+                joined = joined.replace(_MARK + str(number) + _MARK, found[0])
+        values.append(joined + suffix.get(index, ""))
+    return values
+
+
+def statement_value(candidate: str) -> str | None:
+    """The ONE value a short answer states, however it is wrapped; None when it states several or hedges.
+
+    Read the same way whatever the wrapping: markdown emphasis, code and headings (``**72**``, `` `72` ``,
+    ``### 72``), math spans (``$72$``, ``\\(72\\)``, ``$$72$$``), ``\\boxed{}``/``\\fbox{}``, words around it
+    (``The answer is``, ``Final answer:``, ``Therefore``, a unit word, ``pct``/``percent`` -> ``\\%``, a trailing period),
+    currency signs (``$18``, ``\\$18``, ``€18``), thousands separators (``32,349``, ``32,\\!349``, ``32{,}349``),
+    ``\\text{…}`` of words, degree marks, a remark in parentheses holding only words (``72 (the total)``). The same
+    value restated in words is one (``The answer is 72. Final answer: **72**``); a single letter named beside a
+    value is a name (``the value of $x$ is $5$``). None when: two distinct values are stated (``72 or 73``, ``$11$
+    and $12$``, ``72 (since 8 × 9 = 72)``: a check is a second statement too), two values stand side by side with no
+    word between (``12 13``, ``72 (8 × 9)``, ``**72** ($72$)``), a value is said more than twice, a word hedges,
+    negates, bounds or offers an alternative (``maybe``, ``not``, ``or``, ``about``, ``at least``, ``rounded``) or
+    is a number word (``three``), a dash joins two numbers (``72–75``), a ``$`` is left unpaired. Text with no value
+    at all (``Evelyn``, ``C``) is returned as it is.
+    """
+    text = _INVISIBLE.sub("", candidate).replace(_MARK, "").replace(_BOUNDARY, "")  # the reader's own marks
+    text = _SPACES.sub(" ", _HEADING.sub("", text).translate(_SYMBOLS)).strip()
+    while True:
+        unwrapped = _EMPHASIS.sub(_emphasised, text)
+        if unwrapped == text:
+            break
+        text = unwrapped
+    text = _CURRENCY.sub("", text).strip()
+    if _RANGE.search(text):
+        return None
+    values = _values(text)
+    if values is None:
+        return None
+    stated = [_SPACES.sub("", v) for v in values if v.strip()]
+    distinct = list(dict.fromkeys(stated))
+    if any(stated.count(v) > 2 for v in distinct):
+        return None  # said over and over is not "stated once" (the answer padded with copies of itself)
+    if len(distinct) > 1:
+        named = [v for v in distinct if not _LONE_VARIABLE.fullmatch(v)]
+        distinct = named if len(named) == 1 else distinct
+    if not distinct:
+        return text or None
+    if len(distinct) > 1:
+        return None
+    return next(v for v in values if _SPACES.sub("", v) == distinct[0]).strip()
 
 
 def states_a_value(candidate: str) -> bool:
