@@ -100,11 +100,25 @@ def test_the_model_goes_on_the_training_device_unless_one_is_named(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)  # this process's GPU in a multi-GPU run
     assert RewardModel("m").device() == torch.device("cuda", 3)
     assert RewardModel("m", device="cpu").device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert RewardModel("m", device="cuda:1").device() == torch.device("cuda", 1)
+    with pytest.raises(RewardError, match=r"^reward_mix.rm.model_args.device='cuda:2': this machine has 2 GPU\(s\)"):
+        RewardModel("m", device="cuda:2", term="rm").device()
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     assert RewardModel("m").dtype(torch.device("cuda", 3)) == torch.bfloat16  # auto: the policy's rule
     assert RewardModel("m").dtype(torch.device("cpu")) == torch.float32
     assert RewardModel("m", dtype="float16").dtype(torch.device("cpu")) == torch.float16
+
+
+def test_a_gpu_named_for_the_reward_model_on_a_machine_without_one_is_refused_where_it_trains(rm_dir, monkeypatch):
+    from grpo_sweep.run import validate as validation
+
+    cfg = compose([*FAST, f"+reward_mix.rm.model={rm_dir}", "+reward_mix.rm.model_args.device=cuda:1"])
+    monkeypatch.setattr(validation, "gpu_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"^reward_mix.rm.model_args.device=cuda:1: this machine has no GPU; use "
+                                          r"auto \(the training device\) or cpu$"):
+        validation.check_machine(cfg)
+    validate(cfg)  # the launching machine (a login node) need not have the GPU
 
 
 def test_it_loads_on_the_first_call_in_eval_mode_without_grad(rm_dir):

@@ -162,7 +162,7 @@ def make_reward(term: Term) -> RewardFn:
     A reward model's term: its scorer, the options checked (files only: nothing is loaded)."""
     if term.model:
         options = reward_model.check_options(term.name, term.target, term.model_args)
-        return reward_model.RewardModel(term.target, **options)
+        return reward_model.RewardModel(term.target, **options, term=term.name)
     where = f"reward_mix.{term.name}.factory={term.target}"
     if "." not in term.target and ":" not in term.target:
         raise RewardError(f"{where}: give an import path such as trl.rewards.get_soft_overlong_punishment")

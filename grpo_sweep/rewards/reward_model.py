@@ -108,8 +108,8 @@ class RewardModel:
     is one, else the CPU)."""
 
     def __init__(self, model: str, tokenizer: str | None = None, batch_size: int = 8, device: str = "auto",
-                 dtype: str = "auto", max_length: int | None = None):
-        self.source, self.tokenizer_source = model, tokenizer or model
+                 dtype: str = "auto", max_length: int | None = None, term: str = "<name>"):
+        self.term, self.source, self.tokenizer_source = term, model, tokenizer or model
         self.batch_size, self.device_name, self.dtype_name, self.max_length = batch_size, device, dtype, max_length
         self.model = self.tokenizer = None
         self._lock = threading.Lock()
@@ -121,7 +121,12 @@ class RewardModel:
         import torch
 
         if self.device_name != "auto":
-            return torch.device(self.device_name)
+            device = torch.device(self.device_name)
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if device.type == "cuda" and (device.index or 0) >= count:
+                raise RewardError(f"reward_mix.{self.term}.model_args.device={self.device_name!r}: this machine has "
+                                  f"{count} GPU(s); use auto (the training device), cpu or one of them")
+            return device
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())  # each process of a multi-GPU run: its own
         return torch.device("cpu")
