@@ -18,7 +18,7 @@ from grpo_sweep.run.validate import ConfigError, validate
 
 from .conftest import FAST, ROOT, compose, run_launch
 from .test_gate import assert_one_line_refusal, started_runs
-from .test_hub import hub_env
+from .test_hub import hub_env, place_in_hub_cache
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +226,46 @@ def test_a_hub_reward_model_neither_cached_nor_reachable_is_one_line_naming_the_
         "from this machine: run this launch once on a machine that reaches the hub (it fetches "
         "'org/some-reward-model' into the HF cache the nodes share, $HF_HOME), or use reward_mix.rm.model=<local dir>"))
     assert started_runs(tmp_path) == []
+
+
+def test_a_hub_reward_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(rm_dir, tmp_path):
+    place_in_hub_cache(Path(rm_dir), tmp_path / "hf", "grpo-sweep-test/tiny-rm")
+    out = run_launch(["reward_mix=none", "+reward_mix.rm.model=grpo-sweep-test/tiny-rm", *FAST, "trainer.max_steps=2",
+                      "trainer.save_steps=2"], tmp_path, timeout=300, env=hub_env(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    [summary] = [json.loads(p.read_text()) for p in tmp_path.glob("grpo/runs/*/summary.json")]
+    assert set(summary["test_rewards"]) == {"rm"} and summary["reward_cost"]["rm"]["calls"] == 2
+
+
+def test_a_hub_model_that_is_no_reward_model_is_refused_from_its_cached_config(tmp_path):
+    from grpo_sweep.backends.trl import model_source
+
+    cfg = compose(FAST)
+    place_in_hub_cache(Path(model_source(cfg.model, cfg.data)), tmp_path / "hf", "grpo-sweep-test/tiny-llama")
+    out = run_launch(["+reward_mix.rm.model=grpo-sweep-test/tiny-llama", *FAST], tmp_path, timeout=120,
+                     env=hub_env(tmp_path))
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert_one_line_refusal(out.stderr, "grpo-sweep: reward_mix.rm.model='grpo-sweep-test/tiny-llama' is a "
+                                        "LlamaForCausalLM, not a sequence-classification reward model "
+                                        "(*ForSequenceClassification)")
+    assert started_runs(tmp_path) == []
+
+
+def test_a_reward_model_tokenizer_without_a_chat_template_is_named_on_chat_prompts(rm_dir, tmp_path):
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(rm_dir, bare)
+    config = json.loads((bare / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    for extra in bare.glob("chat_template.*"):
+        extra.unlink()
+    [fn], _ = build_mix({"rm": {"model": str(bare)}})
+    assert fn(prompts=["2 + 3 = "], completions=["5"]) == pytest.approx(direct_scores(rm_dir, ["2 + 3 = 5"]), abs=1e-5)
+    with pytest.raises(Exception, match=r"reward 'rm' raised RewardError: the reward model's tokenizer \(.*bare\) has "
+                                        r"no chat template, but the prompts are conversational"):
+        fn(prompts=[chat("2 + 3?")], completions=[said("5")])
 
 
 def test_training_with_the_reward_model_as_the_only_reward_raises_its_mean(rm_dir, tmp_path):

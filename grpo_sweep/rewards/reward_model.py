@@ -84,9 +84,14 @@ def _check_source(key: str, source: str, model: bool) -> None:
         raise RewardError(f"{key}={source!r}: no such directory")
     if not model:
         return
-    config_file = path / "config.json"
+    check_config_file(key, source, path / "config.json")
+
+
+def check_config_file(key: str, source: str, config_file: Path) -> None:
+    """That ``config_file`` (of the model ``source`` that ``key`` names) is a reward model's: a one-line RewardError
+    otherwise. Also run on a hub model's cached copy once the gate has fetched it."""
     try:
-        config = json.loads(config_file.read_text())
+        config = json.loads(Path(config_file).read_text())
     except FileNotFoundError:
         raise RewardError(f"{key}={source!r} has no config.json: give a directory saved by save_pretrained") from None
     except (OSError, ValueError) as exc:
@@ -152,6 +157,7 @@ class RewardModel:
             model = AutoModelForSequenceClassification.from_pretrained(self.source, dtype=self.dtype(device))
             # the score is read at the last token that is not padding: the model must know the tokenizer's pad (TRL)
             model.config.get_text_config().pad_token_id = tokenizer.pad_token_id
+            tokenizer.truncation_side = "left"  # with max_length: the score sits at the last token, keep the end
             self.tokenizer, self.model = tokenizer, model.to(device).eval().requires_grad_(False)
 
     def texts(self, prompts: list, completions: list) -> list[str]:
@@ -170,8 +176,6 @@ class RewardModel:
 
         self.load()
         truncate = {"truncation": True, "max_length": self.max_length} if self.max_length else {}
-        # the score sits at the last token: truncating keeps the completion's end
-        self.tokenizer.truncation_side = "left"
         scores: list[float] = []
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
@@ -184,6 +188,6 @@ class RewardModel:
     def __call__(self, prompts: list, completions: list, **kwargs) -> list[float]:
         if not completions:
             return []
-        self.load()
+        self.load()  # texts() needs the tokenizer's chat template
         return self.score(self.texts(prompts, completions))
 

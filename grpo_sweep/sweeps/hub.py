@@ -27,7 +27,8 @@ from omegaconf import OmegaConf
 
 from ..adapters.hf_hub import go_offline
 from ..rewards.mix import terms
-from ..rewards.reward_model import hub_sources, is_local
+from ..rewards import RewardError
+from ..rewards.reward_model import check_config_file, hub_sources, is_local
 from ..run.validate import ConfigError
 
 OFFLINE_ENV = "HF_HUB_OFFLINE"
@@ -146,6 +147,19 @@ def _resolve_dataset(repo_id: str, subset: str | None, online: bool) -> None:
         raise ConfigError(f"data.path={repo_id!r} (subset {subset!r}) is {where}: {_ways_out('dataset', repo_id)}")
 
 
+def _check_reward_model(key: str, repo_id: str) -> None:
+    """A hub reward model's cached config.json checked as a local one's is (a sequence classifier, one label)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json")
+    if not isinstance(found, str):  # None, or the cache's record that the repo has no such file
+        raise ConfigError(f"{key}={repo_id!r} has no config.json: it is not a transformers model")
+    try:
+        check_config_file(key, repo_id, Path(found))
+    except RewardError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def resolve_hub(cfg: Any) -> None:
     """Make every hub model and dataset ``cfg`` names available in the HF cache, or raise ConfigError (one line)."""
     global _set_here
@@ -161,6 +175,8 @@ def resolve_hub(cfg: Any) -> None:
             go_offline()  # this process's own loads (a single run trains here) then skip the hub's retries
         if kind == "model":
             _resolve_model(repo_id, online, config_key or "model.name_or_path")
+            if config_key is not None and config_key.endswith(".model"):
+                _check_reward_model(config_key, repo_id)
         else:
             _resolve_dataset(repo_id, subset, online)
         _resolved[key] = None
