@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping
 from . import (REWARDS, RewardError, RewardFn, bind_reward, check_signature, import_callable, required_columns,
                resolve_reward)
 from . import needs as needs_of
+from . import reward_model
 from .guard import guarded
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
@@ -28,13 +29,17 @@ class Term:
     # and factory_args are what it is called with
     factory: bool = False
     factory_args: dict = field(default_factory=dict)
+    # a sequence-classification reward model (rewards/reward_model.py): target is its directory or hub id, and
+    # model_args its options (tokenizer, batch_size, device, dtype, max_length)
+    model: bool = False
+    model_args: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         return f"reward_mix.{self.name}" + (f" ({self.target})" if self.target != self.name else "")
 
 
-TERM_KEYS = ("weight", "fn", "factory", "factory_args", "params", "columns")
+TERM_KEYS = ("weight", "fn", "factory", "factory_args", "model", "model_args", "params", "columns")
 
 
 @dataclass(frozen=True)
@@ -101,28 +106,49 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
             raise RewardError(f"reward_mix.{name}.factory={factory!r}: give an import path such as trl.rewards.get_soft_overlong_punishment")
         if not isinstance(factory_args or {}, Mapping):
             raise RewardError(f"reward_mix.{name}.factory_args={factory_args!r}: give argument: value pairs")
+        model, model_args = term.get("model"), term.get("model_args")
+        kinds = [key for key in ("fn", "factory", "model") if term.get(key) is not None]
+        if model is not None and len(kinds) > 1:
+            raise RewardError(f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns "
+                              f"it) or model (a reward model), not {' and '.join(kinds)}")
+        if model_args is not None and model is None:
+            raise RewardError(f"reward_mix.{name}.model_args without reward_mix.{name}.model: name the reward model "
+                              "they are for")
+        if not isinstance(model_args or {}, Mapping):
+            raise RewardError(f"reward_mix.{name}.model_args={model_args!r}: give option: value pairs, e.g. "
+                              "{batch_size: 16}")
+        if model is not None and term.get("params"):
+            raise RewardError(f"reward_mix.{name}.params: a reward model takes no params; set its options as "
+                              f"reward_mix.{name}.model_args.<option> ({', '.join(reward_model.OPTIONS)})")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise RewardError(f"reward_mix.{name}.model={model!r}: give a local directory or a hub id (org/name) "
+                              "of a reward model")
         out.append(
             Term(
                 name=str(name),
-                target=str(factory or term.get("fn") or name),
+                target=str(model or factory or term.get("fn") or name),
                 weight=float(term.get("weight", 1.0)),
                 params=dict(term.get("params") or {}),
                 columns={str(k): str(v) for k, v in columns.items()},
                 factory=factory is not None,
                 factory_args={str(k): v for k, v in (factory_args or {}).items()},
+                model=model is not None,
+                model_args={str(k): v for k, v in (model_args or {}).items()},
             )
         )
     return out
 
 
 def term_reward(term: Term) -> RewardFn:
-    """The reward function ``term`` names: the built-in or imported one, or what its factory returns.
+    """The reward function ``term`` names: the built-in or imported one, what its factory returns, or its reward
+    model's scorer (not loaded until it is called).
 
     A factory's reward is made once per (factory, args) for inspecting it (validation reads its signature several
     times); training makes its own with `make_reward`, so no state is shared between runs of one process."""
-    if not term.factory:
+    if not term.factory and not term.model:
         return resolve_reward(term.target)
-    key = (term.name, term.target, json.dumps(term.factory_args, sort_keys=True, default=repr))
+    args = term.model_args if term.model else term.factory_args
+    key = (term.name, term.target, term.model, json.dumps(args, sort_keys=True, default=repr))
     if key not in _MADE:
         _MADE[key] = make_reward(term)
     return _MADE[key]
@@ -132,7 +158,11 @@ _MADE: dict[tuple, RewardFn] = {}
 
 
 def make_reward(term: Term) -> RewardFn:
-    """Call ``term``'s factory with its args; a one-line RewardError naming the term if it cannot give a reward."""
+    """Call ``term``'s factory with its args; a one-line RewardError naming the term if it cannot give a reward.
+    A reward model's term: its scorer, the options checked (files only: nothing is loaded)."""
+    if term.model:
+        options = reward_model.check_options(term.name, term.target, term.model_args)
+        return reward_model.RewardModel(term.target, **options, term=term.name)
     where = f"reward_mix.{term.name}.factory={term.target}"
     if "." not in term.target and ":" not in term.target:
         raise RewardError(f"{where}: give an import path such as trl.rewards.get_soft_overlong_punishment")
@@ -244,9 +274,11 @@ def describe_mix(mix: Mapping[str, Any]) -> str:
     lines = [f"reward mix: {len(mix_terms)} reward(s), reward = weighted sum"]
     width = max((len(t.name) for t in mix_terms), default=0)
     for term in mix_terms:
-        source = f"built-in {term.target}" if term.target in REWARDS and not term.factory else term.target
-        if term.factory:
-            source += "(" + ", ".join(f"{k}={v!r}" for k, v in term.factory_args.items()) + ")"
+        builtin = term.target in REWARDS and not term.factory and not term.model
+        source = f"built-in {term.target}" if builtin else f"reward model {term.target}" if term.model else term.target
+        if term.factory or term.model_args:
+            args = term.model_args if term.model else term.factory_args
+            source += "(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
         parts = [f"  {term.name:<{width}}  weight {term.weight:g}", source]
         if term.weight == 0:
             parts.append("(logged only)")
@@ -265,7 +297,7 @@ def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "
     """(reward_funcs, reward_weights) for GRPOConfig/GRPOTrainer, in the mix's order; each reward guarded."""
     funcs, weights = [], []
     for term in check_mix(mix):
-        fn = make_reward(term) if term.factory else resolve_reward(term.target)
+        fn = make_reward(term) if term.factory or term.model else resolve_reward(term.target)
         params = dict(term.params)
         for key in TRAINER_PARAMS:
             if trainer_cfg is not None and key not in params and _accepts(fn, key):

@@ -261,6 +261,10 @@ def check_machine(cfg: Any) -> None:
         except BackendError as exc:
             raise ConfigError(str(exc)) from None
     for term in terms(cfg.reward_mix):
+        device = str(term.model_args.get("device", "auto"))
+        if term.model and not gpu and device.startswith("cuda"):
+            raise ConfigError(f"reward_mix.{term.name}.model_args.device={device}: this machine has no GPU; use "
+                              "auto (the training device) or cpu")
         if needs(term_reward(term)).sandbox:
             isolation = term.params.get("isolation", "namespaces")
             try:

@@ -23,7 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from ..adapters.hf_hub import go_offline
+from ..rewards.mix import terms
+from ..rewards import RewardError
+from ..rewards.reward_model import check_config_file, hub_sources, is_local
 from ..run.validate import ConfigError
 
 OFFLINE_ENV = "HF_HUB_OFFLINE"
@@ -47,17 +52,20 @@ def hub_ids(cfg: Any) -> list[tuple[str, str, str | None]]:
     model = cfg.get("model")
     if model is not None and model.get("tiny") is None:
         name = model.get("name_or_path")
-        if isinstance(name, str) and name and not _local(name):
+        if isinstance(name, str) and name and not is_local(name):
             ids.append(("model", name, None))
     data = cfg.get("data")
-    if data is not None and data.get("source") == "hub" and data.get("path") and not _local(str(data.path)):
+    if data is not None and data.get("source") == "hub" and data.get("path") and not is_local(str(data.path)):
         ids.append(("dataset", str(data.path), data.get("subset")))
     return ids
 
 
-def _local(name: str) -> bool:
-    """A path, not a hub id: it exists, or it is written as a path (a hub id is `name` or `org/name`)."""
-    return Path(name).expanduser().exists() or name.startswith(("/", "./", "../", "~")) or name.count("/") > 1
+def reward_model_ids(cfg: Any) -> list[tuple[str, str]]:
+    """(config key, hub id) for every reward model of the mix (and its tokenizer) that is not on this machine."""
+    mix = cfg.get("reward_mix") or {}
+    mix = OmegaConf.to_container(mix, resolve=True) if OmegaConf.is_config(mix) else mix
+    return [source for term in terms(mix) if term.model
+            for source in hub_sources(term.name, term.target, term.model_args)]
 
 
 def _offline() -> bool:
@@ -65,18 +73,19 @@ def _offline() -> bool:
     return not _set_here and os.environ.get(OFFLINE_ENV, "").lower() in _TRUE
 
 
-def _ways_out(kind: str, repo_id: str) -> str:
-    fix = "model.name_or_path=<local dir>" if kind == "model" else "data.source=file data.path=<local dir or file>"
+def _ways_out(kind: str, repo_id: str, key: str = "model.name_or_path") -> str:
+    fix = f"{key}=<local dir>" if kind == "model" else "data.source=file data.path=<local dir or file>"
     return (f"run this launch once on a machine that reaches the hub (it fetches {repo_id!r} into the HF cache the "
             f"nodes share, $HF_HOME), or use {fix}")
 
 
-def _reachable(kind: str, repo_id: str) -> bool:
-    """Whether the hub answers for ``repo_id`` (False: no network); an id the hub does not know is a ConfigError."""
+def _reachable(kind: str, repo_id: str, key: str | None = None) -> bool:
+    """Whether the hub answers for ``repo_id`` (False: no network); an id the hub does not know is a ConfigError.
+    ``key``: the config key that names it (default: the policy's or the dataset's)."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, HFValidationError, HfHubHTTPError, RepositoryNotFoundError
 
-    key = "model.name_or_path" if kind == "model" else "data.path"
+    key = key or ("model.name_or_path" if kind == "model" else "data.path")
     info = HfApi().model_info if kind == "model" else HfApi().dataset_info
     try:
         info(repo_id, timeout=ETAG_TIMEOUT)
@@ -95,7 +104,7 @@ def _reachable(kind: str, repo_id: str) -> bool:
     return True
 
 
-def _resolve_model(repo_id: str, online: bool) -> None:
+def _resolve_model(repo_id: str, online: bool, key: str = "model.name_or_path") -> None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -106,12 +115,12 @@ def _resolve_model(repo_id: str, online: bool) -> None:
             snapshot_download(repo_id, local_files_only=True)
     except LocalEntryNotFoundError:
         where = "HF_HUB_OFFLINE is set" if _offline() else "the hub cannot be reached from this machine"
-        raise ConfigError(f"model.name_or_path={repo_id!r} is not in the HF cache and {where}: "
-                          f"{_ways_out('model', repo_id)}") from None
+        raise ConfigError(f"{key}={repo_id!r} is not in the HF cache and {where}: "
+                          f"{_ways_out('model', repo_id, key)}") from None
     except OSError as exc:  # a download cut short, a full disk
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"model.name_or_path={repo_id!r} could not be fetched ({first}): "
-                          f"{_ways_out('model', repo_id)}") from None
+        raise ConfigError(f"{key}={repo_id!r} could not be fetched ({first}): "
+                          f"{_ways_out('model', repo_id, key)}") from None
 
 
 # datasets' own download (and preparation into its cache); offline, the cached copy or an error
@@ -138,22 +147,39 @@ def _resolve_dataset(repo_id: str, subset: str | None, online: bool) -> None:
         raise ConfigError(f"data.path={repo_id!r} (subset {subset!r}) is {where}: {_ways_out('dataset', repo_id)}")
 
 
+def _check_reward_model(key: str, repo_id: str) -> None:
+    """A hub reward model's cached config.json checked as a local one's is (a sequence classifier, one label)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json")
+    if not isinstance(found, str):  # None, or the cache's record that the repo has no such file
+        raise ConfigError(f"{key}={repo_id!r} has no config.json: it is not a transformers model")
+    try:
+        check_config_file(key, repo_id, Path(found))
+    except RewardError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def resolve_hub(cfg: Any) -> None:
     """Make every hub model and dataset ``cfg`` names available in the HF cache, or raise ConfigError (one line)."""
     global _set_here
     ids = hub_ids(cfg)
-    for key in ids:
+    # a reward model (or its tokenizer) is fetched like the policy, its errors naming its own key
+    sources = [(key, ("model", repo_id, None)) for key, repo_id in reward_model_ids(cfg)]
+    for config_key, key in [(None, key) for key in ids] + sources:
         if key in _resolved:
             continue
         kind, repo_id, subset = key
-        online = not _offline() and _reachable(kind, repo_id)
+        online = not _offline() and _reachable(kind, repo_id, config_key)
         if not online:
             go_offline()  # this process's own loads (a single run trains here) then skip the hub's retries
         if kind == "model":
-            _resolve_model(repo_id, online)
+            _resolve_model(repo_id, online, config_key or "model.name_or_path")
+            if config_key is not None and config_key.endswith(".model"):
+                _check_reward_model(config_key, repo_id)
         else:
             _resolve_dataset(repo_id, subset, online)
         _resolved[key] = None
-    if ids and not _offline():
+    if (ids or sources) and not _offline():
         os.environ[OFFLINE_ENV] = "1"  # the jobs this process starts read the cache only (see the module's doc)
         _set_here = True
