@@ -14,15 +14,10 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="grpo_sweep_schema", node=Config)
     cs.store(group="hydra/sweeper", name="grpo_optuna", node=GRPOOptunaSweeperConf, provider="grpo_sweep")
-    _replace_submitit_local(cs)
-
-
-def _replace_submitit_local(cs) -> None:
-    """hydra/launcher=submitit_local keeps its name and keys and becomes grpo-sweep's (every run validated first,
-    at most array_parallelism runs at a time). Hydra's plugin scan re-executes each plugin module, which would
-    store the stock entry again over ours; scanning now (it runs once per process) makes this store the last."""
-    from hydra.core.plugins import Plugins
+    # hydra/launcher=submitit_local keeps its name and keys and becomes grpo-sweep's (every run validated first, at
+    # most array_parallelism runs at a time)
     from hydra_plugins.grpo_sweep_launcher.launcher import GrpoLocalQueueConf
 
-    Plugins.instance()
-    cs.store(group="hydra/launcher", name="submitit_local", node=GrpoLocalQueueConf(), provider="grpo_sweep")
+    from .adapters.hydra import store_over_plugin
+
+    store_over_plugin("hydra/launcher", "submitit_local", GrpoLocalQueueConf(), provider="grpo_sweep")

@@ -89,3 +89,112 @@ def test_hf_hub_offline_switch_reaches_what_transformers_and_datasets_ask(monkey
     from transformers.utils import hub
 
     assert hub.is_offline_mode is huggingface_hub.is_offline_mode, where  # transformers asks huggingface_hub
+
+
+def test_hydra_loader_repository_and_basic_sweeper_batches_are_there(tmp_path):
+    from types import SimpleNamespace
+
+    from hydra.core.config_store import ConfigStore
+
+    from grpo_sweep.adapters.hydra import BasicSweeper, is_config_group, store_over_plugin, sweep_jobs_at_first_batch
+
+    from .conftest import CONF
+
+    where = f"{_version('hydra-core')} (adapters/hydra.py)"
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF)))
+    assert is_config_group(loader, "reward_mix") and not is_config_group(loader, "trainer.max_steps"), where
+    # BasicSweeper sets these two as it hands out batches: `overrides` (the sweep split into batches) and
+    # `batch_index` (incremented before each batch is checked)
+    sweep = inspect.getsource(BasicSweeper.sweep)
+    assert "self.overrides = self.split_arguments(" in sweep, where
+    assert sweep.index("self.get_job_batch()") < sweep.index("self.validate_batch_is_legal(batch)"), where
+    assert "self.batch_index += 1" in inspect.getsource(BasicSweeper.get_job_batch), where
+    sweeper = SimpleNamespace(overrides=[[["a=1"], ["a=2"]], [["a=3"]]], batch_index=1)
+    assert sweep_jobs_at_first_batch(sweeper) == [["a=1"], ["a=2"], ["a=3"]]
+    sweeper.batch_index = 2
+    assert sweep_jobs_at_first_batch(sweeper) is None
+    # after the plugin scan, the stored entry is ours
+    store_over_plugin("hydra/launcher", "guard_entry", {"x": 1}, provider="test")
+    assert ConfigStore.instance().load("hydra/launcher/guard_entry.yaml").node.x == 1, where
+
+
+def test_latex2sympy_keeps_the_written_order_of_a_chain():
+    from math_verify import parse
+
+    from grpo_sweep.adapters.latex2sympy import conjuncts_in_order
+
+    chain = parse("$x = 2 = y$", parsing_timeout=None)[0]
+    assert hasattr(chain, "_unsorted_args"), f"{_version('latex2sympy2_extended')}: a parsed chain lost _unsorted_args (adapters/latex2sympy.py)"
+    assert [str(c) for c in conjuncts_in_order(chain)] == ["Eq(x, 2)", "Eq(2, y)"]
+    assert [str(c) for c in chain.args] == ["Eq(2, y)", "Eq(x, 2)"]  # what sympy's sorted args would give
+
+
+def test_submitit_executor_is_set_up_from_the_launchers_params(tmp_path):
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
+
+    from grpo_sweep.adapters.submitit import make_executor
+
+    launcher = LocalLauncher(submitit_folder=str(tmp_path / "%j"), timeout_min=7, cpus_per_task=1, gpus_per_node=0,
+                             tasks_per_node=1, mem_gb=1, nodes=1, name="guard")
+    executor = make_executor(launcher)
+    where = f"{_version('hydra-submitit-launcher')}/{_version('submitit')} (adapters/submitit.py)"
+    assert executor.cluster == "local" and executor.parameters["timeout_min"] == 7, where
+    assert "def launch(" in inspect.getsource(LocalLauncher.__mro__[1]), where
+
+
+PRIVATE = __import__("re").compile(r"^_[a-z][a-z0-9_]*[a-z0-9]$")
+# documented functions of the standard library that happen to start with an underscore
+STDLIB_UNDERSCORED = {"_exit"}
+
+
+def _python_files():
+    from .conftest import ROOT
+
+    for folder in ("grpo_sweep", "hydra_plugins"):
+        yield from sorted((ROOT / folder).rglob("*.py"))
+    yield ROOT / "launch.py"
+
+
+def test_no_private_api_of_another_library_outside_adapters():
+    """Another library's underscored attribute, getattr name or module is used only in grpo_sweep/adapters/, behind a
+    guard test above. An underscored name that grpo-sweep defines itself (a function, an attribute it sets) is its own."""
+    import ast
+
+    from .conftest import ROOT
+
+    own: set[str] = set()
+    trees = {path: ast.parse(path.read_text()) for path in _python_files()}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+            elif isinstance(node, ast.arg):
+                own.add(node.arg)
+    found = []
+    for path, tree in trees.items():
+        if path.is_relative_to(ROOT / "grpo_sweep" / "adapters"):
+            continue
+        where = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            name = None
+            if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                name = node.attr
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr", "setattr") \
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                name = node.args[1].value
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("grpo_sweep"):
+                parts = (node.module or "").split(".") + [alias.name for alias in node.names]
+                name = next((part for part in parts if PRIVATE.match(part)), None)
+                if name is not None:
+                    found.append(f"{where}:{node.lineno} imports {name} of {node.module}")
+                continue
+            if name is not None and PRIVATE.match(name) and name not in own and name not in STDLIB_UNDERSCORED:
+                found.append(f"{where}:{node.lineno} uses .{name}")
+    assert not found, "another library's private API outside grpo_sweep/adapters/: " + "; ".join(found)

@@ -554,12 +554,14 @@ def _value_sides(gold, answer) -> list | None:
     """The sides of an equation ``answer`` that must each equal a value ``gold``; None when not that case,
     [] when ``answer`` is a relation that cannot state a value (an inequality)."""
     from math_verify.grader import is_expr_of_only_symbols
+
+    from ..adapters.latex2sympy import conjuncts_in_order
     from sympy import And, Eq
     from sympy.core.relational import Relational
 
     if isinstance(gold, (Relational, And)) or not isinstance(answer, (Relational, And)):
         return None
-    links = getattr(answer, "_unsorted_args", answer.args) if isinstance(answer, And) else (answer,)
+    links = conjuncts_in_order(answer) if isinstance(answer, And) else (answer,)
     sides = []
     for link in links:
         if not isinstance(link, Eq):

@@ -22,6 +22,7 @@ from typing import Any, Iterator, NoReturn, Sequence
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf, open_dict
 
+from ..adapters.hydra import is_config_group
 from ..backends.gpu_stack import engine_in_process
 from .hub import resolve_hub
 from ..run.resume import ResumeError, check_same_run
@@ -179,7 +180,7 @@ def _plain_value(override: Any, loader: Any) -> bool:
         and override.package is None
         and not override.is_hydra_override()
         and not isinstance(override.value(), (dict, list))  # merged into the node, so the order would matter
-        and not loader.repository.group_exists(override.key_or_group)
+        and not is_config_group(loader, override.key_or_group)
     )
 
 
@@ -242,8 +243,9 @@ def numbered_run_dir(cfg: Any, num: int, memo: dict | None = None) -> Path:
     with open_dict(cfg.hydra.job):
         cfg.hydra.job.num = num
     sweep = cfg.hydra.sweep
-    subdir = str(num) if sweep._get_node("subdir")._value() == "${hydra.job.num}" else str(sweep.subdir)
-    raw = sweep._get_node("dir")._value()
+    unresolved = OmegaConf.to_container(sweep, resolve=False)
+    subdir = str(num) if unresolved["subdir"] == "${hydra.job.num}" else str(sweep.subdir)
+    raw = unresolved["dir"]
     refs = _REFERENCE.findall(raw) if isinstance(raw, str) else []
     if memo is None or not all(_KEY.fullmatch(r) or r.startswith("now:") for r in refs):  # nested: resolve it
         return Path(str(sweep.dir)) / subdir

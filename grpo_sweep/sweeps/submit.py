@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from .gate import Refused
-from ..adapters.submitit import executor_kind, job_arguments, requeue, run_job
+from ..adapters.submitit import executor_kind, job_arguments, make_executor, requeue, run_job
 from ..run.files import write_json_atomic
 from ..run.results import record_failure
 from .resubmit import JOBS, describe, skipped_runs
@@ -131,22 +131,6 @@ def record_jobs(sweep_dir: Path, entries: list[dict], unless_known: Sequence[dic
     write_json_atomic(path, {"sweep_dir": str(sweep_dir), "jobs": sorted(jobs, key=lambda e: e["num"])})
 
 
-def _executor(launcher: Any):
-    """The submitit executor, parameterised exactly as hydra-submitit-launcher does it."""
-    import submitit
-    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-
-    kind = executor_kind(launcher)
-    params = dict(launcher.params)
-    init = {"folder": params.pop("submitit_folder")}
-    if "max_num_timeout" in params:
-        init[f"{kind}_max_num_timeout"] = params.pop("max_num_timeout")
-    executor = submitit.AutoExecutor(cluster=kind, **init)
-    base = set(OmegaConf.structured(BaseQueueConf).keys())
-    executor.update_parameters(**{k if k in base else f"{kind}_{k}": v for k, v in params.items()})
-    return executor
-
-
 def lost_run_return(overrides: Sequence[str], run_dir: Path, error: str, detail: str):
     """A run whose process died without a result: record it as a failed run, like a run that raised (a failure
     the run recorded itself is kept), and return what a failed run returns to the sweeper."""
@@ -217,7 +201,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: resources and every run, or nothing is queued
     log.info("validated %d runs in %.2f s", len(run_dirs), time.perf_counter() - started)
 
-    executor = _executor(launcher)
+    executor = make_executor(launcher)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     nums = list(range(initial_job_idx, initial_job_idx + len(job_overrides)))
     skipped = skipped_runs(sweep_dir, nums, run_dirs, slurm=executor_kind(launcher) == "slurm")

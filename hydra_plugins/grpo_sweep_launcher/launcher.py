@@ -32,7 +32,8 @@ from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 
-from grpo_sweep.adapters.hydra import BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf
+from grpo_sweep.adapters.hydra import (BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf,
+                                       sweep_jobs_at_first_batch)
 from grpo_sweep.adapters.submitit import executor_kind
 from grpo_sweep.sweeps.gate import GatedLauncher
 
@@ -129,12 +130,11 @@ class GrpoBasicSweeper(BasicSweeper):
         # Hydra composes each batch here only to see that it composes, then drops it (~0.1 s a run), and a later
         # batch only after the earlier ones ran. The gate plans every batch before the first (the first call), and
         # the launcher, when it is one of grpo-sweep's, keeps that plan and composes nothing again.
-        if self.batch_index != 1:
+        every = sweep_jobs_at_first_batch(self)
+        if every is None:
             return
         from grpo_sweep.sweeps.gate import Refused, plan_runs, stop
 
-        assert self.overrides is not None
-        every = [job for jobs in self.overrides for job in jobs]
         try:
             plan_runs(self.launcher, every, 0, config=self.config, loader=self.hydra_context.config_loader)
         except Refused as exc:
