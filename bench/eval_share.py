@@ -29,7 +29,7 @@ from record import record  # noqa: E402
 SETTINGS = {
     "smoke": [],  # the main job as it ships: 120 steps, evaluations at 0, 40, 80 (+ final)
     # the walkthrough's 6 x 768-token completions on the tiny model: 40 steps, an evaluation at 0 and 20 (+ final)
-    "standard": ["trainer=standard", "model.max_seq_length=1024", "trainer.max_steps=40", "trainer.save_steps=40", "trainer.eval.every_steps=20",
+    "standard": ["experiment=gpu", "model.max_seq_length=1024", "trainer.max_steps=40", "trainer.save_steps=40", "trainer.eval.every_steps=20",
                  "trainer.bf16=false", "trainer.torch_threads=1", "trainer.mask_truncated_completions=false",
                  "data.max_val_samples=32", "data.max_test_samples=32"],
 }

@@ -111,7 +111,7 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         "data=arithmetic",
         "reward_mix=smoke",
         "reward_mix.xmlcount.weight=1",  # a random model: only the dense format reward moves it in 10 steps
-        "trainer=standard",
+        "experiment=gpu",
         "trainer.bf16=null",  # bf16 where the GPU has it
         "trainer.mask_truncated_completions=false",  # a random model never stops: masking would zero the loss
         f"trainer.max_steps={steps}",

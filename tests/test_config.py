@@ -94,12 +94,19 @@ def test_defaults_are_the_cpu_main_job():
         k: v for entry in defaults if isinstance(entry, dict) for k, v in entry.items()}.items()
 
 
-def test_standard_trainer_takes_the_walkthroughs_optimizer_and_lora_unless_told_otherwise():
-    cfg = compose(["trainer=standard"])
+def test_a_trainer_option_sets_trainer_values_only_and_the_gpu_experiment_bundles_the_rest():
+    """trainer=standard changes no other group; experiment=gpu picks the walkthrough's optimizer and LoRA too, and
+    the command line still wins over it."""
+    default, standard = compose([]), compose(["trainer=standard"])
+    assert standard.trainer.max_completion_length == 768 and standard.trainer.save_steps == 25
+    for group in default:
+        if group != "trainer":
+            assert standard[group] == default[group], group
+    cfg = compose(["experiment=gpu"])
     o = cfg.optimizer
     assert (o.optim, o.learning_rate, o.lr_scheduler_type, o.warmup_steps, o.max_grad_norm) == ("adamw_torch", 5e-6, "cosine", 0.1, 0.1)
-    assert (cfg.lora.r, cfg.lora.alpha) == (16, 32)
-    cfg = compose(["trainer=standard", "optimizer=smoke", "lora=wide"])
+    assert (cfg.lora.r, cfg.lora.alpha) == (16, 32) and cfg.trainer == standard.trainer
+    cfg = compose(["experiment=gpu", "optimizer=smoke", "lora=wide"])
     assert (cfg.optimizer.learning_rate, cfg.optimizer.lr_scheduler_type, cfg.lora.r) == (3e-4, "constant", 64)
 
 
