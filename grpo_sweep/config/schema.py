@@ -11,7 +11,6 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
-WALKTHROUGH_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 @dataclass
@@ -74,28 +73,31 @@ class ModelConfig:
 
 @dataclass
 class LoraConfig:
-    enabled: bool = True
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
+    """The values are conf/lora/'s (default.yaml, which the other options build on): one source."""
+
+    enabled: bool = MISSING
+    r: int = MISSING
+    alpha: int = MISSING
+    dropout: float = MISSING
     # a list of module names, or "all-linear"
-    target_modules: Any = field(default_factory=lambda: list(WALKTHROUGH_TARGET_MODULES))
-    bias: str = "none"
+    target_modules: Any = MISSING
+    bias: str = MISSING
 
 
 @dataclass
 class OptimizerConfig:
-    """Mapped 1:1 onto GRPOConfig (transformers TrainingArguments) fields of the same name."""
+    """Mapped 1:1 onto GRPOConfig (transformers TrainingArguments) fields of the same name. The values are
+    conf/optimizer/'s (adamw_torch.yaml, which the other options build on): one source."""
 
-    optim: str = "adamw_torch"
-    learning_rate: float = 5e-6
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.99
-    weight_decay: float = 0.1
+    optim: str = MISSING
+    learning_rate: float = MISSING
+    adam_beta1: float = MISSING
+    adam_beta2: float = MISSING
+    weight_decay: float = MISSING
     # an int is a step count, a float in [0, 1) a ratio of max_steps (transformers 5 dropped warmup_ratio)
-    warmup_steps: float = 0.1
-    lr_scheduler_type: str = "cosine"
-    max_grad_norm: float = 0.1
+    warmup_steps: float = MISSING
+    lr_scheduler_type: str = MISSING
+    max_grad_norm: float = MISSING
 
 
 @dataclass
