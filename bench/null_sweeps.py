@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from record import record  # noqa: E402
 
-from grpo_sweep.sweeps.simulate import (QUESTIONS, SEEDS, batch_verdicts, old_verdicts,  # noqa: E402
+from grpo_sweep.sweeps.simulate import (QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts,  # noqa: E402
                                         rounded_objectives, simulate)
 from grpo_sweep.sweeps.stats import RunRecord, compare  # noqa: E402
 
@@ -79,7 +79,7 @@ def main() -> None:
             row = {"configs": k, "seeds": seeds}
             val, test = simulate(rng, n, k, seeds, QUESTIONS)
             row["per_run_sd"] = round(float(test.mean(-1).std(2, ddof=1).mean()), 4)
-            row["old"] = float(old_verdicts(test.mean(-1)).any_false().mean())
+            row["old"] = float(uncorrected_verdicts(test.mean(-1)).any_false().mean())
             row["questions"] = float(batch_verdicts(val, test).any_false().mean())
             row["summary"] = float(batch_verdicts(val.mean(-1), test, questions=False).any_false().mean())
             if args.check:
@@ -88,11 +88,11 @@ def main() -> None:
                     checked += args.check
             val, test = simulate(rng, n, k, seeds, SEEDS)
             row["seeds_noise_per_run_sd"] = round(float(test.mean(-1).std(2, ddof=1).mean()), 4)
-            row["seeds_noise_old"] = float(old_verdicts(test.mean(-1)).any_false().mean())
+            row["seeds_noise_old"] = float(uncorrected_verdicts(test.mean(-1)).any_false().mean())
             row["seeds_noise_questions"] = float(batch_verdicts(val, test).any_false().mean())
             row["seeds_noise_summary"] = float(batch_verdicts(val.mean(-1), test, questions=False).any_false().mean())
             objectives = rounded_objectives(rng, n, k, seeds)
-            row["issue_old"] = float(old_verdicts(objectives).any_false().mean())
+            row["issue_old"] = float(uncorrected_verdicts(objectives).any_false().mean())
             row["issue_summary"] = float(batch_verdicts(objectives, objectives, questions=False).any_false().mean())
             val, test = simulate(rng, n, k, seeds, QUESTIONS)
             val[:, 0], test[:, 0] = 0.0, 0.0
@@ -107,12 +107,12 @@ def main() -> None:
             q = batch_verdicts(val, test)
             row = {"configs": k, "seeds": seeds, "true_difference": shift,
                    "measured_difference": round(float(test[:, 0].mean() - test[:, 1:].mean()), 4),
-                   "old": float((old_verdicts(test.mean(-1)).calls[:, 0] == -1).mean()),
+                   "old": float((uncorrected_verdicts(test.mean(-1)).calls[:, 0] == -1).mean()),
                    "questions": float((q.calls[:, 0] == -1).mean()),
                    "summary": float((batch_verdicts(val.mean(-1), test, questions=False).calls[:, 0] == -1).mean()),
                    "questions_false_among_equal": float(q.any_false(others).mean())}
             objectives = rounded_objectives(rng, n, k, seeds, shifts={0: shift})
-            row["issue_old"] = float((old_verdicts(objectives).calls[:, 0] == -1).mean())
+            row["issue_old"] = float((uncorrected_verdicts(objectives).calls[:, 0] == -1).mean())
             row["issue_summary"] = float((batch_verdicts(objectives, objectives, questions=False).calls[:, 0]
                                           == -1).mean())
             power.append(row)

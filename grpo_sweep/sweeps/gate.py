@@ -187,12 +187,12 @@ def _plain_value(override: Any, loader: Any) -> bool:
 def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]]) -> Iterator[Any]:
     """Yield each run's config, as ``loader.load_sweep_config(master, overrides)`` composes it, for a batch.
 
-    A compose is ~0.1 s (defaults tree, YAML, merging onto the schema): 3 s for 32 runs. Runs that differ from an
-    earlier one only in plain values (lora.r=8 / lora.r=16, seeds) are the same composition with other values, which
-    Hydra sets after merging (``_apply_overrides_to_config``); such a run is the earlier run's config with its own
-    values, hydra.overrides.task and override_dirname set as Hydra sets them (~1 ms). Config groups, +/++/~, dicts,
+    A compose is slow (defaults tree, YAML, merging onto the schema) and a sweep has many runs. Runs that differ from
+    an earlier one only in plain values (lora.r=8 / lora.r=16, seeds) are the same composition with other values,
+    which Hydra sets after merging (``adapters.hydra.apply_overrides``); such a run is the earlier run's config with
+    its own values, hydra.overrides.task and override_dirname set as Hydra sets them. Config groups, +/++/~, dicts,
     lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
-    The earlier config is reused, not copied (a copy costs 6-10 ms): a yielded config holds until the next one.
+    The earlier config is reused, not copied (a copy is slow too): a yielded config holds until the next one.
     """
     from ..adapters.hydra import apply_overrides, overrides_dirname
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -200,8 +200,8 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
 
     parser = OverridesParser.create()
     composed: dict[tuple, Any] = {}
-    # Hydra's override grammar (ANTLR) costs ~1 ms an override; a sweep repeats the same few lines in every run
-    # (1,000 runs: 5,000 parses of 25 lines), and a parsed override is only read afterwards
+    # Hydra's override grammar (ANTLR) is slow, a sweep repeats the same few lines in every run, and a parsed
+    # override is only read afterwards: each distinct line is parsed once
     lines: dict[str, Any] = {}
     for overrides in job_overrides:
         for line in overrides:
@@ -236,7 +236,7 @@ def numbered_run_dir(cfg: Any, num: int, memo: dict | None = None) -> Path:
     """Give a composed sweep job its number, as the launcher will, and return its run directory.
 
     ``memo`` (one dict for the runs of one sweep) spares resolving ``hydra.sweep.dir`` again for each run: each
-    resolution runs OmegaConf's interpolation grammar (~2 ms; 1,000 runs: a fifth of the gate's time), and the sweep
+    resolution runs OmegaConf's interpolation grammar (slow, once per run of a large sweep), and the sweep
     dir is the same string for every run whose referenced keys have the same values (``now`` is one time for the
     whole sweep: Hydra copies the master config's resolver cache into each run's config).
     """

@@ -60,8 +60,8 @@ def run_name(run_dir: Path, sweep_dir: Path) -> str:
 
 
 def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
-    """The last logged step: read from the end of metrics.jsonl (a long run's file is hundreds of KB; 1,000 of
-    them were half a second of the status command), the whole file only when its tail holds no step."""
+    """The last logged step: read from the end of metrics.jsonl (a long run's file is hundreds of KB, and the status
+    command reads one per run), the whole file only when its tail holds no step."""
     path = run_dir / METRICS
     try:
         with path.open("rb") as f:

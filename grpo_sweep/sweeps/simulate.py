@@ -9,8 +9,8 @@ configuration. Outcomes are Bernoulli. ``QUESTIONS`` is calibrated so a run's te
 seeds at accuracy 0.6, like the built-in task's runs.
 
 ``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and ``critical``; a test
-checks they agree), and ``old_verdicts`` the procedure before it (paired t against the best, no correction), kept to
-measure the change.
+checks they agree), and ``uncorrected_verdicts`` the naive procedure (a paired t of each configuration against the
+best, no correction for choosing the best or for the number of pairs), the baseline the benchmark measures against.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def simulate(rng: np.random.Generator, sweeps: int, k: int, seeds: int, noise: N
 
 def rounded_objectives(rng: np.random.Generator, sweeps: int, k: int, seeds: int, sd: float = 0.03,
                        mean: float = 0.6, questions: int = 64, shifts: dict[int, float] | None = None) -> np.ndarray:
-    """The issue's summary-only null: objectives ~ N(mean, sd) rounded to 1/questions, (sweeps, k, seeds)."""
+    """A null from summaries alone: objectives ~ N(mean, sd) rounded to 1/questions, (sweeps, k, seeds)."""
     offset = np.zeros(k)
     for c, shift in (shifts or {}).items():
         offset[c] = shift
@@ -142,9 +142,9 @@ def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, ques
     return Verdicts(calls, reference)
 
 
-def old_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdicts:
-    """The procedure before issue 21: rank by the per-run values themselves, compare each configuration with the
-    best mean by a paired t over seeds (n - 1 df), no multiplicity correction. ``values``: (sweeps, k, seeds)."""
+def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdicts:
+    """The naive procedure: rank by the per-run values themselves, compare each configuration with the best mean by a
+    paired t over seeds (n - 1 df), no multiplicity correction. ``values``: (sweeps, k, seeds)."""
     from .stats import t_quantile
 
     sweeps, k, seeds = values.shape

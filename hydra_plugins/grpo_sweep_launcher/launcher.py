@@ -127,7 +127,7 @@ class GrpoBasicSweeper(BasicSweeper):
     gates_sweep = True
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        # Hydra composes each batch here only to see that it composes, then drops it (~0.1 s a run), and a later
+        # Hydra composes each batch here only to see that it composes, then drops it (a compose a run), and a later
         # batch only after the earlier ones ran. The gate plans every batch before the first (the first call), and
         # the launcher, when it is one of grpo-sweep's, keeps that plan and composes nothing again.
         every = sweep_jobs_at_first_batch(self)
