@@ -270,11 +270,8 @@ def test_length_pays_for_length_by_design():
     ],
     ids=["think-answer-pairs", "many-closers", "deep-think", "deep-boxed", "many-boxed", "many-blocks"],
 )
-def test_pathological_layouts_cost_linear_time(text):
-    import time
-
+def test_pathological_layouts_earn_nothing(text):
+    """How long they take is measured in bench/pathological_inputs.py (linear in the input)."""
     for name in ("correct", "boxed", "int", "format", "strict_format", "soft_format", "xmlcount"):
-        start = time.perf_counter()
         (value,) = REWARDS[name](completions=[text], ground_truth=[TRUTH])
-        assert time.perf_counter() - start < 1.0, name
         assert value == 0.0 or name == "xmlcount", name  # xmlcount credits a tag that appears once, by design

@@ -127,17 +127,16 @@ def test_preempted_job_resumes_from_its_checkpoint_in_its_run_dir(tmp_path):
 
 def test_detached_sweep_with_a_failing_run_reports_it_while_the_other_finishes(tmp_path):
     flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
-    started = time.time()
     out = run_launch(["-m", *SLURM, "hydra.launcher.detach=true", *flaky, "+reward_mix.flaky.params.fail=false,true",
                       *FAST], tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert time.time() - started < 60  # it does not wait for the jobs
     sweep_dir = _sweep_dir(tmp_path)
     ids = [j["job_id"] for j in _jobs(sweep_dir)]
     assert f"Submitted 2 jobs: {', '.join(ids)}" in out.stdout and str(sweep_dir) in out.stdout
 
     first = subprocess.run([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep_dir)], capture_output=True, text=True,
                            cwd=ROOT, env={**os.environ, **ENV})
+    # it did not wait for the jobs: they are still queued or running when it returns
     assert first.returncode == 0 and "All runs ended" not in first.stdout
     assert any(state in first.stdout for state in ("pending", "running"))
 
