@@ -1,6 +1,8 @@
 """`python launch.py` as a user runs it: the main job, and a -m grid ending in a table."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from .conftest import FAST, ROOT, run_launch
@@ -13,6 +15,7 @@ README_TEST_BEFORE = 0.359375  # 23 of the 64 test questions
 README_VAL_BEFORE = 0.328125  # 21 of the 64 validation questions
 
 
+@pytest.mark.slow
 def test_main_job_starts_from_the_shipped_model_and_learns(tmp_path):
     """The README's main job: the shipped base model (its sha256), the README's before-training accuracies exactly,
     then GRPO lifts validation and test accuracy, and the lines the README shows are printed."""

@@ -203,6 +203,7 @@ def _rewards(sweep_dir: Path) -> dict:
             for d in sorted(sweep_dir.iterdir()) if (d / "metrics.jsonl").exists()}
 
 
+@pytest.mark.slow
 def test_pool_runs_several_runs_per_worker_with_the_same_results(tmp_path):
     """hydra/launcher=pool: 2 workers for 3 runs, so one worker runs 2 and pays the imports once; the results are
     those of the default launcher, step by step, and no progress bars interleave."""
@@ -293,6 +294,7 @@ def test_compose_runs_matches_hydra_composing_every_run():
     assert got == want  # the job's values, hydra.overrides and override_dirname, the run dir
 
 
+@pytest.mark.slow
 def test_pool_survives_a_run_that_kills_its_worker(tmp_path):
     """A run kills its worker process (as the OOM killer would): it is recorded as failed, every other run
     completes, the table shows it, and the exit code says a run failed."""

@@ -1,6 +1,8 @@
 """No API key or token in any file a run writes, even when a reward logs one or an error quotes one."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from .conftest import FAST, run_launch
@@ -8,6 +10,7 @@ from .conftest import FAST, run_launch
 SECRETS = {"WANDB_API_KEY": "fake-wandb-key-0123456789abcdef", "HF_TOKEN": "hf_FakeToken0123456789"}
 
 
+@pytest.mark.slow
 def test_real_runs_write_no_secrets(tmp_path):
     leaky = ["+reward_mix.leaky.fn=tests.reward_plugins.leaks_secrets", "+reward_mix.leaky.weight=0.1"]
     # W&B offline too: its run files must not carry the key either

@@ -73,6 +73,7 @@ def test_status_reports_a_half_written_summary_and_the_other_runs(tmp_path):
     assert "summary.json" in text.split("run 1 unreadable", 1)[1].splitlines()[1]
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_in_its_dir_with_every_step_once(tmp_path):
     """SIGKILL mid-run, then the same command with the same run dir: it continues from the checkpoint."""
     run_dir = tmp_path / "run"

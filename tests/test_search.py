@@ -103,6 +103,7 @@ def study_trials(study_dir: Path):
     return optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"])).trials
 
 
+@pytest.mark.slow
 def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     first = run_study(tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -250,6 +251,7 @@ DESIGN_ARGS = [
 ]
 
 
+@pytest.mark.slow
 def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_path):
     from grpo_sweep.sweeps.runs import read_study_file
     from grpo_sweep.search.report import reproduce_command

@@ -84,6 +84,7 @@ def test_status_of_many_jobs_is_a_summary_line_then_the_runs_not_done_from_one_s
     assert len([line for line in everything.splitlines() if re.match(r"\d+ +4242_", line)]) == n
 
 
+@pytest.mark.slow
 def test_rerunning_a_sweep_queues_only_the_runs_that_did_not_finish(tmp_path, fake_slurm):
     env, scripts, states, calls = fake_slurm
     sweep = ["-m", "hydra/launcher=slurm", *CPU_JOB, "hydra.launcher.detach=true", "reward_mix=format,correct",

@@ -173,6 +173,7 @@ def test_composing_and_validating_unsloth_configs_stays_light():
 # -- a real run through Unsloth's CPU fallback ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_unsloth
 def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
     result = run_launch(["backend=unsloth", *FAST], tmp_path)
@@ -290,6 +291,7 @@ def _trained_in_one_process_with_unsloth_first(records: list[dict]) -> None:
     assert trainers[0]["trainers"] == ["UnslothGRPOTrainer", "UnslothGRPOTrainer"]
 
 
+@pytest.mark.slow
 @needs_unsloth
 def test_two_trials_of_a_study_in_one_worker_import_unsloth_first_and_train_with_the_same_trainer(tmp_path):
     _trained_in_one_process_with_unsloth_first(_probe_launch(tmp_path, [
@@ -298,6 +300,7 @@ def test_two_trials_of_a_study_in_one_worker_import_unsloth_first_and_train_with
     ]))
 
 
+@pytest.mark.slow
 @needs_unsloth
 @pytest.mark.parametrize("launcher", ["local", "pool"])
 def test_two_runs_of_a_grid_in_one_process_import_unsloth_first_and_train_with_the_same_trainer(tmp_path, launcher):

@@ -40,6 +40,7 @@ def wandb_sweep(tmp_path_factory):
     return sweep_dir, out
 
 
+@pytest.mark.slow
 def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
     sweep_dir, out = wandb_sweep
     run_dirs = sorted(p for p in sweep_dir.iterdir() if (p / "summary.json").exists())
@@ -99,6 +100,7 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
     assert out.stdout.count("upload it with: wandb sync") == 4
 
 
+@pytest.mark.slow
 def test_resumed_run_continues_the_same_wandb_run_and_no_secret_is_written(tmp_path):
     """Credentials exist but the server cannot be reached: offline fallback, never a crash; the second start in
     the same run dir continues the same W&B run; the key appears in no file the runs wrote."""
@@ -181,6 +183,7 @@ def test_swept_keys_come_from_multirun_yaml(tmp_path):
     assert swept_keys(None) == set()
 
 
+@pytest.mark.slow
 def test_the_sweep_verdicts_are_one_more_run_of_its_group(wandb_sweep):
     """The sweep table's verdicts (verdicts.json, the same comparisons) reach W&B as a `verdicts` run in the group."""
     sweep_dir, out = wandb_sweep
@@ -197,6 +200,7 @@ def test_the_sweep_verdicts_are_one_more_run_of_its_group(wandb_sweep):
     assert "W&B: verdicts of 2 configurations logged to group" in out.stdout
 
 
+@pytest.mark.slow
 def test_sweep_ends_with_a_report_with_plots(wandb_sweep):
     """The same real sweep: report.md and PNGs written at the end of the sweep, from the run dirs alone."""
     sweep_dir, out = wandb_sweep
@@ -253,6 +257,7 @@ def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path
     assert {failed.group, done.group} == {"g1"} and {failed.job_type, done.job_type} == {"trial"}
 
 
+@pytest.mark.slow
 def test_no_token_in_any_file_of_the_sweep(wandb_sweep):
     """Every file the sweep wrote (run dirs, W&B files, tables, report) is free of the secret in the environment."""
     sweep_dir, out = wandb_sweep
@@ -288,6 +293,7 @@ def test_history_goes_through_transformers_only_into_a_run_that_started(tmp_path
     assert RunLogger().report_to() == []
 
 
+@pytest.mark.slow
 def test_trls_own_completions_table_replaces_ours_when_asked(tmp_path):
     """trainer.args.log_completions=true (TRL's name, passed through): TRL logs its table into the same W&B run at
     every logging step (and a parquet file per step), and grpo-sweep's every-N table steps aside."""
