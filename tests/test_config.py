@@ -35,7 +35,18 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
         overrides.append("model.max_seq_length=1024")  # the walkthrough's 256 + 768 tokens
     if group == "reward_mix" and option == "unsloth_gsm8k":
         overrides.append(f"data.system_prompt='{REASONING_PROMPT}'")  # its tags: the default prompt asks for <think>
-    validate(compose(overrides))  # config-level checks; what the machine must have is check_machine's, on it
+    cfg = compose(overrides)
+    validate(cfg)  # config-level checks; what the machine must have is check_machine's, on it
+    # and the composed config holds every value the option's file sets (a bundle's at the top level, a group
+    # option's under its group), but for what this test overrode
+    node = OmegaConf.load(CONF / group / f"{option}.yaml")
+    node.pop("defaults", None)
+    composed = flat(OmegaConf.to_container(cfg, resolve=False))
+    prefix = "" if group in BUNDLES else f"{group}."
+    overridden = {o.split("=")[0] for o in overrides[1:]}
+    for key, value in flat(OmegaConf.to_container(node, resolve=False)).items():
+        if key and not key.startswith("hydra.") and prefix + key not in overridden:
+            assert composed.get(prefix + key) == value, (prefix + key, composed.get(prefix + key), value)
 
 
 # the Unsloth notebook's system prompt, which experiment=gsm8k_qwen0_5b sets for reward_mix=unsloth_gsm8k
