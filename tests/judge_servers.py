@@ -130,11 +130,16 @@ class JudgeServer:
     def __exit__(self, *exc) -> None:
         async def stop():
             await self._runner.cleanup()
+            handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]  # a hanging one's
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
 
 def scored(score: Callable[[str], str]) -> Handler:

@@ -291,6 +291,21 @@ def test_a_judge_served_by_transformers_serve_with_the_tiny_model_trains(tmp_pat
     assert sum(r["judge/tiny/failures"] for r in rows) < 8 and all(0 <= r["rewards/tiny/mean"] <= 1 for r in rows)
 
 
+def test_training_goes_on_when_the_judge_hangs(tmp_path):
+    """Every sample None (TRL logs the step's reward as None): the run finishes, each call cut at the deadline."""
+    with JudgeServer(hang) as server:
+        out = run_launch(["reward_mix=none", *judge_term("judge", server.base_url, "model=m", "timeout=5",
+                                                         "deadline=0.3"), *FAST, "trainer.max_steps=2",
+                          "trainer.save_steps=2"], tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["test_rewards"]["judge"] is None
+    assert 0.6 <= summary["reward_cost"]["judge"]["seconds"] < 2  # two calls of 0.3 s
+    rows = [r for r in read_json_lines(run_dir / "metrics.jsonl") if "judge/judge/failures" in r]
+    assert [r["judge/judge/failures"] for r in rows] == [8.0, 8.0] and all(r["reward"] is None for r in rows)
+
+
 def truth_and_answer(prompt: str) -> str:
     """A judge that checks the answer block against the truth the template shows it: 10 if equal, else 0."""
     truth = prompt.split("Truth: ", 1)[1].split(" |||", 1)[0].strip()
