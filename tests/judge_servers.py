@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -40,13 +41,16 @@ def tiny_model_server(startup_s: float = 90.0):
     port = free_port()
     cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(TINY_MODEL), "--device", "cpu",
            "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    # its log goes to a file: a pipe nobody reads fills up after a few hundred requests and stalls the server
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         started = time.monotonic()
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"transformers serve exited: {proc.stdout.read()[-2000:]}")
+                log.seek(0)
+                raise RuntimeError(f"transformers serve exited: {log.read()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
                     if response.status == 200:
@@ -64,6 +68,7 @@ def tiny_model_server(startup_s: float = 90.0):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 def chat_reply(text: str, prompt: str = "", model: str = "judge") -> web.Response:
