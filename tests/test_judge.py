@@ -229,7 +229,7 @@ def test_without_openai_the_gate_says_to_install_it(monkeypatch):
     monkeypatch.setattr(judge_module.importlib.util, "find_spec",
                         lambda name, *a: None if name == "openai" else find_spec(name, *a))
     with pytest.raises(RewardError, match=r"^reward_mix.j.factory=grpo_sweep.rewards.judge.llm_judge: the LLM judge "
-                                          r"needs the openai package: pip install 'grpo-sweep\[judge\]'"):
+                                          r'needs the openai package: pip install -e "\.\[judge\]"'):
         check_mix({"j": {"factory": FACTORY, "factory_args": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}})
 
 

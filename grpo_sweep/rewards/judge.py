@@ -113,7 +113,7 @@ def llm_judge(
     ``deadline`` bounds one reward call (seconds); ``timeout`` one HTTP attempt, retried ``max_retries`` times.
     ``term_name`` is bound by the mix to the term's name: the metrics are ``judge/<term>/...``."""
     if importlib.util.find_spec("openai") is None:
-        raise RewardError("the LLM judge needs the openai package: pip install 'grpo-sweep[judge]' (or pip install openai)")
+        raise RewardError('the LLM judge needs the openai package: pip install -e ".[judge]" (or pip install openai)')
     low, high = _range(score_range)
     settings = JudgeSettings(
         base_url=_url(base_url),
@@ -375,7 +375,8 @@ class LLMJudge:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
                 threading.Thread(target=self._loop.run_forever, name=f"judge-{self.settings.name}", daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        # the coroutine keeps the deadline itself; the margin only guards against a request that ignores cancelling
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=self.settings.deadline + 30)
 
     def _open(self):
         if self._client is None:
