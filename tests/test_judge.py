@@ -3,6 +3,7 @@ server with the tiny model, and aiohttp endpoints that score, hang, return garba
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 import subprocess
@@ -238,8 +239,8 @@ def test_a_template_with_the_ground_truth_makes_the_term_read_that_column():
     assert "ground_truth" not in data_columns({"j": base})
     truth = {**base, "factory_args": {**base["factory_args"], "template": "{question} {completion} vs {ground_truth}"}}
     assert data_columns({"j": truth})["ground_truth"].reward == f"reward_mix.j ({FACTORY})"
-    [fn], _ = build_mix({"j": truth})
-    assert fn.__name__ == "j"
+    [fn], _ = build_mix({"quality": truth})
+    assert fn.__name__ == "quality" and inspect.unwrap(fn).settings.name == "quality"  # judge/quality/... metrics
 
 
 def test_validating_a_judge_term_imports_no_torch_nor_the_client_and_opens_no_connection():
