@@ -167,8 +167,11 @@ def make_reward(term: Term) -> RewardFn:
     if "." not in term.target and ":" not in term.target:
         raise RewardError(f"{where}: give an import path such as trl.rewards.get_soft_overlong_punishment")
     factory = import_callable(term.target, where)
+    args = dict(term.factory_args)
+    if "term_name" in _params(factory) and "term_name" not in args:  # for metrics of its own (judge/<term>/...)
+        args["term_name"] = term.name
     try:
-        inspect.signature(factory).bind(**term.factory_args)
+        inspect.signature(factory).bind(**args)
     except TypeError as exc:  # a missing or unknown argument
         if "completions" in _params(factory):  # a reward, not a factory
             raise RewardError(f"{where} is a reward itself (it takes completions): use reward_mix.{term.name}.fn="
@@ -178,7 +181,9 @@ def make_reward(term: Term) -> RewardFn:
     except ValueError:
         pass  # no signature to read (a builtin): the call below says what is wrong
     try:
-        fn = factory(**term.factory_args)
+        fn = factory(**args)
+    except RewardError as exc:  # the factory checked its arguments and says which is wrong
+        raise RewardError(f"{where}: {exc}") from None
     except Exception as exc:
         raise RewardError(f"{where}: calling it with {term.factory_args} raised {type(exc).__name__}: {_first_line(exc)}") from None
     if not callable(fn):

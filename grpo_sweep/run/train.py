@@ -70,7 +70,8 @@ class RewardProgress(ProgressCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
-            postfix = {"reward": f"{logs['reward']:.3f}"}
+            reward = logs["reward"]  # None when no sample of the step was scored (a judge that timed out: all None)
+            postfix = {"reward": "none scored" if reward is None else f"{reward:.3f}"}
             results = self.periodic.results if self.periodic is not None else {}
             accuracy = results[max(results)].get("val_accuracy") if results else None
             if accuracy is not None:

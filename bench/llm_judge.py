@@ -1,0 +1,98 @@
+"""What an LLM-judge term costs in a short training run: per-step judge latency, cache hits, share of training time.
+
+    python bench/llm_judge.py            # prints a markdown table (bench/results/llm_judge.md)
+
+The main job (`python launch.py`: the warm-started tiny model, `correct` trained, 120 steps, 16 completions a step)
+with a judge term riding along at weight 0, so every run trains the same way and only the judge differs:
+- `transformers serve` with the tiny model (tests/judge_servers.tiny_model_server), one request per completion;
+- the same, `group=true`: one request per prompt, its 8 completions scored together (RULER-style);
+- an aiohttp endpoint that answers at once (tests/judge_servers.JudgeServer): the client's own cost.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.judge_servers import TINY_MODEL, JudgeServer, read_json_lines, scored, tiny_model_server  # noqa: E402
+
+FACTORY = "grpo_sweep.rewards.judge.llm_judge"
+
+
+def judge_args(base_url: str, model: str, *extra: str) -> list[str]:
+    return [f"+reward_mix.judge.factory={FACTORY}", f"+reward_mix.judge.factory_args.base_url={base_url}",
+            f"+reward_mix.judge.factory_args.model={model}", "+reward_mix.judge.weight=0",
+            *(f"+reward_mix.judge.factory_args.{a}" for a in extra)]
+
+
+def run(label: str, overrides: list[str], steps: int) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *overrides, f"trainer.max_steps={steps}",
+                               f"output_root={out}"], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        wall = time.perf_counter() - started
+        if proc.returncode:
+            raise SystemExit(f"{label}: {proc.stderr[-2000:]}")
+        [run_dir] = [p.parent for p in Path(out).glob("grpo/runs/*/summary.json")]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        rows = [r for r in read_json_lines(run_dir / "metrics.jsonl") if "judge/judge/requests" in r]
+        log = (run_dir / "launch.log").read_text()
+    print(f"{label}: {wall:.1f} s", file=sys.stderr, flush=True)
+    # why samples went unscored, from the judge's warnings ("could not score 3 of 16 samples (3 unparseable)")
+    kinds: dict[str, int] = {}
+    for found in re.findall(r"judge 'judge' could not score \d+ of \d+ samples \(([^)]*)\)", log):
+        for part in found.split(", "):
+            count, kind = part.split(" ", 1)
+            kinds[kind] = kinds.get(kind, 0) + int(count)
+    cost = summary["reward_cost"]["judge"]
+    latency = [r["judge/judge/latency_s"] for r in rows if "judge/judge/latency_s" in r]
+    latency_max = [r["judge/judge/latency_max_s"] for r in rows if "judge/judge/latency_max_s" in r]
+    return {
+        "judge": label,
+        "steps": len(rows),
+        "judge s/step": cost["seconds"] / cost["calls"],
+        "request latency mean (s)": sum(latency) / len(latency),
+        "request latency max (s)": max(latency_max),
+        "requests/step": sum(r["judge/judge/requests"] for r in rows) / len(rows),
+        "cache hit rate": sum(r["judge/judge/cache_hit_rate"] for r in rows) / len(rows),
+        "failures/step": sum(r["judge/judge/failures"] for r in rows) / len(rows),
+        "tokens/step (prompt + completion)": sum(r["judge/judge/prompt_tokens"] + r["judge/judge/completion_tokens"]
+                                                 for r in rows) / len(rows),
+        "why unscored (samples, training and evaluations)": ", ".join(f"{v} {k}" for k, v in kinds.items()) or "-",
+        "reward_cost share": cost["share"],
+        "correct share": summary["reward_cost"]["correct"]["share"],
+        "run wall (s)": wall,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=120)
+    args = parser.parse_args()
+    results = []
+    with tiny_model_server() as base_url:
+        model = str(TINY_MODEL)
+        results.append(run("tiny model, transformers serve", judge_args(base_url, model, "max_tokens=16"), args.steps))
+        results.append(run("tiny model, transformers serve, group=true",
+                           judge_args(base_url, model, "max_tokens=32", "group=true"), args.steps))
+    with JudgeServer(scored(lambda prompt: "Score: 7")) as server:
+        results.append(run("instant aiohttp endpoint", judge_args(server.base_url, "m"), args.steps))
+    keys = list(results[0])
+    print("| " + " | ".join(keys) + " |")
+    print("|" + "---|" * len(keys))
+    for row in results:
+        print("| " + " | ".join(f"{row[k]:.3g}" if isinstance(row[k], float) else str(row[k]) for k in keys) + " |")
+
+
+if __name__ == "__main__":
+    main()
