@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import OmegaConf
 
 from .gate import Refused
 from ..adapters.submitit import executor_kind, job_arguments, make_executor, requeue, run_job
