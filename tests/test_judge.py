@@ -278,6 +278,7 @@ def judge_term(name: str, base_url: str, *args: str) -> list[str]:
             *(f"+reward_mix.{name}.factory_args.{a}" for a in args)]
 
 
+@pytest.mark.slow
 def test_a_judge_served_by_transformers_serve_with_the_tiny_model_trains(tmp_path):
     """The tiny model's replies are noise: the run shows the mechanics (scores parsed or None, metrics logged)."""
     with tiny_model_server() as base_url:
@@ -320,6 +321,7 @@ def truth_and_answer(prompt: str) -> str:
     return "Score: 10" if len(answer) == 1 and answer[0].strip() == truth else "Score: 0"
 
 
+@pytest.mark.slow
 def test_a_judge_only_reward_rises_in_training_and_its_key_is_in_no_file(tmp_path):
     """The main job's settings with a judge (a server that checks the answer against the truth) as the only trained
     reward: its mean rises as `correct`'s would; the key is sent, and written nowhere in the run."""

@@ -95,7 +95,9 @@ TRL_REWARDS = {
 }
 
 
-@pytest.mark.parametrize("name", list(TRL_REWARDS))
+# each trains the tiny model for real; the factory example runs by default, the others with the slow tests
+@pytest.mark.parametrize("name", [name if name == "overlong" else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in TRL_REWARDS])
 def test_trl_shipped_reward_trains(name, tmp_path):
     out = run_launch(["reward_mix=none", *TRL_REWARDS[name], *FAST, "trainer.max_steps=2", "trainer.save_steps=2"],
                      tmp_path, timeout=300)
