@@ -177,6 +177,21 @@ def test_a_server_returning_garbage_scores_none_counted_as_failures(body, conten
     assert metrics["judge/j/failures"] == [2.0]
 
 
+@pytest.mark.parametrize("body", [{"detail": "Server is pinned to 'tiny'; requested 'judge-model'."},
+                                  {"error": {"message": "Server is pinned to 'tiny'; requested 'judge-model'."}}],
+                         ids=["fastapi", "openai"])
+def test_a_refused_request_logs_what_the_server_said(body, caplog):
+    """An HTTP error's text is only its status code: the log line shows the server's reason too."""
+    from aiohttp import web
+
+    async def refuse(server, number, prompt):
+        return web.json_response(body, status=400)
+
+    with JudgeServer(refuse) as server, caplog.at_level("WARNING", logger="grpo_sweep.rewards.judge"):
+        assert ask(make(server, max_retries=0), ["a"]) == [None]
+    assert "Error code: 400" in caplog.text and caplog.text.count("Server is pinned to 'tiny'; requested 'judge-model'.") == 1
+
+
 def test_429s_are_retried_after_retry_after_then_scored():
     with JudgeServer(rate_limited(2, retry_after="0.2")) as server:
         assert ask(make(server, max_retries=3), ["a"]) == [0.7]

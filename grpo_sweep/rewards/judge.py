@@ -485,7 +485,16 @@ def _kind(exc: BaseException) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
+    text = str(exc).strip()
+    # an HTTP error's str is only its status ("Error code: 400"); what the server said is in its body
+    body = getattr(exc, "body", None)
+    if body:
+        detail = body.get("detail") or body.get("error") or body.get("message") if isinstance(body, dict) else body
+        if isinstance(detail, dict):  # OpenAI's own shape: {"error": {"message": ...}}
+            detail = detail.get("message", detail)
+        if str(detail) not in text:  # the client puts an OpenAI-shaped error's message in its text already
+            text = f"{text}: {detail}"
+    lines = text.splitlines()
     return lines[0][:300] if lines else ""
 
 
