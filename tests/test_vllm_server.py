@@ -218,3 +218,10 @@ def test_hand_over_fields_are_grpo_config_fields():
     server = vllm_server.VLLMServer(ServerSpec(model="m"), Path("."), command=None, lock_dir=Path("."))
     server.ports = vllm_server.Ports(http=1, group=2)
     assert set(server.grpo_fields) <= names
+
+
+def test_the_module_imports_only_the_standard_library():
+    heavy = ("torch", "trl", "transformers", "vllm", "requests", "aiohttp")
+    code = f"import sys, grpo_sweep.backends.vllm_server; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -56,7 +56,8 @@ class ServerSpec:
     max_model_len: int | None = None
     extra_args: Sequence[str] = field(default_factory=tuple)
     startup_timeout_s: float = 600.0  # a 7B+ model's load and CUDA graph capture take minutes
-    stop_grace_s: float = 30.0
+    # Under SLURM's default KillWait (30 s), so the escalation to SIGKILL is ours, not the job step's end.
+    stop_grace_s: float = 20.0
 
 
 @dataclass(frozen=True)
