@@ -93,9 +93,13 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
                 f"reward_mix.{name}.columns={columns!r}: give parameter: column pairs, e.g. {{answer: ground_truth}}"
             )
         factory = term.get("factory")
-        if factory is not None and term.get("fn") is not None:
+        kinds = [key for key in ("fn", "factory", "model") if term.get(key) is not None]
+        if len(kinds) > 1:  # a term is one reward: named, made by a factory, or a reward model
             raise RewardError(
                 f"reward_mix.{name}: give fn (the reward) or factory (a function that returns the reward), not both"
+                if "model" not in kinds else
+                f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns it) or model (a "
+                f"reward model), not {' and '.join(kinds)}"
             )
         factory_args = term.get("factory_args")
         if factory_args is not None and factory is None:
@@ -107,10 +111,6 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
         if not isinstance(factory_args or {}, Mapping):
             raise RewardError(f"reward_mix.{name}.factory_args={factory_args!r}: give argument: value pairs")
         model, model_args = term.get("model"), term.get("model_args")
-        kinds = [key for key in ("fn", "factory", "model") if term.get(key) is not None]
-        if model is not None and len(kinds) > 1:
-            raise RewardError(f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns "
-                              f"it) or model (a reward model), not {' and '.join(kinds)}")
         if model_args is not None and model is None:
             raise RewardError(f"reward_mix.{name}.model_args without reward_mix.{name}.model: name the reward model "
                               "they are for")
