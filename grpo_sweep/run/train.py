@@ -473,6 +473,7 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     mark = time.perf_counter()
     adapter = backend.save(trainer.model, tokenizer, run_dir)
     timings["save"] = time.perf_counter() - mark
+
     def end(status: str, evaluation: dict, reported: int | None = None, reported_adapter: Path = adapter,
             **extra: Any) -> dict:
         """Write the run's summary.json, whatever its status, with every field a run that trained has (the
