@@ -13,7 +13,8 @@ from .sweeps.tables import number
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
 from .run.results import read_run_summary, record_failure
-from .run.validate import ConfigError
+from .run.distributed import RankFailed, in_slurm_job_of_many_tasks, join_slurm_job, launch_here, spawns_here
+from .run.validate import ConfigError, gpu_count, machine_world
 
 log = logging.getLogger(__name__)
 # what the end-of-run lines show for a figure the run did not measure
@@ -23,6 +24,8 @@ NA = "n/a"
 def run_task(cfg: Any) -> float | None:
     install_log_redaction()
     context = from_hydra()  # the one place that asks how this run was launched
+    if cfg.distributed.strategy != "none" and in_slurm_job_of_many_tasks():
+        context = context.for_rank(join_slurm_job())  # SLURM started this task as one process of the run
     run_dir, overrides, multirun, worker = context.run_dir, context.overrides, context.multirun, context.optuna_worker
     try:
         # the gate once more, on the machine that trains: a compute node may lack what the login node has
@@ -35,7 +38,8 @@ def run_task(cfg: Any) -> float | None:
             raise  # an Optuna worker that cannot train any trial: the sweeper reports the failed worker
         # one refused run of a sweep is a failed run: recorded, in the table, and the others go on
         log.error("run %s refused: %s", run_dir, exc)
-        record_failure(run_dir, f"refused: {exc}", overrides)
+        if context.main:
+            record_failure(run_dir, f"refused: {exc}", overrides)
         return math.nan
     if worker:
         from hydra.core.hydra_config import HydraConfig
@@ -60,7 +64,11 @@ def run_task(cfg: Any) -> float | None:
         from .run.train import train  # torch, trl, transformers: only on the machine that trains
         from .tracking import open_logger
 
-        summary = train(cfg, context, open_tracker=open_logger)
+        if spawns_here(cfg):
+            # torchrun's engine starts the ranks; this process waits for them and returns rank 0's summary
+            summary = launch_here(cfg, context, machine_world(cfg, gpu_count())[0], open_tracker=open_logger)
+        else:
+            summary = train(cfg, context, open_tracker=open_logger)
     except EvaluationFailed as exc:
         # train() wrote the summary (training record, saved adapter, status failed, the error) and closed its tracker
         if not multirun:
@@ -71,13 +79,18 @@ def run_task(cfg: Any) -> float | None:
         # Not BaseException: submitit's requeue on preemption/timeout exits through here (SystemExit), and a
         # requeued run is not a failed one. Keep a record of the failure next to the run, so a sweep's table
         # shows it and why.
-        record_failure(run_dir, f"{type(exc).__name__}: {exc}", overrides, traceback.format_exc(), time.time() - started)
+        if context.main:
+            # keep_recorded: a rank that wrote its own fuller failure (its evaluation failed) keeps it
+            record_failure(run_dir, f"{type(exc).__name__}: {exc}", overrides, traceback.format_exc(),
+                           time.time() - started, keep_recorded=isinstance(exc, RankFailed))
         if not multirun:
             raise
         # In a sweep one failed run must not stop the others (Hydra's sweepers abort on a raised job) nor the
         # end-of-sweep table, which shows the failure; NaN is what Optuna records as a failed trial.
         log.error("run %s failed: %s: %s\n%s", run_dir, type(exc).__name__, exc, traceback.format_exc()[-2000:])
         return math.nan
+    if summary is None:  # a rank other than 0: rank 0 reports the run
+        return None
     print(format_summary(summary))
     return summary["objective"]
 

@@ -120,7 +120,7 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
     "overrides, message",
     [
         (["lora.r=16,0"], "grpo-sweep: job 1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
-        (["hydra.launcher.tasks_per_node=2", "lora.r=16"], "hydra.launcher.tasks_per_node=2: one run is one training process"),
+        (["hydra.launcher.tasks_per_node=2", "lora.r=16"], "hydra.launcher.tasks_per_node=2, nodes=1: with distributed=none a run is one training process"),
         (["lora.rr=3"], "lora.rr"),
     ],
 )

@@ -233,6 +233,23 @@ class BackendConfig:
 
 
 @dataclass
+class DistributedConfig:
+    """How many processes train one run, and how they split the model (``distributed=`` options)."""
+
+    # none (one process) | ddp | zero2 | zero3 (DeepSpeed) | fsdp
+    strategy: str = "none"
+    # processes of the run on each node; null: on SLURM hydra.launcher.tasks_per_node, elsewhere the GPUs visible
+    nproc_per_node: Optional[int] = 1
+    # the DeepSpeed config (GRPOConfig.deepspeed) of zero2 / zero3
+    deepspeed: Optional[Dict[str, Any]] = None
+    # GRPOConfig.fsdp and fsdp_config (fsdp)
+    fsdp: str = ""
+    fsdp_config: Optional[Dict[str, Any]] = None
+    # seconds a rank waits for the others at a collective (GRPOConfig.ddp_timeout): rank 0 evaluates alone
+    timeout_s: int = 1800
+
+
+@dataclass
 class LoggerConfig:
     # none: metrics.jsonl and summary.json only (always written) | wandb: also a W&B run per training run
     name: str = "none"
@@ -270,6 +287,7 @@ class Config:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     task_name: str = "grpo"
     # summary.json key the task returns to sweepers (dotted paths reach nested keys)
     optimized_metric: str = "val_accuracy"

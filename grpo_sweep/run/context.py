@@ -8,8 +8,9 @@ grpo-sweep's Optuna sweeper, ``GRPO_SWEEP_POOL_WORKERS=N`` for runs side by side
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 ROLE_ENV = "GRPO_SWEEP_ROLE"
 OPTUNA_WORKER = "optuna_worker"
@@ -30,6 +31,18 @@ class RunContext:
     # the option chosen in each config group (``{"reward_mix": "format", "lora": "wide"}``), Hydra's own left out:
     # what a dashboard groups runs by (the config holds only the options' expanded contents)
     choices: dict[str, str] = field(default_factory=dict)
+    # this process's place in a run of several processes (distributed=...): rank 0 writes the run's files
+    rank: int = 0
+    world_size: int = 1
+    nodes: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def for_rank(self, rank: Any) -> "RunContext":
+        """The same run, as process ``rank`` (a ``distributed.Rank``) of several trains it."""
+        return replace(self, rank=rank.rank, world_size=rank.world_size, nodes=rank.nodes)
 
     @property
     def multirun(self) -> bool:
@@ -43,8 +56,7 @@ class RunContext:
             key, _, value = override.partition("=")
             if key.lstrip("+~") in choices:
                 choices[key.lstrip("+~")] = value
-        return RunContext(trial_dir, list(overrides), self.sweep_dir, self.optuna_worker, self.shares_terminal,
-                          choices)
+        return replace(self, run_dir=trial_dir, overrides=list(overrides), choices=choices)
 
 
 def from_hydra() -> RunContext:

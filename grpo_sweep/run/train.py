@@ -90,7 +90,19 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to:
     kwargs["warmup_steps"] = int(warmup) if float(warmup).is_integer() and warmup >= 1 else float(warmup)
     cuda = torch.cuda.is_available()
     bf16 = trainer.bf16 if trainer.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
+    distributed = cfg.distributed
+    if distributed.deepspeed:
+        kwargs["deepspeed"] = OmegaConf.to_container(distributed.deepspeed, resolve=True) \
+            if OmegaConf.is_config(distributed.deepspeed) else dict(distributed.deepspeed)
+    if distributed.fsdp:
+        kwargs["fsdp"] = distributed.fsdp
+        kwargs["fsdp_config"] = OmegaConf.to_container(distributed.fsdp_config, resolve=True) \
+            if OmegaConf.is_config(distributed.fsdp_config) else dict(distributed.fsdp_config or {})
     kwargs.update(
+        ddp_timeout=int(distributed.timeout_s),
+        # a LoRA's or a whole model's weights all take part in every step; True costs DDP a graph walk a step
+        # (trainer.args.ddp_find_unused_parameters=true for a model that leaves some out)
+        ddp_find_unused_parameters=False,
         output_dir=str(run_dir / "checkpoints"),
         save_strategy="steps",
         reward_weights=reward_weights,
@@ -316,8 +328,8 @@ def lora_zero_state(model) -> dict | None:
 
 
 def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None,
-          open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> dict:
-    """Train, evaluate and save one run; return its summary. ``run``: the context the task was told
+          open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> dict | None:
+    """Train, evaluate and save one run; return its summary (None on a rank other than 0 of a multi-process run). ``run``: the context the task was told
     (``context.from_hydra``), or a bare run directory for a single run with ``overrides`` (the Python API, tests).
 
     ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
@@ -332,6 +344,10 @@ def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, 
         return _train(cfg, context, monitor, open_tracker)
     finally:
         _previous_run_end = time.monotonic()
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def grpo_trainer_class(backend_name: str):
@@ -360,8 +376,8 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
     started = time.perf_counter()
     timings = {"startup": startup_s()}
     context.run_dir.mkdir(parents=True, exist_ok=True)
-    if open_tracker is None:
-        if cfg.logger.name != "none" and cfg.logger.mode != "disabled":
+    if open_tracker is None or not context.main:  # one tracker run a run: rank 0's
+        if context.main and cfg.logger.name != "none" and cfg.logger.mode != "disabled":
             log.warning("logger=%s, but train() was given no tracker: pass open_tracker=grpo_sweep.tracking.open_logger",
                         cfg.logger.name)
         tracker = RunLogger()
@@ -426,15 +442,19 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
 
     metrics_path = run_dir / METRICS
     # A run dir with a checkpoint is this run's earlier attempt (requeued, timed out, killed): continue it.
-    resume_from = last_checkpoint(run_dir)
+    resume_from = last_checkpoint(run_dir)  # every rank reads the same directory: all resume from one step
     resumes: list[dict] = []
-    if resume_from:
+    if resume_from and context.main:
         dropped = trim_metrics(run_dir, resume_from[1])
         resumes = record_resume(run_dir, resume_from[1], dropped)
         log.info("resuming from %s (step %d); dropped %d later metric rows", resume_from[0], resume_from[1], dropped)
-    else:
+    elif context.main:
         metrics_path.unlink(missing_ok=True)
         remember_config(run_dir, cfg)
+    if context.world_size > 1:
+        log.info("rank %d of %d (local rank %d, %d node%s) on %s%s", context.rank, context.world_size,
+                 local_rank(), context.nodes, "s" if context.nodes > 1 else "", platform.node(),
+                 f", resuming at step {resume_from[1]}" if resume_from else "")
     callbacks = [MetricsJsonl(metrics_path)]
     evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, run_dir, split="val")
     tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, run_dir, split="test")
@@ -448,7 +468,8 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
         history=read_jsonl(metrics_path) if resume_from else None,
     )
-    callbacks.append(periodic)
+    if context.main:  # the others train on meanwhile, and wait for rank 0 at the next step's collectives
+        callbacks.append(periodic)
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
@@ -470,6 +491,8 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
     timings["train"] = time.perf_counter() - mark
     timings["eval_periodic"] = periodic.seconds  # inside "train": the evaluations' share of it
+    if not context.main:
+        return None  # rank 0 saves, evaluates and writes the run's summary
     mark = time.perf_counter()
     adapter = backend.save(trainer.model, tokenizer, run_dir)
     timings["save"] = time.perf_counter() - mark
@@ -492,6 +515,8 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
             # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
             device={"torch": str(next(trainer.model.parameters()).device),
                     "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
+            distributed={"strategy": cfg.distributed.strategy, "world_size": context.world_size,
+                         "nodes": context.nodes},
             **run_cost(timings, metrics, trainer.args),
         )
         if monitor is not None:

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from ..backends import BACKENDS
 from ..config.grpo_fields import check_args
+from .distributed import DEEPSPEED, check_world
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
 from ..backends.gpu_stack import BackendError, check_backend_settings, check_cpu_fallback, gpu_refusal
@@ -43,14 +44,11 @@ def validate(cfg: Any) -> None:
         raise ConfigError(
             f"trainer.num_generations={trainer.num_generations}: GRPO compares completions within a group, use >= 2"
         )
-    steps_per_generation = trainer.steps_per_generation or trainer.gradient_accumulation_steps
-    generation_batch = trainer.per_device_train_batch_size * steps_per_generation
-    if generation_batch % trainer.num_generations:
-        raise ConfigError(
-            f"trainer.num_generations={trainer.num_generations} must divide the generation batch "
-            f"per_device_train_batch_size x steps_per_generation = {trainer.per_device_train_batch_size} x "
-            f"{steps_per_generation} = {generation_batch}"
-        )
+    try:
+        # the processes, when the config says (null: the launcher's tasks, or the GPUs: checked where they are known)
+        check_world(cfg, cfg.distributed.nproc_per_node)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     prompt_budget = trainer.max_prompt_length or 0
     if prompt_budget + trainer.max_completion_length > cfg.model.max_seq_length:
         raise ConfigError(
@@ -249,10 +247,49 @@ def gpu_available() -> bool:
     return (nvidia.is_dir() and any(nvidia.iterdir())) or Path("/dev/kfd").exists()
 
 
+def gpu_count() -> int:
+    """This machine's usable GPUs, without importing torch where it is not imported yet."""
+    if "torch" in sys.modules:
+        return int(sys.modules["torch"].cuda.device_count())
+    if not gpu_available():
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    return len(list(nvidia.iterdir())) if nvidia.is_dir() else 1
+
+
+def machine_world(cfg: Any, gpus: int) -> tuple[int, int]:
+    """(processes, nodes) of the run as this machine will train it: a SLURM job's tasks, a world torchrun formed,
+    or ``distributed.nproc_per_node`` (null: one per GPU here)."""
+    if int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ:
+        return int(os.environ["SLURM_NTASKS"]), int(os.environ.get("SLURM_JOB_NUM_NODES", "1"))
+    if "WORLD_SIZE" in os.environ:
+        world = int(os.environ["WORLD_SIZE"])
+        return world, max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", str(world))))
+    if cfg.distributed.nproc_per_node is None:
+        if not gpus:
+            raise ConfigError(f"distributed={cfg.distributed.strategy} with distributed.nproc_per_node=null runs one "
+                              "process per GPU, and this machine has none: set distributed.nproc_per_node=N")
+        return gpus, 1
+    return int(cfg.distributed.nproc_per_node), 1
+
+
 def check_machine(cfg: Any) -> None:
     """What only the machine that trains can answer: a GPU for GPU-only settings, the backend's packages,
-    the code reward's sandbox. Run where training runs (run_task), not on the login node that submits."""
+    the code reward's sandbox, the run's processes against its GPUs. Run where training runs (run_task), not on the
+    login node that submits."""
     gpu = gpu_available()
+    if cfg.distributed.strategy != "none":
+        gpus = gpu_count() if gpu else 0
+        try:
+            check_world(cfg, *machine_world(cfg, gpus), gpus_per_node=gpus)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if cfg.distributed.strategy in DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError(f"distributed={cfg.distributed.strategy} needs the deepspeed package, which is not "
+                              "installed here (pip install deepspeed); or use distributed=ddp or fsdp")
     if not gpu and (refusal := gpu_refusal(cfg)):
         raise ConfigError(refusal)
     if "8bit" in cfg.optimizer.optim and importlib.util.find_spec("bitsandbytes") is None:

@@ -26,6 +26,7 @@ from ..adapters.hydra import is_config_group
 from ..backends.gpu_stack import engine_in_process
 from .hub import resolve_hub
 from ..run.resume import ResumeError, check_same_run
+from ..run.distributed import check_world
 from ..run.validate import ConfigError, check_machine, validate
 
 
@@ -71,6 +72,11 @@ class GatedLauncher:
     def check_resources(self) -> None:
         """What the launcher itself needs (a scheduler, sane per-job resources); raise Refused if it is missing."""
 
+    def run_world(self, cfg: Any) -> tuple[int | None, int, int | None]:
+        """(processes, nodes, GPUs per node) this launcher gives one run of ``cfg``; None where not known here. By
+        default the run starts its own processes on this machine: ``distributed.nproc_per_node`` on one node."""
+        return cfg.distributed.nproc_per_node, 1, None
+
     def plan(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
         """Each run's directory, after the gate passed the whole batch; exits with the refusal before anything starts."""
         try:
@@ -109,7 +115,12 @@ def check_one_engine(cfg: Any, launcher_name: str, runs: int) -> None:
 
 def check_study_engine(cfg: Any, n_trials: int, seeds_per_trial: int) -> None:
     """An Optuna worker trains its trials one after another in its own process, whichever launcher started it:
-    refuse a study whose runs start a vLLM engine unless it trains one run in all. Raises ConfigError."""
+    refuse a study whose runs start a vLLM engine unless it trains one run in all, and one whose runs are several
+    processes each (the worker's pruning probe and its trial loop are one process's). Raises ConfigError."""
+    if cfg.distributed.strategy != "none":
+        raise ConfigError(f"distributed={cfg.distributed.strategy} with an Optuna search: a study's worker trains "
+                          "each trial in its own single process; search multi-process runs with a grid (-m without "
+                          "hparams_search), or search with distributed=none")
     engine = engine_in_process(cfg)
     if engine and n_trials * seeds_per_trial > 1:
         how = (f"an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials="
@@ -163,7 +174,9 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
             if shared:
                 check_one_engine(cfg, _launcher_name(cfg, launcher), runs)
             check_run(cfg, run_dir, trains_here)
-        except ConfigError as exc:
+            if gated:
+                check_world(cfg, *launcher.run_world(cfg))
+        except (ConfigError, ValueError) as exc:
             raise Refused(f"grpo-sweep: job {num} ({' '.join(swept) or 'defaults'}): {exc}; no run was started") from None
         run_dirs.append(run_dir)
     if gated:

@@ -39,20 +39,41 @@ def check_resources(params: dict, executor: str) -> None:
             "hydra/launcher=slurm: SLURM's sbatch is not on PATH here; submit from a login node, or run the "
             "sweep on this machine with hydra/launcher=local or hydra/launcher=submitit_local"
         )
-    tasks = params.get("tasks_per_node") or 1
-    if tasks != 1:
-        raise SubmitError(
-            f"hydra.launcher.tasks_per_node={tasks}: one run is one training process, so {tasks} tasks would train "
-            "the same run into the same directory; keep tasks_per_node=1 and give the job GPUs with gpus_per_node"
-        )
-    gpus = params.get("gpus_per_node") or 0
     if executor == "slurm":
         check_partition_fit(params, slurm_nodes(params.get("partition")))
-    if gpus > 1:
-        log.warning(
-            "hydra.launcher.gpus_per_node=%d: a run is one process and trains on one GPU; the other %d stay idle "
-            "unless a backend uses them (e.g. a vLLM server). One run per GPU: gpus_per_node=1", gpus, gpus - 1,
-        )
+
+
+def run_world(params: dict, executor: str, cfg: Any) -> tuple[int | None, int, int | None]:
+    """(processes, nodes, GPUs per node) a submitit job gives one run of ``cfg``. On SLURM each process of a run is a
+    task (``tasks_per_node`` x ``nodes``); submitit_local's job is one process, which starts the run's ranks itself
+    (``distributed.nproc_per_node``)."""
+    strategy, nproc = cfg.distributed.strategy, cfg.distributed.nproc_per_node
+    tasks, nodes = params.get("tasks_per_node") or 1, params.get("nodes") or 1
+    gpus = params.get("gpus_per_node") or 0
+    if executor != "slurm":
+        if tasks != 1:
+            raise SubmitError(f"hydra.launcher.tasks_per_node={tasks} on submitit_local: a job is one run, whose "
+                              "processes it starts itself; set distributed=ddp distributed.nproc_per_node="
+                              f"{tasks} and keep tasks_per_node=1")
+        return nproc, 1, None
+    if strategy == "none":
+        if tasks * nodes > 1:
+            raise SubmitError(
+                f"hydra.launcher.tasks_per_node={tasks}, nodes={nodes}: with distributed=none a run is one training "
+                f"process, so {tasks * nodes} tasks would train the same run {tasks * nodes} times into one directory; "
+                f"add distributed=ddp to train each run over {tasks * nodes} processes, or keep tasks_per_node=1"
+            )
+        if gpus > 1 and not (cfg.trainer.use_vllm and cfg.trainer.vllm_mode == "server"):
+            log.warning(
+                "hydra.launcher.gpus_per_node=%d: a run is one process and trains on one GPU; the other %d stay idle. "
+                "One run over them: distributed=ddp hydra.launcher.tasks_per_node=%d; one run per GPU: "
+                "gpus_per_node=1", gpus, gpus - 1, gpus,
+            )
+        return 1, 1, gpus
+    if nproc is not None and nproc != tasks:
+        raise SubmitError(f"distributed.nproc_per_node={nproc} but hydra.launcher.tasks_per_node={tasks}: on SLURM "
+                          "each process of a run is a task; set them equal, or distributed.nproc_per_node=null")
+    return tasks * nodes, nodes, gpus
 
 
 @dataclass(frozen=True)
@@ -62,24 +83,28 @@ class Node:
     cpus: int
     mem_mb: int
     gpus: int
+    # how many nodes of the partition are like this one (sinfo groups alike nodes on one line)
+    count: int = 1
 
 
 _GRES_GPUS = re.compile(r"gpu(?::[^:,(]+)?:(\d+)")
 
 
 def parse_sinfo(text: str, partition: str | None) -> list[Node]:
-    """Nodes of ``partition`` (the default one, marked ``*``, when None) from ``sinfo -h -o "%P|%c|%m|%G"``."""
+    """Nodes of ``partition`` (the default one, marked ``*``, when None) from ``sinfo -h -o "%P|%c|%m|%G|%D"`` (the
+    node count may be left off: one node a line)."""
     nodes = []
     for line in text.splitlines():
         fields = line.strip().split("|")
-        if len(fields) != 4:
+        if len(fields) not in (4, 5):
             continue
-        name, cpus, mem, gres = fields
+        name, cpus, mem, gres = fields[:4]
+        count = fields[4] if len(fields) == 5 else "1"
         if (partition is None and not name.endswith("*")) or (partition is not None and name.rstrip("*") != partition):
             continue
         gpus = sum(int(n) for n in _GRES_GPUS.findall(gres))
         try:
-            nodes.append(Node(int(cpus.rstrip("+")), int(mem.rstrip("+")), gpus))
+            nodes.append(Node(int(cpus.rstrip("+")), int(mem.rstrip("+")), gpus, int(count)))
         except ValueError:
             continue  # a field sinfo could not fill ("N/A"): nothing to compare against
     return nodes
@@ -90,7 +115,7 @@ def slurm_nodes(partition: str | None) -> list[Node]:
     if not shutil.which("sinfo"):
         return []
     try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%P|%c|%m|%G"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["sinfo", "-h", "-o", "%P|%c|%m|%G|%D"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return []
     return parse_sinfo(out.stdout, partition) if out.returncode == 0 else []
@@ -107,15 +132,21 @@ def check_partition_fit(params: dict, nodes: list[Node]) -> None:
     asked = {  # key: (what the job asks, the most a node has, the value that fits)
         "gpus_per_node": (params.get("gpus_per_node") or 0, most_gpus, most_gpus or "null"),
         "cpus_per_task": ((params.get("cpus_per_task") or 1) * (params.get("tasks_per_node") or 1),
-                          max(n.cpus for n in nodes), max(n.cpus for n in nodes)),
+                          max(n.cpus for n in nodes), max(n.cpus for n in nodes) // (params.get("tasks_per_node") or 1)),
         "mem_gb": (params.get("mem_gb") or 0, max(n.mem_mb for n in nodes) // 1024, max(n.mem_mb for n in nodes) // 1024),
     }
+    tasks = params.get("tasks_per_node") or 1
     for key, (want, most, fix) in asked.items():
         if want > most:
+            shown = f"cpus_per_task x tasks_per_node = {want}" if key == "cpus_per_task" and tasks > 1 else f"{key}={want}"
             raise SubmitError(
-                f"hydra.launcher.{key}={want}: no node of {where} has that many (its nodes: {offered}); set "
+                f"hydra.launcher.{shown}: no node of {where} has that many (its nodes: {offered}); set "
                 f"hydra.launcher.{key}={fix}, or hydra/launcher=slurm_local on the local SLURM of scripts/slurm_local.sh"
             )
+    wanted_nodes, fitting = params.get("nodes") or 1, sum(n.count for n in nodes if n.gpus >= (params.get("gpus_per_node") or 0))
+    if wanted_nodes > fitting:
+        raise SubmitError(f"hydra.launcher.nodes={wanted_nodes}: {where} has {fitting} node(s) that can take the job "
+                          f"(its nodes: {offered}); set hydra.launcher.nodes={max(1, fitting)}")
 
 
 def record_jobs(sweep_dir: Path, entries: list[dict], unless_known: Sequence[dict] = ()) -> None:

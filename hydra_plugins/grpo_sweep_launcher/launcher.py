@@ -69,6 +69,11 @@ class _SubmitLaunch(GatedLauncher):
 
         submit.check_resources(self.params, executor_kind(self))
 
+    def run_world(self, cfg: Any) -> tuple:
+        from grpo_sweep.sweeps import submit
+
+        return submit.run_world(self.params, executor_kind(self), cfg)
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from grpo_sweep.sweeps import submit
 

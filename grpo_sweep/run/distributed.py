@@ -1,0 +1,180 @@
+"""One run over several processes (``distributed=ddp|zero2|zero3|fsdp``).
+
+The processes are started by a launcher library, never by hand: on SLURM by SLURM itself (one task a process,
+``hydra.launcher.tasks_per_node`` x ``nodes``; submitit's ``TorchDistributedEnvironment`` tells each task its rank),
+elsewhere by torchrun's own engine (``torch.distributed.launcher.api.elastic_launch``) from the task. Each process
+then trains through the Trainer, whose accelerate state joins them (gloo on CPU, NCCL on GPUs) and which applies
+DDP, DeepSpeed or FSDP from GRPOConfig's ``deepspeed`` / ``fsdp`` fields.
+
+Rank 0 writes the run's files, opens its tracker and evaluates (with sharded weights every rank takes part in an
+evaluation, rank 0 still writes); every rank checkpoints and resumes from the same checkpoint. No torch at import.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("none", "ddp", "zero2", "zero3", "fsdp")
+# every rank holds only a part of the weights: an evaluation or a save needs all of them
+SHARDED = ("zero3", "fsdp")
+# DeepSpeed: NVIDIA GPUs only
+DEEPSPEED = ("zero2", "zero3")
+# each rank's stdout and stderr when torchrun's engine starts the ranks (SLURM keeps its own per-task logs)
+RANK_LOGS = "ranks"
+
+
+@dataclass(frozen=True)
+class Rank:
+    """Where this process stands in its run: ``rank`` of ``world_size``, ``local_rank`` on its node."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    nodes: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def from_env() -> Rank:
+    """This process's rank, as torchrun's engine or ``join_slurm_job`` put it in the environment (one process: 0 of 1)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    return Rank(int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world,
+                max(1, world // max(1, local_world)))
+
+
+def in_slurm_job_of_many_tasks() -> bool:
+    return int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ
+
+
+def join_slurm_job() -> Rank:
+    """In a SLURM job of several tasks (one per process of the run), export the rank, world size and rendezvous
+    address torch.distributed reads (submitit's helper: the first node's host, a port drawn from the job id).
+    Every GPU of the node stays visible: a rank trains on GPU ``local_rank``, a vLLM server takes the last ones."""
+    from submitit.helpers import TorchDistributedEnvironment
+
+    env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+    return Rank(env.rank, env.local_rank, env.world_size, max(1, env.world_size // max(1, env.local_world_size)))
+
+
+def processes_here(cfg: Any) -> int:
+    """How many processes this machine starts for the run when no scheduler does: ``distributed.nproc_per_node``,
+    or (null) one per visible CUDA GPU."""
+    if cfg.distributed.nproc_per_node is not None:
+        return int(cfg.distributed.nproc_per_node)
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def spawns_here(cfg: Any) -> bool:
+    """Whether the task must start the run's processes itself: a distributed strategy, and no launcher that already
+    started one process per rank (torchrun, SLURM's tasks)."""
+    return cfg.distributed.strategy != "none" and "WORLD_SIZE" not in os.environ and not in_slurm_job_of_many_tasks()
+
+
+class RankFailed(RuntimeError):
+    """A rank of a multi-process run failed; the message is its error in one line."""
+
+
+def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None) -> dict | None:
+    """Train the run as ``processes`` ranks on this machine with torchrun's engine; return rank 0's summary.
+    ``open_tracker``: as ``train`` takes it (a module-level function: each rank's process imports it by name).
+
+    Each rank's output goes to ``<run_dir>/ranks/`` and is copied to this terminal, prefixed with its rank. When
+    one rank fails the engine stops the others; the first failure is raised as ``RankFailed``."""
+    from omegaconf import OmegaConf
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    logs = Path(context.run_dir) / RANK_LOGS
+    logs.mkdir(parents=True, exist_ok=True)
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=f"grpo-sweep-{os.getpid()}",
+        # torchrun --standalone: a rendezvous on this machine, on a free port
+        rdzv_backend="c10d", rdzv_endpoint=f"{_loopback()}:0", max_restarts=0, start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=str(logs), tee=Std.ALL, local_ranks_filter=None),
+        monitor_interval=0.5,
+    )
+    container = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        results = elastic_launch(config, _rank_main)(container, context, open_tracker)
+    except ChildFailedError as exc:
+        rank, failure = min(exc.failures.items())
+        message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+        first = (message or f"exit code {failure.exitcode}").strip().splitlines()
+        raise RankFailed(f"rank {rank} of {processes} failed: {first[-1] if first else failure.exitcode} "
+                         f"(its log: {logs})") from None
+    return results.get(0)
+
+
+def _loopback() -> str:
+    # the rendezvous store binds here; a machine whose hostname does not resolve still has its loopback
+    return socket.gethostbyname("localhost")
+
+
+def _rank_main(container: dict, context: Any, open_tracker: Any) -> dict | None:
+    """One rank, in a process torchrun's engine started: train the run (``app.run_task``'s work for one rank)."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(_train_rank)(container, context, open_tracker)
+
+
+def _train_rank(container: dict, context: Any, open_tracker: Any) -> dict | None:
+    from omegaconf import OmegaConf
+
+    rank = from_env()
+    logging.basicConfig(level=logging.INFO, format=f"[rank {rank.rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = OmegaConf.create(container)
+    from ..backends import get_backend
+
+    get_backend(cfg.backend.name)
+    from .train import train
+
+    return train(cfg, context.for_rank(rank), open_tracker=open_tracker)
+
+
+def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: int | None = None) -> None:
+    """The arithmetic of a run over ``processes`` processes on ``nodes`` nodes, before anything starts; raises a
+    one-line ValueError naming the value that does not fit. ``processes`` None: not known yet (the launcher or the
+    machine says; checked again there). ``gpus_per_node``: what each node has for the run (None: not known here)."""
+    strategy, trainer = cfg.distributed.strategy, cfg.trainer
+    if strategy not in STRATEGIES:
+        raise ValueError(f"distributed.strategy={strategy!r}; use one of: {', '.join(STRATEGIES)}")
+    if strategy == "none" and cfg.distributed.nproc_per_node != 1:
+        raise ValueError(f"distributed.nproc_per_node={cfg.distributed.nproc_per_node} with distributed=none (one "
+                         "process a run): choose distributed=ddp (or zero2, zero3, fsdp) to train one run over several")
+    if strategy != "none" and cfg.backend.name == "unsloth":
+        raise ValueError(f"distributed={strategy} with backend=unsloth: Unsloth trains on one GPU; use backend=trl")
+    if processes is None:
+        return
+    if processes < 1:
+        raise ValueError(f"{processes} processes for the run: set distributed.nproc_per_node to 1 or more")
+    if strategy == "none" and processes > 1:
+        raise ValueError(f"{processes} processes but distributed=none (one process a run): choose distributed=ddp "
+                         "(or zero2, zero3, fsdp) to train one run over them")
+    if strategy in DEEPSPEED and gpus_per_node == 0:
+        raise ValueError(f"distributed={strategy} is DeepSpeed, which needs NVIDIA GPUs: use distributed=ddp or fsdp "
+                         "on CPU")
+    per_step = trainer.per_device_train_batch_size * processes
+    steps_per_generation = trainer.steps_per_generation or trainer.gradient_accumulation_steps
+    generation_batch = per_step * steps_per_generation
+    if generation_batch % trainer.num_generations:
+        names, values = "per_device_train_batch_size x steps_per_generation", \
+            f"{trainer.per_device_train_batch_size} x {steps_per_generation}"
+        if processes > 1:
+            names, values = f"processes x {names}", f"{processes} x {values}"
+        raise ValueError(f"trainer.num_generations={trainer.num_generations} must divide the generation batch "
+                         f"{names} = {values} = {generation_batch}")
+    if gpus_per_node and processes // max(1, nodes) > gpus_per_node:
+        raise ValueError(f"{processes // max(1, nodes)} processes per node but {gpus_per_node} GPUs per node: each "
+                         "training process needs a GPU of its own")
