@@ -424,6 +424,14 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     from transformers import set_seed
 
     set_seed(cfg.trainer.seed)  # before the adapter is initialised, so a seed reproduces a run
+    if context.world_size > 1 and "ACCELERATE_TORCH_DEVICE" not in os.environ:
+        import torch
+
+        if not torch.cuda.is_available():
+            # accelerate names a CPU rank's device cpu:<rank>, and transformers 5.17 resumes a run of several
+            # processes by loading the optimizer state onto that device, which torch.load cannot (it knows "cpu"):
+            # every rank is on the one CPU device anyway
+            os.environ["ACCELERATE_TORCH_DEVICE"] = "cpu"
     if cfg.trainer.torch_threads:
         import torch
 
