@@ -185,6 +185,23 @@ class EvalConfig:
 
 
 @dataclass
+class VllmServerConfig:
+    """``trl vllm-serve`` for a run with trainer.use_vllm=true, trainer.vllm_mode=server: started by the run, on the
+    last ``gpus`` GPUs of rank 0's node (the training processes take the first ones), stopped when training ends."""
+
+    gpus: int = 1
+    # tensor_parallel_size x data_parallel_size = gpus
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: Optional[int] = None
+    # a 7B+ model's load and CUDA graph capture take minutes
+    startup_timeout_s: float = 600.0
+    # more `trl vllm-serve` flags, e.g. ["--enforce_eager", "true"]
+    extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
 class TrainerConfig:
     """GRPOConfig knobs, under GRPOConfig's own names; `args` passes any other GRPOConfig field through."""
 
@@ -211,6 +228,7 @@ class TrainerConfig:
     bf16: Optional[bool] = None
     use_vllm: bool = False
     vllm_mode: str = "colocate"
+    vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)
     disable_tqdm: bool = False
     # CPU threads for torch (null: torch's default, one per core). A tiny model gains nothing from more
     # than one, and several runs sharing cores with OpenMP spin-waits slow down up to 30x.

@@ -175,6 +175,24 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
             names, values = f"processes x {names}", f"{processes} x {values}"
         raise ValueError(f"trainer.num_generations={trainer.num_generations} must divide the generation batch "
                          f"{names} = {values} = {generation_batch}")
-    if gpus_per_node and processes // max(1, nodes) > gpus_per_node:
-        raise ValueError(f"{processes // max(1, nodes)} processes per node but {gpus_per_node} GPUs per node: each "
-                         "training process needs a GPU of its own")
+    server = server_gpus(cfg)
+    if server:
+        server_cfg = cfg.trainer.vllm_server
+        if server_cfg.tensor_parallel_size * server_cfg.data_parallel_size != server:
+            raise ValueError(
+                f"trainer.vllm_server.gpus={server} but tensor_parallel_size x data_parallel_size = "
+                f"{server_cfg.tensor_parallel_size} x {server_cfg.data_parallel_size}: the server uses exactly its GPUs")
+        if gpus_per_node == 0:
+            raise ValueError("trainer.vllm_mode=server starts a vLLM server, which needs GPUs, and the run has none "
+                             "(hydra.launcher.gpus_per_node=null, or a machine without GPUs)")
+    per_node = processes // max(1, nodes)
+    if gpus_per_node and per_node + server > gpus_per_node:
+        what = f"{per_node} training processes" + (f" + {server} vLLM server GPUs" if server else "")
+        raise ValueError(f"{what} per node but {gpus_per_node} GPUs per node: each training process needs a GPU of its "
+                         "own" + (", and the server its own" if server else ""))
+
+
+def server_gpus(cfg: Any) -> int:
+    """GPUs the run's vLLM server takes on rank 0's node (0: no server)."""
+    trainer = cfg.trainer
+    return int(trainer.vllm_server.gpus) if trainer.use_vllm and trainer.vllm_mode == "server" else 0
