@@ -21,3 +21,12 @@ def fails_outside_training(completions, trainer_state=None, **kwargs):
     if trainer_state is None:
         raise RuntimeError("this reward only works inside training")
     return [0.0 for _ in completions]
+
+
+def fails_on_rank(completions, rank=1, **kwargs):
+    """Raises in one process of a multi-process run (its RANK), scores 0 in the others."""
+    import os
+
+    if os.environ.get("RANK") == str(rank):
+        raise RuntimeError(f"reward failed on rank {rank}")
+    return [0.0 for _ in completions]

@@ -20,7 +20,8 @@ from grpo_sweep.run.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
 from grpo_sweep.search.storage import check_storage_url
 from grpo_sweep.sweeps.gate import check_one_engine, check_study_engine
-from grpo_sweep.sweeps.submit import check_resources
+from grpo_sweep.run.distributed import check_world
+from grpo_sweep.sweeps.submit import Node, check_partition_fit, check_resources, run_world
 from grpo_sweep.run.validate import ConfigError, check_machine, validate
 
 from .conftest import ROOT, compose
@@ -92,6 +93,8 @@ def lora_targets_absent(tmp, mp):
 GT = [{"prompt": "1+1?", "ground_truth": "2"}] * 3
 CODE = [{**row, "tests": ["assert True"]} for row in GT]
 VLLM = ["backend=unsloth", "backend.fast_inference=true"]
+DDP2 = ["distributed=ddp", "distributed.nproc_per_node=2"]
+SERVER = ["trainer.use_vllm=true", "trainer.vllm_mode=server"]
 CASES = [
     # (id, setup, message the error must contain)
     ("unknown group option", lambda t, m: compose(["reward_mix=nope"]), "Could not find 'reward_mix/nope'"),
@@ -165,6 +168,19 @@ CASES = [
     ("a field TRL's GRPOConfig does not have", bad(["+trainer.args.scale_reward=batch"]), "trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; did you mean trainer.args.scale_rewards?"),
     ("a GRPOConfig field given the wrong kind of value", bad(["+trainer.args.epsilon=high"]), "trainer.args.epsilon='high': GRPOConfig's epsilon takes float, not str"),
     ("a trainer setting given through trainer.args", bad(["+trainer.args.num_generations=4"]), "trainer.args.num_generations is set by grpo-sweep from its own config: set trainer.num_generations"),
+    ("distributed: processes that break the generation batch", bad([*DDP2, "trainer.per_device_train_batch_size=6", "trainer.num_generations=8"]), "trainer.num_generations=8 must divide the generation batch processes x per_device_train_batch_size x steps_per_generation = 2 x 6 x 1 = 12"),
+    ("distributed: several processes with distributed=none", bad(["distributed.nproc_per_node=2"]), "distributed.nproc_per_node=2 with distributed=none (one process a run): choose distributed=ddp"),
+    ("distributed: an unknown strategy", bad(["distributed.strategy=ddpp"]), "distributed.strategy='ddpp'; use one of: none, ddp, zero2"),
+    ("distributed: Unsloth over several processes", bad(["backend=unsloth", *DDP2]), "distributed=ddp with backend=unsloth: Unsloth trains on one GPU; use backend=trl"),
+    ("distributed: one process per GPU on a machine without one", on_cpu(["distributed=ddp"]), "distributed=ddp with distributed.nproc_per_node=null runs one process per GPU, and this machine has none"),
+    ("distributed: DeepSpeed on a CPU-only machine", on_cpu(["distributed=zero2", "distributed.nproc_per_node=2"]), "distributed=zero2 is DeepSpeed, which needs NVIDIA GPUs"),
+    ("distributed: several processes in an Optuna study", lambda t, m: check_study_engine(compose(DDP2), 20, 1), "distributed=ddp with an Optuna search"),
+    ("SLURM: several tasks a run with distributed=none", lambda t, m: run_world({"tasks_per_node": 2}, "slurm", compose([])), "hydra.launcher.tasks_per_node=2, nodes=1: with distributed=none a run is one training process"),
+    ("SLURM: processes a node that are not its tasks", lambda t, m: run_world({"tasks_per_node": 2}, "slurm", compose(["distributed=ddp", "distributed.nproc_per_node=3"])), "distributed.nproc_per_node=3 but hydra.launcher.tasks_per_node=2"),
+    ("SLURM: more processes a node than its GPUs", lambda t, m: check_world(compose(["distributed=ddp"]), 16, 2, 4), "8 training processes per node but 4 GPUs per node"),
+    ("SLURM: more nodes than the partition has", lambda t, m: check_partition_fit({"nodes": 4, "gpus_per_node": 8}, [Node(64, 512000, 8, 2)]), "hydra.launcher.nodes=4: the default partition has 2 node(s)"),
+    ("vLLM server: its GPUs are not tensor x data parallel", bad([*SERVER, "trainer.vllm_server.gpus=2"]), "trainer.vllm_server.gpus=2 but tensor_parallel_size x data_parallel_size = 1 x 1"),
+    ("vLLM server: no GPU left for it", lambda t, m: check_world(compose(["distributed=ddp", *SERVER, "trainer.vllm_server.gpus=2", "trainer.vllm_server.data_parallel_size=2"]), 8, 1, 8), "8 training processes + 2 vLLM server GPUs per node but 8 GPUs per node"),
     ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
 ]
 

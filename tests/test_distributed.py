@@ -1,0 +1,106 @@
+"""One run over several processes (distributed=ddp) without a scheduler: torchrun's engine starts the ranks, they
+train one run, rank 0 writes it. (SLURM's tasks as ranks: tests/test_slurm.py.)"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_sweep.run.distributed import check_world
+from grpo_sweep.sweeps.submit import run_world
+
+from .conftest import FAST, ROOT, compose, run_launch
+
+# two processes of 4 prompts' completions each: the global batch of FAST's one process (8)
+TWO = ["distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_train_batch_size=4",
+       "trainer.disable_tqdm=true"]
+ENV = {"PYTHONPATH": str(ROOT)}
+
+
+def _run_dir(root: Path) -> Path:
+    [run_dir] = list(root.glob("grpo/runs/*"))
+    return run_dir
+
+
+def _train_rows(run_dir: Path) -> list[dict]:
+    return [row for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "reward" in row]
+
+
+def _rank_logs(run_dir: Path) -> str:
+    return "".join(p.read_text() for p in sorted((run_dir / "ranks").glob("*/attempt_*/*/stderr.log")))
+
+
+def test_two_processes_train_one_run_that_rank_0_writes(tmp_path):
+    out = run_launch([*FAST, *TWO], tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = _run_dir(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed", summary.get("error")
+    assert summary["distributed"] == {"strategy": "ddp", "world_size": 2, "nodes": 1}
+    assert summary["test_accuracy"] is not None and summary["val_accuracy"] is not None
+    # one set of metrics: every step once (a second writer would repeat them)
+    assert [row["step"] for row in _train_rows(run_dir)] == list(range(1, 7))
+    logs = _rank_logs(run_dir)
+    assert "rank 0 of 2 (local rank 0, 1 node)" in logs and "rank 1 of 2 (local rank 1, 1 node)" in logs
+    assert "grpo-sweep: run finished" in out.stdout  # the launching process reports rank 0's summary
+    grpo = json.loads((run_dir / "grpo_config.json").read_text())
+    assert grpo["ddp_find_unused_parameters"] is False and grpo["per_device_train_batch_size"] == 4
+
+
+def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
+    bomb = ["+reward_mix.bomb.fn=tests.failing_rewards.fails_on_rank", "+reward_mix.bomb.weight=0.5"]
+    out = run_launch(["-m", *FAST, *TWO, *bomb], tmp_path, env=ENV)
+    assert out.returncode == 1, out.stderr[-3000:]
+    [summary_path] = list(tmp_path.glob("grpo/multiruns/*/0/summary.json"))
+    summary = json.loads(summary_path.read_text())
+    assert summary["status"] == "failed"
+    error = summary["error"]
+    assert error.startswith("RankFailed: rank 1 of 2 failed: ") and "reward failed on rank 1" in error, error
+    assert "\n" not in error and str(summary_path.parent / "ranks") in error
+
+
+def test_the_world_of_a_slurm_job_is_its_tasks_on_its_nodes():
+    ddp = compose(["distributed=ddp"])
+    assert run_world({"tasks_per_node": 4, "nodes": 2, "gpus_per_node": 4}, "slurm", ddp) == (8, 2, 4)
+    assert run_world({"tasks_per_node": 2, "gpus_per_node": None}, "slurm", ddp) == (2, 1, 0)
+    assert run_world({}, "local", compose(["distributed=ddp", "distributed.nproc_per_node=3"])) == (3, 1, None)
+    # what one process per device cannot do, two can: 2 x 4 completions make groups of 8
+    eight = compose(["distributed=ddp", "trainer.per_device_train_batch_size=4", "trainer.num_generations=8"])
+    check_world(eight, 2, 1, 2)
+    with pytest.raises(ValueError, match="steps_per_generation = 4 x 1 = 4"):
+        check_world(eight, 1)
+
+
+@pytest.mark.slow
+def test_a_killed_two_process_run_resumes_both_ranks_from_one_checkpoint(tmp_path):
+    """SIGKILL to the whole process group mid-run (a node lost), then the same command again: both ranks continue from
+    the newest checkpoint, and every step is in metrics.jsonl once."""
+    run_dir = tmp_path / "run"
+    args = [sys.executable, str(ROOT / "launch.py"), *FAST, *TWO, "trainer.max_steps=30", "trainer.save_steps=4",
+            f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, **ENV}
+    first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.time() + 300
+    while not (run_dir / "checkpoints" / "checkpoint-8").is_dir():
+        assert first.poll() is None and time.time() < deadline, "the first attempt ended before its second checkpoint"
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert not (run_dir / "summary.json").exists()
+
+    again = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    [resumed] = summary["resumed_from_steps"]
+    assert summary["status"] == "completed" and resumed >= 8 and resumed % 4 == 0
+    assert [row["step"] for row in _train_rows(run_dir)] == list(range(1, 31))
+    logs = _rank_logs(run_dir)
+    assert "rank 0 of 2 (local rank 0, 1 node) on" in logs and f"resuming at step {resumed}" in logs
+    assert logs.count(f"resuming at step {resumed}") == 2  # both ranks
