@@ -132,6 +132,33 @@ def test_bad_value_fails_before_anything_is_submitted(tmp_path, fake_sbatch, ove
     assert list(scripts.iterdir()) == []  # nothing reached sbatch
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["hydra.launcher.tasks_per_node=4", "hydra.launcher.gpus_per_node=2"],
+         "4 training processes per node but 2 GPUs per node: each training process needs a GPU of its own"),
+        (["hydra.launcher.tasks_per_node=2", "trainer.per_device_train_batch_size=3", "trainer.num_generations=4"],
+         "processes x per_device_train_batch_size x steps_per_generation = 2 x 3 x 1 = 6"),
+        (["hydra.launcher.tasks_per_node=4", "hydra.launcher.nodes=3"],
+         "hydra.launcher.nodes=3: the default partition has 2 node(s) that can take the job"),
+    ],
+)
+def test_a_multi_process_run_that_does_not_fit_is_refused_before_submission(tmp_path, fake_sbatch, overrides, message):
+    """distributed=ddp on SLURM: the tasks are the run's processes; their arithmetic against the batch and the
+    partition (a fake sinfo: two nodes of 4 GPUs) is refused in one line, and nothing reaches sbatch."""
+    env, scripts = fake_sbatch
+    sinfo = Path(env["PATH"].split(":", 1)[0]) / "sinfo"
+    sinfo.write_text('#!/bin/sh\necho "gpu*|64|512000|gpu:a100:4|2"\n')
+    sinfo.chmod(0o755)
+    base = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4", "distributed=ddp"]
+    out, probe = submit(["-m", *base, *overrides], tmp_path, env)
+    assert probe["code"] not in (0, None)
+    assert probe["heavy"] == []
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("grpo-sweep: ") and message in last, out.stderr[-2000:]
+    assert list(scripts.iterdir()) == []
+
+
 def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
     """One run's reward raises: the other run still trains, the table shows the failure, the exit code is 1."""
     from .conftest import run_launch

@@ -242,3 +242,35 @@ def test_pending_array_tasks_are_seen_and_a_rerun_queues_only_what_did_not_finis
         for job in _jobs(sweep_dir):
             if job["job_id"] and not job["job_id"].startswith(f"{array}_"):
                 subprocess.run(["scancel", job["job_id"].split("_")[0]], check=False)
+
+
+def test_a_two_task_job_trains_one_run_and_a_requeue_resumes_both_ranks(tmp_path):
+    """distributed=ddp with tasks_per_node=2: SLURM starts the two processes of one run (gloo, one CPU each).
+    `scontrol requeue` mid-run stops both; the job runs again and both ranks resume from the newest checkpoint."""
+    ddp = ["hydra.launcher.tasks_per_node=2", "distributed=ddp", "trainer.per_device_train_batch_size=4"]
+    fast = [*FAST, "trainer.max_steps=40", "trainer.save_steps=4", "trainer.disable_tqdm=true"]
+    out = run_launch(["-m", *SLURM, "hydra.launcher.detach=true", *ddp, *fast], tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep_dir = _sweep_dir(tmp_path)
+    [job] = _jobs(sweep_dir)
+    run_dir = Path(job["run_dir"])
+    deadline = time.time() + 400
+    while not (run_dir / "checkpoints" / "checkpoint-8").exists():
+        assert time.time() < deadline, report(sweep_dir)[0]
+        time.sleep(0.3)
+    subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
+
+    _wait_for(sweep_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed", summary.get("error")
+    assert summary["distributed"] == {"strategy": "ddp", "world_size": 2, "nodes": 1}
+    [resumed] = summary["resumed_from_steps"]
+    assert resumed >= 8 and resumed % 4 == 0
+    assert _steps(run_dir) == list(range(1, 41))  # no step lost, none repeated
+    logs = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob("*/*_log.*"))
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 (local rank {rank}, 1 node) on" in logs
+    assert logs.count(f"resuming at step {resumed}") == 2, logs[-3000:]
+    # the job script asked SLURM for two tasks of one CPU on one node
+    [script] = list((sweep_dir / ".submitit").glob("*/*_submission.sh"))
+    assert "#SBATCH --ntasks-per-node=2" in script.read_text()
