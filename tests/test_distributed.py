@@ -23,11 +23,6 @@ TWO = ["distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_tr
 ENV = {"PYTHONPATH": str(ROOT)}
 
 
-def _run_dir(root: Path) -> Path:
-    [run_dir] = list(root.glob("grpo/runs/*"))
-    return run_dir
-
-
 def _train_rows(run_dir: Path) -> list[dict]:
     return [row for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "reward" in row]
 
@@ -36,10 +31,12 @@ def _rank_logs(run_dir: Path) -> str:
     return "".join(p.read_text() for p in sorted((run_dir / "ranks").glob("*/attempt_*/*/stderr.log")))
 
 
-def test_two_processes_train_one_run_that_rank_0_writes(tmp_path):
-    out = run_launch([*FAST, *TWO], tmp_path, env=ENV)
+@pytest.mark.parametrize("launcher", [[], ["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"]],
+                         ids=["single run", "pool worker"])
+def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
+    out = run_launch([*launcher, *FAST, *TWO], tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
-    run_dir = _run_dir(tmp_path)
+    [run_dir] = list(tmp_path.glob("grpo/multiruns/*/0" if launcher else "grpo/runs/*"))
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary.get("error")
     assert summary["distributed"] == {"strategy": "ddp", "world_size": 2, "nodes": 1}
@@ -48,7 +45,8 @@ def test_two_processes_train_one_run_that_rank_0_writes(tmp_path):
     assert [row["step"] for row in _train_rows(run_dir)] == list(range(1, 7))
     logs = _rank_logs(run_dir)
     assert "rank 0 of 2 (local rank 0, 1 node)" in logs and "rank 1 of 2 (local rank 1, 1 node)" in logs
-    assert "grpo-sweep: run finished" in out.stdout  # the launching process reports rank 0's summary
+    # the launching process reports rank 0's summary
+    assert ("| completed |" if launcher else "grpo-sweep: run finished") in out.stdout
     grpo = json.loads((run_dir / "grpo_config.json").read_text())
     assert grpo["ddp_find_unused_parameters"] is False and grpo["per_device_train_batch_size"] == 4
 

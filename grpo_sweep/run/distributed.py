@@ -12,6 +12,7 @@ evaluation, rank 0 still writes); every rank checkpoints and resumes from the sa
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import socket
 from dataclasses import dataclass
@@ -106,14 +107,25 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
         monitor_interval=0.5,
     )
     container = OmegaConf.to_container(cfg, resolve=True)
+    method = multiprocessing.get_start_method(allow_none=True)
     try:
+        if method not in (None, "spawn", "fork", "forkserver"):
+            # a pool worker: loky made its own start method the process's default, and a spawned rank, which is told
+            # the parent's default, cannot find it
+            multiprocessing.set_start_method("spawn", force=True)
         results = elastic_launch(config, _rank_main)(container, context, open_tracker)
     except ChildFailedError as exc:
         rank, failure = min(exc.failures.items())
-        message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
-        first = (message or f"exit code {failure.exitcode}").strip().splitlines()
-        raise RankFailed(f"rank {rank} of {processes} failed: {first[-1] if first else failure.exitcode} "
-                         f"(its log: {logs})") from None
+        if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
+            message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+            lines = message.strip().splitlines()
+            why = lines[-1] if lines else f"exit code {failure.exitcode}"
+        else:  # it died before or without raising (a signal, a crash in native code, an import that failed)
+            why = f"exit code {failure.exitcode}" + (f" ({failure.signal_name()})" if failure.exitcode < 0 else "")
+        raise RankFailed(f"rank {rank} of {processes} failed: {why} (its log: {logs})") from None
+    finally:
+        if method not in (None, "spawn", "fork", "forkserver"):
+            multiprocessing.set_start_method(method, force=True)
     return results.get(0)
 
 
