@@ -65,9 +65,7 @@ SET_BY_RUN = {
     "output_dir": "checkpoints go to the run directory's checkpoints/, where a resumed run finds them",
     "reward_weights": "set each weight as reward_mix.<name>.weight",
     "bf16": "set trainer.bf16",
-    "deepspeed": "choose distributed=zero2 or zero3 (its deepspeed: node holds the DeepSpeed config)",
-    "fsdp": "choose distributed=fsdp (distributed.fsdp)",
-    "fsdp_config": "choose distributed=fsdp (distributed.fsdp_config)",
+    "deepspeed": "choose distributed=zero2 (its distributed.deepspeed holds the DeepSpeed config)",
     "ddp_timeout": "set distributed.timeout_s",
 }
 

@@ -254,15 +254,12 @@ class BackendConfig:
 class DistributedConfig:
     """How many processes train one run, and how they split the model (``distributed=`` options)."""
 
-    # none (one process) | ddp | zero2 | zero3 (DeepSpeed) | fsdp
+    # none (one process) | ddp | zero2 (DeepSpeed ZeRO stage 2)
     strategy: str = "none"
     # processes of the run on each node; null: on SLURM hydra.launcher.tasks_per_node, elsewhere the GPUs visible
     nproc_per_node: Optional[int] = 1
-    # the DeepSpeed config (GRPOConfig.deepspeed) of zero2 / zero3
+    # the DeepSpeed config (GRPOConfig.deepspeed) of zero2
     deepspeed: Optional[Dict[str, Any]] = None
-    # GRPOConfig.fsdp and fsdp_config (fsdp)
-    fsdp: str = ""
-    fsdp_config: Optional[Dict[str, Any]] = None
     # seconds a rank waits for the others at a collective (GRPOConfig.ddp_timeout): rank 0 evaluates alone
     timeout_s: int = 1800
 

@@ -1,13 +1,15 @@
-"""One run over several processes (``distributed=ddp|zero2|zero3|fsdp``).
+"""One run over several processes (``distributed=ddp|zero2``).
 
 The processes are started by a launcher library, never by hand: on SLURM by SLURM itself (one task a process,
 ``hydra.launcher.tasks_per_node`` x ``nodes``; submitit's ``TorchDistributedEnvironment`` tells each task its rank),
 elsewhere by torchrun's own engine (``torch.distributed.launcher.api.elastic_launch``) from the task. Each process
 then trains through the Trainer, whose accelerate state joins them (gloo on CPU, NCCL on GPUs) and which applies
-DDP, DeepSpeed or FSDP from GRPOConfig's ``deepspeed`` / ``fsdp`` fields.
+DDP, or DeepSpeed from GRPOConfig's ``deepspeed`` field.
 
-Rank 0 writes the run's files, opens its tracker and evaluates (with sharded weights every rank takes part in an
-evaluation, rank 0 still writes); every rank checkpoints and resumes from the same checkpoint. No torch at import.
+Every rank holds the whole model (DDP, ZeRO-2), so rank 0 alone writes the run's files, opens its tracker,
+evaluates and saves, while the others wait at the next step's collectives; every rank checkpoints and resumes from
+the same checkpoint. Strategies that shard the weights themselves (ZeRO-3, FSDP) would need every rank in each
+evaluation and save, and are not offered. No torch at import.
 """
 from __future__ import annotations
 
@@ -21,11 +23,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("none", "ddp", "zero2", "zero3", "fsdp")
-# every rank holds only a part of the weights: an evaluation or a save needs all of them
-SHARDED = ("zero3", "fsdp")
+STRATEGIES = ("none", "ddp", "zero2")
 # DeepSpeed: NVIDIA GPUs only
-DEEPSPEED = ("zero2", "zero3")
+DEEPSPEED = ("zero2",)
 # each rank's stdout and stderr when torchrun's engine starts the ranks (SLURM keeps its own per-task logs)
 RANK_LOGS = "ranks"
 
@@ -164,7 +164,7 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
         raise ValueError(f"distributed.strategy={strategy!r}; use one of: {', '.join(STRATEGIES)}")
     if strategy == "none" and cfg.distributed.nproc_per_node != 1:
         raise ValueError(f"distributed.nproc_per_node={cfg.distributed.nproc_per_node} with distributed=none (one "
-                         "process a run): choose distributed=ddp (or zero2, zero3, fsdp) to train one run over several")
+                         "process a run): choose distributed=ddp (or zero2) to train one run over several")
     if strategy != "none" and cfg.backend.name == "unsloth":
         raise ValueError(f"distributed={strategy} with backend=unsloth: Unsloth trains on one GPU; use backend=trl")
     if processes is None:
@@ -173,10 +173,9 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
         raise ValueError(f"{processes} processes for the run: set distributed.nproc_per_node to 1 or more")
     if strategy == "none" and processes > 1:
         raise ValueError(f"{processes} processes but distributed=none (one process a run): choose distributed=ddp "
-                         "(or zero2, zero3, fsdp) to train one run over them")
+                         "(or zero2) to train one run over them")
     if strategy in DEEPSPEED and gpus_per_node == 0:
-        raise ValueError(f"distributed={strategy} is DeepSpeed, which needs NVIDIA GPUs: use distributed=ddp or fsdp "
-                         "on CPU")
+        raise ValueError(f"distributed={strategy} is DeepSpeed, which needs NVIDIA GPUs: use distributed=ddp on CPU")
     per_step = trainer.per_device_train_batch_size * processes
     steps_per_generation = trainer.steps_per_generation or trainer.gradient_accumulation_steps
     generation_batch = per_step * steps_per_generation

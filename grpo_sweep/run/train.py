@@ -94,10 +94,6 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to:
     if distributed.deepspeed:
         kwargs["deepspeed"] = OmegaConf.to_container(distributed.deepspeed, resolve=True) \
             if OmegaConf.is_config(distributed.deepspeed) else dict(distributed.deepspeed)
-    if distributed.fsdp:
-        kwargs["fsdp"] = distributed.fsdp
-        kwargs["fsdp_config"] = OmegaConf.to_container(distributed.fsdp_config, resolve=True) \
-            if OmegaConf.is_config(distributed.fsdp_config) else dict(distributed.fsdp_config or {})
     kwargs.update(
         ddp_timeout=int(distributed.timeout_s),
         # a LoRA's or a whole model's weights all take part in every step; True costs DDP a graph walk a step

@@ -289,7 +289,7 @@ def check_machine(cfg: Any) -> None:
             raise ConfigError(str(exc)) from None
         if cfg.distributed.strategy in DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(f"distributed={cfg.distributed.strategy} needs the deepspeed package, which is not "
-                              "installed here (pip install deepspeed); or use distributed=ddp or fsdp")
+                              "installed here (pip install deepspeed); or use distributed=ddp")
     if not gpu and (refusal := gpu_refusal(cfg)):
         raise ConfigError(refusal)
     if "8bit" in cfg.optimizer.optim and importlib.util.find_spec("bitsandbytes") is None:
