@@ -159,6 +159,26 @@ def test_a_multi_process_run_that_does_not_fit_is_refused_before_submission(tmp_
     assert list(scripts.iterdir()) == []
 
 
+def test_a_dry_run_shows_what_each_job_would_run_and_submits_nothing(tmp_path, fake_sbatch):
+    env, scripts = fake_sbatch
+    sinfo = Path(env["PATH"].split(":", 1)[0]) / "sinfo"
+    sinfo.write_text('#!/bin/sh\necho "gpu*|64|512000|gpu:a100:8|2"\n')
+    sinfo.chmod(0o755)
+    server = ["trainer.use_vllm=true", "trainer.vllm_mode=server", "trainer.vllm_server.gpus=2",
+              "trainer.vllm_server.tensor_parallel_size=2"]
+    out, probe = submit(["-m", "hydra/launcher=slurm", "hydra.launcher.dry_run=true", "hydra.launcher.nodes=2",
+                         "hydra.launcher.tasks_per_node=6", "hydra.launcher.gpus_per_node=8", "distributed=ddp", *server,
+                         "trainer.per_device_train_batch_size=4", "trainer.num_generations=8", "lora.r=16,32"],
+                        tmp_path, env)
+    assert probe["code"] == 0 and probe["heavy"] == [], out.stderr[-3000:]
+    assert "dry run (slurm): 2 job(s), each nodes=2 tasks_per_node=6 gpus_per_node=8" in out.stdout
+    job = next(line for line in out.stdout.splitlines() if line.startswith("job 1 ("))
+    for part in ("12 process(es), distributed=ddp", "node 0: ranks 0-5 on GPUs 0-5; node 1: ranks 6-11 on GPUs 0-5",
+                 "vLLM server on node 0, GPUs 6-7 (tensor 2 x data 1)", "generation batch 12 x 4 x 1 = 48 = 6 groups of 8"):
+        assert part in job, job
+    assert list(scripts.iterdir()) == [] and not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
+
+
 def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
     """One run's reward raises: the other run still trains, the table shows the failure, the exit code is 1."""
     from .conftest import run_launch

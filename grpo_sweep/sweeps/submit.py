@@ -231,6 +231,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: resources and every run, or nothing is queued
     log.info("validated %d runs in %.2f s", len(run_dirs), time.perf_counter() - started)
 
+    if getattr(launcher, "dry_run", False):
+        print(describe_plan(launcher, job_overrides, initial_job_idx, run_dirs), flush=True)
+        raise SystemExit(0)
     executor = make_executor(launcher)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     nums = list(range(initial_job_idx, initial_job_idx + len(job_overrides)))
@@ -277,6 +280,42 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             error = f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}"
             done[nums[i]] = lost_run_return(overrides, run_dir, error, str(exc))
     return [done[num] for num in nums]
+
+
+def describe_plan(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+                  run_dirs: list[Path]) -> str:
+    """What each job of the batch would run, after the gate passed it (``hydra.launcher.dry_run=true``): its
+    resources, its processes and where each trains, the vLLM server's GPUs, the generation batch."""
+    from ..run.distributed import server_gpus
+    from .gate import compose_runs
+
+    params = launcher.params
+    asks = " ".join(f"{key}={params.get(key)}" for key in ("nodes", "tasks_per_node", "gpus_per_node",
+                                                              "cpus_per_task", "mem_gb", "timeout_min", "partition")
+                    if params.get(key) is not None)
+    lines = [f"dry run ({executor_kind(launcher)}): {len(run_dirs)} job(s), each {asks}; nothing is submitted"]
+    loader = launcher.hydra_context.config_loader
+    for num, (overrides, cfg, run_dir) in enumerate(zip(job_overrides, compose_runs(loader, launcher.config, job_overrides),
+                                                        run_dirs), start=initial_job_idx):
+        processes, nodes, gpus = run_world(params, executor_kind(launcher), cfg)
+        processes = processes or 1
+        per_node = processes // max(1, nodes)
+        trainer = cfg.trainer
+        steps = trainer.steps_per_generation or trainer.gradient_accumulation_steps
+        batch = processes * trainer.per_device_train_batch_size * steps
+        device = f"GPUs 0-{per_node - 1}" if gpus else "the CPUs"
+        where = "; ".join(f"node {n}: ranks {n * per_node}-{(n + 1) * per_node - 1} on {device}" for n in range(nodes))
+        server = server_gpus(cfg)
+        if server:
+            where += (f"; vLLM server on node 0, GPUs {gpus - server}-{gpus - 1} (tensor {trainer.vllm_server.tensor_parallel_size}"
+                      f" x data {trainer.vllm_server.data_parallel_size})")
+        lines.append(
+            f"job {num} ({' '.join(overrides) or 'defaults'}): {processes} process(es), distributed="
+            f"{cfg.distributed.strategy}; {where}; generation batch {processes} x {trainer.per_device_train_batch_size}"
+            f" x {steps} = {batch} = {batch // trainer.num_generations} groups of {trainer.num_generations}; "
+            f"{trainer.max_steps} steps; run dir {run_dir}"
+        )
+    return "\n".join(lines)
 
 
 def job_ids(jobs: list, shown: int = 10) -> str:

@@ -43,6 +43,8 @@ class GrpoSlurmQueueConf(SlurmQueueConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoSlurmLauncher"
     # submit and return: print the job ids and the sweep dir, then `python -m grpo_sweep.sweeps.status <sweep_dir>`
     detach: bool = False
+    # pass the gate, print what each job would run (resources, processes and their GPUs, batch), submit nothing
+    dry_run: bool = False
 
 
 @dataclass
@@ -83,9 +85,9 @@ class _SubmitLaunch(GatedLauncher):
 class GrpoSlurmLauncher(_SubmitLaunch, SlurmLauncher):
     trains_here = False  # a compute node trains: its machine checks run there (app.run_task)
 
-    def __init__(self, detach: bool = False, **params: Any) -> None:
+    def __init__(self, detach: bool = False, dry_run: bool = False, **params: Any) -> None:
         super().__init__(**params)
-        self.detach = detach
+        self.detach, self.dry_run = detach, dry_run
 
 
 @dataclass
@@ -93,12 +95,14 @@ class GrpoLocalQueueConf(LocalQueueConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoLocalLauncher"
     # runs at a time; null: the machine's cores // cpus_per_task (at least 1)
     array_parallelism: Optional[int] = None
+    # pass the gate, print what each job would run, start nothing
+    dry_run: bool = False
 
 
 class GrpoLocalLauncher(_SubmitLaunch, LocalLauncher):
-    def __init__(self, array_parallelism: Optional[int] = None, **params: Any) -> None:
+    def __init__(self, array_parallelism: Optional[int] = None, dry_run: bool = False, **params: Any) -> None:
         super().__init__(**params)
-        self.array_parallelism = array_parallelism
+        self.array_parallelism, self.dry_run = array_parallelism, dry_run
 
 
 @dataclass
