@@ -63,6 +63,15 @@ def with_packages(present: set[str], gpu: bool, overrides, env=None):
     return run
 
 
+def gpus_here(count: int, overrides):
+    def run(tmp, mp):
+        mp.setattr(validation, "gpu_available", lambda: True)
+        mp.setattr(validation, "gpu_count", lambda: count)
+        check_machine(compose(overrides))
+
+    return run
+
+
 def no_sandbox(tmp, mp):
     def unavailable(isolation="namespaces"):
         raise SandboxUnavailable("unshare: unshare failed: Operation not permitted")
@@ -92,6 +101,7 @@ def lora_targets_absent(tmp, mp):
 GT = [{"prompt": "1+1?", "ground_truth": "2"}] * 3
 CODE = [{**row, "tests": ["assert True"]} for row in GT]
 VLLM = ["backend=unsloth", "backend.fast_inference=true"]
+SERVER = ["trainer.use_vllm=true", "trainer.vllm_mode=server"]
 CASES = [
     # (id, setup, message the error must contain)
     ("unknown group option", lambda t, m: compose(["reward_mix=nope"]), "Could not find 'reward_mix/nope'"),
@@ -166,6 +176,10 @@ CASES = [
     ("a GRPOConfig field given the wrong kind of value", bad(["+trainer.args.epsilon=high"]), "trainer.args.epsilon='high': GRPOConfig's epsilon takes float, not str"),
     ("a trainer setting given through trainer.args", bad(["+trainer.args.num_generations=4"]), "trainer.args.num_generations is set by grpo-sweep from its own config: set trainer.num_generations"),
     ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
+    ("vLLM server with no GPUs", bad([*SERVER, "trainer.vllm_server.gpus=0"]), "trainer.vllm_server.gpus=0: must be >= 1 (trainer.vllm_mode=server starts a vLLM server on GPUs of its own)"),
+    ("vLLM server GPUs its parallel sizes do not use", bad([*SERVER, "trainer.vllm_server.gpus=2"]), "trainer.vllm_server.gpus=2 but tensor_parallel_size x data_parallel_size = 1 x 1: the server uses exactly its GPUs"),
+    ("a vLLM server flag the run sets itself", bad([*SERVER, "trainer.vllm_server.extra_args=['--port=9000']"]), "trainer.vllm_server.extra_args has --port=9000, which the run sets itself; remove it"),
+    ("vLLM server and training on a node with too few GPUs", gpus_here(1, SERVER), "1 training processes + 1 vLLM server GPUs per node but 1 GPUs per node: each training process needs a GPU of its own, and the server its own"),
 ]
 
 
