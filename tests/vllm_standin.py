@@ -7,6 +7,7 @@ prints a line and never listens; `stubborn` serves but ignores SIGTERM.
 """
 import argparse
 import http.server
+import os
 import signal
 import subprocess
 import sys
@@ -30,7 +31,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--pid-file")
     args = parser.parse_args()
-    print(f"stand-in {args.mode} loading model on port {args.port}", flush=True)
+    # the GPUs it was given, as vLLM would read them
+    print(f"stand-in {args.mode} loading model on port {args.port} "
+          f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})", flush=True)
     if args.mode == "exit":
         print("CUDA out of memory (stand-in)", flush=True)
         sys.exit(3)

@@ -47,7 +47,8 @@ class ServerSpec:
     model: str
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
-    gpus: Sequence[int] | None = None  # CUDA_VISIBLE_DEVICES for the server; None leaves the environment's
+    # CUDA_VISIBLE_DEVICES for the server (numbers or UUIDs); None leaves the environment's
+    gpus: Sequence[int | str] | None = None
     # The server and the trainer share a node here, so loopback; a server on another node binds 0.0.0.0 and is
     # reached through connect_host.
     host: str = "127.0.0.1"
@@ -235,10 +236,27 @@ class VLLMServer:
                     _signal_group(proc.pid, signal.SIGKILL)
                     proc.wait()
             if proc is not None:
-                # Workers that outlived the leader (it exited on its own) still hold GPUs: end them too.
+                # Workers that outlived the leader (it exited on its own) still hold GPUs: end them too, and wait
+                # until they are gone, so what runs next (the final evaluation) finds their GPU memory free.
                 _signal_group(proc.pid, signal.SIGKILL)
+                deadline = time.monotonic() + self.spec.stop_grace_s
+                while _group_running(proc.pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
         finally:
             self._claims.release()
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` has not exited yet (Linux /proc; a zombie has freed its memory and
+    devices). A killed process stays in the group until the kernel has torn it down."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after_name = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(after_name[2]) == pgid and after_name[0] != "Z":  # fields 3 and 5 of proc(5): state, pgrp
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -167,6 +167,19 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
                          "process a run): choose distributed=ddp (or zero2) to train one run over several")
     if strategy != "none" and cfg.backend.name == "unsloth":
         raise ValueError(f"distributed={strategy} with backend=unsloth: Unsloth trains on one GPU; use backend=trl")
+    if trainer.use_vllm and trainer.vllm_mode == "server":
+        server_cfg = trainer.vllm_server
+        for name in ("gpus", "tensor_parallel_size", "data_parallel_size"):
+            if server_cfg[name] < 1:
+                raise ValueError(f"trainer.vllm_server.{name}={server_cfg[name]}: must be >= 1 (trainer.vllm_mode=server "
+                                 "starts a vLLM server on GPUs of its own)")
+        if server_cfg.tensor_parallel_size * server_cfg.data_parallel_size != server_cfg.gpus:
+            raise ValueError(
+                f"trainer.vllm_server.gpus={server_cfg.gpus} but tensor_parallel_size x data_parallel_size = "
+                f"{server_cfg.tensor_parallel_size} x {server_cfg.data_parallel_size}: the server uses exactly its GPUs")
+        if gpus_per_node == 0:
+            raise ValueError("trainer.vllm_mode=server starts a vLLM server, which needs GPUs, and the run has none "
+                             "(hydra.launcher.gpus_per_node=null, or a machine without GPUs)")
     if processes is None:
         return
     if processes < 1:
@@ -187,15 +200,6 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
         raise ValueError(f"trainer.num_generations={trainer.num_generations} must divide the generation batch "
                          f"{names} = {values} = {generation_batch}")
     server = server_gpus(cfg)
-    if server:
-        server_cfg = cfg.trainer.vllm_server
-        if server_cfg.tensor_parallel_size * server_cfg.data_parallel_size != server:
-            raise ValueError(
-                f"trainer.vllm_server.gpus={server} but tensor_parallel_size x data_parallel_size = "
-                f"{server_cfg.tensor_parallel_size} x {server_cfg.data_parallel_size}: the server uses exactly its GPUs")
-        if gpus_per_node == 0:
-            raise ValueError("trainer.vllm_mode=server starts a vLLM server, which needs GPUs, and the run has none "
-                             "(hydra.launcher.gpus_per_node=null, or a machine without GPUs)")
     per_node = processes // max(1, nodes)
     if gpus_per_node and per_node + server > gpus_per_node:
         what = f"{per_node} training processes" + (f" + {server} vLLM server GPUs" if server else "")

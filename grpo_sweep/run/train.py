@@ -1,6 +1,7 @@
 """One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation → results."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
@@ -33,6 +34,7 @@ from .results import METRICS, SAMPLES, write_outcomes, lookup, reward_trajectory
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
+from .vllm_serving import run_server
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
 from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
@@ -79,7 +81,8 @@ class RewardProgress(ProgressCallback):
             self.training_bar.set_postfix(postfix, refresh=False)
 
 
-def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to: list[str] | None = None):
+def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to: list[str] | None = None,
+                server: dict | None = None):
     import torch
     from trl import GRPOConfig
 
@@ -114,6 +117,7 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to:
     kwargs["epsilon_high"] = extra.get("epsilon", TRL_GRPO_DEFAULTS["epsilon"])  # TRL: None, i.e. epsilon
     kwargs["vllm_importance_sampling_correction"] = TRL_GRPO_DEFAULTS["vllm_importance_sampling_correction"]
     kwargs.update(extra)
+    kwargs.update(server or {})  # the run's own vLLM server: where it listens (run/vllm_serving.py)
     return GRPOConfig(**kwargs)
 
 
@@ -381,7 +385,8 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
         tracker = open_tracker(cfg, context)  # logger=none: a no-op
     tracker = _FinishOnce(tracker)
     try:
-        return _train_tracked(cfg, context, monitor, tracker, backend, trainer_class, started, timings)
+        with contextlib.ExitStack() as server:  # a vLLM server the run starts stops however the run ends
+            return _train_tracked(cfg, context, monitor, tracker, backend, trainer_class, started, timings, server)
     except Exception as exc:
         # a run that raised still ends its tracker run (failed), so the next run in this process gets its own
         tracker.finish({"status": "failed", "error": redact(f"{type(exc).__name__}: {exc}")})
@@ -411,7 +416,7 @@ class _FinishOnce:
 
 
 def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
-                   started: float, timings: dict) -> dict:
+                   started: float, timings: dict, server: contextlib.ExitStack) -> dict:
     run_dir, overrides = context.run_dir, context.overrides
     if needs_ground_truth(cfg.reward_mix):
         from ..rewards.mathcheck import HELPER
@@ -437,7 +442,8 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
     )
     model, tokenizer = backend.load(cfg)
-    base_sha256 = weights_sha256(model_source(cfg.model, cfg.data))
+    source = model_source(cfg.model, cfg.data)
+    base_sha256 = weights_sha256(source)
     train_set = filter_long_prompts(splits.train, tokenizer, cfg.trainer.max_prompt_length, "train")
     validation = filter_long_prompts(splits.validation, tokenizer, cfg.trainer.max_prompt_length, "validation")
     test_set = filter_long_prompts(splits.test, tokenizer, cfg.trainer.max_prompt_length, "test")
@@ -477,10 +483,12 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
+    # trainer.vllm_mode=server: up and healthy before the trainer, whose __init__ connects to it (on rank 0)
+    server_fields = server.enter_context(run_server(cfg, context, source))
     trainer = trainer_class(
         model=model,
         reward_funcs=reward_funcs,
-        args=grpo_config(cfg, run_dir, reward_weights, tracker.report_to()),
+        args=grpo_config(cfg, run_dir, reward_weights, tracker.report_to(), server_fields),
         train_dataset=train_set,
         processing_class=tokenizer,
         callbacks=callbacks,
@@ -494,6 +502,7 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     timings["setup"] = mark - started  # model, data, rewards, trainer
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
     timings["train"] = time.perf_counter() - mark
+    server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
     timings["eval_periodic"] = periodic.seconds  # inside "train": the evaluations' share of it
     if not context.main:
         return None  # rank 0 saves, evaluates and writes the run's summary

@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 from ..backends import BACKENDS
 from ..config.grpo_fields import check_args
-from .distributed import DEEPSPEED, check_world
+from .distributed import DEEPSPEED, check_world, server_gpus
+from .vllm_serving import check_server_settings
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
 from ..backends.gpu_stack import BackendError, check_backend_settings, check_cpu_fallback, gpu_refusal
@@ -47,6 +48,7 @@ def validate(cfg: Any) -> None:
     try:
         # the processes, when the config says (null: the launcher's tasks, or the GPUs: checked where they are known)
         check_world(cfg, cfg.distributed.nproc_per_node)
+        check_server_settings(cfg)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     prompt_budget = trainer.max_prompt_length or 0
@@ -281,7 +283,9 @@ def check_machine(cfg: Any) -> None:
     the code reward's sandbox, the run's processes against its GPUs. Run where training runs (run_task), not on the
     login node that submits."""
     gpu = gpu_available()
-    if cfg.distributed.strategy != "none":
+    # one process on one GPU needs no arithmetic, unless a vLLM server takes GPUs of the node beside it (without a
+    # GPU, gpu_refusal below names trainer.use_vllm with the rest)
+    if cfg.distributed.strategy != "none" or (gpu and server_gpus(cfg)):
         gpus = gpu_count() if gpu else 0
         try:
             check_world(cfg, *machine_world(cfg, gpus), gpus_per_node=gpus)
