@@ -72,6 +72,8 @@ class RunSummary:
     generated_tokens: int | None = None
     tokens_per_s: float | None = None
     device: dict | None = None
+    # a run over several processes: {strategy, world_size, nodes} (distributed=none: 1 process, 1 node)
+    distributed: dict | None = None
     # a run that did not finish (results.record_failure) and an Optuna trial's block (search/worker.py)
     error: str | None = None
     traceback: str | None = None

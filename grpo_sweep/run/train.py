@@ -329,8 +329,9 @@ def lora_zero_state(model) -> dict | None:
 
 def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None,
           open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> dict | None:
-    """Train, evaluate and save one run; return its summary (None on a rank other than 0 of a multi-process run). ``run``: the context the task was told
-    (``context.from_hydra``), or a bare run directory for a single run with ``overrides`` (the Python API, tests).
+    """Train, evaluate and save one run; return its summary (None on a rank other than 0 of a multi-process run).
+    ``run``: the context the task was told (``context.from_hydra``), or a bare run directory for a single run with
+    ``overrides`` (the Python API, tests).
 
     ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
     Optuna trial and may stop training early; a pruned run keeps its partial results with status "pruned".
