@@ -375,3 +375,15 @@ def test_a_slurm_request_no_node_can_meet_is_refused_naming_the_key():
     check_partition_fit({"gpus_per_node": None, "cpus_per_task": 1, "mem_gb": 2}, local)
     check_partition_fit({"gpus_per_node": 1, "cpus_per_task": 8, "mem_gb": 64, "partition": "gpu"}, parse_sinfo(sinfo, "gpu"))
     check_partition_fit({"gpus_per_node": 8}, [])  # sinfo did not answer: sbatch decides
+
+
+def test_a_launcher_on_the_command_line_of_a_single_run_asks_for_m(tmp_path):
+    """Hydra starts a launcher only for -m: `python launch.py hydra/launcher=slurm ...` would train here."""
+    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), "hydra/launcher=slurm", "distributed=ddp",
+                          f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        "grpo-sweep: hydra/launcher=slurm starts the runs of a sweep (-m); add -m to run this one there "
+        "(python launch.py -m hydra/launcher=slurm ...), or drop hydra/launcher to train it here")
+    assert not list(tmp_path.glob("grpo/runs/*/metrics.jsonl"))

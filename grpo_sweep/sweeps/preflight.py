@@ -35,6 +35,15 @@ def _gates_its_sweep(config: DictConfig) -> bool:
 class Preflight(Callback):
     # Hydra turns a callback's Exception into a warning and carries on; SystemExit stops the launch.
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        asked = [o for o in OmegaConf.select(config, "hydra.overrides.hydra", default=[]) or []
+                 if str(o).split("=", 1)[0].lstrip("+~") == "hydra/launcher"]
+        launcher = str(asked[-1]).split("=", 1)[1] if asked else None
+        if launcher and launcher not in ("local", "grpo_basic", "basic"):
+            # Hydra starts a launcher only for -m: without it this run would train here, not where the command says
+            # (a launcher chosen in a config file is a sweep's default, and a single run trains here as usual)
+            raise SystemExit(f"grpo-sweep: hydra/launcher={launcher} starts the runs of a sweep (-m); add -m to run "
+                             f"this one there (python launch.py -m hydra/launcher={launcher} ...), or drop "
+                             "hydra/launcher to train it here")
         try:
             check_run(_job_config(config), Path(config.hydra.run.dir), trains_here=True)
         except ConfigError as exc:
