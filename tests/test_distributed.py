@@ -49,6 +49,9 @@ def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     assert ("| completed |" if launcher else "grpo-sweep: run finished") in out.stdout
     grpo = json.loads((run_dir / "grpo_config.json").read_text())
     assert grpo["ddp_find_unused_parameters"] is False and grpo["per_device_train_batch_size"] == 4
+    # two processes held for the run's time: twice its device seconds
+    timings = summary["timings_s"]
+    assert summary["device_seconds"] == pytest.approx(2 * (timings["train"] + timings["save"] + timings["eval"]), abs=0.01)
 
 
 def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
@@ -102,3 +105,19 @@ def test_a_killed_two_process_run_resumes_both_ranks_from_one_checkpoint(tmp_pat
     logs = _rank_logs(run_dir)
     assert "rank 0 of 2 (local rank 0, 1 node) on" in logs and f"resuming at step {resumed}" in logs
     assert logs.count(f"resuming at step {resumed}") == 2  # both ranks
+
+
+@pytest.mark.slow
+def test_a_two_process_run_is_one_wandb_run(tmp_path):
+    from .wandb_offline import offline_run_dirs, read_offline_run
+
+    env = {**ENV, "WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": str(tmp_path / "no-netrc")}
+    out = run_launch(["logger=wandb", *FAST, *TWO], tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [run_dir] = list(tmp_path.glob("grpo/runs/*"))
+    [offline] = offline_run_dirs(run_dir)  # rank 1 opened none
+    run = read_offline_run(offline)
+    assert run.config["distributed"]["strategy"] == "ddp" and run.exit_code == 0
+    steps = sorted({row["_step"] for row in run.history if "train/reward" in row})
+    assert len(steps) == 6, steps
+    assert run.summary["world_size"] == 2

@@ -33,20 +33,23 @@ def generated_tokens(history: list[dict], generation_batch_size: int, gradient_a
     return round(total) if seen else None
 
 
-def run_cost(timings: dict, history: list[dict], args: Any) -> dict:
+def run_cost(timings: dict, history: list[dict], args: Any, devices: int = 1) -> dict:
     """``device_seconds``, ``generated_tokens`` and ``tokens_per_s`` of a run, for its summary.json.
 
     device_seconds: wall seconds the run kept its device busy: training (its periodic evaluations included),
     saving and the final evaluation, i.e. ``timings_s`` train + save + eval. Process start-up and set-up (imports,
     data, model load) are left out: they are the same for every configuration of a sweep and mostly disk or
-    network. On CPU it is the same wall time (the process holds its cores throughout).
+    network. On CPU it is the same wall time (the process holds its cores throughout). A run over several
+    processes, or with a vLLM server of its own, holds ``devices`` of them (training processes + server GPUs) for
+    that time: its device seconds are that many times the wall time.
     generated_tokens: completion tokens sampled in training (``generated_tokens`` above); the evaluations'
     completions are not counted. tokens_per_s: generated_tokens / device_seconds, i.e. training tokens per
     device-second the run cost (a cost rate; evaluation time is in the denominator, so it is below raw speed).
     ``args`` is the run's GRPOConfig (its generation_batch_size, gradient_accumulation_steps, ...).
     """
     parts = [timings.get(k) for k in ("train", "save", "eval")]
-    seconds = sum(p for p in parts if isinstance(p, (int, float))) if isinstance(parts[0], (int, float)) else None
+    seconds = sum(p for p in parts if isinstance(p, (int, float))) * devices if isinstance(parts[0], (int, float)) \
+        else None
     tokens = generated_tokens(history, args.generation_batch_size, args.gradient_accumulation_steps,
                               args.steps_per_generation, getattr(args, "num_iterations", 1) or 1)
     rate = tokens / seconds if tokens is not None and seconds else None

@@ -34,6 +34,7 @@ from .results import METRICS, SAMPLES, write_outcomes, lookup, reward_trajectory
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
+from .distributed import server_gpus
 from .vllm_serving import run_server
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
@@ -531,7 +532,7 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
                     "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
             distributed={"strategy": cfg.distributed.strategy, "world_size": context.world_size,
                          "nodes": context.nodes},
-            **run_cost(timings, metrics, trainer.args),
+            **run_cost(timings, metrics, trainer.args, devices=context.world_size + server_gpus(cfg)),
         )
         if monitor is not None:
             summary.update(monitor.record())

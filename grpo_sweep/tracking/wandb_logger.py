@@ -233,6 +233,8 @@ def summary_fields(summary: dict | RunSummary) -> dict:
         "final/reward": s.reward,
         # what the run cost (run/cost.run_cost); the sweep report sums them
         "cost/device_seconds": s.device_seconds,
+        # the processes that trained it (distributed=...): what a device second of this run is a share of
+        "world_size": (s.distributed or {}).get("world_size", 1),
         "cost/generated_tokens": s.generated_tokens,
         "cost/tokens_per_s": s.tokens_per_s,
     }
