@@ -77,19 +77,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--slurm", action="store_true", help="also the 2-task job on the local SLURM")
+    parser.add_argument("--add", action="store_true", help="keep the rows already in bench/results/distributed.json")
     args = parser.parse_args()
     arms = [a for a in ARMS if args.slurm or "SLURM" not in a]
-    rows = []
+    results = ROOT / "bench" / "results"
+    rows = json.loads((results / "distributed.json").read_text())["rows"] if args.add else []
+    commands = ([json.loads((results / "distributed.json").read_text()).get("commands", [])] if args.add else [[]])[0]
+    commands.append(f"python bench/distributed.py --seeds {' '.join(map(str, args.seeds))}"
+                    f"{' --slurm' if args.slurm else ''}{' --add' if args.add else ''}")
     for seed in args.seeds:
         for arm in arms:  # interleaved: a drift of the machine's speed hits every arm alike
             rows.append(one(arm, seed))
             print(json.dumps(rows[-1]), flush=True)
-    results = ROOT / "bench" / "results"
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    (results / "distributed.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
-    text = (f"# One run over two processes against one process (same global batch)\n\n`python bench/distributed.py "
-            f"--seeds {' '.join(map(str, args.seeds))}{' --slurm' if args.slurm else ''}` on {machine}, "
-            f"mean ± sd over the training seeds.\n\n{table(rows)}\n")
+    (results / "distributed.json").write_text(json.dumps({"machine": machine, "commands": commands, "rows": rows},
+                                                         indent=1) + "\n")
+    text = (f"# One run over two processes against one process (same global batch)\n\n"
+            f"{'; '.join(f'`{c}`' for c in commands)} on {machine}, mean ± sd over the training seeds.\n\n"
+            f"{table(rows)}\n")
     (results / "distributed.md").write_text(text)
     print(text)
 

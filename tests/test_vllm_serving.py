@@ -10,7 +10,6 @@ GRPOTrainer that records what it was handed, then generates with transformers, a
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.request
 from pathlib import Path

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .vllm_serving import server_gpus
+
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("none", "ddp", "zero2")
@@ -206,8 +208,3 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
         raise ValueError(f"{what} per node but {gpus_per_node} GPUs per node: each training process needs a GPU of its "
                          "own" + (", and the server its own" if server else ""))
 
-
-def server_gpus(cfg: Any) -> int:
-    """GPUs the run's vLLM server takes on rank 0's node (0: no server)."""
-    trainer = cfg.trainer
-    return int(trainer.vllm_server.gpus) if trainer.use_vllm and trainer.vllm_mode == "server" else 0

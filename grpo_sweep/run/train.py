@@ -34,8 +34,7 @@ from .results import METRICS, SAMPLES, write_outcomes, lookup, reward_trajectory
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
-from .distributed import server_gpus
-from .vllm_serving import run_server
+from .vllm_serving import run_server, server_gpus
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
 from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth

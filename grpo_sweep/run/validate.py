@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 from ..backends import BACKENDS
 from ..config.grpo_fields import check_args
-from .distributed import DEEPSPEED, check_world, server_gpus
+from .distributed import DEEPSPEED, check_world
+from .vllm_serving import server_gpus
 from .vllm_serving import check_server_settings
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically

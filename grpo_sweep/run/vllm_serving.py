@@ -26,6 +26,11 @@ def serves(cfg: Any) -> bool:
     return bool(cfg.trainer.use_vllm) and cfg.trainer.vllm_mode == "server"
 
 
+def server_gpus(cfg: Any) -> int:
+    """GPUs the run's vLLM server takes on rank 0's node (0: no server)."""
+    return int(cfg.trainer.vllm_server.gpus) if serves(cfg) else 0
+
+
 def _flag_name(arg: str) -> str | None:
     if not arg.startswith("--"):
         return None

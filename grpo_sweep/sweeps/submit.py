@@ -286,7 +286,7 @@ def describe_plan(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
                   run_dirs: list[Path]) -> str:
     """What each job of the batch would run, after the gate passed it (``hydra.launcher.dry_run=true``): its
     resources, its processes and where each trains, the vLLM server's GPUs, the generation batch."""
-    from ..run.distributed import server_gpus
+    from ..run.vllm_serving import server_gpus
     from .gate import compose_runs
 
     params = launcher.params
