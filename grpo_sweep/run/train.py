@@ -474,12 +474,15 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         append_jsonl(metrics_path, row)
         tracker.log_metrics(row)
 
-    periodic = PeriodicEval(
-        evaluator, run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
-        write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
-        history=read_jsonl(metrics_path) if resume_from else None,
-    )
-    if context.main:  # the others train on meanwhile, and wait for rank 0 at the next step's collectives
+    periodic = None
+    if context.main:
+        # rank 0 alone evaluates and keeps best/ (the others train on, and wait for it at the next step's
+        # collectives): two ranks restoring or replacing best/ at once would undo each other
+        periodic = PeriodicEval(
+            evaluator, run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
+            write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
+            history=read_jsonl(metrics_path) if resume_from else None,
+        )
         callbacks.append(periodic)
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
@@ -494,7 +497,8 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         processing_class=tokenizer,
         callbacks=callbacks,
     )
-    write_grpo_config(run_dir, trainer.args)
+    if context.main:  # one writer: each rank's replace of the same staging file would find it gone
+        write_grpo_config(run_dir, trainer.args)
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
@@ -504,9 +508,9 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
     timings["train"] = time.perf_counter() - mark
     server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
-    timings["eval_periodic"] = periodic.seconds  # inside "train": the evaluations' share of it
     if not context.main:
         return None  # rank 0 saves, evaluates and writes the run's summary
+    timings["eval_periodic"] = periodic.seconds  # inside "train": the evaluations' share of it
     mark = time.perf_counter()
     adapter = backend.save(trainer.model, tokenizer, run_dir)
     timings["save"] = time.perf_counter() - mark
