@@ -20,7 +20,7 @@ Each backend runs in its own process: unsloth must be imported before trl/transf
 a vLLM engine keeps its GPU memory until its process ends.
 
 The 2-GPU checks (trl-ddp, trl-server) run ``launch.py`` itself in their process, as a user would, and report
-what the runs' own files say (steps, world size, step times) with every GPU's peak memory; the server check also
+what the runs' own files say (steps, world size, training time) with every GPU's peak memory; the server check also
 times the server's start to its first healthy answer and reads its GPUs' memory once it is stopped. With fewer than
 2 GPUs they are reported as skipped, with the reason. --cpu-dry-run runs trl-ddp as 2 gloo processes.
 """
@@ -318,8 +318,8 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         "step_time_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 3) if step_times else None,
         "first_step_time_s": round(step_times[0], 3) if step_times else None,
         "processes": 1,
-        # the same measure as the 2-GPU checks': completions over the steps' whole time
-        "train_tokens_per_s": round(completion_tokens / sum(step_times), 1) if step_times else None,
+        # the same measure as the 2-GPU checks'
+        "train_tokens_per_s": tokens_per_training_second(completion_tokens, summary),
         "train_generation_tokens_per_s": round(completion_tokens / gen_seconds, 1) if gen_seconds else None,
         "train_generation_timer": sorted({name for name, _ in gen_durations}),
         "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1) if eval_timing else None,
@@ -369,6 +369,15 @@ def watch_server(server: dict):
     VLLMServer.start, VLLMServer.stop = start, stop
 
 
+def tokens_per_training_second(tokens: float, summary: dict) -> float | None:
+    """Every rank's completion tokens over the training's wall time (generation, rewards, backward, optimizer,
+    checkpoints; the periodic evaluations left out): what the run turns out. TRL's step_time leaves out the
+    optimizer step and, in some loops, the generation (grpo_sweep/run/cost.py)."""
+    timings = summary.get("timings_s") or {}
+    seconds = (timings.get("train") or 0) - (timings.get("eval_periodic") or 0)
+    return round(tokens / seconds, 1) if seconds > 0 else None
+
+
 def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bool) -> dict:
     """One run through ``launch.py`` in this process, as ``python launch.py <overrides>`` would train it (rank 0's
     files, ranks started by the run itself); every visible GPU's peak memory sampled meanwhile."""
@@ -413,8 +422,7 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
         "train_wall_s": round(wall, 1),
         "step_time_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 3) if step_times else None,
         "first_step_time_s": round(step_times[0], 3) if step_times else None,
-        # every rank's completions over the steps' time: what the run turns out, generation and training together
-        "train_tokens_per_s": round(tokens / sum(step_times), 1) if step_times else None,
+        "train_tokens_per_s": tokens_per_training_second(tokens, summary),
         "train_generation_tokens_per_s": round(tokens / gen_seconds, 1) if gen_seconds else None,
         "peak_gpu_memory_gib_per_gpu": [round(p / 2**30, 2) for p in memory.peaks] if memory.cuda else None,
         "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
