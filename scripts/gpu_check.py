@@ -395,17 +395,20 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
     argv = sys.argv
     sys.argv = ["launch.py", *overrides(name, model_dir, steps, dry_run), f"hydra.run.dir={out}"]
     started = time.perf_counter()
+    exit_code = 0
     try:
         with GpuMemoryPeak(all_gpus=True) as memory:
             runpy.run_path(str(ROOT / "launch.py"), run_name="__main__")
     except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise RuntimeError(f"launch.py exited with {exc.code}") from None
+        exit_code = exc.code
     finally:
         sys.argv = argv
     wall = time.perf_counter() - started
     from grpo_sweep.run.files import read_jsonl
 
+    if not (out / "summary.json").is_file():  # refused before it started: its one line is the exit's message
+        raise RuntimeError(exit_code if isinstance(exit_code, str)
+                           else f"launch.py exited with {exit_code} and wrote no summary.json in {out}")
     summary = json.loads((out / "summary.json").read_text())
     world = (summary.get("distributed") or {}).get("world_size", 1)
     history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
@@ -416,8 +419,8 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
     result = {
         "backend": name + {"trl-ddp": " (2 processes, DDP)", "trl-server": " (1 GPU + vLLM server)"}.get(name, ""),
         "generation": "vLLM server" if name == "trl-server" else "transformers generate",
-        "status": summary["status"],
-        "steps": summary["steps"],
+        "status": summary.get("status"),
+        "steps": summary.get("steps"),
         "processes": world,
         "train_wall_s": round(wall, 1),
         "step_time_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 3) if step_times else None,
@@ -435,6 +438,8 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
                       server_memory_freed=server.get("memory_freed"), server_memory_freed_after_s=server.get("freed_s"))
         if "gpus" not in server:
             result["error"] = "the run started no vLLM server (trainer.vllm_mode=server is not wired into runs here)"
+    if summary.get("error"):  # a failed run's own one line (record_failure)
+        result["error"] = str(summary["error"]).strip().splitlines()[-1][:300]
     return result
 
 
