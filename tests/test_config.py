@@ -239,7 +239,7 @@ def test_the_multi_gpu_recipes_fit_their_nodes_and_their_batch(experiment, profi
     launcher = OmegaConf.to_container(full.hydra.launcher, resolve=False)
     cfg = compose([f"experiment={experiment}"])
     validate(cfg)
-    assert (cfg.model.name_or_path, cfg.distributed.strategy, cfg.lora.enabled) == ("Qwen/Qwen2.5-7B-Instruct", "fsdp", False)
+    assert (cfg.model.name_or_path, cfg.distributed.strategy, cfg.lora.enabled) == ("Qwen/Qwen2.5-7B-Instruct", "zero2", False)
     assert run_world(launcher, "slurm", cfg) == (processes, nodes, 8)  # what the gate asks the SLURM launcher
     check_world(cfg, processes, nodes, gpus_per_node=8)
     # the same run without SLURM on one node: nproc_per_node processes and the server on that node's 8 GPUs
