@@ -242,13 +242,14 @@ def used_memory_reader(gpu_id: str, torch_device: int | None = None):
 
 
 def record_generation_times(durations: list):
-    """TRL times generation with profiling contexts that only report to trackers; keep the durations here."""
+    """TRL times generation (and a server's weight sync) with profiling contexts that only report to trackers; keep
+    the durations here."""
     from trl.extras.profiling import ProfilingContext
 
     original = ProfilingContext.__exit__
 
     def __exit__(self, *exc):
-        if self._start_time is not None and "generate" in self.name.lower():
+        if self._start_time is not None and ("generate" in self.name.lower() or self.name == "sync_weights"):
             durations.append((self.name, time.perf_counter() - self._start_time))
         return original(self, *exc)
 
@@ -308,7 +309,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
     step_times = [row["step_time"] for row in history]
     completion_tokens = sum(row.get("completions/mean_length", 0) * 6 for row in history)  # 6 completions/step
-    gen_seconds = sum(d for _, d in gen_durations)
+    gen_seconds = sum(d for name, d in gen_durations if name != "sync_weights")
     result = {
         "backend": backend_name + (" + fast_inference (vLLM)" if cfg.backend.fast_inference else ""),
         "generation": "vLLM" if cfg.backend.fast_inference or cfg.trainer.use_vllm else "transformers generate",
@@ -321,7 +322,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         # the same measure as the 2-GPU checks'
         "train_tokens_per_s": tokens_per_training_second(completion_tokens, summary),
         "train_generation_tokens_per_s": round(completion_tokens / gen_seconds, 1) if gen_seconds else None,
-        "train_generation_timer": sorted({name for name, _ in gen_durations}),
+        "train_generation_timer": sorted({name for name, _ in gen_durations if name != "sync_weights"}),
         "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1) if eval_timing else None,
         "eval_prompts": eval_timing.get("prompts"),
         "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
@@ -415,7 +416,7 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
     step_times = [row["step_time"] for row in history]
     completions = 6 * world  # per_device_train_batch_size x processes: every completion of a step
     tokens = sum(row.get("completions/mean_length", 0) * completions for row in history)
-    gen_seconds = sum(d for _, d in gen_durations)
+    gen_seconds = sum(d for name, d in gen_durations if name != "sync_weights")
     result = {
         "backend": name + {"trl-ddp": " (2 processes, DDP)", "trl-server": " (1 GPU + vLLM server)"}.get(name, ""),
         "generation": "vLLM server" if name == "trl-server" else "transformers generate",
@@ -433,7 +434,9 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
         "gpus_visible": torch.cuda.device_count(),
     }
     if name == "trl-server":
+        syncs = [d for n, d in gen_durations if n == "sync_weights"]
         result.update(server_start_to_healthy_s=server.get("start_to_healthy_s"), server_gpus=server.get("gpus"),
+                      weight_sync_s=round(sum(syncs) / len(syncs), 3) if syncs else None,
                       server_gpu_memory_after_stop_gib=server.get("after_stop_gib"),
                       server_memory_freed=server.get("memory_freed"), server_memory_freed_after_s=server.get("freed_s"))
         if "gpus" not in server:
@@ -571,7 +574,7 @@ def report(results: list[dict], header: dict) -> str:
         ("first step (s)", "first_step_time_s"), ("train wall (s)", "train_wall_s"),
         ("peak GPU memory (GiB)", "peak_gpu_memory_gib"), ("  per GPU (GiB)", "peak_gpu_memory_gib_per_gpu"),
         ("torch max allocated (GiB)", "torch_max_allocated_gib"),
-        ("server start->healthy (s)", "server_start_to_healthy_s"),
+        ("server start->healthy (s)", "server_start_to_healthy_s"), ("weight sync to server (s)", "weight_sync_s"),
         ("server GPU freed at stop", "server_memory_freed"),
     ]
     names = [r.get("backend", "?") for r in results]

@@ -130,6 +130,7 @@ def test_the_cpu_dry_run_trains_the_ddp_check_as_two_processes(tmp_path):
     assert ddp["train_tokens_per_s"] > 0 and ddp["peak_gpu_memory_gib_per_gpu"] is None  # CPU: no GPU numbers
     summary = json.loads((out / "run-trl-ddp" / "summary.json").read_text())
     assert summary["distributed"]["world_size"] == 2
+    assert (out / "run-trl-ddp" / "grpo_config.json").is_file()  # written once, by rank 0
     assert server["status"] == "skipped"
 
 

@@ -489,7 +489,8 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         processing_class=tokenizer,
         callbacks=callbacks,
     )
-    write_grpo_config(run_dir, trainer.args)
+    if context.main:  # rank 0 writes the run's files: two ranks renaming one staging file would race
+        write_grpo_config(run_dir, trainer.args)
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
