@@ -1,5 +1,7 @@
 """GPU check: 10 GRPO steps with backend=trl (HF generation) and backend=unsloth + fast_inference (vLLM) on a
-random-initialised model with Qwen2.5-0.5B's architecture and size, built locally (no download, no internet).
+random-initialised model with Qwen2.5-0.5B's architecture and size, built locally (no download, no internet); on a
+machine with 2 or more GPUs also one run over 2 GPUs (distributed=ddp) and one with a vLLM server on its own GPU
+(trainer.vllm_mode=server).
 
 Prints per backend: generation tokens/s (during training and in the held-out evaluation), step time, peak GPU
 memory, and whether the saved LoRA round-trips (saved -> loaded by vLLM / PEFT -> generates, and changes the
@@ -16,6 +18,11 @@ reported as skipped, with the reason, where it is not (a node with only its own 
 
 Each backend runs in its own process: unsloth must be imported before trl/transformers and patches them, and
 a vLLM engine keeps its GPU memory until its process ends.
+
+The 2-GPU checks (trl-ddp, trl-server) run ``launch.py`` itself in their process, as a user would, and report
+what the runs' own files say (steps, world size, training time) with every GPU's peak memory; the server check also
+times the server's start to its first healthy answer and reads its GPUs' memory once it is stopped. With fewer than
+2 GPUs they are reported as skipped, with the reason. --cpu-dry-run runs trl-ddp as 2 gloo processes.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import argparse
 import importlib.util
 import json
 import os
+import runpy
 import subprocess
 import sys
 import threading
@@ -43,9 +51,18 @@ TINY_QWEN2 = dict(
     max_position_embeddings=2048, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=True,
 )
 # gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth
-BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth"}
-# seconds each check may take (a child process each; the model build is bounded by what is left of --budget)
-CHECK_BUDGETS = {"model": 60, "trl": 150, "trl-vllm": 150, "unsloth": 210, "cli": 40}
+BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth", "trl-ddp": "trl", "trl-server": "trl"}
+DEFAULT_CHECKS = ["trl", "unsloth", "trl-ddp", "trl-server"]
+# one run over 2 GPUs: 2 DDP processes; 1 training process + 1 vLLM server GPU
+MULTI_GPU = {"trl-ddp": ["distributed=ddp", "distributed.nproc_per_node=2"],
+             "trl-server": ["trainer.use_vllm=true", "trainer.vllm_mode=server", "trainer.vllm_server.gpus=1"]}
+# seconds each check may take (a child process each; the model build is bounded by what is left of --budget).
+# Expected: trl-ddp ~100 s (two processes start, load the model and join NCCL, then trl's 10 steps); trl-server
+# ~150 s (vLLM's start with torch.compile and CUDA graphs ~60-90 s, 10 steps with a weight sync each, the stop).
+CHECK_BUDGETS = {"model": 60, "trl": 150, "trl-vllm": 150, "unsloth": 210, "cli": 40, "trl-ddp": 150,
+                 "trl-server": 210}
+# how long a stopped server's GPUs may take to show their memory freed
+FREE_WAIT_S = 30.0
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -53,13 +70,15 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-dry-run", action="store_true", help="tiny model on CPU: exercises the script, no GPU numbers")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend (default 10; 2 for --cpu-dry-run)")
-    parser.add_argument("--backends", default=None, help="comma list (default: trl,unsloth)")
+    parser.add_argument("--backends", default=None,
+                        help=f"comma list (default: {','.join(DEFAULT_CHECKS)}; trl-ddp and trl-server need 2 GPUs)")
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
                         help="results and work dir (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check)")
     parser.add_argument("--json", type=Path, default=None, help="the results' JSON (default: OUT/gpu_check.json)")
     parser.add_argument("--plan", action="store_true", help="list the checks and their budgets; run nothing")
     parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.run.generate` per run")
-    parser.add_argument("--budget", type=float, default=510.0, help="seconds for the whole check (default 510)")
+    parser.add_argument("--budget", type=float, default=510.0,
+                        help="seconds for the whole check (default 510); each 2-GPU check that runs adds its own budget")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -136,6 +155,10 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
     ]
     if backend == "trl":
         return common + ["backend=trl"]
+    if backend == "trl-ddp":  # the same per-GPU batch on each of 2 GPUs: 2 prompts x 6 completions a step
+        return common + ["backend=trl", *MULTI_GPU[backend]]
+    if backend == "trl-server":  # training on the first GPU, `trl vllm-serve` on the last
+        return common + ["backend=trl", *MULTI_GPU[backend], "trainer.vllm_server.max_model_len=1024"]
     if backend == "trl-vllm":  # TRL's own vLLM generation, colocated in the training process
         return common + [
             "backend=trl", "trainer.use_vllm=true", "trainer.vllm_mode=colocate",
@@ -147,39 +170,35 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
 
 class GpuMemoryPeak:
     """Peak device memory in use (all allocators: torch's and vLLM's pool), sampled every 0.1 s through NVML
-    (nvidia-ml-py, in the wheelhouse), else torch.cuda.mem_get_info (the same device-wide number)."""
+    (nvidia-ml-py, in the wheelhouse), else torch.cuda.mem_get_info (the same device-wide number). ``peak`` is the
+    first visible GPU's; with ``all_gpus`` ``peaks`` holds every visible GPU's (torch's device order)."""
 
-    def __init__(self):
+    def __init__(self, all_gpus: bool = False):
         import torch
 
         self.cuda = torch.cuda.is_available()
-        self.peak = 0
+        self.peaks: list[int] = []
         self.source = None
-        self._read = None
+        self._reads = []
         if self.cuda:
-            self._read, self.source = self._reader()
+            count = torch.cuda.device_count() if all_gpus else 1
+            self._reads, self.source = zip(*(self._reader(i) for i in range(count)))
+            self.source = self.source[0]
+            self.peaks = [0] * count
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
+    @property
+    def peak(self) -> int:
+        return self.peaks[0] if self.peaks else 0
+
     @staticmethod
-    def _reader():
-        import torch
-
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            # NVML counts every GPU of the machine; CUDA_VISIBLE_DEVICES' first entry is torch's device 0
-            visible = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
-            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(visible)) if visible.isdigit()
-                      else pynvml.nvmlDeviceGetHandleByUUID(visible))
-            return (lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used), "nvml"
-        except Exception:  # no nvidia-ml-py, or a MIG/UUID setup it cannot map: the same number from CUDA
-            return (lambda: (lambda free, total: total - free)(*torch.cuda.mem_get_info())), "torch.cuda.mem_get_info"
+    def _reader(device: int):
+        return used_memory_reader(visible_gpu_ids()[device] if device < len(visible_gpu_ids()) else str(device), device)
 
     def _poll(self):
         while not self._stop.wait(0.1):
-            self.peak = max(self.peak, self._read())
+            self.peaks = [max(peak, read()) for peak, read in zip(self.peaks, self._reads)]
 
     def __enter__(self):
         if self.cuda:
@@ -190,14 +209,47 @@ class GpuMemoryPeak:
         self._stop.set()
 
 
+def visible_gpu_ids() -> list[str]:
+    """CUDA_VISIBLE_DEVICES' entries (NVML indices or UUIDs), in torch's device order; unset: NVML's every GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:
+        return ["0"]
+
+
+def used_memory_reader(gpu_id: str, torch_device: int | None = None):
+    """(a function returning the bytes in use on the GPU ``gpu_id`` names, "nvml" | "torch.cuda.mem_get_info")."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        # NVML counts every GPU of the machine, whatever CUDA_VISIBLE_DEVICES says
+        handle = (pynvml.nvmlDeviceGetHandleByIndex(int(gpu_id)) if gpu_id.isdigit()
+                  else pynvml.nvmlDeviceGetHandleByUUID(gpu_id))
+        return (lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used), "nvml"
+    except Exception:  # no nvidia-ml-py, or a MIG/UUID setup it cannot map: the same number from CUDA
+        if torch_device is None:
+            return None, None
+        import torch
+
+        return (lambda: (lambda free, total: total - free)(*torch.cuda.mem_get_info(torch_device))), "torch.cuda.mem_get_info"
+
+
 def record_generation_times(durations: list):
-    """TRL times generation with profiling contexts that only report to trackers; keep the durations here."""
+    """TRL times generation (and a server's weight sync) with profiling contexts that only report to trackers; keep
+    the durations here."""
     from trl.extras.profiling import ProfilingContext
 
     original = ProfilingContext.__exit__
 
     def __exit__(self, *exc):
-        if self._start_time is not None and "generate" in self.name.lower():
+        if self._start_time is not None and ("generate" in self.name.lower() or self.name == "sync_weights"):
             durations.append((self.name, time.perf_counter() - self._start_time))
         return original(self, *exc)
 
@@ -257,7 +309,7 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
     step_times = [row["step_time"] for row in history]
     completion_tokens = sum(row.get("completions/mean_length", 0) * 6 for row in history)  # 6 completions/step
-    gen_seconds = sum(d for _, d in gen_durations)
+    gen_seconds = sum(d for name, d in gen_durations if name != "sync_weights")
     result = {
         "backend": backend_name + (" + fast_inference (vLLM)" if cfg.backend.fast_inference else ""),
         "generation": "vLLM" if cfg.backend.fast_inference or cfg.trainer.use_vllm else "transformers generate",
@@ -266,8 +318,11 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         "train_wall_s": round(wall, 1),
         "step_time_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 3) if step_times else None,
         "first_step_time_s": round(step_times[0], 3) if step_times else None,
+        "processes": 1,
+        # the same measure as the 2-GPU checks'
+        "train_tokens_per_s": tokens_per_training_second(completion_tokens, summary),
         "train_generation_tokens_per_s": round(completion_tokens / gen_seconds, 1) if gen_seconds else None,
-        "train_generation_timer": sorted({name for name, _ in gen_durations}),
+        "train_generation_timer": sorted({name for name, _ in gen_durations if name != "sync_weights"}),
         "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1) if eval_timing else None,
         "eval_prompts": eval_timing.get("prompts"),
         "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
@@ -275,6 +330,119 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         "torch_max_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if memory.cuda else None,
     }
     result["lora_round_trip"] = lora_round_trip(backend, cfg, out, trained.get("model"))
+    return result
+
+
+def watch_server(server: dict):
+    """Time each vLLM server's start to its first healthy answer, and read its GPUs' memory once it is stopped,
+    whichever code of the run starts and stops it (grpo_sweep.backends.vllm_server.VLLMServer)."""
+    from grpo_sweep.backends.vllm_server import VLLMServer
+
+    plain_start, plain_stop = VLLMServer.start, VLLMServer.stop
+
+    def start(self):
+        gpus = [str(g) for g in self.spec.gpus] if self.spec.gpus is not None else visible_gpu_ids()
+        readers = [used_memory_reader(g)[0] for g in gpus]
+        server.update(gpus=gpus, before_gib=[round(r() / 2**30, 2) for r in readers if r])
+        started = time.perf_counter()
+        try:
+            return plain_start(self)
+        finally:
+            server["start_to_healthy_s"] = round(time.perf_counter() - started, 1)
+
+    def stop(self):
+        running = self.proc is not None
+        plain_stop(self)
+        if not running or "gpus" not in server:
+            return
+        # the driver frees a killed process's memory shortly after it exits: wait for it, up to FREE_WAIT_S
+        readers = [used_memory_reader(g)[0] for g in server["gpus"]]
+        limit = [b + 1.0 for b in server.get("before_gib", [])]  # 1 GiB: another process's context, not a server
+        stopped = time.perf_counter()
+        while True:
+            after = [round(r() / 2**30, 2) for r in readers if r]
+            if not limit or all(a <= b for a, b in zip(after, limit)) or time.perf_counter() - stopped > FREE_WAIT_S:
+                break
+            time.sleep(0.5)
+        server.update(after_stop_gib=after, freed_s=round(time.perf_counter() - stopped, 1),
+                      memory_freed=bool(limit) and len(after) == len(limit) and all(a <= b for a, b in zip(after, limit)))
+
+    VLLMServer.start, VLLMServer.stop = start, stop
+
+
+def tokens_per_training_second(tokens: float, summary: dict) -> float | None:
+    """Every rank's completion tokens over the training's wall time (generation, rewards, backward, optimizer,
+    checkpoints; the periodic evaluations left out): what the run turns out. TRL's step_time leaves out the
+    optimizer step and, in some loops, the generation (grpo_sweep/run/cost.py)."""
+    timings = summary.get("timings_s") or {}
+    seconds = (timings.get("train") or 0) - (timings.get("eval_periodic") or 0)
+    return round(tokens / seconds, 1) if seconds > 0 else None
+
+
+def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bool) -> dict:
+    """One run through ``launch.py`` in this process, as ``python launch.py <overrides>`` would train it (rank 0's
+    files, ranks started by the run itself); every visible GPU's peak memory sampled meanwhile."""
+    import torch
+
+    gen_durations: list = []
+    record_generation_times(gen_durations)  # this process's trainer only: a server run's, not DDP's ranks'
+    server: dict = {}
+    if name == "trl-server":
+        watch_server(server)
+    if out.exists():  # this check's own run from an earlier try: train it afresh, not resume it
+        import shutil
+
+        shutil.rmtree(out)
+    argv = sys.argv
+    sys.argv = ["launch.py", *overrides(name, model_dir, steps, dry_run), f"hydra.run.dir={out}"]
+    started = time.perf_counter()
+    exit_code = 0
+    try:
+        with GpuMemoryPeak(all_gpus=True) as memory:
+            runpy.run_path(str(ROOT / "launch.py"), run_name="__main__")
+    except SystemExit as exc:
+        exit_code = exc.code
+    finally:
+        sys.argv = argv
+    wall = time.perf_counter() - started
+    from grpo_sweep.run.files import read_jsonl
+
+    if not (out / "summary.json").is_file():  # refused before it started: its one line is the exit's message
+        raise RuntimeError(exit_code if isinstance(exit_code, str)
+                           else f"launch.py exited with {exit_code} and wrote no summary.json in {out}")
+    summary = json.loads((out / "summary.json").read_text())
+    world = (summary.get("distributed") or {}).get("world_size", 1)
+    history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
+    step_times = [row["step_time"] for row in history]
+    completions = 6 * world  # per_device_train_batch_size x processes: every completion of a step
+    tokens = sum(row.get("completions/mean_length", 0) * completions for row in history)
+    gen_seconds = sum(d for name, d in gen_durations if name != "sync_weights")
+    result = {
+        "backend": name + {"trl-ddp": " (2 processes, DDP)", "trl-server": " (1 GPU + vLLM server)"}.get(name, ""),
+        "generation": "vLLM server" if name == "trl-server" else "transformers generate",
+        "status": summary.get("status"),
+        "steps": summary.get("steps"),
+        "processes": world,
+        "train_wall_s": round(wall, 1),
+        "step_time_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 3) if step_times else None,
+        "first_step_time_s": round(step_times[0], 3) if step_times else None,
+        "train_tokens_per_s": tokens_per_training_second(tokens, summary),
+        "train_generation_tokens_per_s": round(tokens / gen_seconds, 1) if gen_seconds else None,
+        "peak_gpu_memory_gib_per_gpu": [round(p / 2**30, 2) for p in memory.peaks] if memory.cuda else None,
+        "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
+        "peak_gpu_memory_source": memory.source,
+        "gpus_visible": torch.cuda.device_count(),
+    }
+    if name == "trl-server":
+        syncs = [d for n, d in gen_durations if n == "sync_weights"]
+        result.update(server_start_to_healthy_s=server.get("start_to_healthy_s"), server_gpus=server.get("gpus"),
+                      weight_sync_s=round(sum(syncs) / len(syncs), 3) if syncs else None,
+                      server_gpu_memory_after_stop_gib=server.get("after_stop_gib"),
+                      server_memory_freed=server.get("memory_freed"), server_memory_freed_after_s=server.get("freed_s"))
+        if "gpus" not in server:
+            result["error"] = "the run started no vLLM server (trainer.vllm_mode=server is not wired into runs here)"
+    if summary.get("error"):  # a failed run's own one line (record_failure)
+        result["error"] = str(summary["error"]).strip().splitlines()[-1][:300]
     return result
 
 
@@ -383,16 +551,31 @@ def fmt(value) -> str:
         return "n/a"
     if isinstance(value, bool):
         return "yes" if value else "NO"
+    if isinstance(value, list):
+        return "/".join(fmt(v) for v in value)
     return str(value)
+
+
+def passed(result: dict) -> bool:
+    """A completed check's own test: the LoRA round trip, or for a server run that the server freed its GPUs."""
+    if "lora_round_trip" in result:
+        return bool(result["lora_round_trip"].get("ok"))
+    if "server_memory_freed" in result:
+        return bool(result["server_memory_freed"])
+    return "error" not in result
 
 
 def report(results: list[dict], header: dict) -> str:
     lines = [f"grpo-sweep GPU check: {header['device']}; {header['model']}; {header['steps']} GRPO steps", ""]
     rows = [
-        ("status", "status"), ("train generation tokens/s", "train_generation_tokens_per_s"),
+        ("status", "status"), ("processes", "processes"), ("train tokens/s (all ranks)", "train_tokens_per_s"),
+        ("train generation tokens/s", "train_generation_tokens_per_s"),
         ("eval generation tokens/s", "eval_generation_tokens_per_s"), ("step time (s, steps 2..)", "step_time_s"),
         ("first step (s)", "first_step_time_s"), ("train wall (s)", "train_wall_s"),
-        ("peak GPU memory (GiB)", "peak_gpu_memory_gib"), ("torch max allocated (GiB)", "torch_max_allocated_gib"),
+        ("peak GPU memory (GiB)", "peak_gpu_memory_gib"), ("  per GPU (GiB)", "peak_gpu_memory_gib_per_gpu"),
+        ("torch max allocated (GiB)", "torch_max_allocated_gib"),
+        ("server start->healthy (s)", "server_start_to_healthy_s"), ("weight sync to server (s)", "weight_sync_s"),
+        ("server GPU freed at stop", "server_memory_freed"),
     ]
     names = [r.get("backend", "?") for r in results]
     width = max(26, *(len(n) + 2 for n in names))
@@ -417,17 +600,21 @@ def report(results: list[dict], header: dict) -> str:
 
 # what each backend's check imports beyond torch and transformers
 STACKS = {"trl": ["trl", "peft", "accelerate", "datasets", "hydra"], "trl-vllm": ["trl", "vllm"],
-          "unsloth": ["unsloth", "unsloth_zoo", "vllm"]}
+          "unsloth": ["unsloth", "unsloth_zoo", "vllm"], "trl-ddp": ["trl", "peft", "accelerate", "datasets", "hydra"],
+          "trl-server": ["trl", "peft", "accelerate", "datasets", "hydra", "vllm"]}
 
 
-def select_backends(requested: list[str], dry_run: bool) -> tuple[list[str], dict[str, str]]:
-    """(backends to run, {backend: why it is skipped}); imports nothing."""
+def select_backends(requested: list[str], dry_run: bool, gpus: int = 1) -> tuple[list[str], dict[str, str]]:
+    """(backends to run, {backend: why it is skipped}); imports nothing. ``gpus``: the GPUs visible here."""
     run, skipped = [], {}
     for name in requested:
         stack = [m for m in STACKS[name] if not (dry_run and m == "vllm")]  # the dry run has no fast_inference
         lacking = [m for m in stack if importlib.util.find_spec(m) is None]
-        if dry_run and name == "trl-vllm":
+        if dry_run and name in ("trl-vllm", "trl-server"):
             skipped[name] = "needs a GPU; the dry run leaves it out"
+        elif name in MULTI_GPU and not dry_run and gpus < 2:
+            skipped[name] = (f"needs 2 GPUs ({' '.join(MULTI_GPU[name])}) and {gpus} "
+                             f"{'is' if gpus == 1 else 'are'} visible here")
         elif lacking:
             where = ('pip install -e ".[gpu]" where the full stack can be installed' if name != "trl"
                      else "install the wheelhouse: scripts/gpu_check.sh --offline-wheels DIR")
@@ -444,8 +631,13 @@ def model_name(dry_run: bool) -> str:
 def budgets(backends: list[str], cli: bool) -> dict[str, int]:
     checks = {"model": CHECK_BUDGETS["model"], **{name: CHECK_BUDGETS[name] for name in backends}}
     if cli:
-        checks.update({f"cli-{name}": CHECK_BUDGETS["cli"] for name in backends})
+        checks.update({f"cli-{name}": CHECK_BUDGETS["cli"] for name in backends if name not in MULTI_GPU})
     return checks
+
+
+def multi_gpu_seconds(backends: list[str]) -> int:
+    """What the 2-GPU checks that run add to --budget (a one-GPU machine keeps the 9 minutes)."""
+    return sum(CHECK_BUDGETS[name] for name in backends if name in MULTI_GPU)
 
 
 def main(argv=None) -> int:
@@ -456,24 +648,42 @@ def main(argv=None) -> int:
         from grpo_sweep.backends import get_backend
 
         get_backend(BACKEND_MODULES[args.child])  # before anything imports trl/transformers: unsloth first
-        result = run_child(args.child, args.model_dir, args.out, steps, dry_run)
+        if args.child in MULTI_GPU:
+            result = run_app_child(args.child, args.model_dir, args.out, steps, dry_run)
+            args.out.mkdir(parents=True, exist_ok=True)
+        else:
+            result = run_child(args.child, args.model_dir, args.out, steps, dry_run)
         (args.out / "gpu_check_result.json").write_text(json.dumps(result, indent=2))
         return 0
 
-    requested = args.backends.split(",") if args.backends else ["trl", "unsloth"]
+    requested = args.backends.split(",") if args.backends else DEFAULT_CHECKS
     unknown = [b for b in requested if b not in BACKEND_MODULES]
     if unknown:
         print(f"gpu_check: --backends {','.join(unknown)}; use some of: {', '.join(BACKEND_MODULES)}", file=sys.stderr)
         return 2
-    backends, skipped = select_backends(requested, dry_run)
+    if args.plan:
+        from grpo_sweep.run.validate import gpu_count  # no torch: what a plan may cost
+
+        gpus = gpu_count()
+    else:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    backends, skipped = select_backends(requested, dry_run, gpus)
     work = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / ("grpo-sweep-gpu-check" + ("-dry" if dry_run else ""))
     checks = budgets(backends, not args.skip_cli)
     if args.plan:
         print(f"gpu_check: results would go to {work} (gpu_check.json, gpu_check.txt, a log per check)")
         print(f"gpu_check: {'a tiny Qwen2 on CPU' if dry_run else 'a random Qwen2.5-0.5B-sized model'} built "
-              f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within {args.budget:.0f} s")
+              f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within "
+              f"{args.budget + multi_gpu_seconds(backends):.0f} s")
         for check, seconds in checks.items():
-            what = {"model": "build the model"}.get(check) or (
+            what = {"model": "build the model",
+                    "trl-ddp": "one run over 2 processes (python launch.py ... distributed=ddp): steps, tokens/s, "
+                               "step time, peak memory of each GPU",
+                    "trl-server": "one run with a vLLM server on the last GPU (python launch.py ... "
+                                  "trainer.vllm_mode=server): server start to healthy, tokens/s, each GPU's peak "
+                                  "memory, the server GPU's memory after the stop"}.get(check) or (
                 f"python -m grpo_sweep.run.generate on the {check[4:]} run" if check.startswith("cli-") else
                 f"train with backend={check}: step time, generation tokens/s, peak GPU memory (NVML), LoRA round trip")
             print(f"gpu_check: would run {check} (budget {seconds} s): {what}")
@@ -482,8 +692,6 @@ def main(argv=None) -> int:
         for name, why in skipped.items():
             print(f"gpu_check: would skip {name}: {why}")
         return 0
-
-    import torch
 
     if not dry_run and not torch.cuda.is_available():
         print("gpu_check: no CUDA GPU visible to torch; run on a GPU machine, or use --cpu-dry-run", file=sys.stderr)
@@ -508,7 +716,7 @@ def main(argv=None) -> int:
     }
     print(f"gpu_check: model ready in {header['build_model_s']} s at {model_dir}", flush=True)
 
-    deadline = started + args.budget
+    deadline = started + args.budget + multi_gpu_seconds(backends)
     results = []
     for name in backends:
         run_dir = work / f"run-{name}"
@@ -530,7 +738,7 @@ def main(argv=None) -> int:
         print(f"gpu_check: backend={name} {result['status']} in {result['process_wall_s']} s", flush=True)
     # after every training run: a fresh process loading each run is worth less than the runs themselves
     for name, result in zip(backends, results):
-        if result.get("status") == "completed" and not args.skip_cli:
+        if result.get("status") == "completed" and not args.skip_cli and name not in MULTI_GPU:
             if deadline - time.perf_counter() < 30:
                 result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
                 continue
@@ -548,8 +756,7 @@ def main(argv=None) -> int:
     json_path.write_text(json.dumps({"header": header, "results": results}, indent=2))
     (work / "gpu_check.txt").write_text(text + "\n")
     print(f"wrote {json_path} and {work / 'gpu_check.txt'}")
-    ok = all(r.get("status") == "completed" and r.get("lora_round_trip", {}).get("ok")
-             for r in results if r.get("status") != "skipped")
+    ok = all(r.get("status") == "completed" and passed(r) for r in results if r.get("status") != "skipped")
     return 0 if ok else 1
 
 

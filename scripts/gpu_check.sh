@@ -7,13 +7,15 @@
 # build it on a connected machine with --build-wheels DIR), builds a random-initialised model with
 # Qwen2.5-0.5B's architecture locally (no hub), runs 10 GRPO steps with backend=trl, and with backend=unsloth +
 # fast_inference (vLLM) where that stack is installed (otherwise says it is skipped and why), and writes the
-# numbers to --out DIR (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check).
+# numbers to --out DIR (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check). With 2 or more GPUs it also runs one run
+# over 2 GPUs (distributed=ddp) and one with a vLLM server on the second GPU, which add MULTI_GPU_S seconds.
 # --dry-run lists what it would install and run, and runs nothing. --cpu-dry-run runs the same code on CPU with a
 # tiny model (no install, no GPU numbers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
 TOTAL_S=540  # 9 minutes: installing, the model and every check
+MULTI_GPU_S=360  # the 2-GPU checks' budgets (trl-ddp 150 s + trl-server 210 s), on a machine with 2 GPUs or more
 
 wheels="" build="" out="${OUT:-}" dry_run=0 cpu_dry_run=0 pass=()
 while [[ $# -gt 0 ]]; do
@@ -49,6 +51,8 @@ if [[ -n "$wheels" && $cpu_dry_run == 0 ]]; then
 fi
 if [[ $cpu_dry_run == 0 ]]; then
   "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: torch sees no CUDA GPU (nvidia-smi? CUDA build of torch?)')"
+  gpus=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
+  if (( gpus >= 2 )); then TOTAL_S=$((TOTAL_S + MULTI_GPU_S)); fi
 fi
 
 exec timeout $((TOTAL_S - SECONDS)) "$PYTHON" scripts/gpu_check.py ${pass[@]+"${pass[@]}"}

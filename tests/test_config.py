@@ -215,3 +215,40 @@ def test_launch_cfg_job_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
     assert "reward_mix:" in out.stdout
+
+
+# the multi-GPU recipes: (experiment, SLURM launcher profile, training processes, nodes, server GPUs)
+RECIPES = [("qwen7b_server_1node", "slurm_8gpu_6tasks", 6, 1, 2), ("qwen7b_server_2nodes", "slurm_2x8gpu_4tasks", 8, 2, 4)]
+
+
+@pytest.mark.parametrize("experiment, profile, processes, nodes, server", RECIPES)
+def test_the_multi_gpu_recipes_fit_their_nodes_and_their_batch(experiment, profile, processes, nodes, server):
+    """Each recipe with its launcher profile passes the gate's arithmetic (check_world) for the processes, nodes and
+    GPUs it is meant for, fills every node's 8 GPUs on rank 0's node, and keeps one global batch across sizes."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from grpo_sweep.configstore import register_configs
+    from grpo_sweep.run.distributed import check_world, server_gpus
+    from grpo_sweep.sweeps.submit import run_world
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        full = hydra_compose(config_name="config", overrides=[f"experiment={experiment}", f"hydra/launcher={profile}"],
+                             return_hydra_config=True)
+    launcher = OmegaConf.to_container(full.hydra.launcher, resolve=False)
+    cfg = compose([f"experiment={experiment}"])
+    validate(cfg)
+    assert (cfg.model.name_or_path, cfg.distributed.strategy, cfg.lora.enabled) == ("Qwen/Qwen2.5-7B-Instruct", "zero2", False)
+    assert run_world(launcher, "slurm", cfg) == (processes, nodes, 8)  # what the gate asks the SLURM launcher
+    check_world(cfg, processes, nodes, gpus_per_node=8)
+    # the same run without SLURM on one node: nproc_per_node processes and the server on that node's 8 GPUs
+    assert cfg.distributed.nproc_per_node * nodes == processes
+    assert processes // nodes + server_gpus(cfg) == 8 and server_gpus(cfg) == server
+    t = cfg.trainer
+    assert processes * t.per_device_train_batch_size * t.gradient_accumulation_steps == 384 == 48 * t.num_generations
+    assert t.max_steps == 6973 // 48  # one epoch of GSM8K's train split less the 500 validation problems
+    # one more training process than the node has GPUs for, beside the server, is refused in one line
+    with pytest.raises(ValueError, match=f"{processes // nodes + 1} training processes \\+ {server} vLLM server GPUs "
+                                         "per node but 8 GPUs per node"):
+        check_world(cfg, processes + nodes, nodes, gpus_per_node=8)

@@ -1,13 +1,17 @@
 """scripts/gpu_check.sh on an air-gapped GPU node: its dry run lists what it would install from the wheelhouse
 and what it would run, each check with its budget, and runs nothing; the wheelhouse's installer picks only what
-this Python lacks."""
+this Python lacks. The 2-GPU checks skip, saying why, where fewer GPUs are; their DDP run works on CPU, and the
+server check's timing and memory reading work against a stand-in server."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from grpo_sweep.run.validate import gpu_count
 
 from .conftest import ROOT
 
@@ -39,6 +43,11 @@ def test_the_dry_run_lists_what_it_would_install_and_run_and_runs_nothing(tmp_pa
     assert f"model.name_or_path={out}/model-qwen2.5-0.5b-random" in text
     if importlib.util.find_spec("unsloth") is None:
         assert "would skip unsloth: not installed here: unsloth" in text
+    gpus = gpu_count()
+    if gpus < 2:  # this machine's GPUs, as the plan counts them (no torch)
+        visible = f"and {gpus} {'is' if gpus == 1 else 'are'} visible here"
+        assert f"would skip trl-ddp: needs 2 GPUs (distributed=ddp distributed.nproc_per_node=2) {visible}" in text
+        assert "would skip trl-server: needs 2 GPUs (trainer.use_vllm=true trainer.vllm_mode=server" in text
     assert not out.exists()  # nothing ran
 
 
@@ -47,7 +56,82 @@ def test_the_checks_fit_in_nine_minutes_with_the_install():
 
     checks = gpu_check.budgets(["trl", "unsloth"], cli=True)
     assert sum(checks.values()) <= gpu_check.parse_args([]).budget <= 540 - 30  # 30 s left to install the wheels
-    assert "TOTAL_S=540" in (ROOT / "scripts" / "gpu_check.sh").read_text()
+    script = (ROOT / "scripts" / "gpu_check.sh").read_text()
+    assert "TOTAL_S=540" in script
+    # a machine with 2 GPUs: the 2-GPU checks add their own budgets, to the script's and to the shell's timeout
+    every = gpu_check.budgets(gpu_check.DEFAULT_CHECKS, cli=True)
+    extra = gpu_check.multi_gpu_seconds(gpu_check.DEFAULT_CHECKS)
+    assert sum(every.values()) <= gpu_check.parse_args([]).budget + extra
+    assert f"MULTI_GPU_S={extra} " in script
+    assert "cli-trl-ddp" not in every and extra == gpu_check.CHECK_BUDGETS["trl-ddp"] + gpu_check.CHECK_BUDGETS["trl-server"]
+
+
+def test_the_two_gpu_checks_skip_with_the_reason_where_fewer_gpus_are():
+    import gpu_check
+
+    run, skipped = gpu_check.select_backends(gpu_check.DEFAULT_CHECKS, dry_run=False, gpus=1)
+    assert "trl" in run and "trl-ddp" not in run and "trl-server" not in run
+    assert skipped["trl-ddp"] == "needs 2 GPUs (distributed=ddp distributed.nproc_per_node=2) and 1 is visible here"
+    assert skipped["trl-server"].startswith("needs 2 GPUs (trainer.use_vllm=true trainer.vllm_mode=server "
+                                            "trainer.vllm_server.gpus=1)")
+    run, skipped = gpu_check.select_backends(["trl-ddp", "trl-server"], dry_run=False, gpus=2)
+    assert run[0] == "trl-ddp"
+    if importlib.util.find_spec("vllm") is None:
+        assert skipped == {"trl-server": 'not installed here: vllm; pip install -e ".[gpu]" where the full stack can '
+                                         "be installed"}
+    # the CPU dry run: DDP as 2 gloo processes; the server needs a GPU
+    run, skipped = gpu_check.select_backends(["trl-ddp", "trl-server"], dry_run=True, gpus=0)
+    assert run == ["trl-ddp"] and skipped == {"trl-server": "needs a GPU; the dry run leaves it out"}
+
+
+def test_the_server_check_times_the_start_and_sees_whether_the_stop_freed_the_gpu(tmp_path, monkeypatch):
+    import gpu_check
+
+    from grpo_sweep.backends.vllm_server import ServerSpec, VLLMServer, serving
+
+    from .test_vllm_server import standin
+
+    plain_start, plain_stop = VLLMServer.start, VLLMServer.stop
+    monkeypatch.setattr(gpu_check, "FREE_WAIT_S", 2.0)
+    held = {"bytes": 0}  # what the server's GPU 1 holds, as NVML would read it
+    monkeypatch.setattr(gpu_check, "used_memory_reader", lambda gpu, device=None: (lambda: held["bytes"], "fake"))
+
+    def start_and_hold(self):
+        server = plain_start(self)
+        held["bytes"] = 40 * 2**30
+        return server
+
+    def stop_and_free(self):
+        plain_stop(self)
+        held["bytes"] = 2**29
+
+    spec = ServerSpec(model="tiny", gpus=(1,), startup_timeout_s=20, stop_grace_s=5)
+    for stop, freed, after in ((plain_stop, False, 40.0), (stop_and_free, True, 0.5)):
+        held["bytes"] = 0
+        # watch_server wraps whatever start and stop are; monkeypatch puts the originals back afterwards
+        monkeypatch.setattr(VLLMServer, "start", start_and_hold)
+        monkeypatch.setattr(VLLMServer, "stop", stop)
+        watched: dict = {}
+        gpu_check.watch_server(watched)
+        with serving(spec, tmp_path, command=standin("ok"), lock_dir=tmp_path / "locks"):
+            pass
+        assert watched["gpus"] == ["1"] and watched["before_gib"] == [0.0] and watched["start_to_healthy_s"] > 0
+        assert (watched["memory_freed"], watched["after_stop_gib"]) == (freed, [after])
+
+
+def test_the_cpu_dry_run_trains_the_ddp_check_as_two_processes(tmp_path):
+    out = tmp_path / "check"
+    result = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "trl-ddp,trl-server",
+                             "--skip-cli", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "skipping backend=trl-server: needs a GPU; the dry run leaves it out" in result.stdout
+    ddp, server = json.loads((out / "gpu_check.json").read_text())["results"]
+    assert (ddp["status"], ddp["steps"], ddp["processes"]) == ("completed", 2, 2), ddp
+    assert ddp["train_tokens_per_s"] > 0 and ddp["peak_gpu_memory_gib_per_gpu"] is None  # CPU: no GPU numbers
+    summary = json.loads((out / "run-trl-ddp" / "summary.json").read_text())
+    assert summary["distributed"]["world_size"] == 2
+    assert (out / "run-trl-ddp" / "grpo_config.json").is_file()  # written once, by rank 0
+    assert server["status"] == "skipped"
 
 
 def test_the_installer_takes_only_what_this_python_lacks(tmp_path, monkeypatch):
