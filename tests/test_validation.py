@@ -190,10 +190,10 @@ CASES = [
     ("SLURM: more nodes than the partition has", lambda t, m: check_partition_fit({"nodes": 4, "gpus_per_node": 8}, [Node(64, 512000, 8, 2)]), "hydra.launcher.nodes=4: the default partition has 2 node(s)"),
     ("vLLM server: its GPUs are not tensor x data parallel", bad([*SERVER, "trainer.vllm_server.gpus=2"]), "trainer.vllm_server.gpus=2 but tensor_parallel_size x data_parallel_size = 1 x 1"),
     ("vLLM server: no GPU left for it", lambda t, m: check_world(compose(["distributed=ddp", *SERVER, "trainer.vllm_server.gpus=2", "trainer.vllm_server.data_parallel_size=2"]), 8, 1, 8), "8 training processes + 2 vLLM server GPUs per node but 8 GPUs per node"),
-    ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
     ("vLLM server with no GPUs", bad([*SERVER, "trainer.vllm_server.gpus=0"]), "trainer.vllm_server.gpus=0: must be >= 1 (trainer.vllm_mode=server starts a vLLM server on GPUs of its own)"),
     ("a vLLM server flag the run sets itself", bad([*SERVER, "trainer.vllm_server.extra_args=['--port=9000']"]), "trainer.vllm_server.extra_args has --port=9000, which the run sets itself; remove it"),
     ("vLLM server and training on a node with too few GPUs", gpus_here(1, SERVER), "1 training processes + 1 vLLM server GPUs per node but 1 GPUs per node: each training process needs a GPU of its own, and the server its own"),
+    ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
 ]
 
 
