@@ -387,3 +387,14 @@ def test_a_launcher_on_the_command_line_of_a_single_run_asks_for_m(tmp_path):
         "grpo-sweep: hydra/launcher=slurm starts the runs of a sweep (-m); add -m to run this one there "
         "(python launch.py -m hydra/launcher=slurm ...), or drop hydra/launcher to train it here")
     assert not list(tmp_path.glob("grpo/runs/*/metrics.jsonl"))
+
+
+def test_a_multi_process_run_on_a_gpu_pool_is_refused_before_any_worker_starts(tmp_path):
+    """The pool pins each worker to one GPU (here two stand-in GPU ids): a DDP run's processes would share it."""
+    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), "-m", "hydra/launcher=pool", "distributed=ddp",
+                          "distributed.nproc_per_node=2", f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert "distributed=ddp with hydra/launcher=pool: the pool pins each worker to one GPU" in last, out.stderr[-2000:]
+    assert last.endswith("no run was started") and not list(tmp_path.glob("**/metrics.jsonl"))

@@ -120,6 +120,18 @@ class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
         super().__init__(n_jobs=n_jobs)
         self.n_jobs = n_jobs
 
+    def run_world(self, cfg: Any) -> tuple:
+        from grpo_sweep.sweeps import pool
+
+        if cfg.distributed.strategy != "none" and pool.visible_gpus():
+            from grpo_sweep.sweeps.submit import SubmitError
+
+            raise SubmitError(
+                f"distributed={cfg.distributed.strategy} with hydra/launcher=pool: the pool pins each worker to one "
+                "GPU, so a run's processes would share it; train multi-GPU runs with hydra/launcher=local (one after "
+                "another, each over the machine's GPUs) or hydra/launcher=slurm")
+        return cfg.distributed.nproc_per_node, 1, None
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from grpo_sweep.sweeps import pool
 
