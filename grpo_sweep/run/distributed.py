@@ -92,8 +92,8 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
     """Train the run as ``processes`` ranks on this machine with torchrun's engine; return rank 0's summary.
     ``open_tracker``: as ``train`` takes it (a module-level function: each rank's process imports it by name).
 
-    Each rank's output goes to ``<run_dir>/ranks/`` and is copied to this terminal, prefixed with its rank. When
-    one rank fails the engine stops the others; the first failure is raised as ``RankFailed``."""
+    Each rank's output goes to ``<run_dir>/ranks/``, rank 0's also to this terminal. When one rank fails the engine
+    stops the others; the first failure is raised as ``RankFailed``."""
     from omegaconf import OmegaConf
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -105,8 +105,9 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
         min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=f"grpo-sweep-{os.getpid()}",
         # torchrun --standalone: a rendezvous on this machine, on a free port
         rdzv_backend="c10d", rdzv_endpoint=f"{_loopback()}:0", max_restarts=0, start_method="spawn",
-        logs_specs=DefaultLogsSpecs(log_dir=str(logs), tee=Std.ALL, local_ranks_filter=None),
-        monitor_interval=0.5,
+        # every rank's output to its files; rank 0's (the progress bar, the run's own lines) also to this terminal
+        logs_specs=DefaultLogsSpecs(log_dir=str(logs), tee=Std.ALL, local_ranks_filter={0}),
+        role="rank", monitor_interval=0.5,  # its lines on the terminal start "[rank0]:"
     )
     container = OmegaConf.to_container(cfg, resolve=True)
     method = multiprocessing.get_start_method(allow_none=True)
@@ -147,7 +148,8 @@ def _train_rank(container: dict, context: Any, open_tracker: Any) -> dict | None
     from omegaconf import OmegaConf
 
     rank = from_env()
-    logging.basicConfig(level=logging.INFO, format=f"[rank {rank.rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
+    # the file is the rank's own (ranks/<run>/attempt_<n>/<rank>/), the terminal's copy is prefixed with the rank
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     cfg = OmegaConf.create(container)
     from ..backends import get_backend
 
