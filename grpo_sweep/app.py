@@ -13,7 +13,8 @@ from .sweeps.tables import number
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
 from .run.results import read_run_summary, record_failure
-from .run.distributed import RankFailed, in_slurm_job_of_many_tasks, join_slurm_job, launch_here, spawns_here
+from .run.distributed import (RankFailed, in_slurm_job_of_many_tasks, join_slurm_job, launch_here, peer_failure,
+                               record_rank_failure, spawns_here)
 from .run.validate import ConfigError, gpu_count, machine_world
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,16 @@ def run_task(cfg: Any) -> float | None:
         # Not BaseException: submitit's requeue on preemption/timeout exits through here (SystemExit), and a
         # requeued run is not a failed one. Keep a record of the failure next to the run, so a sweep's table
         # shows it and why.
+        error = f"{type(exc).__name__}: {exc}"
+        if context.world_size > 1 and not context.main:
+            # a SLURM task of a multi-process run: its error is the run's cause, and rank 0 (which writes the
+            # run's record) only sees a peer gone at its next collective
+            record_rank_failure(run_dir, context.rank, error)
         if context.main:
+            if context.world_size > 1:
+                error = peer_failure(run_dir, context.world_size) or error
             # keep_recorded: a rank that wrote its own fuller failure (its evaluation failed) keeps it
-            record_failure(run_dir, f"{type(exc).__name__}: {exc}", overrides, traceback.format_exc(),
+            record_failure(run_dir, error, overrides, traceback.format_exc(),
                            time.time() - started, keep_recorded=isinstance(exc, RankFailed))
         if not multirun:
             raise

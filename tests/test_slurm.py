@@ -275,3 +275,16 @@ def test_a_two_task_job_trains_one_run_and_a_requeue_resumes_both_ranks(tmp_path
     # the job script asked SLURM for two tasks of one CPU on one node
     [script] = list((sweep_dir / ".submitit").glob("*/*_submission.sh"))
     assert "#SBATCH --ntasks-per-node=2" in script.read_text()
+
+
+def test_a_failing_task_of_a_two_task_run_is_the_runs_error(tmp_path):
+    """Rank 1's reward raises: rank 0 only sees its peer gone at the next collective, and records rank 1's error."""
+    bomb = ["+reward_mix.bomb.fn=tests.failing_rewards.fails_on_rank", "+reward_mix.bomb.weight=0.5"]
+    out = run_launch(["-m", *SLURM, "hydra.launcher.tasks_per_node=2", "distributed=ddp",
+                      "trainer.per_device_train_batch_size=4", *FAST, *bomb], tmp_path, env=ENV)
+    assert out.returncode == 1, out.stderr[-3000:]
+    [job] = _jobs(_sweep_dir(tmp_path))
+    summary = json.loads((Path(job["run_dir"]) / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["error"].startswith("rank 1 of 2 failed: RewardFailure: reward 'bomb' raised RuntimeError: "
+                                       "reward failed on rank 1"), summary["error"]

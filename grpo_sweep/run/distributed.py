@@ -132,6 +132,28 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
     return results.get(0)
 
 
+def _attempt() -> str:
+    # this attempt of the run's job: a requeued job's ranks must not read the errors of the attempt before
+    return f"{os.environ.get('SLURM_JOB_ID', 'local')}.{os.environ.get('SLURM_RESTART_COUNT', '0')}"
+
+
+def record_rank_failure(run_dir: Path, rank: int, error: str) -> None:
+    """A rank other than 0 failed: leave its one-line error where rank 0 looks (``peer_failure``) before this
+    process ends; rank 0 sees the rank vanish at its next collective and writes the run's record."""
+    where = Path(run_dir) / RANK_LOGS
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"rank{rank}.{_attempt()}.error").write_text(error.strip().splitlines()[0] if error.strip() else error)
+
+
+def peer_failure(run_dir: Path, world_size: int) -> str | None:
+    """The first error another rank of this attempt recorded, as the run's error (``rank 1 of 2 failed: ...``)."""
+    for rank in range(1, world_size):
+        path = Path(run_dir) / RANK_LOGS / f"rank{rank}.{_attempt()}.error"
+        if path.is_file():
+            return f"rank {rank} of {world_size} failed: {path.read_text()}"
+    return None
+
+
 def _loopback() -> str:
     # the rendezvous store binds here; a machine whose hostname does not resolve still has its loopback
     return socket.gethostbyname("localhost")
