@@ -23,8 +23,6 @@ from typing import Any
 
 from .vllm_serving import server_gpus
 
-log = logging.getLogger(__name__)
-
 STRATEGIES = ("none", "ddp", "zero2")
 # DeepSpeed: NVIDIA GPUs only
 DEEPSPEED = ("zero2",)
@@ -66,16 +64,6 @@ def join_slurm_job() -> Rank:
 
     env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     return Rank(env.rank, env.local_rank, env.world_size, max(1, env.world_size // max(1, env.local_world_size)))
-
-
-def processes_here(cfg: Any) -> int:
-    """How many processes this machine starts for the run when no scheduler does: ``distributed.nproc_per_node``,
-    or (null) one per visible CUDA GPU."""
-    if cfg.distributed.nproc_per_node is not None:
-        return int(cfg.distributed.nproc_per_node)
-    import torch
-
-    return torch.cuda.device_count()
 
 
 def spawns_here(cfg: Any) -> bool:
