@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 import traceback
 from typing import Any
@@ -25,6 +26,11 @@ NA = "n/a"
 def run_task(cfg: Any) -> float | None:
     install_log_redaction()
     context = from_hydra()  # the one place that asks how this run was launched
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not in_slurm_job_of_many_tasks():
+        # each process would be a run of its own, with its own run directory and files
+        raise SystemExit(f"grpo-sweep: launch.py was started as one of {os.environ['WORLD_SIZE']} processes (torchrun, "
+                         "accelerate launch); it starts a run's processes itself: python launch.py distributed=ddp "
+                         f"distributed.nproc_per_node={os.environ['WORLD_SIZE']}")
     if cfg.distributed.strategy != "none" and in_slurm_job_of_many_tasks():
         context = context.for_rank(join_slurm_job())  # SLURM started this task as one process of the run
     run_dir, overrides, multirun, worker = context.run_dir, context.overrides, context.multirun, context.optuna_worker

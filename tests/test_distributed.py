@@ -66,6 +66,18 @@ def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
     assert "\n" not in error and str(summary_path.parent / "ranks") in error
 
 
+def test_launch_under_torchrun_is_refused_with_the_spelling_that_works(tmp_path):
+    """Under torchrun every process would be a run of its own (its own run directory, summary, checkpoints)."""
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(ROOT / "launch.py"), "distributed=ddp", f"output_root={tmp_path}"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
+    assert out.returncode != 0
+    line = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts a run's "
+            "processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
+    assert (out.stdout + out.stderr).count(line) == 2, out.stderr[-3000:]
+    assert not list(tmp_path.glob("**/metrics.jsonl"))
+
+
 def test_the_world_of_a_slurm_job_is_its_tasks_on_its_nodes():
     ddp = compose(["distributed=ddp"])
     assert run_world({"tasks_per_node": 4, "nodes": 2, "gpus_per_node": 4}, "slurm", ddp) == (8, 2, 4)
