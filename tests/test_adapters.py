@@ -158,6 +158,22 @@ def _python_files():
     yield ROOT / "launch.py"
 
 
+def test_optuna_trial_rebuilt_from_its_id_reports_to_the_same_trial(tmp_path):
+    import optuna
+
+    from grpo_sweep.adapters.optuna import trial_id, trial_of
+
+    where = f"{_version('optuna')} (adapters/optuna.py)"
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(study_name="s", storage=storage)
+    study.ask()
+    trial = study.ask()  # not the first: its id and its number need not agree
+    rebuilt = trial_of(optuna.load_study(study_name="s", storage=storage), trial_id(trial))
+    assert rebuilt.number == trial.number, where
+    rebuilt.report(0.5, 4)
+    assert study.trials[trial.number].intermediate_values == {4: 0.5}, where
+
+
 def test_no_private_api_of_another_library_outside_adapters():
     """Another library's underscored attribute, getattr name or module is used only in grpo_sweep/adapters/, behind a
     guard test above. An underscored name that grpo-sweep defines itself (a function, an attribute it sets) is its own."""

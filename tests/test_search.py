@@ -145,6 +145,29 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_study_of_two_process_trials_prunes_them_on_every_rank(tmp_path):
+    """Each trial trained as two processes the worker starts: rank 0 reports to the trial, both ranks stop when it
+    is pruned."""
+    out = run_study(tmp_path, "distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_train_batch_size=4",
+                    "trainer.disable_tqdm=true")
+    assert out.returncode == 0, out.stderr[-3000:]
+    study_dir = tmp_path / "grpo" / "studies" / "test_space"
+    states = {t.number: t.state.name for t in study_trials(study_dir)}
+    assert {"PRUNED", "COMPLETE"} <= set(states.values()), states
+    for number, state in states.items():
+        if state == "FAIL":
+            continue
+        run_dir = study_dir / "trials" / str(number) / "seed42"
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["distributed"]["world_size"] == 2 and summary["trial"]["state"] == state
+        rank_1 = "".join(p.read_text() for p in run_dir.glob("ranks/*/attempt_*/1/stderr.log"))
+        assert "rank 1 of 2" in rank_1
+        if state == "PRUNED":
+            # rank 1 stopped at the same step (else rank 0's run would not have ended: it waits for its peer)
+            assert summary["steps"] == summary["pruned_at_step"] < 16 and summary["intermediate"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["submitit_local", "pool"])
 def test_two_workers_in_parallel_with_journal_storage(tmp_path, launcher):
     out = run_study(tmp_path, f"hydra/launcher={launcher}", "hydra.sweeper.n_workers=2", "hydra.sweeper.storage=journal")

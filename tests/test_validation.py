@@ -19,7 +19,7 @@ from grpo_sweep.run import validate as validation
 from grpo_sweep.run.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
 from grpo_sweep.search.storage import check_storage_url
-from grpo_sweep.sweeps.gate import check_one_engine, check_study_engine
+from grpo_sweep.sweeps.gate import check_one_engine, check_study_engine, check_study_processes
 from grpo_sweep.run.distributed import check_world
 from grpo_sweep.sweeps.submit import Node, check_partition_fit, check_resources, run_world
 from grpo_sweep.run.validate import ConfigError, check_machine, validate
@@ -84,6 +84,12 @@ def no_sandbox(tmp, mp):
 def no_sbatch(tmp, mp):
     mp.setattr(shutil, "which", lambda name: None)
     check_resources({}, "slurm")
+
+
+def slurm_study(tmp, mp):
+    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoSlurmLauncher
+
+    check_study_processes(compose(["distributed=ddp"]), GrpoSlurmLauncher())
 
 
 def taken_dir(tmp, mp):
@@ -183,7 +189,7 @@ CASES = [
     ("distributed: Unsloth over several processes", bad(["backend=unsloth", *DDP2]), "distributed=ddp with backend=unsloth: Unsloth trains on one GPU; use backend=trl"),
     ("distributed: one process per GPU on a machine without one", on_cpu(["distributed=ddp"]), "distributed=ddp with distributed.nproc_per_node=null runs one process per GPU, and this machine has none"),
     ("distributed: DeepSpeed on a CPU-only machine", on_cpu(["distributed=zero2", "distributed.nproc_per_node=2"]), "distributed=zero2 is DeepSpeed, which needs NVIDIA GPUs"),
-    ("distributed: several processes in an Optuna study", lambda t, m: check_study_engine(compose(DDP2), 20, 1), "distributed=ddp with an Optuna search"),
+    ("distributed: an Optuna study of multi-process runs on SLURM", slurm_study, "distributed=ddp in an Optuna study on SLURM: a worker job runs the study's trial loop once per task"),
     ("SLURM: several tasks a run with distributed=none", lambda t, m: run_world({"tasks_per_node": 2}, "slurm", compose([])), "hydra.launcher.tasks_per_node=2, nodes=1: with distributed=none a run is one training process"),
     ("SLURM: processes a node that are not its tasks", lambda t, m: run_world({"tasks_per_node": 2}, "slurm", compose(["distributed=ddp", "distributed.nproc_per_node=3"])), "distributed.nproc_per_node=3 but hydra.launcher.tasks_per_node=2"),
     ("SLURM: more processes a node than its GPUs", lambda t, m: check_world(compose(["distributed=ddp"]), 16, 2, 4), "8 training processes per node but 4 GPUs per node"),

@@ -76,9 +76,10 @@ class RankFailed(RuntimeError):
     """A rank of a multi-process run failed; the message is its error in one line."""
 
 
-def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None) -> dict | None:
+def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None, monitor: Any = None) -> dict | None:
     """Train the run as ``processes`` ranks on this machine with torchrun's engine; return rank 0's summary.
     ``open_tracker``: as ``train`` takes it (a module-level function: each rank's process imports it by name).
+    ``monitor``: for an Optuna trial, ``monitor(rank)`` gives each rank's pruning monitor (``train``'s ``monitor``).
 
     Each rank's output goes to ``<run_dir>/ranks/``, rank 0's also to this terminal. When one rank fails the engine
     stops the others; the first failure is raised as ``RankFailed``."""
@@ -104,7 +105,7 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
             # a pool worker: loky made its own start method the process's default, and a spawned rank, which is told
             # the parent's default, cannot find it
             multiprocessing.set_start_method("spawn", force=True)
-        results = elastic_launch(config, _rank_main)(container, context, open_tracker)
+        results = elastic_launch(config, _rank_main)(container, context, open_tracker, monitor)
     except ChildFailedError as exc:
         rank, failure = min(exc.failures.items())
         if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
@@ -147,14 +148,14 @@ def _loopback() -> str:
     return socket.gethostbyname("localhost")
 
 
-def _rank_main(container: dict, context: Any, open_tracker: Any) -> dict | None:
+def _rank_main(container: dict, context: Any, open_tracker: Any, monitor: Any) -> dict | None:
     """One rank, in a process torchrun's engine started: train the run (``app.run_task``'s work for one rank)."""
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(_train_rank)(container, context, open_tracker)
+    return record(_train_rank)(container, context, open_tracker, monitor)
 
 
-def _train_rank(container: dict, context: Any, open_tracker: Any) -> dict | None:
+def _train_rank(container: dict, context: Any, open_tracker: Any, monitor: Any) -> dict | None:
     from omegaconf import OmegaConf
 
     rank = from_env()
@@ -166,7 +167,7 @@ def _train_rank(container: dict, context: Any, open_tracker: Any) -> dict | None
     get_backend(cfg.backend.name)
     from .train import train
 
-    return train(cfg, context.for_rank(rank), open_tracker=open_tracker)
+    return train(cfg, context.for_rank(rank), monitor=monitor(rank.rank) if monitor else None, open_tracker=open_tracker)
 
 
 def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: int | None = None) -> None:

@@ -17,8 +17,11 @@ from ..run.results import lookup, without_best
 class TrialMonitor:
     """Holds what a trial reported; ``callback`` plugs it into the trainer."""
 
-    def __init__(self, trial, metric: str, every: int, eval_samples: int):
+    def __init__(self, trial, metric: str, every: int, eval_samples: int, shared: bool = False):
+        # None on the ranks other than 0 of a multi-process trial: they follow rank 0's decision
         self.trial = trial
+        # one of several processes training the trial: rank 0 decides, every rank stops at the same step
+        self.shared = shared
         # a `best.<metric>` objective is pruned on <metric>: the quick look measures the current model
         self.metric = without_best(metric)
         self.every = max(1, int(every))
@@ -46,12 +49,25 @@ class _ReportCallback(TrainerCallback):
         m, step = self.monitor, state.global_step
         if step % m.every or step >= state.max_steps or step in m.intermediate:
             return control
-        value = lookup(self.quick_eval(model), m.metric)
-        if value is None or not math.isfinite(value):
-            return control
-        m.intermediate[step] = float(value)
-        m.trial.report(float(value), step)
-        if m.trial.should_prune():
+        stop = False
+        if m.trial is not None:
+            value = lookup(self.quick_eval(model), m.metric)
+            if value is not None and math.isfinite(value):
+                m.intermediate[step] = float(value)
+                m.trial.report(float(value), step)
+                stop = m.trial.should_prune()
+        if m.shared:
+            stop = _rank_0s(stop)
+        if stop:
             m.pruned_at = step
             control.should_training_stop = True
         return control
+
+
+def _rank_0s(decision: bool) -> bool:
+    """Rank 0's decision, on every rank (a collective: every rank calls it at the same step)."""
+    import torch.distributed as dist
+
+    box = [decision]
+    dist.broadcast_object_list(box, src=0)
+    return bool(box[0])

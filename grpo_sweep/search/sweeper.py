@@ -63,7 +63,7 @@ class OptunaSweeperImpl(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         import optuna
 
-        from ..sweeps.gate import check_config, check_study_engine, stop
+        from ..sweeps.gate import check_config, check_study_engine, check_study_processes, stop
         from ..run.validate import ConfigError
 
         s = self.settings
@@ -71,6 +71,7 @@ class OptunaSweeperImpl(Sweeper):
         job_cfg = self._compose(arguments)
         try:
             check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
+            check_study_processes(job_cfg, self.launcher)
             check_config(job_cfg, self._trains_here())
             check_sampler_and_pruner(s, self._check_space(arguments, job_cfg))  # fail here, not in every worker
             check_replicas(s)

@@ -9,11 +9,13 @@ import copy
 import logging
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..adapters.optuna import trial_id, trial_of
 from ..run.context import RunContext
 from ..run.files import write_json_atomic
 from ..run.results import lookup, record_failure, write_summary
@@ -174,12 +176,25 @@ class Objective:
             train = self.train_fn
             if train is None:
                 from ..run.train import train
-            monitor = None
-            if monitored:
-                from .pruning import TrialMonitor
+            context = self.context.for_trial(run_dir, overrides)
+            if cfg.distributed.strategy != "none":
+                # the trial's processes, started here; rank 0 reports to this trial through the study's storage
+                from ..run.distributed import launch_here
+                from ..run.validate import gpu_count, machine_world
 
-                monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
-            summary = train(cfg, self.context.for_trial(run_dir, overrides), monitor=monitor, open_tracker=open_logger)
+                rank_monitor = RankMonitor(
+                    resolve_url(self.s.storage, self.sweep_dir), self.s.study_name, trial_id(trial),
+                    OmegaConf.to_container(self.s.pruner, resolve=True), cfg.trainer.max_steps, self.objectives[0],
+                    self.s.prune_every, self.s.prune_eval_samples) if monitored else None
+                summary = launch_here(cfg, context, machine_world(cfg, gpu_count())[0], open_tracker=open_logger,
+                                      monitor=rank_monitor)
+            else:
+                monitor = None
+                if monitored:
+                    from .pruning import TrialMonitor
+
+                    monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
+                summary = train(cfg, context, monitor=monitor, open_tracker=open_logger)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             trial.set_user_attr("error", error[:2000])
@@ -188,6 +203,34 @@ class Objective:
             raise
         summary["trial"] = {**info, "state": STATE_BY_STATUS[summary["status"]]}
         return write_summary(run_dir, summary)
+
+
+@dataclass(frozen=True)
+class RankMonitor:
+    """Each rank's pruning monitor for a trial trained as several processes (sent to them; ``__call__(rank)`` runs
+    there): rank 0 reports to the trial, loaded from the study's storage, the others follow its decision."""
+
+    storage_url: str
+    study_name: str
+    trial_id: int
+    pruner: dict
+    max_steps: int
+    metric: str
+    every: int
+    eval_samples: int
+
+    def __call__(self, rank: int):
+        from .pruning import TrialMonitor
+
+        trial = None
+        if rank == 0:
+            import optuna
+
+            # single objective: a monitored trial has one (Objective.__call__)
+            pruner = build_pruner(OmegaConf.create(self.pruner), False, self.max_steps, self.every)
+            study = optuna.load_study(study_name=self.study_name, storage=open_storage(self.storage_url), pruner=pruner)
+            trial = trial_of(study, self.trial_id)
+        return TrialMonitor(trial, self.metric, self.every, self.eval_samples, shared=True)
 
 
 def next_seeds(claimed: set[int], base: int, n: int) -> list[int]:

@@ -115,17 +115,24 @@ def check_one_engine(cfg: Any, launcher_name: str, runs: int) -> None:
 
 def check_study_engine(cfg: Any, n_trials: int, seeds_per_trial: int) -> None:
     """An Optuna worker trains its trials one after another in its own process, whichever launcher started it:
-    refuse a study whose runs start a vLLM engine unless it trains one run in all, and one whose runs are several
-    processes each (the worker's pruning probe and its trial loop are one process's). Raises ConfigError."""
-    if cfg.distributed.strategy != "none":
-        raise ConfigError(f"distributed={cfg.distributed.strategy} with an Optuna search: a study's worker trains "
-                          "each trial in its own single process; search multi-process runs with a grid (-m without "
-                          "hparams_search), or search with distributed=none")
+    refuse a study whose runs start a vLLM engine unless it trains one run in all. Raises ConfigError."""
     engine = engine_in_process(cfg)
     if engine and n_trials * seeds_per_trial > 1:
         how = (f"an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials="
                f"{n_trials}, seeds_per_trial={seeds_per_trial})")
         raise ConfigError(_engine_refusal(engine, how, f"search with a grid (-m without hparams_search) on {ONE_PROCESS_PER_RUN}"))
+
+
+def check_study_processes(cfg: Any, launcher: Any) -> None:
+    """A study's worker starts each multi-process trial's ranks itself (torchrun's engine, on its machine); a SLURM
+    worker job of several tasks would run the study's trial loop once per task. Raises ConfigError."""
+    from ..adapters.submitit import executor_kind, process_per_job
+
+    if cfg.distributed.strategy != "none" and process_per_job(launcher) and executor_kind(launcher) == "slurm":
+        raise ConfigError(
+            f"distributed={cfg.distributed.strategy} in an Optuna study on SLURM: a worker job runs the study's trial "
+            "loop once per task; run the study on one machine (hydra/launcher=local, pool or submitit_local), where "
+            "each worker starts its trials' processes (distributed.nproc_per_node)")
 
 
 def _launcher_name(cfg: Any, launcher: Any) -> str:
