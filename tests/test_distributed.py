@@ -31,8 +31,9 @@ def _rank_logs(run_dir: Path) -> str:
     return "".join(p.read_text() for p in sorted((run_dir / "ranks").glob("*/attempt_*/*/stderr.log")))
 
 
-@pytest.mark.parametrize("launcher", [[], ["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"]],
-                         ids=["single run", "pool worker"])
+@pytest.mark.parametrize("launcher", [[], ["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"],
+                                      ["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"]],
+                         ids=["single run", "pool worker", "submitit_local job"])
 def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     out = run_launch([*launcher, *FAST, *TWO], tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
