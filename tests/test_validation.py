@@ -199,6 +199,7 @@ CASES = [
     ("vLLM server with no GPUs", bad([*SERVER, "trainer.vllm_server.gpus=0"]), "trainer.vllm_server.gpus=0: must be >= 1 (trainer.vllm_mode=server starts a vLLM server on GPUs of its own)"),
     ("a vLLM server flag the run sets itself", bad([*SERVER, "trainer.vllm_server.extra_args=['--port=9000']"]), "trainer.vllm_server.extra_args has --port=9000, which the run sets itself; remove it"),
     ("vLLM server and training on a node with too few GPUs", gpus_here(1, SERVER), "1 training processes + 1 vLLM server GPUs per node but 1 GPUs per node: each training process needs a GPU of its own, and the server its own"),
+    ("FSDP through trainer.args", bad(["+trainer.args.fsdp=full_shard"]), "trainer.args.fsdp: FSDP splits the weights across the processes, and rank 0 evaluates and saves the whole model alone; use distributed=ddp or zero2"),
     ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
 ]
 

@@ -68,6 +68,13 @@ SET_BY_RUN = {
     "deepspeed": "choose distributed=zero2 (its distributed.deepspeed holds the DeepSpeed config)",
     "ddp_timeout": "set distributed.timeout_s",
 }
+# GRPOConfig fields that would split the weights across a run's processes: rank 0 evaluates and saves the whole model
+# alone (run/distributed.py), which it would not have
+NOT_OFFERED = {
+    name: "FSDP splits the weights across the processes, and rank 0 evaluates and saves the whole model alone; use "
+          "distributed=ddp or zero2"
+    for name in ("fsdp", "fsdp_config")
+}
 
 
 def kinds_of(annotation: Any) -> list[str]:
@@ -142,6 +149,8 @@ def check_args(args: Mapping[str, Any], backend: str, where: str = "trainer.args
     if backend == "unsloth":
         known.update(UNSLOTH_FIELDS)
     for name, value in args.items():
+        if name in NOT_OFFERED:
+            raise ValueError(f"{where}.{name}: {NOT_OFFERED[name]}")
         if name in SET_BY_RUN or name in TRAINER_FIELDS or name in OPTIMIZER_FIELDS:
             instead = SET_BY_RUN.get(name) or (f"set trainer.{name}" if name in TRAINER_FIELDS else f"set optimizer.{name}")
             raise ValueError(f"{where}.{name} is set by grpo-sweep from its own config: {instead}")
