@@ -89,6 +89,17 @@ def check_stack(
     raise BackendError(f"backend=unsloth: {'; '.join(problems)}. Fix: {fix}{SKIP_CHECK_ENV}=1 runs anyway)")
 
 
+def visible_gpu_ids() -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as CUDA reads it: its ids or UUIDs up to the first -1 ("" or "-1": none); None when it is
+    not set (then every GPU of the machine is visible, which each caller counts its own way)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    ids = [gpu.strip() for gpu in visible.split(",")]
+    ids = ids[: ids.index("-1")] if "-1" in ids else ids
+    return [gpu for gpu in ids if gpu]
+
+
 def gpu_only_settings(cfg: Any) -> list[tuple[str, str]]:
     """Every setting of ``cfg`` that needs a CUDA GPU, with what to set instead on CPU: the one list the checks
     on the training machine (``validate.check_machine``) and in the backends (``check_device``) read."""

@@ -33,6 +33,7 @@ class RunContext:
     choices: dict[str, str] = field(default_factory=dict)
     # this process's place in a run of several processes (distributed=...): rank 0 writes the run's files
     rank: int = 0
+    local_rank: int = 0
     world_size: int = 1
     nodes: int = 1
 
@@ -42,7 +43,7 @@ class RunContext:
 
     def for_rank(self, rank: Any) -> "RunContext":
         """The same run, as process ``rank`` (a ``distributed.Rank``) of several trains it."""
-        return replace(self, rank=rank.rank, world_size=rank.world_size, nodes=rank.nodes)
+        return replace(self, rank=rank.rank, local_rank=rank.local_rank, world_size=rank.world_size, nodes=rank.nodes)
 
     @property
     def multirun(self) -> bool:

@@ -347,10 +347,6 @@ def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, 
         _previous_run_end = time.monotonic()
 
 
-def local_rank() -> int:
-    return int(os.environ.get("LOCAL_RANK", "0"))
-
-
 def grpo_trainer_class(backend_name: str):
     """trl.GRPOTrainer as it is now, after get_backend: `import unsloth` replaces it (and GRPOConfig), and a class
     bound before it would train the first run of a process with TRL's stock trainer and later ones with Unsloth's."""
@@ -464,7 +460,7 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         remember_config(run_dir, cfg)
     if context.world_size > 1:
         log.info("rank %d of %d (local rank %d, %d node%s) on %s%s", context.rank, context.world_size,
-                 local_rank(), context.nodes, "s" if context.nodes > 1 else "", platform.node(),
+                 context.local_rank, context.nodes, "s" if context.nodes > 1 else "", platform.node(),
                  f", resuming at step {resume_from[1]}" if resume_from else "")
     callbacks = [MetricsJsonl(metrics_path)]
     evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, run_dir, split="val")

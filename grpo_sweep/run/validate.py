@@ -16,12 +16,12 @@ from omegaconf import OmegaConf
 
 from ..backends import BACKENDS
 from ..config.grpo_fields import check_args
-from .distributed import DEEPSPEED, check_world
-from .vllm_serving import server_gpus
-from .vllm_serving import check_server_settings
+from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks
+from .vllm_serving import check_server_settings, server_gpus
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically
-from ..backends.gpu_stack import BackendError, check_backend_settings, check_cpu_fallback, gpu_refusal
+from ..backends.gpu_stack import (BackendError, check_backend_settings, check_cpu_fallback, gpu_refusal,
+                                  visible_gpu_ids)
 from ..data import DataError, precheck_files
 from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
 from ..rewards.guard import ON_ERROR
@@ -256,9 +256,9 @@ def gpu_count() -> int:
         return int(sys.modules["torch"].cuda.device_count())
     if not gpu_available():
         return 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
+    ids = visible_gpu_ids()
+    if ids is not None:
+        return len(ids)
     nvidia = Path("/proc/driver/nvidia/gpus")
     return len(list(nvidia.iterdir())) if nvidia.is_dir() else 1
 
@@ -266,11 +266,11 @@ def gpu_count() -> int:
 def machine_world(cfg: Any, gpus: int) -> tuple[int, int]:
     """(processes, nodes) of the run as this machine will train it: a SLURM job's tasks, a world torchrun formed,
     or ``distributed.nproc_per_node`` (null: one per GPU here)."""
-    if int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ:
+    if in_slurm_job_of_many_tasks():
         return int(os.environ["SLURM_NTASKS"]), int(os.environ.get("SLURM_JOB_NUM_NODES", "1"))
     if "WORLD_SIZE" in os.environ:
-        world = int(os.environ["WORLD_SIZE"])
-        return world, max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", str(world))))
+        rank = from_env()
+        return rank.world_size, rank.nodes
     if cfg.distributed.nproc_per_node is None:
         if not gpus:
             raise ConfigError(f"distributed={cfg.distributed.strategy} with distributed.nproc_per_node=null runs one "

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..backends.gpu_stack import visible_gpu_ids
 from ..backends.vllm_server import ServerError, ServerSpec, serving
 
 # `trl vllm-serve` flags the run sets from the config or picks itself (ports): one of them in extra_args would win
@@ -76,10 +77,9 @@ def check_server_settings(cfg: Any) -> None:
 def visible_gpus() -> list[str]:
     """This node's GPUs as CUDA numbers them for this process: CUDA_VISIBLE_DEVICES (ids or UUIDs, up to the first
     -1, as CUDA reads it), else 0 .. device count - 1."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [d.strip() for d in visible.split(",")]
-        return ids[: ids.index("-1")] if "-1" in ids else [d for d in ids if d]
+    ids = visible_gpu_ids()
+    if ids is not None:
+        return ids
     import torch  # on the training machine, where train() has imported it already
 
     return [str(i) for i in range(torch.cuda.device_count())]

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ..backends.gpu_stack import visible_gpu_ids
 from ..run.context import WORKERS_ENV
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,9 @@ _held_locks: list = []  # a worker's GPU lock, held while the worker lives
 def visible_gpus() -> list[str]:
     """The NVIDIA GPUs this process may use, without importing torch: CUDA_VISIBLE_DEVICES when set (ids or
     UUIDs), else one id per /proc/driver/nvidia/gpus entry."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [gpu.strip() for gpu in visible.split(",") if gpu.strip()]
-        return [] if not ids or ids[0] == "-1" else ids
+    ids = visible_gpu_ids()
+    if ids is not None:
+        return ids
     nvidia = Path("/proc/driver/nvidia/gpus")
     return [str(i) for i in range(len(list(nvidia.iterdir())))] if nvidia.is_dir() else []
 
