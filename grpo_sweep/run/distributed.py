@@ -39,10 +39,6 @@ class Rank:
     world_size: int = 1
     nodes: int = 1
 
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
 
 def from_env() -> Rank:
     """This process's rank, as torchrun's engine or ``join_slurm_job`` put it in the environment (one process: 0 of 1)."""
