@@ -2,11 +2,13 @@
 
     python bench/optuna_concurrency.py [--workers 32] [--trials 500] [--storages sqlite journal mysql postgresql]
         [--mysql-url mysql+pymysql://...] [--postgresql-url postgresql+psycopg2://...] [--label NAME]
+        [--budget lock|callback]
 
 Each storage is opened exactly as the workers of ``hparams_search=*`` open it (grpo_sweep.search.storage:
 ``open_storage(resolve_url(...), heartbeat_interval, grace_period)``), and each worker runs what
-grpo_sweep/search/worker.py runs: ``study.optimize`` with ``MaxTrialsCallback(n_trials, states=None)`` and a
-seeded TPE sampler with ``constant_liar``. The objective is a 2-D quadratic plus a ``--sleep`` (10 ms), so what is
+grpo_sweep/search/worker.py runs: ``study.optimize`` on ``adapters.optuna.load_budgeted_study`` (the trial count
+and the next trial's creation under one lock file; ``--budget callback``: Optuna's ``MaxTrialsCallback(n_trials,
+states=None)`` instead, as before) and a seeded TPE sampler with ``constant_liar``. The objective is a 2-D quadratic plus a ``--sleep`` (10 ms), so what is
 measured is the framework and the storage:
 
 - lost or duplicated trials: every trial number once, 0..N-1; every value a worker returned is in the storage as
@@ -47,12 +49,18 @@ def worker(args: argparse.Namespace) -> None:
     from optuna.samplers import TPESampler
     from optuna.study import MaxTrialsCallback
 
+    from grpo_sweep.adapters.optuna import TrialBudgetSpent, load_budgeted_study
     from grpo_sweep.search.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(args.url, args.heartbeat_interval or None, args.grace_period or None)
-    study = optuna.load_study(study_name=args.study, storage=storage,
-                              sampler=TPESampler(seed=args.index, constant_liar=True))
+    sampler = TPESampler(seed=args.index, constant_liar=True)
+    if args.budget == "lock":
+        study = load_budgeted_study(args.study, storage, sampler, None, args.trials, str(Path(args.out) / "trial_budget"))
+        callbacks = []
+    else:
+        study = optuna.load_study(study_name=args.study, storage=storage, sampler=sampler)
+        callbacks = [MaxTrialsCallback(args.trials, states=None)]
     out = Path(args.out)
     (out / f"ready.{args.index}").write_text("")
     go = out / "go"
@@ -78,7 +86,10 @@ def worker(args: argparse.Namespace) -> None:
         last_end[0] = time.perf_counter()
         return value
 
-    study.optimize(objective, callbacks=[MaxTrialsCallback(args.trials, states=None)], catch=(Exception,))
+    try:
+        study.optimize(objective, callbacks=callbacks, catch=(Exception,))
+    except TrialBudgetSpent:
+        pass
     (out / f"worker.{args.index}.json").write_text(json.dumps({"overheads": overheads}))
 
 
@@ -114,7 +125,8 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
     for i in range(args.workers):
         cmd = [sys.executable, __file__, "--worker", "--url", url, "--study", study_name, "--index", str(i),
                "--out", str(tmp), "--trials", str(args.trials), "--sleep", str(args.sleep),
-               "--heartbeat-interval", str(args.heartbeat_interval), "--grace-period", str(args.grace_period)]
+               "--heartbeat-interval", str(args.heartbeat_interval), "--grace-period", str(args.grace_period),
+               "--budget", args.budget]
         if i == 0:
             cmd.append("--victim")
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / f"err.{i}", "w")))
@@ -176,6 +188,7 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
         "url": url.split("@")[-1] if "@" in url else url.split(":")[0],
         "workers": args.workers,
         "trials_budget": args.trials,
+        "budget_by": args.budget,
         "trials_in_storage": len(trials),
         "states": dict(Counter(t.state.name for t in trials)),
         "numbers_unique_and_contiguous": sorted(numbers) == list(range(len(trials))),
@@ -222,6 +235,8 @@ def main() -> None:
     parser.add_argument("--grace-period", type=int, default=3)
     parser.add_argument("--root", default=None, help="where the SQLite/journal files go (default: a temp dir)")
     parser.add_argument("--label", default="after")
+    parser.add_argument("--budget", choices=["lock", "callback"], default="lock",
+                        help="lock: grpo-sweep's workers (exactly --trials); callback: Optuna's MaxTrialsCallback")
     # a worker process (started by this script)
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--url")

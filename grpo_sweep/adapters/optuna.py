@@ -1,4 +1,5 @@
-"""Optuna internals grpo-sweep relies on: a trial's storage id, and a trial rebuilt from it in another process.
+"""Optuna internals grpo-sweep relies on: a trial's storage id, a trial rebuilt from it in another process, and a
+study whose workers together never make more trials than its budget.
 
 A trial of a multi-process run is trained by ranks the worker starts (run/distributed.launch_here); rank 0 reports
 the pruning probe to the same trial, so it needs the trial in its own process: ``optuna.trial.Trial(study,
@@ -19,3 +20,35 @@ def trial_of(study: Any, trial_id: int) -> Any:
     import optuna
 
     return optuna.trial.Trial(study, trial_id)
+
+
+class TrialBudgetSpent(Exception):
+    """The study already has its ``n_trials`` trials: the worker asking for another stops."""
+
+
+def load_budgeted_study(study_name: str, storage: Any, sampler: Any, pruner: Any, n_trials: int, lock_path: str):
+    """``optuna.load_study`` whose ``ask`` creates a trial only while the study holds fewer than ``n_trials``, and
+    raises ``TrialBudgetSpent`` after that.
+
+    Optuna's own budget for several workers (``MaxTrialsCallback``) is checked after a trial ends and before the next
+    ``ask``, in each worker alone: two workers ending trials at once both see room for one more and the study gets
+    one trial more per extra worker (seen on a two-worker SLURM study: 7 trials for a budget of 6). Here the count and
+    the creation happen under one lock shared by every worker of the study: Optuna's own NFS-safe lock file (O_EXCL,
+    freed after 30 s if its holder died), so it holds across nodes for any storage. ``Study.optimize`` calls
+    ``self.ask()`` once per trial (the guard test in tests/test_adapters.py checks it), which is what makes the
+    subclass enough; ``Study``'s constructor is what ``load_study`` calls."""
+    import optuna
+    from optuna.storages.journal import JournalFileOpenLock
+
+    class BudgetedStudy(optuna.Study):
+        def ask(self, fixed_distributions=None):
+            lock = JournalFileOpenLock(lock_path)
+            lock.acquire()
+            try:
+                if len(self.get_trials(deepcopy=False)) >= n_trials:
+                    raise TrialBudgetSpent(f"study {self.study_name!r} has its {n_trials} trials")
+                return super().ask(fixed_distributions)
+            finally:
+                lock.release()
+
+    return BudgetedStudy(study_name=study_name, storage=storage, sampler=sampler, pruner=pruner)

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..adapters.optuna import trial_id, trial_of
+from ..adapters.optuna import TrialBudgetSpent, load_budgeted_study, trial_id, trial_of
 from ..run.context import RunContext
 from ..run.files import write_json_atomic
 from ..run.results import lookup, record_failure, write_summary
@@ -26,6 +26,8 @@ from .storage import open_storage, resolve_url
 
 log = logging.getLogger(__name__)
 
+# the lock the workers of a study take to count its trials and make the next one (adapters/optuna.py)
+BUDGET_LOCK = "trial_budget"
 STATE_BY_STATUS = {"completed": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL"}
 
 
@@ -277,9 +279,6 @@ def hydra_groups(choices) -> dict[str, list[str]]:
 
 def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | None:
     """The task of a worker job: optimize until the study's trial budget is spent."""
-    import optuna
-    from optuna.study import MaxTrialsCallback
-
     s = hydra_cfg.sweeper
     sweep_dir = Path(hydra_cfg.sweep.dir)
     worker_index = int(hydra_cfg.job.num or 0)
@@ -291,11 +290,11 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
         compose=lambda extra: compose(merge_overrides(base_overrides, extra)),
     )
     storage = open_storage(resolve_url(s.storage, sweep_dir), s.heartbeat_interval, s.grace_period)
-    study = optuna.load_study(
-        study_name=s.study_name,
-        storage=storage,
+    study = load_budgeted_study(
+        s.study_name, storage,
         sampler=build_sampler(s.sampler, worker_index, space),
         pruner=build_pruner(s.pruner, len(objectives) > 1, cfg.trainer.max_steps, s.prune_every),
+        n_trials=s.n_trials, lock_path=str(sweep_dir / BUDGET_LOCK),
     )
     objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, s, compose, context,
                           worker_index=worker_index)
@@ -308,13 +307,15 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
 
     marker = Path(hydra_cfg.runtime.output_dir) / WORKER_MARKER
     write_json_atomic(marker, {"worker": worker_index, "study": s.study_name, "state": "running"})
-    if len(study.trials) < s.n_trials:
+    try:
         study.optimize(
             objective,
-            callbacks=[MaxTrialsCallback(s.n_trials, states=None), stop_on_failures],
+            callbacks=[stop_on_failures],
             catch=(Exception,),  # a crashing trial is FAIL with its error; the study goes on
             gc_after_trial=True,
         )
+    except TrialBudgetSpent:  # every trial of the budget is made (by this worker or another): the normal end
+        pass
     write_json_atomic(marker, {"worker": worker_index, "study": s.study_name, "state": "done", "trials": len(study.trials)})
     try:
         return study.best_value if len(objectives) == 1 else None
