@@ -93,6 +93,10 @@ def worker(args: argparse.Namespace) -> None:
     (out / f"worker.{args.index}.json").write_text(json.dumps({"overheads": overheads}))
 
 
+def _spread(counts: list[int]) -> list[float]:
+    return [min(counts), statistics.median(counts), max(counts)]
+
+
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
@@ -139,10 +143,13 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     (tmp / "go").write_text("")
 
-    while not (tmp / "victim").exists() or not (tmp / "victim").read_text():  # created, then written
+    victim_trial = None
+    while procs[0].poll() is None:  # a worker that ended before its 2nd trial is no victim: nothing is killed
+        if (tmp / "victim").exists() and (tmp / "victim").read_text():  # created, then written
+            victim_trial = int((tmp / "victim").read_text())
+            procs[0].send_signal(signal.SIGKILL)
+            break
         time.sleep(0.01)
-    victim_trial = int((tmp / "victim").read_text())
-    procs[0].send_signal(signal.SIGKILL)
     killed_at = time.perf_counter()
     storage = open_storage(url)
     study_id = storage.get_study_id_from_name(study_name)
@@ -150,14 +157,14 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
     rusage_cpu = 0.0
     pending = {p.pid: p for p in procs}
     codes = {}
-    while pending or failed_after is None:
+    while pending or (failed_after is None and victim_trial is not None):
         for pid, proc in list(pending.items()):
             got, status, usage = os.wait4(pid, os.WNOHANG)
             if got:
                 codes[pid] = os.waitstatus_to_exitcode(status)
                 rusage_cpu += usage.ru_utime + usage.ru_stime
                 del pending[pid]
-        if failed_after is None:
+        if failed_after is None and victim_trial is not None:
             # this one trial, not the study's every trial (which would load the storage under test)
             victim_state = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id, victim_trial)).state
             if victim_state == optuna.trial.TrialState.FAIL:
@@ -201,24 +208,29 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
         "trials_per_s": round(len(trials) / wall, 1),
         "workers_cpu_s": round(rusage_cpu, 1),
         "victim_trial": victim_trial,
-        "victim_state": study.trials[victim_trial].state.name,
+        "victim_state": None if victim_trial is None else study.trials[victim_trial].state.name,
         "victim_failed_after_kill_s": failed_after,
         "workers_exit_codes": dict(Counter(codes.values())),
+        # how evenly the workers shared the trials (a worker that made none waited on the others the whole time)
+        "trials_per_worker_min_median_max": _spread([sum(1 for _ in open(tmp / f"told.{i}.jsonl")) for i in range(args.workers)]),
         "load_avg_before_after": [round(load_before, 1), round(load_after, 1)],
     }
     return row
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| storage | trials (states) | lost / duplicated | overhead per trial, median / p95 | wall | trials/s "
-           "| killed worker's trial |", "|---|---|---|---|---|---|---|"]
+    out = ["| storage | budget by | trials (states) | lost / duplicated | trials a worker, min / median / max "
+           "| overhead per trial, median / p95 | wall | trials/s | killed worker's trial |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         states = ", ".join(f"{n} {s}" for s, n in sorted(r["states"].items()))
         ok = "numbers 0..N-1 once" if r["numbers_unique_and_contiguous"] else "numbers NOT contiguous/unique"
         victim = (f"FAIL {r['victim_failed_after_kill_s']} s after the kill" if r["victim_state"] == "FAIL"
-                  else f"{r['victim_state']} (never failed)")
-        out.append(f"| {r['storage']} | {r['trials_in_storage']} ({states}) | {len(r['lost'])} / "
-                   f"{len(r['told_twice'])}; {ok} | {r['overhead_ms_median']} / {r['overhead_ms_p95']} ms | "
+                  else "none killed" if r["victim_state"] is None else f"{r['victim_state']} (never failed)")
+        spread = " / ".join(str(n) for n in r.get("trials_per_worker_min_median_max", [])) or "not recorded"
+        out.append(f"| {r['storage']} | {r.get('budget_by', 'callback')} | {r['trials_in_storage']} ({states}) | "
+                   f"{len(r['lost'])} / {len(r['told_twice'])}; {ok} | {spread} | "
+                   f"{r['overhead_ms_median']} / {r['overhead_ms_p95']} ms | "
                    f"{r['wall_s']} s | {r['trials_per_s']} | {victim} |")
     return "\n".join(out)
 
