@@ -210,8 +210,14 @@ def study_trials_made_by_racing_workers(tmp_path, workers: int, n_trials: int, b
 def test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget(tmp_path):
     """Study.optimize makes each trial through Study.ask (what load_budgeted_study overrides): four processes whose
     trials end at once, the race that gave a two-worker SLURM study 7 trials for 6, make exactly the budget."""
+    import optuna
+
+    from grpo_sweep.adapters.optuna import has_trial_number
+
     where = f"{_version('optuna')} (adapters/optuna.py)"
     assert study_trials_made_by_racing_workers(tmp_path, workers=4, n_trials=60) == 60, where
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'o.db'}")
+    assert has_trial_number(study, 59) and not has_trial_number(study, 60), where
 
 
 def test_no_private_api_of_another_library_outside_adapters():
