@@ -44,8 +44,11 @@ def from_env() -> Rank:
     """This process's rank, as torchrun's engine or ``join_slurm_job`` put it in the environment (one process: 0 of 1)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    return Rank(int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world,
-                max(1, world // max(1, local_world)))
+    return Rank(int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world, _nodes(world, local_world))
+
+
+def _nodes(world_size: int, local_world_size: int) -> int:
+    return max(1, world_size // max(1, local_world_size))
 
 
 def in_slurm_job_of_many_tasks() -> bool:
@@ -59,7 +62,7 @@ def join_slurm_job() -> Rank:
     from submitit.helpers import TorchDistributedEnvironment
 
     env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
-    return Rank(env.rank, env.local_rank, env.world_size, max(1, env.world_size // max(1, env.local_world_size)))
+    return Rank(env.rank, env.local_rank, env.world_size, _nodes(env.world_size, env.local_world_size))
 
 
 def spawns_here(cfg: Any) -> bool:
@@ -96,10 +99,11 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
     )
     container = OmegaConf.to_container(cfg, resolve=True)
     method = multiprocessing.get_start_method(allow_none=True)
+    # a pool worker: loky made its own start method the process's default, and a spawned rank, which is told the
+    # parent's default, cannot find it
+    foreign_method = method not in (None, "spawn", "fork", "forkserver")
     try:
-        if method not in (None, "spawn", "fork", "forkserver"):
-            # a pool worker: loky made its own start method the process's default, and a spawned rank, which is told
-            # the parent's default, cannot find it
+        if foreign_method:
             multiprocessing.set_start_method("spawn", force=True)
         results = elastic_launch(config, _rank_main)(container, context, open_tracker, monitor)
     except ChildFailedError as exc:
@@ -112,7 +116,7 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
             why = f"exit code {failure.exitcode}" + (f" ({failure.signal_name()})" if failure.exitcode < 0 else "")
         raise RankFailed(f"rank {rank} of {processes} failed: {why} (its log: {logs})") from None
     finally:
-        if method not in (None, "spawn", "fork", "forkserver"):
+        if foreign_method:
             multiprocessing.set_start_method(method, force=True)
     return results.get(0)
 

@@ -44,11 +44,15 @@ class _ReportCallback(TrainerCallback):
     def __init__(self, monitor: TrialMonitor, quick_eval: Callable[[object], dict]):
         self.monitor = monitor
         self.quick_eval = quick_eval
+        # steps already probed, on every rank alike (only rank 0 fills monitor.intermediate): a guard that differed
+        # between ranks would leave one rank waiting in the broadcast below
+        self.probed: set[int] = set()
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         m, step = self.monitor, state.global_step
-        if step % m.every or step >= state.max_steps or step in m.intermediate:
+        if step % m.every or step >= state.max_steps or step in self.probed:
             return control
+        self.probed.add(step)
         stop = False
         if m.trial is not None:
             value = lookup(self.quick_eval(model), m.metric)
