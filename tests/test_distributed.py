@@ -69,8 +69,10 @@ def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
 
 def test_launch_under_torchrun_is_refused_with_the_spelling_that_works(tmp_path):
     """Under torchrun every process would be a run of its own (its own run directory, summary, checkpoints)."""
+    # torchrun stops the other processes at its first look after one fails (every 0.1 s by default): with 5 s, the
+    # process that reaches the refusal later still prints it, however unevenly the two start up
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          str(ROOT / "launch.py"), "distributed=ddp", f"output_root={tmp_path}"], cwd=tmp_path,
+                          "--monitor-interval=5", str(ROOT / "launch.py"), "distributed=ddp", f"output_root={tmp_path}"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
     assert out.returncode != 0
     line = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts a run's "
