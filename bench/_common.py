@@ -59,8 +59,11 @@ def child_env(extra: dict | None = None) -> dict:
     return {**os.environ, "PYTHONPATH": path, **(extra or {})}
 
 
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} CPUs"
+def machine(load_at: str | None = None) -> str:
+    """The machine a result was measured on; with ``load_at`` ("at the end"), its load average then, since the
+    machines are shared and the load moves the times."""
+    text = f"{platform.machine()}, {os.cpu_count()} CPUs"
+    return f"{text}, load avg {os.getloadavg()[0]:.1f} {load_at}" if load_at else text
 
 
 def write(name: str, data: object) -> Path:

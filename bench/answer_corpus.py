@@ -9,7 +9,6 @@ A false negative is a row that should pay 1 and scored 0; a false positive, one 
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import importlib.util
 import os
@@ -17,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._common import ROOT
+from bench._common import ROOT, parser
 
 
 def load(path: Path, name: str):
@@ -29,9 +28,9 @@ def load(path: Path, name: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--code", default=str(ROOT), help="checkout whose grpo_sweep scores the corpus")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--code", default=str(ROOT), help="checkout whose grpo_sweep scores the corpus")
+    args = cli.parse_args()
     code = str(Path(args.code).resolve())
     if code != str(ROOT):  # another checkout's grpo_sweep ahead of this one's: the one benchmark that measures another
         sys.path.insert(0, code)

@@ -9,14 +9,13 @@ second reads it. Prints a markdown table.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from bench._common import compose
+from bench._common import compose, parser
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
@@ -26,10 +25,10 @@ def rows(n: int, start: int = 0) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=7473)
-    parser.add_argument("--shards", type=int, default=8)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--rows", type=int, default=7473)
+    cli.add_argument("--shards", type=int, default=8)
+    args = cli.parse_args()
 
     import datasets
     import pyarrow as pa

@@ -8,13 +8,12 @@ Rows and the table go to bench/results/distributed.{json,md}.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
 from pathlib import Path
 
-from bench._common import RESULTS, command, last_error, launch, machine, read_jsonl, write
+from bench._common import RESULTS, command, last_error, launch, machine, parser, read_jsonl, write
 
 ARMS = {
     "1 process (batch 16)": [],
@@ -63,11 +62,11 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--slurm", action="store_true", help="also the 2-task job on the local SLURM")
-    parser.add_argument("--add", action="store_true", help="keep the rows already in bench/results/distributed.json")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    cli.add_argument("--slurm", action="store_true", help="also the 2-task job on the local SLURM")
+    cli.add_argument("--add", action="store_true", help="keep the rows already in bench/results/distributed.json")
+    args = cli.parse_args()
     arms = [a for a in ARMS if args.slurm or "SLURM" not in a]
     kept = json.loads((RESULTS / "distributed.json").read_text()) if args.add else {}
     rows, commands = kept.get("rows", []), kept.get("commands", [])

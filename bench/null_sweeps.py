@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from bench._common import command, parser, record, write
+from bench._common import command, machine, parser, record, write
 from grpo_sweep.sweeps.simulate import (QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives,
                                         simulate)
 from grpo_sweep.sweeps.stats import RunRecord, compare
@@ -119,7 +119,7 @@ def main() -> None:
         "null": null, "power": power, "worst_new_null_rate": worst,
         "compare_checked_sweeps": checked, "compare_disagreements": differ,
         "runtime_s": round(elapsed, 1), "python": platform.python_version(), "numpy": np.__version__,
-        "machine": platform.machine(),
+        "machine": machine(),
     }
     record("null_sweeps", result)
     write("null_sweeps.md", markdown(result))

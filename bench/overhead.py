@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import command, compose, machine, parser, timed_process, write
+from bench._common import command, compose, machine, parser, run_dirs, timed_process, write
 
 
 def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
@@ -80,8 +80,8 @@ def main() -> None:
                 last = [line for line in run["output"].splitlines() if line.startswith("{")][-1]
                 held_out[name] = json.loads(last)["eval"]
             else:
-                [summary] = (work / f"gs{i}").glob("grpo/runs/*/summary.json")
-                held_out[name] = json.loads(summary.read_text())["test_rewards"]
+                [run_dir] = run_dirs(work / f"gs{i}")
+                held_out[name] = json.loads((run_dir / "summary.json").read_text())["test_rewards"]
         # the same training gives the same held-out scores, reward by reward
         same = all(abs(held_out["plain_trl"][k] - (held_out["grpo_sweep"][k] or 0)) < 1e-9 for k in held_out["plain_trl"])
         rows.setdefault("same_held_out_scores", []).append(same)

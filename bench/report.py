@@ -9,14 +9,13 @@ Prints the numbers and writes bench/results/report.json. The sweep: 4 reward mix
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench._common import ROOT, child_env, launch, parser, record
+from bench._common import ROOT, child_env, launch, machine, parser, record
 
 GRID = ["reward_mix=format,smoke,correct,format_correct", "trainer.seed=1,2", "lora.r=8,16"]
 SETTINGS = [
@@ -73,7 +72,7 @@ def main() -> None:
         "repeats": args.repeats,
         "sweep_wall_s": round(sweep_s, 1) if sweep_s else None,
         "command": "python -m bench.report" + (f" --sweep-dir {sweep_dir}" if args.sweep_dir else ""),
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end",
+        "machine": machine("at the end"),
     }
     record("report", result)
 

@@ -19,14 +19,13 @@ import itertools
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from bench._common import command, parser, read_jsonl, record_labelled, timed_process
+from bench._common import command, machine, parser, read_jsonl, record_labelled, timed_process
 
 MIXES = {"format": ["xmlcount"], "correct": ["correct"], "format_correct": ["xmlcount", "correct"],
          "smoke": ["xmlcount", "correct", "length"]}
@@ -143,7 +142,7 @@ def main() -> None:
             row["status"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)])
             print(f"{n} runs: status {row['status']}", flush=True)
         entry[str(n)] = row
-    entry["machine"] = f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end"
+    entry["machine"] = machine("at the end")
     entry["command"] = command("bench.report_scale", [
         "--source", "SRC", "--runs", *map(str, args.runs), "--label", args.label, *(["--status"] if args.status else []),
         *(["--no-half-written"] if args.no_half_written else [])])

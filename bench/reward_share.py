@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 
-from bench._common import command, compose, parser, read_jsonl, write
+from bench._common import command, compose, machine, parser, read_jsonl, write
 
 SETTINGS = {
     "smoke": ["trainer=smoke", "trainer.max_steps=20"],
@@ -72,7 +71,7 @@ def main() -> None:
         }
         print(name, json.dumps(results[name], indent=2), flush=True)
     train_module.build_mix = original
-    write("reward_share.json", {"results": results, "machine": platform.machine(), "date": time.strftime("%Y-%m-%d"),
+    write("reward_share.json", {"results": results, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
                                 "command": command("bench.reward_share")})
 
 

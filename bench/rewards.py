@@ -4,11 +4,10 @@
 """
 from __future__ import annotations
 
-import platform
 import random
 import statistics
 
-from bench._common import parser, seconds_each, write
+from bench._common import machine, parser, seconds_each, write
 from grpo_sweep.rewards import REWARDS
 
 
@@ -48,7 +47,7 @@ def main() -> None:
     print(f"{'reward':<15} ms per 1,000 completions, median and min of {repeats}")
     for name, r in results.items():
         print(f"{name:<15} {r['median_ms_per_1000']:>10.2f} {r['min_ms_per_1000']:>10.2f}")
-    write("rewards.json", {"machine": platform.processor() or platform.machine(), "results": results})
+    write("rewards.json", {"machine": machine(), "results": results})
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ imports for its first run, and the gap since the previous run for the next runs 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -20,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import command, launch, parser, write
+from bench._common import command, launch, machine, parser, write
 
 LAUNCHERS = {
     "local": [],
@@ -64,7 +63,7 @@ def main() -> None:
             row = sweep(launcher, n, args.steps, Path(tempfile.mkdtemp(prefix=f"grpo-scale-{launcher}-{n}-")))
             results[launcher].append(row)
             print(launcher, json.dumps(row), flush=True)
-    write(args.out, {"results": results, "steps": args.steps, "machine": f"{os.cpu_count()} cores",
+    write(args.out, {"results": results, "steps": args.steps, "machine": machine(),
                      "date": time.strftime("%Y-%m-%d"), "command": command("bench.scaling")})
 
 

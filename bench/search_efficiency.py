@@ -22,12 +22,11 @@ median and interquartile range of that over the sampler seeds, and how many neve
 from __future__ import annotations
 
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 
-from bench._common import RESULTS, ROOT, command, launch, parser, write
+from bench._common import RESULTS, ROOT, command, launch, machine, parser, write
 
 LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 GENERATIONS = (4, 8)
@@ -79,7 +78,7 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
         raise SystemExit(f"some runs have no {objective} in summary.json: {[r['config'] for r in runs if r['value'] is None]}")
     return {"objective": objective, "max_steps": steps, "every_steps": every, "seeds": seeds, "overrides": extra,
             "runs": runs, "wall_seconds": round(wall, 1), "date": time.strftime("%Y-%m-%d"),
-            "machine": f"{platform.machine()} {platform.processor()}".strip(),
+            "machine": machine(),
             "command": command("bench.search_efficiency")}
 
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import sys
 from pathlib import Path
 
-from bench._common import ROOT, command, parser, record_labelled, timed_process
+from bench._common import ROOT, command, machine, parser, record_labelled, timed_process
 HEAVY = ("torch", "trl", "transformers", "unsloth", "peft", "datasets")
 ARRAY = 4242  # the first job id the stand-in sbatch hands out
 
@@ -153,11 +152,11 @@ def main() -> None:
     out_root.mkdir(parents=True)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(code)}
     env.pop("SLURM_CONF", None)
-    command = ["-m", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.detach=true",
+    sweep_args = ["-m", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.detach=true",
                *grid(args.runs), f"output_root={out_root}"]
     entry: dict = {"runs": args.runs, "code": "this checkout" if code == ROOT else str(code)}
 
-    row, out = submit(command, env, out_root, code)
+    row, out = submit(sweep_args, env, out_root, code)
     [sweep] = list(out_root.glob("grpo/multiruns/*"))
     jobs = json.loads((sweep / "jobs.json").read_text())["jobs"]
     first = sorted(scripts.iterdir())
@@ -172,7 +171,7 @@ def main() -> None:
     print(f"status mid-sweep: {entry['status_mid']}", flush=True)
 
     calls.write_text("")
-    row, out = submit([*command, f"hydra.sweep.dir={sweep}"], env, out_root, code)
+    row, out = submit([*sweep_args, f"hydra.sweep.dir={sweep}"], env, out_root, code)
     again = sorted(set(scripts.iterdir()) - set(first))
     queued = []
     for script in again:
@@ -200,7 +199,7 @@ def main() -> None:
     entry["status_ended"] = status(sweep, env, code, calls)
     print(f"status when every run ended: {entry['status_ended']}", flush=True)
 
-    entry["machine"] = f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end"
+    entry["machine"] = machine("at the end")
     entry["command"] = command("bench.submit_scale", ["--runs", str(args.runs), "--label", args.label])
     record_labelled("submit_scale", args.label, entry)
 

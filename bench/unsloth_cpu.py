@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import ROOT, SHORT_RUN, parser, tests_environment, write
+from bench._common import ROOT, SHORT_RUN, parser, run_dirs, tests_environment, write
 
 
 def timed(args: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
@@ -59,11 +59,11 @@ def main() -> int:
             if result.returncode != 0:
                 print(result.stderr[-2000:])
                 return 1
-            [summary] = run_root.glob("grpo/runs/*/summary.json")
-            record = json.loads(summary.read_text())
+            [run_dir] = run_dirs(run_root)
+            record = json.loads((run_dir / "summary.json").read_text())
             out[f"run_{backend}_wall_s"] = seconds
             out[f"run_{backend}_train_and_eval_s"] = record["runtime_s"]
-        [run_dir] = [p.parent for p in (Path(tmp) / "unsloth").glob("grpo/runs/*/summary.json")]
+        [run_dir] = run_dirs(Path(tmp) / "unsloth")
         out["generate_cli_unsloth_s"], result = timed(
             [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "8"]
         )

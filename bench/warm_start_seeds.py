@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench._common import last_error, launch, parser, read_jsonl, record_labelled
+from bench._common import last_error, launch, parser, read_jsonl, record_labelled, run_dirs
 
 
 def one_seed(seed: int, overrides: list[str], cache: Path) -> dict:
@@ -24,7 +24,7 @@ def one_seed(seed: int, overrides: list[str], cache: Path) -> dict:
                             env={"GRPO_SWEEP_CACHE": str(cache)}, check=False)
         if proc.returncode != 0:
             return {"seed": seed, "error": [last_error(proc)]}
-        [run] = list(Path(out).glob("grpo/runs/*"))
+        [run] = run_dirs(out)
         summary = json.loads((run / "summary.json").read_text())
         rows = read_jsonl(run / "metrics.jsonl")
         first = next(r for r in rows if r.get("step") == 0 and "val/accuracy" in r)
