@@ -1,7 +1,7 @@
 """Score the answer corpus (tests/answer_corpus.py) with `correct` and `boxed`: misses by form, and the time taken.
 
-    python bench/answer_corpus.py                      # this checkout's rewards
-    python bench/answer_corpus.py --code /tmp/base     # another checkout's (e.g. `git archive <commit> | tar -x -C /tmp/base`)
+    python -m bench.answer_corpus                      # this checkout's rewards
+    python -m bench.answer_corpus --code /tmp/base     # another checkout's (e.g. `git archive <commit> | tar -x -C /tmp/base`)
 
 `correct` gets each answer inside <answer> (alone and after a <think> block); `boxed` gets each box-bearing row as
 written and each one-span row with its span boxed, after a line of reasoning (as tests/test_answer_corpus.py does).
@@ -9,7 +9,6 @@ A false negative is a row that should pay 1 and scored 0; a false positive, one 
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import importlib.util
 import os
@@ -17,10 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench._common import ROOT, parser
 
 
 def load(path: Path, name: str):
+    """The corpus, read as the data file it is (the tests' own; this scores it, it imports no test code)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -28,11 +28,12 @@ def load(path: Path, name: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--code", default=str(ROOT), help="checkout whose grpo_sweep scores the corpus")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--code", default=str(ROOT), help="checkout whose grpo_sweep scores the corpus")
+    args = cli.parse_args()
     code = str(Path(args.code).resolve())
-    sys.path.insert(0, code)
+    if code != str(ROOT):  # another checkout's grpo_sweep ahead of this one's: the one benchmark that measures another
+        sys.path.insert(0, code)
     os.chdir(code)  # the math helper process (python -m grpo_sweep.rewards.mathcheck) imports from the working directory
     from grpo_sweep.rewards import REWARDS
     from grpo_sweep.rewards import answer

@@ -2,23 +2,20 @@
 (at training start) for the built-in task, one jsonl file, shard directories (jsonl, parquet) and save_to_disk
 directories (a Dataset, a DatasetDict with train/validation/test), all with the same GSM8K-sized rows.
 
-    python bench/data_splits.py [--rows 7473] [--shards 8]
+    python -m bench.data_splits [--rows 7473] [--shards 8]
 
 Each case is timed twice: the first load_splits of a file or shard directory builds `datasets`' Arrow cache, the
 second reads it. Prints a markdown table.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._common import compose, parser
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
@@ -28,21 +25,17 @@ def rows(n: int, start: int = 0) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=7473)
-    parser.add_argument("--shards", type=int, default=8)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--rows", type=int, default=7473)
+    cli.add_argument("--shards", type=int, default=8)
+    args = cli.parse_args()
 
     import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from hydra import compose, initialize_config_dir
-
-    from grpo_sweep.configstore import register_configs
     from grpo_sweep.data import load_splits, precheck_files
 
     datasets.disable_progress_bars()
-    register_configs()
     tmp = Path(tempfile.mkdtemp(prefix="data_splits_"))
     os.environ["HF_DATASETS_CACHE"] = str(tmp / "hf_cache")  # a cold cache: the first load pays the Arrow build
     all_rows = rows(args.rows)
@@ -71,19 +64,18 @@ def main() -> None:
     print(f"{args.rows} rows ({(tmp / 'one.jsonl').stat().st_size / 1e6:.1f} MB as jsonl), {args.shards} shards\n")
     print("| data | splits (train / validation / test) | precheck_files (s) | load_splits, first (s) | load_splits, again (s) |")
     print("|---|---|---|---|---|")
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        for name, overrides in cases:
-            cfg = compose(config_name="config", overrides=overrides)
+    for name, overrides in cases:
+        cfg = compose(overrides)
+        started = time.perf_counter()
+        precheck_files(cfg.data, True)
+        pre = time.perf_counter() - started
+        times = []
+        for _ in range(2):
             started = time.perf_counter()
-            precheck_files(cfg.data, True)
-            pre = time.perf_counter() - started
-            times = []
-            for _ in range(2):
-                started = time.perf_counter()
-                splits = load_splits(cfg.data, need_ground_truth=True)
-                times.append(time.perf_counter() - started)
-            sizes = " / ".join(f"{len(s):,}" for s in splits)
-            print(f"| {name} | {sizes} | {pre:.3f} | {times[0]:.2f} | {times[1]:.2f} |")
+            splits = load_splits(cfg.data, need_ground_truth=True)
+            times.append(time.perf_counter() - started)
+        sizes = " / ".join(f"{len(s):,}" for s in splits)
+        print(f"| {name} | {sizes} | {pre:.3f} | {times[0]:.2f} | {times[1]:.2f} |")
 
 
 if __name__ == "__main__":

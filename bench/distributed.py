@@ -2,24 +2,19 @@
 (1 x 16 and 2 x 8 prompts' completions a step), over several training seeds: optimizer steps, samples seen, wall
 time, held-out accuracy. With --slurm, the two-process run also as a 2-task job on the local SLURM.
 
-    python bench/distributed.py --seeds 1 2 3 4 5 [--slurm]
+    python -m bench.distributed --seeds 1 2 3 4 5 [--slurm]
 
 Rows and the table go to bench/results/distributed.{json,md}.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench._common import RESULTS, command, last_error, launch, machine, parser, read_jsonl, write
+
 ARMS = {
     "1 process (batch 16)": [],
     "2 processes (2 x 8), torchrun's engine": ["distributed=ddp", "distributed.nproc_per_node=2",
@@ -31,19 +26,12 @@ ARMS = {
 
 def one(arm: str, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, str(ROOT / "launch.py"), *ARMS[arm], f"trainer.seed={seed}", "trainer.disable_tqdm=true",
-             f"output_root={out}"],
-            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        wall = time.perf_counter() - started
+        wall, proc = launch([*ARMS[arm], f"trainer.seed={seed}", "trainer.disable_tqdm=true"], out, check=False)
         found = list(Path(out).glob("grpo/runs/*/summary.json")) + list(Path(out).glob("grpo/multiruns/*/0/summary.json"))
         if proc.returncode != 0 or not found:
-            return {"arm": arm, "seed": seed, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
+            return {"arm": arm, "seed": seed, "error": last_error(proc)}
         summary = json.loads(found[0].read_text())
-        rows = [json.loads(line) for line in (found[0].parent / "metrics.jsonl").read_text().splitlines()]
-        last = [r for r in rows if "reward" in r][-1]
+        last = [r for r in read_jsonl(found[0].parent / "metrics.jsonl") if "reward" in r][-1]
     return {
         "arm": arm, "seed": seed, "world_size": summary["distributed"]["world_size"], "steps": summary["steps"],
         "epoch": round(last["epoch"], 4),  # samples seen / train set: equal when the global batch is
@@ -74,28 +62,26 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--slurm", action="store_true", help="also the 2-task job on the local SLURM")
-    parser.add_argument("--add", action="store_true", help="keep the rows already in bench/results/distributed.json")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    cli.add_argument("--slurm", action="store_true", help="also the 2-task job on the local SLURM")
+    cli.add_argument("--add", action="store_true", help="keep the rows already in bench/results/distributed.json")
+    args = cli.parse_args()
     arms = [a for a in ARMS if args.slurm or "SLURM" not in a]
-    results = ROOT / "bench" / "results"
-    rows = json.loads((results / "distributed.json").read_text())["rows"] if args.add else []
-    commands = ([json.loads((results / "distributed.json").read_text()).get("commands", [])] if args.add else [[]])[0]
-    commands.append(f"python bench/distributed.py --seeds {' '.join(map(str, args.seeds))}"
-                    f"{' --slurm' if args.slurm else ''}{' --add' if args.add else ''}")
+    kept = json.loads((RESULTS / "distributed.json").read_text()) if args.add else {}
+    rows, commands = kept.get("rows", []), kept.get("commands", [])
+    commands.append(command("bench.distributed", ["--seeds", *map(str, args.seeds), *(["--slurm"] if args.slurm else []),
+                                                  *(["--add"] if args.add else [])]))
     for seed in args.seeds:
         for arm in arms:  # interleaved: a drift of the machine's speed hits every arm alike
             rows.append(one(arm, seed))
             print(json.dumps(rows[-1]), flush=True)
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    (results / "distributed.json").write_text(json.dumps({"machine": machine, "commands": commands, "rows": rows},
-                                                         indent=1) + "\n")
+    host = machine()
+    write("distributed.json", {"machine": host, "commands": commands, "rows": rows})
     text = (f"# One run over two processes against one process (same global batch)\n\n"
-            f"{'; '.join(f'`{c}`' for c in commands)} on {machine}, mean ± sd over the training seeds.\n\n"
+            f"{'; '.join(f'`{c}`' for c in commands)} on {host}, mean ± sd over the training seeds.\n\n"
             f"{table(rows)}\n")
-    (results / "distributed.md").write_text(text)
+    write("distributed.md", text)
     print(text)
 
 

@@ -1,6 +1,6 @@
 """Share of training time spent in the periodic held-out evaluations, at the smoke and standard trainer settings.
 
-    python bench/eval_share.py      # writes bench/results/eval_share.json
+    python -m bench.eval_share      # writes bench/results/eval_share.json
 
 Runs `python launch.py` as a user would (a fresh process each) and reads the run's summary.json: the greedy
 evaluations before training and every `trainer.eval.every_steps` steps happen inside TRL's training loop and are
@@ -14,17 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
-import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).parent))
-
-from record import record  # noqa: E402
+from bench._common import launch, machine, parser, record, run_dirs
 
 SETTINGS = {
     "smoke": [],  # the main job as it ships: 120 steps, evaluations at 0, 40, 80 (+ final)
@@ -50,14 +42,12 @@ def projected(name: str, measured: dict) -> dict:
 
 
 def main() -> None:
-    results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": os.getloadavg()[0]}
+    parser(__doc__).parse_args()
+    results = {"machine": machine(), "load_before": os.getloadavg()[0]}
     for name, overrides in SETTINGS.items():
         with tempfile.TemporaryDirectory() as out:
-            proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *overrides, f"output_root={out}",
-                                   "trainer.disable_tqdm=true"], capture_output=True, text=True, cwd=ROOT)
-            if proc.returncode:
-                raise SystemExit(f"{name}: launch.py failed:\n{proc.stderr[-3000:]}")
-            summary = json.loads(next(Path(out).glob("grpo/runs/*/summary.json")).read_text())
+            launch([*overrides, "trainer.disable_tqdm=true"], out)
+            summary = json.loads((run_dirs(out)[0] / "summary.json").read_text())
         t = summary["timings_s"]
         periodic, train = t["eval_periodic"], t["train"]
         results[name] = {

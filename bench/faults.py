@@ -1,6 +1,6 @@
 """Cost of the safety machinery, and what survives injected faults.
 
-    python bench/faults.py        # prints the numbers, writes bench/results/faults.json
+    python -m bench.faults        # prints the numbers, writes bench/results/faults.json
 
 - sandbox cost per execution (namespaces vs rlimits), and a batch of 16 completions through the `code` reward;
 - hostile programs (infinite loop, fork bomb, memory bomb, disk bomb, network, secrets, escape): score, time
@@ -10,21 +10,16 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
-import statistics
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from grpo_sweep.rewards import REWARDS  # noqa: E402
-from grpo_sweep.rewards import mathcheck  # noqa: E402
-from grpo_sweep.rewards.guard import guarded  # noqa: E402
-from grpo_sweep.rewards.sandbox import Limits, execute  # noqa: E402
+from bench._common import machine, median_ms, parser, record
+from grpo_sweep.rewards import REWARDS
+from grpo_sweep.rewards import mathcheck
+from grpo_sweep.rewards.guard import guarded
+from grpo_sweep.rewards.sandbox import Limits, execute
 
 ADD = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]
 GOOD = "def add(a, b):\n    return a + b"
@@ -40,23 +35,15 @@ HOSTILE = {
 }
 
 
-def median_ms(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(1000 * statistics.median(times), 1)
-
-
 def leftovers() -> int:
     out = subprocess.run(["ps", "-u", "65534", "-o", "pid="], capture_output=True, text=True)
     return len(out.stdout.split())
 
 
 def main() -> None:
+    parser(__doc__).parse_args()
     os.environ.setdefault("WANDB_API_KEY", "bench-fake-key-0123456789")
-    results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "python": platform.python_version()}
+    results: dict = {"machine": machine(), "python": platform.python_version()}
 
     cost = {}
     for isolation in ("namespaces", "rlimits"):
@@ -113,10 +100,7 @@ def main() -> None:
         "raw": median_ms(lambda: raw(completions=texts), 20), "guarded": median_ms(lambda: wrapped(completions=texts), 20)
     }
 
-    print(json.dumps(results, indent=2))
-    out = Path(__file__).parent / "results" / "faults.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    record("faults", results)
 
 
 if __name__ == "__main__":

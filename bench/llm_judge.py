@@ -1,29 +1,22 @@
 """What an LLM-judge term costs in a short training run: per-step judge latency, cache hits, share of training time.
 
-    python bench/llm_judge.py            # prints a markdown table (bench/results/llm_judge.md)
+    python -m bench.llm_judge            # prints a markdown table (bench/results/llm_judge.md)
 
 The main job (`python launch.py`: the warm-started tiny model, `correct` trained, 120 steps, 16 completions a step)
 with a judge term riding along at weight 0, so every run trains the same way and only the judge differs:
-- `transformers serve` with the tiny model (tests/judge_servers.tiny_model_server), one request per completion;
+- `transformers serve` with the tiny model (bench/judge_servers.tiny_model_server), one request per completion;
 - the same, `group=true`: one request per prompt, its 8 completions scored together (RULER-style);
-- an aiohttp endpoint that answers at once (tests/judge_servers.JudgeServer): the client's own cost.
+- an aiohttp endpoint that answers at once (bench/judge_servers.JudgeServer): the client's own cost.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.judge_servers import TINY_MODEL, JudgeServer, read_json_lines, scored, tiny_model_server  # noqa: E402
+from bench._common import launch, parser, read_jsonl, run_dirs
+from bench.judge_servers import TINY_MODEL, JudgeServer, scored, tiny_model_server
 
 FACTORY = "grpo_sweep.rewards.judge.llm_judge"
 
@@ -36,16 +29,10 @@ def judge_args(base_url: str, model: str, *extra: str) -> list[str]:
 
 def run(label: str, overrides: list[str], steps: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *overrides, f"trainer.max_steps={steps}",
-                               f"output_root={out}"], cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
-        wall = time.perf_counter() - started
-        if proc.returncode:
-            raise SystemExit(f"{label}: {proc.stderr[-2000:]}")
-        [run_dir] = [p.parent for p in Path(out).glob("grpo/runs/*/summary.json")]
+        wall, _ = launch([*overrides, f"trainer.max_steps={steps}"], out, env={"OMP_NUM_THREADS": "1"})
+        [run_dir] = run_dirs(out)
         summary = json.loads((run_dir / "summary.json").read_text())
-        rows = [r for r in read_json_lines(run_dir / "metrics.jsonl") if "judge/judge/requests" in r]
+        rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "judge/judge/requests" in r]
         log = (run_dir / "launch.log").read_text()
     print(f"{label}: {wall:.1f} s", file=sys.stderr, flush=True)
     # why samples went unscored, from the judge's warnings ("could not score 3 of 16 samples (3 unparseable)")
@@ -76,9 +63,9 @@ def run(label: str, overrides: list[str], steps: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=120)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--steps", type=int, default=120)
+    args = cli.parse_args()
     results = []
     with tiny_model_server() as base_url:
         model = str(TINY_MODEL)

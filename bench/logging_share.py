@@ -1,7 +1,7 @@
 """Share of training time spent in grpo-sweep's per-step logging (metrics.jsonl, the progress bar's reward,
 and with logger=wandb transformers' W&B callback and the completions table), over the main job's 120 steps.
 
-    python bench/logging_share.py      # writes bench/results/logging_share.json
+    python -m bench.logging_share      # writes bench/results/logging_share.json
 
 Each callback's on_log is timed in place; the total is divided by the run's training time (timings_s.train).
 logger=wandb runs offline (no account), as a run without credentials does.
@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._common import command, compose, machine, parser, write
 
 SETTINGS = {"logger=none": [], "logger=wandb": ["logger=wandb"]}
 
@@ -36,25 +33,21 @@ def timed(cls, clock: dict) -> None:
 
 
 def main() -> None:
-    from hydra import compose, initialize_config_dir
-
+    parser(__doc__).parse_args()
     import grpo_sweep.run.train as train_module
-    from grpo_sweep.configstore import register_configs
     from grpo_sweep.tracking import open_logger
     from transformers.integrations import WandbCallback
 
     from grpo_sweep.tracking.wandb_logger import CompletionsTable
 
     os.environ.setdefault("WANDB_MODE", "offline")
-    register_configs()
     clock: dict[str, float] = {}
     for cls in (train_module.MetricsJsonl, train_module.RewardProgress, WandbCallback, CompletionsTable):
         timed(cls, clock)
     results = {}
     for name, overrides in SETTINGS.items():
         clock.clear()
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=overrides)
+        cfg = compose(overrides)
         run_dir = Path(tempfile.mkdtemp(prefix="grpo-bench-logging-"))
         os.environ["WANDB_DIR"] = str(run_dir)
         summary = train_module.train(cfg, run_dir, open_tracker=open_logger)
@@ -71,10 +64,8 @@ def main() -> None:
             "per_callback_seconds": {k: round(v, 4) for k, v in clock.items()},
         }
         print(name, json.dumps(results[name], indent=2), flush=True)
-    dest = ROOT / "bench" / "results" / "logging_share.json"
-    dest.write_text(json.dumps({"results": results, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                                "date": time.strftime("%Y-%m-%d"), "command": "python bench/logging_share.py"},
-                               indent=2) + "\n")
+    write("logging_share.json", {"results": results, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
+                                 "command": command("bench.logging_share")})
 
 
 if __name__ == "__main__":

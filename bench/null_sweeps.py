@@ -1,7 +1,7 @@
 """How often do a sweep's verdicts lie? Null sweeps (every configuration truly the same) and the power to see a real
 difference, for the verdicts before issue 21 and now.
 
-    python bench/null_sweeps.py [--sweeps 1000] [--check 50]   # -> bench/results/null_sweeps.json (+ .md)
+    python -m bench.null_sweeps [--sweeps 1000] [--check 50]   # -> bench/results/null_sweeps.json (+ .md)
 
 Simulated with grpo_sweep/sweeps/simulate.py (64 validation and 64 test questions, each with its own difficulty;
 a run's own luck shared by its validation and test answers; a seed effect shared by configurations; Bernoulli
@@ -21,23 +21,16 @@ outcomes; a run's test accuracy varies by ~0.03 over seeds), for 3, 5 and 10 con
 """
 from __future__ import annotations
 
-import argparse
 import math
 import platform
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from record import record  # noqa: E402
-
-from grpo_sweep.sweeps.simulate import (QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts,  # noqa: E402
-                                        rounded_objectives, simulate)
-from grpo_sweep.sweeps.stats import RunRecord, compare  # noqa: E402
+from bench._common import command, machine, parser, record, write
+from grpo_sweep.sweeps.simulate import (QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives,
+                                        simulate)
+from grpo_sweep.sweeps.stats import RunRecord, compare
 
 CONFIGS = (3, 5, 10)
 SEED_COUNTS = (3, 5)
@@ -64,11 +57,11 @@ def check(val, test, sweeps: int, questions: bool) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweeps", type=int, default=1000, help="simulated sweeps per cell")
-    parser.add_argument("--check", type=int, default=50, help="sweeps per cell also run through stats.compare")
-    parser.add_argument("--seed", type=int, default=2026)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--sweeps", type=int, default=1000, help="simulated sweeps per cell")
+    cli.add_argument("--check", type=int, default=50, help="sweeps per cell also run through stats.compare")
+    cli.add_argument("--seed", type=int, default=2026)
+    args = cli.parse_args()
     rng = np.random.default_rng(args.seed)
     n = args.sweeps
     started = time.perf_counter()
@@ -121,18 +114,18 @@ def main() -> None:
     worst = max(max(r["questions"], r["summary"], r["seeds_noise_questions"], r["seeds_noise_summary"],
                     r["issue_summary"], r["collapsed_questions"]) for r in null)
     result = {
-        "command": "python bench/null_sweeps.py " + " ".join(sys.argv[1:]),
+        "command": command("bench.null_sweeps"),
         "sweeps_per_cell": n, "seed": args.seed, "mc_error_at_0.05": round(mc_error(0.05, n), 4),
         "null": null, "power": power, "worst_new_null_rate": worst,
         "compare_checked_sweeps": checked, "compare_disagreements": differ,
         "runtime_s": round(elapsed, 1), "python": platform.python_version(), "numpy": np.__version__,
-        "machine": platform.machine(),
+        "machine": machine(),
     }
     record("null_sweeps", result)
-    write_markdown(result, Path(__file__).parent / "results" / "null_sweeps.md")
+    write("null_sweeps.md", markdown(result))
 
 
-def write_markdown(result: dict, path: Path) -> None:
+def markdown(result: dict) -> str:
     pct = lambda x: f"{x:.3f}"  # noqa: E731
     lines = ["# Null sweeps: P(any false better/worse) and power", "",
              f"`{result['command']}` — {result['sweeps_per_cell']} sweeps per cell, Monte Carlo error at 0.05: "
@@ -160,8 +153,7 @@ def write_markdown(result: dict, path: Path) -> None:
         lines.append(f"| {r['configs']} x {r['seeds']} | {r['true_difference']:+.2f} | {r['measured_difference']:+.3f} "
                      f"| {pct(r['old'])} | {pct(r['questions'])} | {pct(r['summary'])} | {pct(r['issue_old'])} | "
                      f"{pct(r['issue_summary'])} | {pct(r['questions_false_among_equal'])} |")
-    path.write_text("\n".join(lines) + "\n")
-    print(f"wrote {path}")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

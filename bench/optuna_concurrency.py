@@ -1,6 +1,6 @@
 """Optuna at cluster concurrency: N worker processes, one study, each storage grpo-sweep offers (issue 15, part 3).
 
-    python bench/optuna_concurrency.py [--workers 32] [--trials 500] [--storages sqlite journal mysql postgresql]
+    python -m bench.optuna_concurrency [--workers 32] [--trials 500] [--storages sqlite journal mysql postgresql]
         [--mysql-url mysql+pymysql://...] [--postgresql-url postgresql+psycopg2://...] [--label NAME]
         [--budget lock|callback]
 
@@ -38,8 +38,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).parent / "results" / "optuna_concurrency.json"
+from bench._common import RESULTS, ROOT, child_env, command, parser, record_labelled
 VICTIM_TRIAL = 1  # the killed worker dies in its 2nd trial: early, so that the others run most of the study after it
 
 
@@ -124,16 +123,15 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
     url = url_for(kind, args, tmp)
     study_name = f"bench_{kind}_{int(time.time())}"
     optuna.create_study(study_name=study_name, storage=open_storage(url), direction="minimize")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     procs = []
     for i in range(args.workers):
-        cmd = [sys.executable, __file__, "--worker", "--url", url, "--study", study_name, "--index", str(i),
-               "--out", str(tmp), "--trials", str(args.trials), "--sleep", str(args.sleep),
+        cmd = [sys.executable, "-m", "bench.optuna_concurrency", "--worker", "--url", url, "--study", study_name,
+               "--index", str(i), "--out", str(tmp), "--trials", str(args.trials), "--sleep", str(args.sleep),
                "--heartbeat-interval", str(args.heartbeat_interval), "--grace-period", str(args.grace_period),
                "--budget", args.budget]
         if i == 0:
             cmd.append("--victim")
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / f"err.{i}", "w")))
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp / f"err.{i}", "w")))
     deadline = time.time() + 600
     while sum((tmp / f"ready.{i}").exists() for i in range(args.workers)) < args.workers:
         if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
@@ -236,45 +234,41 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--workers", type=int, default=32)
-    parser.add_argument("--trials", type=int, default=500)
-    parser.add_argument("--sleep", type=float, default=0.01, help="seconds of 'training' per trial")
-    parser.add_argument("--storages", nargs="+", default=["sqlite", "journal", "mysql", "postgresql"])
-    parser.add_argument("--mysql-url", default=os.environ.get("BENCH_MYSQL_URL"))
-    parser.add_argument("--postgresql-url", default=os.environ.get("BENCH_POSTGRESQL_URL"))
-    parser.add_argument("--heartbeat-interval", type=int, default=1)
-    parser.add_argument("--grace-period", type=int, default=3)
-    parser.add_argument("--root", default=None, help="where the SQLite/journal files go (default: a temp dir)")
-    parser.add_argument("--label", default="after")
-    parser.add_argument("--budget", choices=["lock", "callback"], default="lock",
-                        help="lock: grpo-sweep's workers (exactly --trials); callback: Optuna's MaxTrialsCallback")
+    cli = parser(__doc__)
+    cli.add_argument("--workers", type=int, default=32)
+    cli.add_argument("--trials", type=int, default=500)
+    cli.add_argument("--sleep", type=float, default=0.01, help="seconds of 'training' per trial")
+    cli.add_argument("--storages", nargs="+", default=["sqlite", "journal", "mysql", "postgresql"])
+    cli.add_argument("--mysql-url", default=os.environ.get("BENCH_MYSQL_URL"))
+    cli.add_argument("--postgresql-url", default=os.environ.get("BENCH_POSTGRESQL_URL"))
+    cli.add_argument("--heartbeat-interval", type=int, default=1)
+    cli.add_argument("--grace-period", type=int, default=3)
+    cli.add_argument("--root", default=None, help="where the SQLite/journal files go (default: a temp dir)")
+    cli.add_argument("--label", default="after")
+    cli.add_argument("--budget", choices=["lock", "callback"], default="lock",
+                     help="lock: grpo-sweep's workers (exactly --trials); callback: Optuna's MaxTrialsCallback")
     # a worker process (started by this script)
-    parser.add_argument("--worker", action="store_true")
-    parser.add_argument("--url")
-    parser.add_argument("--study")
-    parser.add_argument("--index", type=int, default=0)
-    parser.add_argument("--out")
-    parser.add_argument("--victim", action="store_true")
-    args = parser.parse_args()
+    cli.add_argument("--worker", action="store_true")
+    cli.add_argument("--url")
+    cli.add_argument("--study")
+    cli.add_argument("--index", type=int, default=0)
+    cli.add_argument("--out")
+    cli.add_argument("--victim", action="store_true")
+    args = cli.parse_args()
     if args.worker:
-        sys.path.insert(0, str(ROOT))
         return worker(args)
-    sys.path.insert(0, str(ROOT))
-    RESULTS.parent.mkdir(exist_ok=True)
+    saved = RESULTS / "optuna_concurrency.json"
     for kind in args.storages:
         row = run_one(kind, args)
-        row["command"] = "python bench/optuna_concurrency.py " + " ".join(sys.argv[1:])
+        row["command"] = command("bench.optuna_concurrency")
         print(json.dumps(row), flush=True)
         # saved storage by storage (a later storage's failure keeps the earlier rows), one row per storage a label
-        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        entry = results.setdefault(args.label, {"rows": []})
+        entry = (json.loads(saved.read_text()) if saved.exists() else {}).get(args.label, {"rows": []})
         entry["rows"] = [r for r in entry["rows"] if r["storage"] != kind] + [row]
         entry.update(table=table(entry["rows"]), cpus=os.cpu_count(), machine=platform.machine(),
                      heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period, sleep_s=args.sleep)
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(results[args.label]["table"])
-    print(f"wrote {RESULTS}")
+        record_labelled("optuna_concurrency", args.label, entry)
+    print(entry["table"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Per-run overhead: `python launch.py` against a plain TRL script doing exactly the same training.
 
-    python bench/overhead.py [--repeats 5] [--steps 60]   # writes bench/results/overhead.json
+    python -m bench.overhead [--repeats 5] [--steps 60]   # writes bench/results/overhead.json
 
 Same model files (the cached tiny model), same data (exported from the composed config), same rewards,
 GRPOConfig, LoRA, seed, thread count, steps and held-out evaluation. The two commands alternate; reported are
@@ -8,34 +8,24 @@ medians of whole-process wall time and peak RSS, and their ratios (grpo-sweep / 
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._common import command, compose, machine, parser, run_dirs, timed_process, write
 
 
 def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     """Compose the main job's config, export what the plain script needs, return (spec, launch overrides)."""
-    from hydra import compose, initialize_config_dir
-
     from grpo_sweep.backends.trl import model_source
-    from grpo_sweep.configstore import register_configs
     from grpo_sweep.data import load_splits
     from grpo_sweep.run.train import grpo_config
 
     overrides = [f"trainer.max_steps={steps}", f"trainer.save_steps={steps}"]
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = compose(overrides)
     train, _, held_out = load_splits(cfg.data, need_ground_truth=True)
     (work / "train.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"]}) + "\n" for r in train))
     (work / "eval.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"]}) + "\n" for r in held_out))
@@ -65,24 +55,11 @@ def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     return spec, overrides
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds and peak RSS (MB) of one child process, and its stdout."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    stdout = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if status != 0:
-        raise SystemExit(f"{cmd} failed")
-    return wall, usage.ru_maxrss / 1024, stdout
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=60)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--repeats", type=int, default=5)
+    cli.add_argument("--steps", type=int, default=60)
+    args = cli.parse_args()
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-overhead-"))
     spec, overrides = export_spec(args.steps, work)
     rows = {"grpo_sweep": [], "plain_trl": []}
@@ -91,17 +68,20 @@ def main() -> None:
         spec["out_dir"] = str(run)
         (work / "spec.json").write_text(json.dumps(spec))
         order = [("grpo_sweep", [sys.executable, "launch.py", *overrides, f"output_root={work / f'gs{i}'}"]),
-                 ("plain_trl", [sys.executable, "bench/plain_trl.py", str(work / "spec.json")])]
+                 ("plain_trl", [sys.executable, "-m", "bench.plain_trl", str(work / "spec.json")])]
         held_out = {}
         for name, cmd in (order if i % 2 == 0 else order[::-1]):  # alternate who goes first
-            wall, rss, stdout = timed(cmd)
-            rows[name].append({"wall_s": round(wall, 2), "peak_rss_mb": round(rss, 1)})
-            print(f"{name:<11} run {i}: {wall:6.2f} s  {rss:7.1f} MB", flush=True)
-            if name == "plain_trl":
-                held_out[name] = json.loads(stdout.strip().splitlines()[-1])["eval"]
+            run = timed_process(cmd)
+            if run["rc"]:
+                raise SystemExit(f"{cmd} failed:\n{run['output'][-3000:]}")
+            rows[name].append({"wall_s": run["wall_s"], "peak_rss_mb": run["peak_rss_mb"]})
+            print(f"{name:<11} run {i}: {run['wall_s']:6.2f} s  {run['peak_rss_mb']:7.1f} MB", flush=True)
+            if name == "plain_trl":  # its last line of JSON (warnings may follow it on the shared output)
+                last = [line for line in run["output"].splitlines() if line.startswith("{")][-1]
+                held_out[name] = json.loads(last)["eval"]
             else:
-                [summary] = (work / f"gs{i}").glob("grpo/runs/*/summary.json")
-                held_out[name] = json.loads(summary.read_text())["test_rewards"]
+                [run_dir] = run_dirs(work / f"gs{i}")
+                held_out[name] = json.loads((run_dir / "summary.json").read_text())["test_rewards"]
         # the same training gives the same held-out scores, reward by reward
         same = all(abs(held_out["plain_trl"][k] - (held_out["grpo_sweep"][k] or 0)) < 1e-9 for k in held_out["plain_trl"])
         rows.setdefault("same_held_out_scores", []).append(same)
@@ -111,13 +91,10 @@ def main() -> None:
         "steps": args.steps, "repeats": args.repeats, "runs": rows, "median": med, "same_held_out_scores": same,
         "ratio_wall": round(med["grpo_sweep"]["wall_s"] / med["plain_trl"]["wall_s"], 3),
         "ratio_peak_rss": round(med["grpo_sweep"]["peak_rss_mb"] / med["plain_trl"]["peak_rss_mb"], 3),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
-        "command": "python bench/overhead.py " + " ".join(sys.argv[1:]),
+        "machine": machine(), "date": time.strftime("%Y-%m-%d"), "command": command("bench.overhead"),
     }
     print(json.dumps({k: result[k] for k in ("median", "ratio_wall", "ratio_peak_rss", "same_held_out_scores")}, indent=2))
-    dest = ROOT / "bench" / "results" / "overhead.json"
-    dest.parent.mkdir(exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    write("overhead.json", result)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,15 @@
 """Time the answer rewards and the lenient extractor on pathological layouts, at two sizes, to show the cost grows
 linearly (the tests check what they return; how long they take is measured here).
 
-    python bench/pathological_inputs.py            # prints a table; --json writes bench/results/pathological_inputs.json
+    python -m bench.pathological_inputs            # prints a table; --json writes bench/results/pathological_inputs.json
 
 A ratio near 2 when the input doubles is linear; near 4 quadratic.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from grpo_sweep.rewards import REWARDS  # noqa: E402
-from grpo_sweep.rewards.answer import extract_lenient  # noqa: E402
+from bench._common import parser, seconds_each, write
+from grpo_sweep.rewards import REWARDS
+from grpo_sweep.rewards.answer import extract_lenient
 
 LAYOUTS = {
     "think-answer-pairs": lambda n: "<think>" + "</think><answer>" * n,
@@ -38,19 +30,14 @@ REWARD_NAMES = ("correct", "boxed", "int", "format", "strict_format", "soft_form
 
 
 def seconds(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return min(seconds_each(fn, repeat))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20_000, help="repeats of the pattern (the second size is twice it)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--n", type=int, default=20_000, help="repeats of the pattern (the second size is twice it)")
+    cli.add_argument("--json", action="store_true")
+    args = cli.parse_args()
     REWARDS["correct"](completions=["<answer>1</answer>"], ground_truth=["1"])  # the math helper started
     rows = []
     for name, make in LAYOUTS.items():
@@ -72,9 +59,7 @@ def main() -> None:
     worst = max(rows, key=lambda r: r["s_2n"])
     print(f"slowest: {worst['function']} on {worst['input']}: {worst['s_2n']:.3f} s at n={2 * args.n}")
     if args.json:
-        out = ROOT / "bench" / "results" / "pathological_inputs.json"
-        out.write_text(json.dumps(rows, indent=1) + "\n")
-        print(f"wrote {out}")
+        write("pathological_inputs.json", rows)
 
 
 if __name__ == "__main__":

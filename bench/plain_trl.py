@@ -1,19 +1,25 @@
 """The same training as `python launch.py` (the smoke main job), written as a plain TRL script.
 
-Used by bench/overhead.py: it reads the model directory, data and GRPOConfig that bench/overhead.py
-exported from the composed config, and does by hand what grpo-sweep does: seed, LoRA, train, save, evaluate.
+    python -m bench.plain_trl SPEC.json
+
+Run by bench/overhead.py: it reads the model directory, data and GRPOConfig that bench/overhead.py exported from
+the composed config (SPEC.json), and does by hand what grpo-sweep does: seed, LoRA, train, save, evaluate.
 """
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
+from bench._common import parser
 
-def main(spec_path: str) -> None:
+
+def main() -> None:
+    cli = parser(__doc__)
+    cli.add_argument("spec", type=Path, help="the spec bench/overhead.py wrote")
+    spec_path = cli.parse_args().spec
     started = time.perf_counter()
-    spec = json.loads(Path(spec_path).read_text())
+    spec = json.loads(spec_path.read_text())
     import torch
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
@@ -60,4 +66,4 @@ def main(spec_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

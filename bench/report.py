@@ -1,27 +1,21 @@
 """Time the sweep report (report.md + PNGs) for a real 16-run sweep.
 
-    python bench/report.py                      # runs a 16-run tiny sweep first (a few minutes on 2 cores)
-    python bench/report.py --sweep-dir DIR      # times the report of an existing sweep
+    python -m bench.report                      # runs a 16-run tiny sweep first (a few minutes on 2 cores)
+    python -m bench.report --sweep-dir DIR      # times the report of an existing sweep
 
 Prints the numbers and writes bench/results/report.json. The sweep: 4 reward mixes x 2 seeds x 2 LoRA ranks,
 30 steps each, with the tiny CPU model.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).parent))
-
-from record import record  # noqa: E402
+from bench._common import ROOT, child_env, launch, machine, parser, record
 
 GRID = ["reward_mix=format,smoke,correct,format_correct", "trainer.seed=1,2", "lora.r=8,16"]
 SETTINGS = [
@@ -32,18 +26,16 @@ SETTINGS = [
 
 
 def run_sweep(out_root: Path) -> tuple[Path, float]:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "launch.py"), "-m", *GRID, *SETTINGS, f"output_root={out_root}"],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return max(out_root.glob("grpo/multiruns/*")), time.perf_counter() - started
+    wall, _ = launch(["-m", *GRID, *SETTINGS], out_root)
+    return max(out_root.glob("grpo/multiruns/*")), wall
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sweep-dir", type=Path)
-    parser.add_argument("--out-root", type=Path, default=ROOT / "outputs" / "bench_report")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--sweep-dir", type=Path)
+    cli.add_argument("--out-root", type=Path, default=ROOT / "outputs" / "bench_report")
+    cli.add_argument("--repeats", type=int, default=3)
+    args = cli.parse_args()
     os.environ.setdefault("GRPO_SWEEP_CACHE", str(Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-test-cache"))
     sweep_s = None
     if args.sweep_dir:
@@ -56,7 +48,7 @@ def main() -> None:
     for _ in range(args.repeats):
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "grpo_sweep.sweeps.report", str(sweep_dir)], check=True, cwd=ROOT,
-                       stdout=subprocess.DEVNULL)
+                       stdout=subprocess.DEVNULL, env=child_env())
         cli.append(time.perf_counter() - started)
 
     from grpo_sweep.sweeps.report import build_report
@@ -79,8 +71,8 @@ def main() -> None:
         "table_only_s_median": round(statistics.median(table_only), 3),
         "repeats": args.repeats,
         "sweep_wall_s": round(sweep_s, 1) if sweep_s else None,
-        "command": "python bench/report.py" + (f" --sweep-dir {sweep_dir}" if args.sweep_dir else ""),
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end",
+        "command": "python -m bench.report" + (f" --sweep-dir {sweep_dir}" if args.sweep_dir else ""),
+        "machine": machine("at the end"),
     }
     record("report", result)
 

@@ -1,7 +1,7 @@
 """Time the sweep report (and status) on synthetic 1,000- and 10,000-run sweeps built from one real run.
 
     python launch.py trainer.max_steps=10 trainer.save_steps=10 output_root=/tmp/scale-src   # one real run (~30 s)
-    python bench/report_scale.py --source /tmp/scale-src/grpo/runs/<time> [--runs 1000 10000] [--label after]
+    python -m bench.report_scale --source /tmp/scale-src/grpo/runs/<time> [--runs 1000 10000] [--label after]
 
 Each synthetic sweep is laid out like a Hydra multirun: ``<sweep>/<i>/`` holding the real run's ``.hydra/``
 (config.yaml, hydra.yaml; overrides.yaml rewritten), its ``summary.json`` with the run's overrides and varied
@@ -15,21 +15,17 @@ to bench/results/report_scale.json under ``--label`` (e.g. ``before`` / ``after`
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
 import os
-import platform
 import random
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).parent / "results" / "report_scale.json"
+from bench._common import command, machine, parser, read_jsonl, record_labelled, timed_process
 
 MIXES = {"format": ["xmlcount"], "correct": ["correct"], "format_correct": ["xmlcount", "correct"],
          "smoke": ["xmlcount", "correct", "length"]}
@@ -51,7 +47,7 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
     sweep.mkdir(parents=True)
     summary0 = json.loads((source / "summary.json").read_text())
     summary0 = {k: v for k, v in summary0.items() if not k.startswith("eval_")}  # a source from before val/test
-    rows0 = [json.loads(line) for line in (source / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows0 = read_jsonl(source / "metrics.jsonl")
     train_rows = [r for r in rows0 if "reward" in r and "train_runtime" not in r]
     config_yaml = (source / ".hydra" / "config.yaml").read_text()
     hydra_yaml = (source / ".hydra" / "hydra.yaml").read_text()
@@ -105,29 +101,24 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
 
 
 def timed(cmd: list[str]) -> dict:
-    """Wall seconds and peak RSS (MB) of one fresh process, from wait4 on it."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    out = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {"wall_s": round(time.perf_counter() - started, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024),
-            "rc": proc.returncode, "last_line": out.strip().splitlines()[-1][:300] if out.strip() else ""}
+    """Wall seconds and peak RSS (MB) of one fresh process, and its last line of output."""
+    run = timed_process(cmd)
+    out = run.pop("output").strip()
+    return {**run, "last_line": out.splitlines()[-1][:300] if out else ""}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--source", type=Path, required=True, help="a real run's directory (summary.json, ...)")
-    parser.add_argument("--runs", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--steps", type=int, default=200, help="logged training steps per synthetic run")
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "report_scale")
-    parser.add_argument("--label", default="after", help="key in report_scale.json (before / after)")
-    parser.add_argument("--status", action="store_true", help="also time python -m grpo_sweep.sweeps.status")
-    parser.add_argument("--no-half-written", action="store_true",
-                        help="leave out the half-written summary (the report before this change stopped at it)")
-    parser.add_argument("--keep", action="store_true", help="reuse sweeps already built under --root")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--source", type=Path, required=True, help="a real run's directory (summary.json, ...)")
+    cli.add_argument("--runs", type=int, nargs="+", default=[1000, 10000])
+    cli.add_argument("--steps", type=int, default=200, help="logged training steps per synthetic run")
+    cli.add_argument("--root", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "report_scale")
+    cli.add_argument("--label", default="after", help="key in report_scale.json (before / after)")
+    cli.add_argument("--status", action="store_true", help="also time python -m grpo_sweep.sweeps.status")
+    cli.add_argument("--no-half-written", action="store_true",
+                     help="leave out the half-written summary (the report before this change stopped at it)")
+    cli.add_argument("--keep", action="store_true", help="reuse sweeps already built under --root")
+    args = cli.parse_args()
     entry: dict = {}
     for n in args.runs:
         sweep = args.root / f"sweep_{n}"
@@ -151,15 +142,11 @@ def main() -> None:
             row["status"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)])
             print(f"{n} runs: status {row['status']}", flush=True)
         entry[str(n)] = row
-    entry["machine"] = f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end"
-    entry["command"] = "python bench/report_scale.py --source SRC --runs " + " ".join(map(str, args.runs)) + (
-        f" --label {args.label}" + (" --status" if args.status else "")
-        + (" --no-half-written" if args.no_half_written else ""))
-    RESULTS.parent.mkdir(exist_ok=True)
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}  # read now: another label may have finished
-    results[args.label] = entry
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    entry["machine"] = machine("at the end")
+    entry["command"] = command("bench.report_scale", [
+        "--source", "SRC", "--runs", *map(str, args.runs), "--label", args.label, *(["--status"] if args.status else []),
+        *(["--no-half-written"] if args.no_half_written else [])])
+    record_labelled("report_scale", args.label, entry)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Share of one training step's time spent in the rewards, at the smoke and standard trainer settings.
 
-    python bench/reward_share.py      # writes bench/results/reward_share.json
+    python -m bench.reward_share      # writes bench/results/reward_share.json
 
 Trains the tiny model on CPU for a few steps with every built-in reward of `reward_mix=walkthrough` (+ xmlcount)
 timed inside TRL's reward call, and divides their total time by the training time. The standard preset's
@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._common import command, compose, machine, parser, read_jsonl, write
 
 SETTINGS = {
     "smoke": ["trainer=smoke", "trainer.max_steps=20"],
@@ -44,12 +41,9 @@ def timed_rewards(funcs, clock):
 
 
 def main() -> None:
-    from hydra import compose, initialize_config_dir
-
+    parser(__doc__).parse_args()
     import grpo_sweep.run.train as train_module
-    from grpo_sweep.configstore import register_configs
 
-    register_configs()
     results = {}
     original = train_module.build_mix
     for name, overrides in SETTINGS.items():
@@ -60,12 +54,10 @@ def main() -> None:
             return timed_rewards(funcs, clock), weights
 
         train_module.build_mix = build_mix
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[
-                "reward_mix=walkthrough", "+reward_mix.xmlcount.weight=0.5", *overrides])
+        cfg = compose(["reward_mix=walkthrough", "+reward_mix.xmlcount.weight=0.5", *overrides])
         run_dir = Path(tempfile.mkdtemp(prefix=f"grpo-bench-share-{name}-"))
         summary = train_module.train(cfg, run_dir)
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = read_jsonl(run_dir / "metrics.jsonl")
         step_seconds = sum(r.get("step_time", 0.0) for r in rows)
         reward_seconds = sum(clock.values())
         completions = summary["steps"] * cfg.trainer.per_device_train_batch_size
@@ -79,9 +71,8 @@ def main() -> None:
         }
         print(name, json.dumps(results[name], indent=2), flush=True)
     train_module.build_mix = original
-    dest = ROOT / "bench" / "results" / "reward_share.json"
-    dest.write_text(json.dumps({"results": results, "machine": platform.machine(), "date": time.strftime("%Y-%m-%d"),
-                                "command": "python bench/reward_share.py"}, indent=2) + "\n")
+    write("reward_share.json", {"results": results, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
+                                "command": command("bench.reward_share")})
 
 
 if __name__ == "__main__":

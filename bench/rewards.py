@@ -1,20 +1,14 @@
 """Time each built-in reward per 1,000 completions (realistic mixed completions, both formats).
 
-    python bench/rewards.py            # prints a table, writes bench/results/rewards.json
+    python -m bench.rewards            # prints a table, writes bench/results/rewards.json
 """
 from __future__ import annotations
 
-import json
-import platform
 import random
 import statistics
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from grpo_sweep.rewards import REWARDS  # noqa: E402
+from bench._common import machine, parser, seconds_each, write
+from grpo_sweep.rewards import REWARDS
 
 
 def completions(n: int, seed: int = 0) -> tuple[list, list[str], list[list[int]]]:
@@ -32,6 +26,7 @@ def completions(n: int, seed: int = 0) -> tuple[list, list[str], list[list[int]]
 
 
 def main() -> None:
+    parser(__doc__).parse_args()
     n, repeats = 1000, 5
     results = {}
     for name, fn in REWARDS.items():
@@ -41,9 +36,8 @@ def main() -> None:
         for r in range(repeats):
             # fresh completions each repeat, so math-verify's parse cache does not flatter `correct`
             chats, truths, ids = completions(n, seed=r)
-            start = time.perf_counter()
-            fn(completions=chats, ground_truth=truths, completion_ids=ids, max_completion_length=256)
-            times.append(time.perf_counter() - start)
+            times += seconds_each(lambda: fn(completions=chats, ground_truth=truths, completion_ids=ids,
+                                             max_completion_length=256), 1)
         results[name] = {
             "median_ms_per_1000": round(1000 * statistics.median(times), 2),
             # the least disturbed repeat: on a shared machine the median also measures the neighbours
@@ -53,9 +47,7 @@ def main() -> None:
     print(f"{'reward':<15} ms per 1,000 completions, median and min of {repeats}")
     for name, r in results.items():
         print(f"{name:<15} {r['median_ms_per_1000']:>10.2f} {r['min_ms_per_1000']:>10.2f}")
-    out = Path(__file__).parent / "results" / "rewards.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "results": results}, indent=2) + "\n")
+    write("rewards.json", {"machine": machine(), "results": results})
 
 
 if __name__ == "__main__":

@@ -6,23 +6,21 @@ Launchers: local (one process, runs in turn), pool (a worker per core, several r
 the stock hydra-submitit-launcher does: the "before"), and local SLURM. "startup" is a process's start and
 imports for its first run, and the gap since the previous run for the next runs of the same process.
 
-    python bench/scaling.py [--steps 10]     # SLURM part needs `bash scripts/slurm_local.sh start`
+    python -m bench.scaling [--steps 10]     # SLURM part needs `bash scripts/slurm_local.sh start`
                                              # writes bench/results/scaling.json
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench._common import command, launch, machine, parser, write
+
 LAUNCHERS = {
     "local": [],
     "pool": ["hydra/launcher=pool"],
@@ -37,13 +35,8 @@ PHASES = ("startup", "setup", "train", "save", "eval")
 
 def sweep(launcher: str, n: int, steps: int, out: Path) -> dict:
     seeds = ",".join(str(i) for i in range(1, n + 1))
-    args = [sys.executable, str(ROOT / "launch.py"), "-m", f"trainer.seed={seeds}", f"trainer.max_steps={steps}",
-            f"trainer.save_steps={steps}", "data.max_val_samples=16", "data.max_test_samples=16", *LAUNCHERS[launcher], f"output_root={out}"]
-    start = time.perf_counter()
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{launcher} x{n} failed:\n{proc.stderr[-2000:]}")
+    wall, _ = launch(["-m", f"trainer.seed={seeds}", f"trainer.max_steps={steps}", f"trainer.save_steps={steps}",
+                      "data.max_val_samples=16", "data.max_test_samples=16", *LAUNCHERS[launcher]], out)
     summaries = [json.loads(p.read_text()) for p in out.glob("grpo/multiruns/*/*/summary.json")]
     assert len(summaries) == n, (launcher, n, len(summaries))
     per_phase = {ph: round(statistics.mean(s["timings_s"][ph] or 0 for s in summaries), 2) for ph in PHASES}
@@ -52,12 +45,12 @@ def sweep(launcher: str, n: int, steps: int, out: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--sizes", default="1,4,16")
-    parser.add_argument("--launchers", default=",".join(LAUNCHERS))
-    parser.add_argument("--out", default="scaling.json", help="file name under bench/results/")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--steps", type=int, default=10)
+    cli.add_argument("--sizes", default="1,4,16")
+    cli.add_argument("--launchers", default=",".join(LAUNCHERS))
+    cli.add_argument("--out", default="scaling.json", help="file name under bench/results/")
+    args = cli.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     slurm_up = shutil.which("sbatch") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
     results = {}
@@ -70,10 +63,8 @@ def main() -> None:
             row = sweep(launcher, n, args.steps, Path(tempfile.mkdtemp(prefix=f"grpo-scale-{launcher}-{n}-")))
             results[launcher].append(row)
             print(launcher, json.dumps(row), flush=True)
-    dest = ROOT / "bench" / "results" / args.out
-    dest.write_text(json.dumps({"results": results, "steps": args.steps, "machine": f"{os.cpu_count()} cores",
-                                "date": time.strftime("%Y-%m-%d"), "command": "python bench/scaling.py " + " ".join(sys.argv[1:])},
-                               indent=2) + "\n")
+    write(args.out, {"results": results, "steps": args.steps, "machine": machine(),
+                     "date": time.strftime("%Y-%m-%d"), "command": command("bench.scaling")})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Pruned TPE search vs random search, replayed from a grid's cached results (tiny model, CPU).
 
-    python bench/search_efficiency.py --grid [--steps 40] [--seeds 3]   # train the grid once, cache it (minutes)
-    python bench/search_efficiency.py [--sampler-seeds 20]             # replay from the cache (seconds, no training)
+    python -m bench.search_efficiency --grid [--steps 40] [--seeds 3]   # train the grid once, cache it (minutes)
+    python -m bench.search_efficiency [--sampler-seeds 20]             # replay from the cache (seconds, no training)
     # both -> bench/results/search_efficiency.json ("grid": the cache, "replay": the comparison)
 
 Space: learning rate in {1e-4, 3e-4, 1e-3, 3e-3, 1e-2} x num_generations in {4, 8} (10 configurations).
@@ -21,21 +21,18 @@ median and interquartile range of that over the sampler seeds, and how many neve
 """
 from __future__ import annotations
 
-import argparse
 import json
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._common import RESULTS, ROOT, command, launch, machine, parser, write
+
 LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 GENERATIONS = (4, 8)
 AXES = ("optimizer.learning_rate", "trainer.num_generations")
 COMMON = ["data.max_val_samples=64", "data.max_test_samples=64", "trainer.per_device_train_batch_size=16"]
-DEST = ROOT / "bench" / "results" / "search_efficiency.json"
+DEST = RESULTS / "search_efficiency.json"
 
 
 def _space_settings() -> tuple[int, int, int, int]:
@@ -55,8 +52,6 @@ def config_key(values: dict) -> str:
 
 def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: list[str]) -> dict:
     """Train every configuration on every seed; the cache the replay reads."""
-    import subprocess
-
     from grpo_sweep.run.files import read_jsonl
     from grpo_sweep.run.results import lookup
     from grpo_sweep.sweeps.runs import collect_runs
@@ -65,12 +60,8 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
     args = ["-m", f"optimizer.learning_rate={','.join(map(str, LRS))}",
             f"trainer.num_generations={','.join(map(str, GENERATIONS))}", f"trainer.seed={','.join(map(str, seeds))}",
             f"optimized_metric={objective}", f"trainer.max_steps={steps}", f"trainer.save_steps={steps}",
-            f"trainer.eval.every_steps={every}", *COMMON, *extra, f"output_root={out}"]
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-3000:])
+            f"trainer.eval.every_steps={every}", *COMMON, *extra]
+    wall, _ = launch(args, out)
     # the curve of the objective: val/<name> rows of metrics.jsonl (val_accuracy -> val/accuracy)
     curve_key = "val/" + objective.removeprefix("val_").removeprefix("rewards.")
     runs = []
@@ -87,8 +78,8 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
         raise SystemExit(f"some runs have no {objective} in summary.json: {[r['config'] for r in runs if r['value'] is None]}")
     return {"objective": objective, "max_steps": steps, "every_steps": every, "seeds": seeds, "overrides": extra,
             "runs": runs, "wall_seconds": round(wall, 1), "date": time.strftime("%Y-%m-%d"),
-            "machine": f"{platform.machine()} {platform.processor()}".strip(),
-            "command": "python bench/search_efficiency.py " + " ".join(sys.argv[1:])}
+            "machine": machine(),
+            "command": command("bench.search_efficiency")}
 
 
 def _load_config(run_dir: Path) -> dict:
@@ -114,7 +105,7 @@ def cached_runs(grid: dict) -> tuple[dict[str, list[dict]], str | None]:
         by_config[config_key(values)] = [{"seed": 42, "value": value, "steps": grid.get("max_steps", 40), "curve": None}]
     return by_config, (f"the cached grid holds {grid.get('objective', 'eval_accuracy')!r} on the old held-out set "
                        "(one seed, no validation curves: no pruning in the replay); regenerate it with "
-                       "`python bench/search_efficiency.py --grid` once runs report val_accuracy")
+                       "`python -m bench.search_efficiency --grid` once runs report val_accuracy")
 
 
 def replay(by_config: dict[str, list[dict]], sampler: str, seed: int, n_trials: int, seeds_per_trial: int,
@@ -213,17 +204,17 @@ def compare(grid: dict, sampler_seeds: int, n_trials: int, seeds_per_trial: int)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--grid", action="store_true", help="train the grid and cache it (otherwise: replay the cache)")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per configuration in the grid (42, 43, ...)")
-    parser.add_argument("--every", type=int, default=PRUNE_EVERY, help="validation every N steps in the grid's runs")
-    parser.add_argument("--objective", default="val_accuracy")
-    parser.add_argument("--sampler-seeds", type=int, default=20)
-    parser.add_argument("--trials", type=int, default=16, help="trials per replayed search")
-    parser.add_argument("--seeds-per-trial", type=int, default=1)
-    parser.add_argument("overrides", nargs="*", help="more overrides for every grid run")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--grid", action="store_true", help="train the grid and cache it (otherwise: replay the cache)")
+    cli.add_argument("--steps", type=int, default=40)
+    cli.add_argument("--seeds", type=int, default=3, help="seeds per configuration in the grid (42, 43, ...)")
+    cli.add_argument("--every", type=int, default=PRUNE_EVERY, help="validation every N steps in the grid's runs")
+    cli.add_argument("--objective", default="val_accuracy")
+    cli.add_argument("--sampler-seeds", type=int, default=20)
+    cli.add_argument("--trials", type=int, default=16, help="trials per replayed search")
+    cli.add_argument("--seeds-per-trial", type=int, default=1)
+    cli.add_argument("overrides", nargs="*", help="more overrides for every grid run")
+    args = cli.parse_args()
     if args.sampler_seeds < 1 or args.trials < 1 or args.seeds_per_trial < 1:
         raise SystemExit("--sampler-seeds, --trials and --seeds-per-trial must be >= 1")
     if args.objective.startswith("test_"):
@@ -242,10 +233,9 @@ def main() -> None:
     start = time.perf_counter()
     result = {"grid": grid, "replay": compare(grid, args.sampler_seeds, args.trials, args.seeds_per_trial)}
     result["replay"].update(seconds=round(time.perf_counter() - start, 1), date=time.strftime("%Y-%m-%d"),
-                            command="python bench/search_efficiency.py " + " ".join(sys.argv[1:]))
+                            command=command("bench.search_efficiency"))
     print(json.dumps(result["replay"], indent=2))
-    DEST.parent.mkdir(exist_ok=True)
-    DEST.write_text(json.dumps(result, indent=2) + "\n")
+    write(DEST.name, result)
 
 
 if __name__ == "__main__":

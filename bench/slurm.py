@@ -1,6 +1,6 @@
 """Login-node speed and SLURM behaviour, measured against the local SLURM (bash scripts/slurm_local.sh start).
 
-    python bench/slurm.py          # prints the numbers, writes bench/results/slurm.json
+    python -m bench.slurm          # prints the numbers, writes bench/results/slurm.json
 
 - compose + validate one config (in process, after imports; and `python launch.py --cfg job` as a process)
 - submitting a 32-run sweep (detached, held in the queue, then cancelled; median of 5) and whether torch & co. were imported
@@ -18,26 +18,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.conftest import FAST, compose  # noqa: E402
+from bench._common import ROOT, SHORT_RUN, child_env, compose, launch, parser, record, tests_environment
 
 SLURM = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
          "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=20"]
 GRID = ["reward_mix=format,correct", "lora.r=16,32"]
 HEAVY = ("torch", "trl", "transformers", "unsloth")
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def launch(args: list[str], out: Path, timeout: int = 900) -> tuple[float, subprocess.CompletedProcess]:
+def launch_in(args: list[str], out: Path) -> float:
+    """`python launch.py ARGS` run from ``out`` (SLURM's job files land there): its wall seconds."""
     out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"], cwd=out,
-                          capture_output=True, text=True, timeout=timeout, env=ENV)
-    if proc.returncode:
-        raise SystemExit(f"launch.py {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return time.perf_counter() - started, proc
+    return launch(args, out, cwd=out, timeout=900)[0]
 
 
 def sweep_dir(out: Path) -> Path:
@@ -58,7 +50,8 @@ def compose_validate() -> dict:
         validate(compose([f"lora.r={r}", "reward_mix=format_correct"]))
         times.append(time.perf_counter() - started)
     started = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "launch.py"), "--cfg", "job"], capture_output=True, check=True, env=ENV)
+    subprocess.run([sys.executable, str(ROOT / "launch.py"), "--cfg", "job"], capture_output=True, check=True,
+                   env=child_env())
     return {"compose_validate_s": round(sorted(times)[len(times) // 2], 3),
             "launch_cfg_job_process_s": round(time.perf_counter() - started, 2)}
 
@@ -83,7 +76,7 @@ def submit_32(tmp: Path, repeats: int = 5) -> dict:
             f"print('HEAVY ' + json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
         )
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, env=ENV)
+        proc = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, env=child_env())
         walls.append(round(time.perf_counter() - started, 2))
         heavy = json.loads(proc.stdout.split("HEAVY ")[-1]) if "HEAVY " in proc.stdout else None
         submitted = jobs(out)
@@ -95,14 +88,14 @@ def submit_32(tmp: Path, repeats: int = 5) -> dict:
 
 
 def grids(tmp: Path) -> dict:
-    local_s, _ = launch(["-m", *GRID, *FAST], tmp / "local")
-    slurm_s, _ = launch(["-m", *SLURM, *GRID, *FAST], tmp / "slurm")
+    local_s = launch_in(["-m", *GRID, *SHORT_RUN], tmp / "local")
+    slurm_s = launch_in(["-m", *SLURM, *GRID, *SHORT_RUN], tmp / "slurm")
     return {"grid4_local_launcher_s": round(local_s, 1), "grid4_slurm_launcher_s": round(slurm_s, 1)}
 
 
 def preemption(tmp: Path) -> dict:
     out = tmp / "preempt"
-    launch(["-m", *SLURM, "hydra.launcher.detach=true", *FAST, "trainer.max_steps=30", "trainer.save_steps=4",
+    launch_in(["-m", *SLURM, "hydra.launcher.detach=true", *SHORT_RUN, "trainer.max_steps=30", "trainer.save_steps=4",
             "trainer.disable_tqdm=true"], out)
     [job] = jobs(out)
     run_dir = Path(job["run_dir"])
@@ -131,6 +124,8 @@ def preemption(tmp: Path) -> dict:
 
 
 def main() -> None:
+    parser(__doc__).parse_args()
+    tests_environment()
     results = {"machine": f"{os.cpu_count()} CPUs, {platform.python_version()}",
                "load_average_at_start": os.getloadavg()}
     results.update(compose_validate())
@@ -140,11 +135,7 @@ def main() -> None:
         results.update(grids(tmp))
         results.update(preemption(tmp))
     results["load_average_at_end"] = os.getloadavg()
-    for key, value in results.items():
-        print(f"{key:32} {value}")
-    path = ROOT / "bench" / "results" / "slurm.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {path}")
+    record("slurm", results)
 
 
 if __name__ == "__main__":

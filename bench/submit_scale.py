@@ -1,6 +1,6 @@
 """Submit, watch and re-submit a 1,000-run SLURM sweep, against stand-in SLURM commands (issue 15, part 2).
 
-    python bench/submit_scale.py [--runs 1000] [--label after] [--code DIR]
+    python -m bench.submit_scale [--runs 1000] [--label after] [--code DIR]
 
 A real cluster would run the 1,000 jobs; here ``sbatch`` only keeps the job script it is given and answers with a
 job id, ``srun`` is there because submitit looks for it, and ``sacct`` answers from a state file this script writes
@@ -20,20 +20,15 @@ Results go to bench/results/submit_scale.json under ``--label``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import platform
 import re
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).parent / "results" / "submit_scale.json"
+from bench._common import ROOT, command, machine, parser, record_labelled, timed_process
 HEAVY = ("torch", "trl", "transformers", "unsloth", "peft", "datasets")
 ARRAY = 4242  # the first job id the stand-in sbatch hands out
 
@@ -78,19 +73,10 @@ print("PROBE " + json.dumps({"code": code, "heavy": [m for m in %r if m in sys.m
 """ % (HEAVY,)
 
 
-def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[dict, str]:
-    """Wall and CPU seconds and peak RSS (MB) of one fresh process (os.wait4), and its output."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    out = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    return {"wall_s": round(time.perf_counter() - started, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024), "rc": os.waitstatus_to_exitcode(status)}, out
-
-
 def submit(args: list[str], env: dict, cwd: Path, code: Path) -> tuple[dict, str]:
     env = {**env, "BENCH_ARGS": json.dumps(args), "BENCH_LAUNCH": str(code / "launch.py")}
-    row, out = timed([sys.executable, "-c", PROBE], env, cwd)
+    row = timed_process([sys.executable, "-c", PROBE], cwd, env)
+    out = row.pop("output")
     probes = [line for line in out.splitlines() if line.startswith("PROBE ")]
     if not probes or json.loads(probes[-1][6:])["code"] not in (0, None):
         raise SystemExit(f"submit failed:\n{out[-3000:]}")
@@ -142,7 +128,8 @@ def simulate(sweep: Path, jobs: list[dict], states: Path) -> dict[str, list[int]
 
 def status(sweep: Path, env: dict, code: Path, calls: Path) -> dict:
     calls.write_text("")
-    row, out = timed([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)], env, code)
+    row = timed_process([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)], code, env)
+    out = row.pop("output")
     lines = out.splitlines()
     row.update(sacct_calls=len(calls.read_text().splitlines()), output_lines=len(lines),
                first_line=lines[0][:300] if lines else "")
@@ -150,12 +137,12 @@ def status(sweep: Path, env: dict, code: Path, calls: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "submit_scale")
-    parser.add_argument("--label", default="after")
-    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose code runs (default: this one)")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--runs", type=int, default=1000)
+    cli.add_argument("--root", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "submit_scale")
+    cli.add_argument("--label", default="after")
+    cli.add_argument("--code", type=Path, default=ROOT, help="the checkout whose code runs (default: this one)")
+    args = cli.parse_args()
     code = args.code.resolve()
     if args.root.exists():
         shutil.rmtree(args.root)
@@ -165,11 +152,11 @@ def main() -> None:
     out_root.mkdir(parents=True)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(code)}
     env.pop("SLURM_CONF", None)
-    command = ["-m", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.detach=true",
+    sweep_args = ["-m", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.detach=true",
                *grid(args.runs), f"output_root={out_root}"]
     entry: dict = {"runs": args.runs, "code": "this checkout" if code == ROOT else str(code)}
 
-    row, out = submit(command, env, out_root, code)
+    row, out = submit(sweep_args, env, out_root, code)
     [sweep] = list(out_root.glob("grpo/multiruns/*"))
     jobs = json.loads((sweep / "jobs.json").read_text())["jobs"]
     first = sorted(scripts.iterdir())
@@ -184,7 +171,7 @@ def main() -> None:
     print(f"status mid-sweep: {entry['status_mid']}", flush=True)
 
     calls.write_text("")
-    row, out = submit([*command, f"hydra.sweep.dir={sweep}"], env, out_root, code)
+    row, out = submit([*sweep_args, f"hydra.sweep.dir={sweep}"], env, out_root, code)
     again = sorted(set(scripts.iterdir()) - set(first))
     queued = []
     for script in again:
@@ -212,13 +199,9 @@ def main() -> None:
     entry["status_ended"] = status(sweep, env, code, calls)
     print(f"status when every run ended: {entry['status_ended']}", flush=True)
 
-    entry["machine"] = f"{platform.machine()} {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f} at the end"
-    entry["command"] = f"python bench/submit_scale.py --runs {args.runs} --label {args.label}"
-    RESULTS.parent.mkdir(exist_ok=True)
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results[args.label] = entry
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    entry["machine"] = machine("at the end")
+    entry["command"] = command("bench.submit_scale", ["--runs", str(args.runs), "--label", args.label])
+    record_labelled("submit_scale", args.label, entry)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """What backend=unsloth costs on a CPU machine (Unsloth's CPU fallback), next to backend=trl.
 
-    PYTHONPATH=<dir with unsloth + unsloth_zoo> python bench/unsloth_cpu.py
+    PYTHONPATH=<dir with unsloth + unsloth_zoo> python -m bench.unsloth_cpu
 
 Prints and writes bench/results/unsloth_cpu.json: the size of the two packages, `import unsloth` time, the
-wall time of the same short GRPO run (tests' FAST settings) with each backend, `python -m grpo_sweep.run.generate`
+wall time of the same short GRPO run (bench._common.SHORT_RUN, the tests' settings then) with each backend, `python -m grpo_sweep.run.generate`
 on the unsloth run, and compose + validate of experiment=walkthrough_llama8b (must stay light: no torch).
 Each number is one process, timed from outside; the load average is recorded since the machine is shared.
 """
@@ -18,10 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.conftest import FAST  # noqa: E402  (the tests' seconds-long run settings)
+from bench._common import ROOT, SHORT_RUN, parser, run_dirs, tests_environment, write
 
 
 def timed(args: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
@@ -37,6 +34,8 @@ def package_mb(name: str) -> float:
 
 
 def main() -> int:
+    parser(__doc__).parse_args()
+    tests_environment()
     if importlib.util.find_spec("unsloth") is None:
         print("unsloth is not importable: pip install --no-deps --target DIR unsloth==2026.10.9 unsloth_zoo==2026.10.9; PYTHONPATH=DIR")
         return 2
@@ -46,7 +45,7 @@ def main() -> int:
     out["import_torch_trl_transformers_peft_s"], _ = timed([sys.executable, "-c", "import torch, trl, transformers, peft"])
     out["compose_validate_walkthrough_s"], result = timed(
         [sys.executable, "-c",
-         "import sys; from tests.conftest import compose; from grpo_sweep.run.validate import validate;"
+         "import sys; from bench._common import compose; from grpo_sweep.run.validate import validate;"
          "validate(compose(['experiment=walkthrough_llama8b']));"
          "sys.exit(int(any(m in sys.modules for m in ('torch', 'unsloth', 'transformers'))))"]
     )
@@ -55,27 +54,25 @@ def main() -> int:
         for backend in ("trl", "unsloth"):
             run_root = Path(tmp) / backend
             seconds, result = timed(
-                [sys.executable, "launch.py", f"backend={backend}", *FAST, f"output_root={run_root}"], timeout=900
+                [sys.executable, "launch.py", f"backend={backend}", *SHORT_RUN, f"output_root={run_root}"], timeout=900
             )
             if result.returncode != 0:
                 print(result.stderr[-2000:])
                 return 1
-            [summary] = run_root.glob("grpo/runs/*/summary.json")
-            record = json.loads(summary.read_text())
+            [run_dir] = run_dirs(run_root)
+            record = json.loads((run_dir / "summary.json").read_text())
             out[f"run_{backend}_wall_s"] = seconds
             out[f"run_{backend}_train_and_eval_s"] = record["runtime_s"]
-        [run_dir] = [p.parent for p in (Path(tmp) / "unsloth").glob("grpo/runs/*/summary.json")]
+        [run_dir] = run_dirs(Path(tmp) / "unsloth")
         out["generate_cli_unsloth_s"], result = timed(
             [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "8"]
         )
         out["generate_cli_ok"] = result.returncode == 0
     out["load_average_after"] = os.getloadavg()
-    out["fast_overrides"] = FAST
+    out["fast_overrides"] = SHORT_RUN
     for key, value in out.items():
         print(f"{key:40} {value}")
-    path = ROOT / "bench" / "results" / "unsloth_cpu.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {path.relative_to(ROOT)}")
+    write("unsloth_cpu.json", out)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The generation server's lifecycle cost on this machine, with the loopback stand-in for `trl vllm-serve`.
 
-    python bench/vllm_server.py        # ~15 s; prints the numbers, writes bench/results/vllm_server.json
+    python -m bench.vllm_server        # ~15 s; prints the numbers, writes bench/results/vllm_server.json
 
 start-to-healthy: `serving()` entered to the block running (ports claimed, process started, /health answered);
 stop: the block left to the process group gone and the ports released (SIGTERM honoured; SIGTERM ignored, so
@@ -10,20 +10,19 @@ model's load and CUDA graph capture take minutes; only a GPU check measures thos
 """
 from __future__ import annotations
 
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.record import record
+from bench._common import ROOT, median_ms, parser, record
 from grpo_sweep.backends.vllm_server import ServerError, ServerSpec, serving
 
-STANDIN = ROOT / "tests" / "vllm_standin.py"
+STANDIN = ROOT / "tests" / "vllm_standin.py"  # the tests' stand-in server, run as a program (nothing imported)
 REPEATS = 10
 
 
@@ -39,14 +38,8 @@ def lifecycle(mode: str, grace: float, tmp: Path) -> tuple[float, float]:
     return up - entered, time.perf_counter() - up
 
 
-def python_startup() -> float:
-    import subprocess
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import http.server"], check=True)
-    return time.perf_counter() - started
-
-
 def main() -> None:
+    parser(__doc__).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         ok = [lifecycle("ok", 30, tmp) for _ in range(REPEATS)]
@@ -62,9 +55,10 @@ def main() -> None:
                 failures.append(time.perf_counter() - started)
     ms = lambda xs: round(1000 * statistics.median(xs), 1)
     record("vllm_server", {
-        "host": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} CPUs visible",
+        "host": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs visible",
         "repeats": REPEATS,
-        "python_startup_ms (median, bare `python -c 'import http.server'`)": ms([python_startup() for _ in range(5)]),
+        "python_startup_ms (median, bare `python -c 'import http.server'`)": median_ms(
+            lambda: subprocess.run([sys.executable, "-c", "import http.server"], check=True), 5),
         "start_to_healthy_ms (median)": ms([u for u, _ in ok]),
         "start_to_healthy_ms (max)": round(1000 * max(u for u, _ in ok), 1),
         "stop_sigterm_ms (median)": ms([s for _, s in ok]),

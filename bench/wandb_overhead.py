@@ -1,6 +1,6 @@
 """What logger=wandb (offline) adds to one run: start, per-step logging, a completions table, finish.
 
-    python bench/wandb_overhead.py       # prints the numbers, writes bench/results/wandb_overhead.json
+    python -m bench.wandb_overhead       # prints the numbers, writes bench/results/wandb_overhead.json
 
 No training: the callbacks a run with logger=wandb gets (transformers' WandbCallback, which logs the history into
 the run grpo-sweep started, and grpo-sweep's completions table) are driven with TRL-shaped log rows (the keys of a
@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import deque
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).parent))
-
-from record import record  # noqa: E402
+from bench._common import command, compose, parser, record
 
 STEPS, REPEATS = 100, 3
 
@@ -77,14 +72,9 @@ def one_run(cfg, run_dir: Path) -> dict:
 
 
 def main() -> None:
-    from hydra import compose, initialize_config_dir
-
-    from grpo_sweep.configstore import register_configs
-
+    parser(__doc__).parse_args()
     os.environ["WANDB_MODE"] = "offline"
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["logger=wandb", "logger.log_completions_steps=25"])
+    cfg = compose(["logger=wandb", "logger.log_completions_steps=25"])
     started = time.perf_counter()
     import wandb  # noqa: F401  (the first run pays the import)
 
@@ -94,7 +84,7 @@ def main() -> None:
     result = {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
     result["history_by"] = "transformers WandbCallback"
     result.update(import_wandb_s=round(import_s, 2), steps=STEPS, repeats=REPEATS, completions_tables=STEPS // 25,
-                  command="python bench/wandb_overhead.py", load_avg=round(os.getloadavg()[0], 1))
+                  command=command("bench.wandb_overhead"), load_avg=round(os.getloadavg()[0], 1))
     record("wandb_overhead", result)
 
 

@@ -1,35 +1,19 @@
 """How long the main job's one-time preparation takes: the random tiny model, then its warm start, each built in a
 fresh cache as the first `python launch.py` builds them; and whether the weights depend on the build's thread count.
 
-    python bench/warm_start_build.py                 # every core this process may use (what a run does)
-    python bench/warm_start_build.py --threads 1 2   # one build per thread count; their weights must be identical
+    python -m bench.warm_start_build                 # every core this process may use (what a run does)
+    python -m bench.warm_start_build --threads 1 2   # one build per thread count; their weights must be identical
 
 Numbers go to bench/results/warm_start_build.json (issue 13: the first preparation <= 90 s on 2 cores).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.record import record  # noqa: E402
-
-
-def default_config():
-    from hydra import compose, initialize_config_dir
-
-    from grpo_sweep.configstore import register_configs
-
-    register_configs()
-    with initialize_config_dir(str(ROOT / "conf"), version_base=None):
-        return compose("config")
+from bench._common import compose, parser, record
 
 
 def build_once(threads: int | None) -> dict:
@@ -38,7 +22,7 @@ def build_once(threads: int | None) -> dict:
     from grpo_sweep.data import held_out_questions
     from grpo_sweep.models import tiny, warm
 
-    cfg = default_config()
+    cfg = compose()
     spec = tiny.TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length)
     with tempfile.TemporaryDirectory() as cache:
         os.environ["GRPO_SWEEP_CACHE"] = cache
@@ -66,11 +50,11 @@ def build_once(threads: int | None) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, nargs="*", help="build once per thread count (default: every core)")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--threads", type=int, nargs="*", help="build once per thread count (default: every core)")
+    args = cli.parse_args()
     builds = [build_once(t) for t in (args.threads or [None])]
-    cfg = default_config().model.tiny.warm_start
+    cfg = compose().model.tiny.warm_start
     result = {
         "warm_start": f"{cfg.steps} steps x {cfg.batch_size} lines",
         "cores": os.cpu_count(),

@@ -2,39 +2,31 @@
 chaotic (two builds that differ only by float rounding are different models by step 150), so a recipe is judged
 over several warm-start seeds: per seed, the validation format, and the test accuracy before GRPO and after it.
 
-    python bench/warm_start_seeds.py --seeds 0 1 2                                  # the shipped recipe
-    python bench/warm_start_seeds.py --seeds 0 1 2 --label wsd -- model.tiny.warm_start.decay_steps=150
+    python -m bench.warm_start_seeds --seeds 0 1 2                                  # the shipped recipe
+    python -m bench.warm_start_seeds --seeds 0 1 2 --label wsd -- model.tiny.warm_start.decay_steps=150
 
 Each seed is one `python launch.py model.tiny.warm_start.seed=S [overrides]` (its build cached in --cache, so a
 second call with the same recipe only trains). Rows go to bench/results/warm_start_seeds.json under --label.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench._common import last_error, launch, parser, read_jsonl, record_labelled, run_dirs
 
 
 def one_seed(seed: int, overrides: list[str], cache: Path) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, str(ROOT / "launch.py"), f"model.tiny.warm_start.seed={seed}", *overrides, f"output_root={out}"],
-            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "GRPO_SWEEP_CACHE": str(cache)},
-        )
-        wall = time.perf_counter() - started
+        wall, proc = launch([f"model.tiny.warm_start.seed={seed}", *overrides], out,
+                            env={"GRPO_SWEEP_CACHE": str(cache)}, check=False)
         if proc.returncode != 0:
-            return {"seed": seed, "error": proc.stderr.strip().splitlines()[-1:]}
-        [run] = list(Path(out).glob("grpo/runs/*"))
+            return {"seed": seed, "error": [last_error(proc)]}
+        [run] = run_dirs(out)
         summary = json.loads((run / "summary.json").read_text())
-        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        rows = read_jsonl(run / "metrics.jsonl")
         first = next(r for r in rows if r.get("step") == 0 and "val/accuracy" in r)
     return {
         "seed": seed,
@@ -50,12 +42,12 @@ def one_seed(seed: int, overrides: list[str], cache: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--label", default="shipped")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "grpo-sweep-seed-study")
-    parser.add_argument("overrides", nargs="*", help="launch.py overrides after --")
-    args = parser.parse_args()
+    cli = parser(__doc__)
+    cli.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    cli.add_argument("--label", default="shipped")
+    cli.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "grpo-sweep-seed-study")
+    cli.add_argument("overrides", nargs="*", help="launch.py overrides after --")
+    args = cli.parse_args()
     rows = []
     for seed in args.seeds:
         rows.append(one_seed(seed, args.overrides, args.cache))
@@ -69,10 +61,7 @@ def main() -> None:
         "seeds_meeting_the_goal": sum(0 < r["accuracy_before"] < 0.6 and r["rise"] >= 0.15 for r in ok),
         "load_1min": round(os.getloadavg()[0], 2),
     }
-    path = ROOT / "bench" / "results" / "warm_start_seeds.json"
-    everything = json.loads(path.read_text()) if path.exists() else {}
-    everything[args.label] = result
-    path.write_text(json.dumps(everything, indent=2) + "\n")
+    record_labelled("warm_start_seeds", args.label, result)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}))
 
 

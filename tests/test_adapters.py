@@ -174,44 +174,12 @@ def test_optuna_trial_rebuilt_from_its_id_reports_to_the_same_trial(tmp_path):
     assert study.trials[trial.number].intermediate_values == {4: 0.5}, where
 
 
-def _budgeted_worker(args):
-    """One worker process of the study below: trials that end at once, as a fast-failing trial does."""
-    storage_url, lock_path, n_trials, budgeted = args
-    import optuna
-
-    from grpo_sweep.adapters.optuna import TrialBudgetSpent, load_budgeted_study
-    from grpo_sweep.search.storage import open_storage
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(storage_url)
-    if not budgeted:  # Optuna's own budget, for the comparison in BENCHMARKS.md
-        study = optuna.load_study(study_name="s", storage=storage)
-        study.optimize(lambda t: t.suggest_float("x", 0, 1), callbacks=[optuna.study.MaxTrialsCallback(n_trials, states=None)])
-        return
-    study = load_budgeted_study("s", storage, None, None, n_trials, lock_path)
-    try:
-        study.optimize(lambda t: t.suggest_float("x", 0, 1))
-    except TrialBudgetSpent:
-        pass
-
-
-def study_trials_made_by_racing_workers(tmp_path, workers: int, n_trials: int, budgeted: bool = True) -> int:
-    import multiprocessing
-
-    import optuna
-
-    url = f"sqlite:///{tmp_path / 'o.db'}"
-    optuna.create_study(study_name="s", storage=url)
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pool.map(_budgeted_worker, [(url, str(tmp_path / "budget"), n_trials, budgeted)] * workers)
-    return len(optuna.load_study(study_name="s", storage=url).trials)
-
-
 def test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget(tmp_path):
     """Study.optimize makes each trial through Study.ask (what load_budgeted_study overrides): four processes whose
     trials end at once, the race that gave a two-worker SLURM study 7 trials for 6, make exactly the budget."""
     import optuna
 
+    from bench.optuna_budget_race import study_trials_made_by_racing_workers
     from grpo_sweep.adapters.optuna import has_trial_number
 
     where = f"{_version('optuna')} (adapters/optuna.py)"

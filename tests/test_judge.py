@@ -19,9 +19,10 @@ from grpo_sweep.rewards import judge as judge_module  # noqa: E402
 from grpo_sweep.rewards.judge import llm_judge  # noqa: E402
 from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns  # noqa: E402
 
+from bench.judge_servers import (TINY_MODEL, JudgeServer, chat_reply, hang, rate_limited, read_json_lines,  # noqa: E402
+                                  scored, tiny_model_server)
+
 from .conftest import FAST, ROOT, run_launch  # noqa: E402
-from .judge_servers import (TINY_MODEL, JudgeServer, chat_reply, hang, rate_limited, read_json_lines,  # noqa: E402
-                            scored, tiny_model_server)
 
 FACTORY = "grpo_sweep.rewards.judge.llm_judge"
 KEY_ENV = "GRPO_SWEEP_TEST_JUDGE_KEY"

@@ -1,4 +1,5 @@
-"""OpenAI-compatible chat endpoints on loopback for the judge tests, started by the test and stopped after.
+"""OpenAI-compatible chat endpoints on loopback for the judge tests and bench/llm_judge.py, started by the caller
+and stopped after.
 
 `tiny_model_server`: transformers' own server (`transformers serve`, FastAPI + uvicorn) serving the shipped tiny
 model on CPU, the library's real endpoint rather than one written here. `JudgeServer`: a small aiohttp app
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import socket
 import subprocess
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from aiohttp import web
+
+from bench._common import read_jsonl as read_json_lines  # noqa: F401  (the judge tests read a run's files with it)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = ROOT / "grpo_sweep" / "models" / "prebuilt"
@@ -173,7 +175,3 @@ def rate_limited(times: int, retry_after: str = "0.1", then: Handler | None = No
         return await then(server, number, prompt)
 
     return handle
-
-
-def read_json_lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
