@@ -94,6 +94,9 @@ def test_the_schema_holds_types_only():
     valued = {key: value for key, value in flat(OmegaConf.to_container(OmegaConf.structured(Config))).items()
               if value not in ("???", None)}
     assert not valued, f"defaults in config/schema.py (set them in conf/ instead): {valued}"
+    # model.tiny's dataclasses keep the models layer's defaults (TinySpec()): model=tiny's file sets every key
+    tiny = OmegaConf.load(CONF / "model" / "tiny.yaml").tiny
+    assert flat(OmegaConf.to_container(tiny)).keys() == flat(OmegaConf.to_container(compose().model.tiny)).keys()
 
 
 def test_defaults_are_the_cpu_main_job():

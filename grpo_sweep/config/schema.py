@@ -1,7 +1,11 @@
 """The configuration schema: dataclasses registered in Hydra's ConfigStore.
 
 Every YAML file under ``conf/`` is merged onto these, so a typo'd key or a wrongly typed value fails at
-compose time. Field names that exist in TRL's ``GRPOConfig`` keep TRL's names and meaning.
+compose time. Field names that exist in TRL's ``GRPOConfig`` keep TRL's names and meaning. The schema holds types
+and what each key means; the values are conf/'s only (a field is ``MISSING``, or None where unset is a value), so
+no default sits in two places. The exception, ``TinyModelConfig`` / ``WarmStartConfig``, doubles as the models
+layer's build spec (``models.tiny.TinySpec``): its defaults are that API's (``TinySpec()`` is the random tiny
+model), and conf/model/tiny.yaml sets every one of its keys, so none reaches a composed config.
 No heavy imports here: a login node composes and validates configs.
 """
 from __future__ import annotations
