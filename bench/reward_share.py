@@ -17,7 +17,7 @@ from pathlib import Path
 from bench._common import command, compose, machine, parser, read_jsonl, write
 
 SETTINGS = {
-    "smoke": ["trainer=smoke", "trainer.max_steps=20"],
+    "smoke": ["trainer=cpu_tiny", "trainer.max_steps=20"],
     # the walkthrough's 6 x 768-token completions, on the tiny model (GPU-only bits off)
     "standard": ["experiment=gpu", "model.max_seq_length=1024", "trainer.max_steps=3", "trainer.bf16=false",
                  "trainer.torch_threads=1", "trainer.mask_truncated_completions=false", "data.max_val_samples=2", "data.max_test_samples=2"],

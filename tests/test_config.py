@@ -62,7 +62,8 @@ def option_values(group: str, option: str):
         if entry == "_self_":
             merged = OmegaConf.merge(merged, node)
         elif isinstance(entry, str):
-            merged = OmegaConf.merge(merged, option_values(group, entry))
+            # `common/base@_here_`: a shared base file of the group, merged at the group's own level
+            merged = OmegaConf.merge(merged, option_values(group, entry.removesuffix("@_here_")))
         elif not all(str(key).startswith("override /") for key in entry):
             # `override /group: option` picks another group's option and adds no values here
             raise AssertionError(f"conf/{group}/{option}.yaml: defaults entry {entry} not understood by this test")
@@ -77,8 +78,8 @@ def flat(container, prefix: str = "") -> dict:
 
 @pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS if g not in BUNDLES for o in options(g)])
 def test_choosing_an_option_gives_its_files_values(group, option):
-    """`<group>=<option>` alone gives exactly that file's values on the schema's defaults: no other group's
-    default option (trainer=smoke, ...) writes into this group."""
+    """`<group>=<option>` alone gives exactly that file's values (the schema adds none): no other group's option,
+    nor the main job's experiment=cpu_tiny, writes into this group."""
     expected = OmegaConf.merge(OmegaConf.structured(Config), {group: option_values(group, option)})[group]
     got = OmegaConf.to_container(compose([f"{group}={option}"])[group])
     want = OmegaConf.to_container(expected)
@@ -86,6 +87,16 @@ def test_choosing_an_option_gives_its_files_values(group, option):
              for key, value in flat(got).items() if flat(want).get(key, object()) != value}
     wrong.update({key: "missing" for key in flat(want).keys() - flat(got).keys()})
     assert not wrong, f"{group}={option} gives {wrong}"
+
+
+def test_the_schema_holds_types_only():
+    """Every value comes from conf/: a schema field is unset (MISSING), null, or a nested section."""
+    valued = {key: value for key, value in flat(OmegaConf.to_container(OmegaConf.structured(Config))).items()
+              if value not in ("???", None)}
+    assert not valued, f"defaults in config/schema.py (set them in conf/ instead): {valued}"
+    # model.tiny's dataclasses keep the models layer's defaults (TinySpec()): model=tiny's file sets every key
+    tiny = OmegaConf.load(CONF / "model" / "tiny.yaml").tiny
+    assert flat(OmegaConf.to_container(tiny)).keys() == flat(OmegaConf.to_container(compose().model.tiny)).keys()
 
 
 def test_defaults_are_the_cpu_main_job():
@@ -100,9 +111,27 @@ def test_defaults_are_the_cpu_main_job():
     assert {k: v["weight"] for k, v in cfg.reward_mix.items()} == {"xmlcount": 0.0, "correct": 1.0}
     assert cfg.model.tiny.warm_start.steps == 600 and cfg.data.arithmetic.max_operands == 2
     assert cfg.optimized_metric == "val_accuracy"
-    defaults = OmegaConf.to_container(OmegaConf.load(CONF / "config.yaml").defaults)
-    assert {"optimizer": "smoke", "lora": "wide", "trainer": "smoke", "reward_mix": "smoke"}.items() <= {
-        k: v for entry in defaults if isinstance(entry, dict) for k, v in entry.items()}.items()
+    assert cfg.trainer.max_steps == 120 and cfg.trainer.num_generations == 8 and cfg.data.arithmetic.n_train == 115
+
+
+# the main job's recipe, conf/experiment/cpu_tiny.yaml: one pick per group
+MAIN_JOB = {"model": "tiny", "data": "arithmetic", "reward_mix": "smoke", "optimizer": "adamw_constant", "lora": "wide",
+            "trainer": "cpu_tiny"}
+
+
+def test_the_main_job_is_one_experiment_whose_picks_the_command_line_overrides():
+    """Plain `python launch.py` is experiment=cpu_tiny, which is its group picks and nothing else; without it the
+    groups are their base options, and a group on the command line wins over the recipe's pick."""
+    main = compose([])
+    assert main == compose(["experiment=cpu_tiny"])
+    picks = [f"{group}={option}" for group, option in MAIN_JOB.items()]
+    assert main == compose(["~experiment", *picks])
+    base = compose(["~experiment"])
+    assert (base.trainer.max_steps, base.optimizer.learning_rate, base.lora.r) == (250, 5e-6, 16)
+    for group, option in [("trainer", "standard"), ("optimizer", "adamw_torch"), ("lora", "none"), ("reward_mix", "format")]:
+        chosen = compose([f"{group}={option}"])
+        assert chosen[group] == compose(["~experiment", f"{group}={option}"])[group], group
+        assert all(chosen[g] == main[g] for g in main if g != group), group
 
 
 def test_a_trainer_option_sets_trainer_values_only_and_the_gpu_experiment_bundles_the_rest():
@@ -117,7 +146,7 @@ def test_a_trainer_option_sets_trainer_values_only_and_the_gpu_experiment_bundle
     o = cfg.optimizer
     assert (o.optim, o.learning_rate, o.lr_scheduler_type, o.warmup_steps, o.max_grad_norm) == ("adamw_torch", 5e-6, "cosine", 0.1, 0.1)
     assert (cfg.lora.r, cfg.lora.alpha) == (16, 32) and cfg.trainer == standard.trainer
-    cfg = compose(["experiment=gpu", "optimizer=smoke", "lora=wide"])
+    cfg = compose(["experiment=gpu", "optimizer=adamw_constant", "lora=wide"])
     assert (cfg.optimizer.learning_rate, cfg.optimizer.lr_scheduler_type, cfg.lora.r) == (3e-4, "constant", 64)
 
 

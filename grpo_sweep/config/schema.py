@@ -1,7 +1,11 @@
 """The configuration schema: dataclasses registered in Hydra's ConfigStore.
 
 Every YAML file under ``conf/`` is merged onto these, so a typo'd key or a wrongly typed value fails at
-compose time. Field names that exist in TRL's ``GRPOConfig`` keep TRL's names and meaning.
+compose time. Field names that exist in TRL's ``GRPOConfig`` keep TRL's names and meaning. The schema holds types
+and what each key means; the values are conf/'s only (a field is ``MISSING``, or None where unset is a value), so
+no default sits in two places. The exception, ``TinyModelConfig`` / ``WarmStartConfig``, doubles as the models
+layer's build spec (``models.tiny.TinySpec``): its defaults are that API's (``TinySpec()`` is the random tiny
+model), and conf/model/tiny.yaml sets every one of its keys, so none reaches a composed config.
 No heavy imports here: a login node composes and validates configs.
 """
 from __future__ import annotations
@@ -62,11 +66,11 @@ class TinyModelConfig:
 class ModelConfig:
     name_or_path: str = MISSING
     # auto | float32 | bfloat16 | float16
-    dtype: str = "auto"
-    max_seq_length: int = 1024
+    dtype: str = MISSING
+    max_seq_length: int = MISSING
     # bitsandbytes 4-bit base weights (QLoRA); GPU only
-    load_in_4bit: bool = False
-    trust_remote_code: bool = False
+    load_in_4bit: bool = MISSING
+    trust_remote_code: bool = MISSING
     # When set, the model is built locally from this spec and cached (name_or_path is then only a label).
     tiny: Optional[TinyModelConfig] = None
 
@@ -104,15 +108,13 @@ class OptimizerConfig:
 class ArithmeticConfig:
     # three disjoint sets of distinct expressions: the first n_test generated are the test set, the next n_val
     # the validation set, the rest train (so test stays the same when n_val or n_train changes)
-    n_train: int = 512
-    n_val: int = 64
-    n_test: int = 64
-    # retired (was the held-out size): set it and validation names n_val / n_test instead
-    n_eval: Optional[int] = None
-    min_operands: int = 2
-    max_operands: int = 3
-    max_operand: int = 9
-    seed: int = 0
+    n_train: int = MISSING
+    n_val: int = MISSING
+    n_test: int = MISSING
+    min_operands: int = MISSING
+    max_operands: int = MISSING
+    max_operand: int = MISSING
+    seed: int = MISSING
 
 
 @dataclass
@@ -122,7 +124,7 @@ class DataConfig:
     carved from the train rows, seeded by ``seed``: first test, then validation (grpo_sweep/data/)."""
 
     # arithmetic (built-in generator) | hub (datasets.load_dataset) | file (local files or directories)
-    source: str = "arithmetic"
+    source: str = MISSING
     # hub dataset id; for file: a .jsonl/.json/.csv/.parquet file, a directory of such shards (one format), or a
     # directory written by datasets' save_to_disk (a Dataset, or a DatasetDict whose splits are used by name)
     path: Optional[str] = None
@@ -130,7 +132,7 @@ class DataConfig:
     subset: Optional[str] = None
     # split names: of the hub dataset, or of a saved DatasetDict. null validation/test: for a DatasetDict its
     # `validation` (or valid/val/dev) / `test` split if it has one; otherwise carved from train
-    train_split: str = "train"
+    train_split: str = MISSING
     validation_split: Optional[str] = None
     test_split: Optional[str] = None
     # file data: a separate validation / test file or directory (same kinds as path)
@@ -138,27 +140,21 @@ class DataConfig:
     test_path: Optional[str] = None
     # the size of a carved split: a fraction of the train rows in (0, 1), or a number of rows (as test_size of
     # datasets' train_test_split)
-    validation_size: Any = 0.1
-    test_size: Any = 0.1
+    validation_size: Any = MISSING
+    test_size: Any = MISSING
     # column holding the question text (or a ready list of chat messages)
-    prompt_column: str = "prompt"
-    ground_truth_column: Optional[str] = "ground_truth"
+    prompt_column: str = MISSING
+    ground_truth_column: Optional[str] = MISSING
     # keep only the text after this marker in the ground truth (GSM8K: "####")
     ground_truth_after: Optional[str] = None
-    system_prompt: str = (
-        "Respond in the following format:\n<think>\n...\n</think>\n<answer>\n...\n</answer>"
-    )
+    system_prompt: str = MISSING
     # keep only the first N rows of a split (null: all); validation and test keep their seeded order
     max_train_samples: Optional[int] = None
     max_val_samples: Optional[int] = None
     max_test_samples: Optional[int] = None
-    seed: int = 0
-    arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
-    # retired keys (one held-out split served as both validation and test); setting one is a one-line error that
-    # names its replacement
-    eval_split: Optional[str] = None
-    eval_fraction: Optional[float] = None
-    max_eval_samples: Optional[int] = None
+    seed: int = MISSING
+    # the built-in generator's settings: set by data=arithmetic only (null for other data)
+    arithmetic: Optional[ArithmeticConfig] = None
 
 
 @dataclass
@@ -166,22 +162,22 @@ class EvalConfig:
     """Validation (chooses) and test (measures) evaluations: see grpo_sweep/run/evaluate.py."""
 
     # the reward whose split mean is `val_accuracy` / `test_accuracy` (its params are taken from the mix when it is there)
-    accuracy_reward: str = "correct"
+    accuracy_reward: str = MISSING
     # greedy validation (accuracy, lenient accuracy, every reward) every N training steps, at step 0
     # (`val_accuracy_before`) and after training; rows `val/...` in metrics.jsonl; the best step's adapter is kept in
     # best/. 0: only before and after training
-    every_steps: int = 40
+    every_steps: int = MISSING
     # the weights the run reports, and tests: best (the best validation step's; ties go to the later step) | final
-    report: str = "best"
+    report: str = MISSING
     # samples per test prompt for test_pass_at_k / test_maj_at_k (0: off)
-    k: int = 4
+    k: int = MISSING
     # sampling temperature of those k samples (the accuracies are always greedy)
-    temperature: float = 1.0
+    temperature: float = MISSING
     # default: trainer.max_completion_length
     max_new_tokens: Optional[int] = None
-    batch_size: int = 32
+    batch_size: int = MISSING
     # how many held-out prompts go to samples.jsonl
-    num_samples: int = 8
+    num_samples: int = MISSING
 
 
 @dataclass
@@ -189,65 +185,65 @@ class VllmServerConfig:
     """``trl vllm-serve`` for a run with trainer.use_vllm=true, trainer.vllm_mode=server: started by the run, on the
     last ``gpus`` GPUs of rank 0's node (the training processes take the first ones), stopped when training ends."""
 
-    gpus: int = 1
+    gpus: int = MISSING
     # tensor_parallel_size x data_parallel_size = gpus
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = MISSING
+    data_parallel_size: int = MISSING
+    gpu_memory_utilization: float = MISSING
     max_model_len: Optional[int] = None
     # a 7B+ model's load and CUDA graph capture take minutes
-    startup_timeout_s: float = 600.0
+    startup_timeout_s: float = MISSING
     # more `trl vllm-serve` flags, e.g. ["--enforce_eager", "true"]
-    extra_args: List[str] = field(default_factory=list)
+    extra_args: List[str] = MISSING
 
 
 @dataclass
 class TrainerConfig:
     """GRPOConfig knobs, under GRPOConfig's own names; `args` passes any other GRPOConfig field through."""
 
-    num_generations: int = 4
-    per_device_train_batch_size: int = 8
-    gradient_accumulation_steps: int = 1
+    num_generations: int = MISSING
+    per_device_train_batch_size: int = MISSING
+    gradient_accumulation_steps: int = MISSING
     steps_per_generation: Optional[int] = None
     # TRL 1.14 dropped this field; grpo-sweep enforces it by filtering over-long prompts out of the data.
-    max_prompt_length: Optional[int] = 256
-    max_completion_length: int = 256
-    max_steps: int = 250
+    max_prompt_length: Optional[int] = MISSING
+    max_completion_length: int = MISSING
+    max_steps: int = MISSING
     # checkpoint cadence: a preempted, timed-out or killed run resumes from its last checkpoint
-    save_steps: int = 25
-    beta: float = 0.0
-    loss_type: str = "dapo"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    logging_steps: int = 1
-    seed: int = 42
+    save_steps: int = MISSING
+    beta: float = MISSING
+    loss_type: str = MISSING
+    temperature: float = MISSING
+    top_p: float = MISSING
+    logging_steps: int = MISSING
+    seed: int = MISSING
     # random tiny models never emit EOS: masking truncated completions would zero their loss
-    mask_truncated_completions: bool = False
-    gradient_checkpointing: bool = False
+    mask_truncated_completions: bool = MISSING
+    gradient_checkpointing: bool = MISSING
     # null: bf16 when a CUDA GPU supports it, else fp32
     bf16: Optional[bool] = None
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
+    use_vllm: bool = MISSING
+    vllm_mode: str = MISSING
     vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)
-    disable_tqdm: bool = False
+    disable_tqdm: bool = MISSING
     # CPU threads for torch (null: torch's default, one per core). A tiny model gains nothing from more
     # than one, and several runs sharing cores with OpenMP spin-waits slow down up to 30x.
     torch_threads: Optional[int] = None
-    args: Dict[str, Any] = field(default_factory=dict)
+    args: Dict[str, Any] = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
 @dataclass
 class BackendConfig:
     # trl (transformers + PEFT) | unsloth (FastLanguageModel; see grpo_sweep/backends/unsloth_backend.py)
-    name: str = "trl"
+    name: str = MISSING
     # unsloth: generate with a vLLM engine in the training process (GPU only; needs vllm)
-    fast_inference: bool = False
+    fast_inference: bool = MISSING
     # unsloth + fast_inference: the share of GPU memory vLLM reserves
-    gpu_memory_utilization: float = 0.6
+    gpu_memory_utilization: float = MISSING
     # unsloth: "unsloth" (offloaded checkpointing) | true | false
-    use_gradient_checkpointing: Any = False
-    random_state: int = 3407
+    use_gradient_checkpointing: Any = MISSING
+    random_state: int = MISSING
 
 
 @dataclass
@@ -255,23 +251,23 @@ class DistributedConfig:
     """How many processes train one run, and how they split the model (``distributed=`` options)."""
 
     # none (one process) | ddp | zero2 (DeepSpeed ZeRO stage 2)
-    strategy: str = "none"
+    strategy: str = MISSING
     # processes of the run on each node; null: on SLURM hydra.launcher.tasks_per_node, elsewhere the GPUs visible
-    nproc_per_node: Optional[int] = 1
+    nproc_per_node: Optional[int] = MISSING
     # the DeepSpeed config (GRPOConfig.deepspeed) of zero2
     deepspeed: Optional[Dict[str, Any]] = None
     # seconds a rank waits for the others at a collective (GRPOConfig.ddp_timeout): rank 0 evaluates alone
-    timeout_s: int = 1800
+    timeout_s: int = MISSING
 
 
 @dataclass
 class LoggerConfig:
     # none: metrics.jsonl and summary.json only (always written) | wandb: also a W&B run per training run
-    name: str = "none"
-    project: str = "grpo-sweep"
+    name: str = MISSING
+    project: str = MISSING
     entity: Optional[str] = None
     # extra tags; the run's overrides are always added
-    tags: List[str] = field(default_factory=list)
+    tags: List[str] = MISSING
     # null: the sweep (every run of one -m invocation shares it); a single run gets its own
     group: Optional[str] = None
     # null: "trial" for the trials of an Optuna study (hparams_search=...), else "train"
@@ -280,11 +276,11 @@ class LoggerConfig:
     run_name: Optional[str] = None
     notes: Optional[str] = None
     # auto: online when W&B credentials are found, else offline | online | offline | disabled
-    mode: str = "auto"
+    mode: str = MISSING
     # seconds to wait for the W&B server before falling back to offline
-    init_timeout: float = 60.0
+    init_timeout: float = MISSING
     # log a completions table (prompt, completion, per-reward scores) every N steps; 0: never
-    log_completions_steps: int = 25
+    log_completions_steps: int = MISSING
 
 
 @dataclass
@@ -293,18 +289,18 @@ class Config:
     lora: LoraConfig = field(default_factory=LoraConfig)
     # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass: OmegaConf cannot add a
     # dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix validates terms.
-    reward_mix: Dict[str, Any] = field(default_factory=dict)
+    reward_mix: Dict[str, Any] = MISSING
     # a reward that raises: `raise` stops the run naming reward, sample and completion; `skip` scores that
     # sample None for that reward and counts it (reward_failures/<name> in metrics, summary.json)
-    reward_errors: str = "raise"
+    reward_errors: str = MISSING
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    task_name: str = "grpo"
+    task_name: str = MISSING
     # summary.json key the task returns to sweepers (dotted paths reach nested keys)
-    optimized_metric: str = "val_accuracy"
+    optimized_metric: str = MISSING
     # where run directories go (Hydra's run dir is taken from here)
-    output_root: str = "outputs"
+    output_root: str = MISSING
