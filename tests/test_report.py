@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grpo_sweep.sweeps import tables
 from grpo_sweep.sweeps.report import build_report, main
-from grpo_sweep.sweeps.runs import sweep_table
+from grpo_sweep.sweeps.results import SweepResults
+
+
+def sweep_table(sweep_dir: Path, **options) -> str:
+    """The end-of-sweep table of a directory, read as the end of a sweep reads it."""
+    return tables.sweep_table(SweepResults.read(sweep_dir), **options)
 
 
 def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None, rewards=("format",), steps=5):

@@ -141,7 +141,6 @@ def test_verdict_source_of_each_objective():
     assert verdict_source("val_accuracy_lenient") == ("test_accuracy_lenient", "accuracy_lenient", True)
     assert verdict_source("val_rewards.fmt") == ("test_rewards.fmt", None, False)
     assert verdict_source("reward") == (None, None, False)
-    assert verdict_source("eval_accuracy") == (None, None, True)  # a run from before the validation split
 
 
 def test_seeds_needed_is_the_first_design_that_detects_the_observed_difference():

@@ -31,7 +31,9 @@ would inflate the pooled variance as interaction: ``fit_sweep`` leaves it out of
 measures both cases). Simulated nulls with seed effects dominating (bench/null_sweeps.py, ``SEEDS``) stay at the
 stated level.
 
-Pure arithmetic over numpy: no torch, no files (grpo_sweep/sweeps/runs.py reads the run directories).
+Pure arithmetic over numpy and scipy.stats (imported where used: the login node imports this module, not scipy); no
+torch, no files (grpo_sweep/sweeps/results.py reads the run directories). Every interval of the project is here:
+the verdicts', a configuration's test figure (``test_interval``), the plots' t band (``t_quantile``).
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ from dataclasses import dataclass
 from typing import Hashable, Mapping, Sequence
 
 import numpy as np
+
+from ..run.summary import OUTCOME_FIELDS, test_counterpart
 
 DIRECTIONS = ("maximize", "minimize")
 REFERENCE = "reference"
@@ -277,15 +281,12 @@ class Comparison:
 
 def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
     """What the verdict reads for an objective named ``metric`` (summary.optimized_metric): the summary key of its
-    test counterpart (``val_accuracy`` -> ``test_accuracy``, ``val_rewards.fmt`` -> ``test_rewards.fmt``; None when
-    it has none: then the objective itself is compared), the outcomes/test.jsonl field with its per-question values
-    (None: not per question), and whether it is an accuracy over questions (binomial floor)."""
-    metric = metric or ""
-    if not metric.startswith("val_"):
-        return None, None, metric in ("eval_accuracy", "eval_accuracy_lenient")  # the schema before validation
-    rest = metric[len("val_"):]
-    accuracy = rest in ("accuracy", "accuracy_lenient")
-    return "test_" + rest, rest if accuracy else None, accuracy
+    test counterpart (summary.test_counterpart: ``val_rewards.fmt`` -> ``test_rewards.fmt``; None when it has none:
+    then the objective itself is compared), the outcomes/test.jsonl field with its per-question values (None: not
+    per question), and whether it is an accuracy over questions (binomial floor)."""
+    value_key = test_counterpart(metric)
+    field = OUTCOME_FIELDS.get(value_key) if value_key else None
+    return value_key, field, field is not None
 
 
 def seed_text(seed: Hashable) -> str:
@@ -517,3 +518,73 @@ def ci_text(row: Comparison) -> str:
 def verdict_text(row: Comparison) -> str:
     """The verdict with its note, for a table cell: ``indistinguishable (no difference larger than 0.081 ...)``."""
     return f"{row.verdict} ({row.note})" if row.note and row.verdict != "-" else row.verdict
+
+
+# --- one configuration's test figure with an interval (the Optuna study's best, best.yaml) --------------------------
+
+CONFIDENCE = 0.95
+BOOTSTRAP = 4000
+
+
+def test_interval(values: list[float], outcomes: list[dict] | None, n_questions: int | None,
+                  bounded: bool = True, rng_seed: int = 0) -> dict:
+    """The mean of a configuration's per-seed test figures and a 95 % interval.
+
+    With per-question outcomes of every seed: a percentile bootstrap that resamples seeds and questions
+    independently (questions are shared by the seeds, so one resample of the questions serves every seed), on
+    the questions every seed judged. That counts both seed noise and the noise of which questions the test set
+    happens to hold; with one seed it counts the questions only (said in ``method``).
+    Without outcomes (older runs): a normal approximation, seed variance / S plus the binomial variance of
+    ``n_questions`` questions (not divided by S: the seeds answer the same questions), for accuracies, with
+    Student t's critical value on S - 1 degrees of freedom (the normal's with one seed).
+    """
+    if outcomes:
+        keys = sorted(set.intersection(*(set(k for k, v in o.items() if v is not None) for o in outcomes)))
+        if keys:
+            matrix = np.array([[o[k] for k in keys] for o in outcomes], dtype=float)  # seeds x questions
+            s, q = matrix.shape
+            rng = np.random.default_rng(rng_seed)
+            # each bootstrap draw: question weights (a multinomial resample of the q questions) and s seeds
+            counts = rng.multinomial(q, np.full(q, 1.0 / q), size=BOOTSTRAP)  # draws x questions
+            per_seed = matrix @ counts.T / q  # seeds x draws: each seed's mean on the resampled questions
+            picks = rng.integers(0, s, size=(BOOTSTRAP, s))
+            draws = per_seed[picks, np.arange(BOOTSTRAP)[:, None]].mean(axis=1)
+            alpha = (1 - CONFIDENCE) / 2
+            low, high = np.quantile(draws, [alpha, 1 - alpha])
+            mean = float(matrix.mean())
+            # A bootstrap of outcomes that are all equal (every question right, or wrong) has no spread: never narrower
+            # than the Wilson interval of the mean over q questions (as if the seeds were one run)
+            w_low, w_high = wilson(mean, q)
+            return {"mean": mean, "low": min(float(low), w_low), "high": max(float(high), w_high), "seeds": s,
+                    "questions": q,
+                    "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
+                              + (" (one seed: seed noise not included)" if s == 1 else "")}
+    if not values:
+        return {"mean": None, "low": None, "high": None, "method": "no test figure in the runs' summary.json"}
+    s = len(values)
+    mean = sum(values) / s
+    variance, parts = 0.0, []
+    if s >= 2:
+        variance += sum((v - mean) ** 2 for v in values) / (s - 1) / s
+        parts.append(f"{s} seeds' variance")
+    if bounded and n_questions:
+        variance += mean * (1 - mean) / n_questions
+        parts.append(f"binomial over {n_questions} questions")
+    if not parts:
+        return {"mean": mean, "low": None, "high": None, "seeds": s,
+                "method": "one seed and no per-question outcomes: no interval"}
+    two_sided = (1 + CONFIDENCE) / 2
+    half = (t_quantile(two_sided, s - 1) if s >= 2 else normal_quantile(two_sided)) * math.sqrt(variance)
+    low, high = mean - half, mean + half
+    if bounded:
+        low, high = max(0.0, low), min(1.0, high)
+    return {"mean": mean, "low": low, "high": high, "seeds": s,
+            "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)"}
+
+
+def wilson(p: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Wilson's score interval of a proportion ``p`` of ``n`` (never zero-width, inside [0, 1])."""
+    z = normal_quantile((1 + confidence) / 2)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
