@@ -174,7 +174,8 @@ def sweep_readers(root: Path) -> dict[str, set[str]]:
     """Module -> the sweep-reading names it uses (called, imported or looked up as an attribute)."""
     found = {}
     for name, path in module_files(root).items():
-        if not name.startswith(("grpo_sweep.sweeps.", "grpo_sweep.search.")) or name in (READER, "grpo_sweep.sweeps.stats"):
+        inside = name.startswith(("grpo_sweep.sweeps.", "grpo_sweep.search."))
+        if not inside or name in (READER, "grpo_sweep.sweeps.stats"):
             continue
         used = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

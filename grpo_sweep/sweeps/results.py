@@ -145,14 +145,16 @@ class SweepResults:
         self._last_steps: dict = {}
 
     @classmethod
-    def read(cls, sweep_dir: Path, direction: str | None = None) -> "SweepResults":
-        """Every run directory under ``sweep_dir`` (those with .hydra/config.yaml; not an Optuna worker's).
-        ``direction``: how the objective ranks (default: the Optuna study's first direction, else a trial's, else
-        maximize)."""
+    def read(cls, sweep_dir: Path, direction: str | None = None,
+             run_dirs: Sequence[Path] | None = None) -> "SweepResults":
+        """Every run directory under ``sweep_dir`` (those with .hydra/config.yaml; not an Optuna worker's), or
+        ``run_dirs`` (a submitted sweep's jobs.json names them, started or not). ``direction``: how the objective
+        ranks (default: the Optuna study's first direction, else a trial's, else maximize)."""
         sweep_dir = Path(sweep_dir)
+        if run_dirs is None:
+            run_dirs = [config.parent.parent for config in sorted(sweep_dir.glob("**/.hydra/config.yaml"))]
         found = []
-        for config in sorted(sweep_dir.glob("**/.hydra/config.yaml")):
-            run_dir = config.parent.parent
+        for run_dir in map(Path, run_dirs):
             if (run_dir / WORKER_MARKER).exists():
                 continue
             summary, problem = read_run_summary(run_dir)

@@ -79,15 +79,25 @@ def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
     return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-lines:])
 
 
+def _jobs(sweep_dir: Path) -> list[dict] | None:
+    """jobs.json's runs (a submitted sweep), None without one."""
+    jobs_file = Path(sweep_dir) / JOBS
+    return json.loads(jobs_file.read_text())["jobs"] if jobs_file.exists() else None
+
+
+def read_sweep(sweep_dir: Path) -> SweepResults:
+    """The sweep's runs, read once: those jobs.json lists, else the run directories (a local sweep, a study)."""
+    jobs = _jobs(sweep_dir)
+    return SweepResults.read(sweep_dir, run_dirs=None if jobs is None else [Path(j["run_dir"]) for j in jobs])
+
+
 def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dict]:
     """One dict per run: num, run_dir, overrides, job_id, state, requeues, step, objective, error. ``results``: the
-    sweep read once (SweepResults.read), when the caller has it."""
+    sweep as read_sweep read it, when the caller has it."""
     sweep_dir = Path(sweep_dir)
-    results = results or SweepResults.read(sweep_dir)
-    jobs_file = sweep_dir / JOBS
-    if jobs_file.exists():
-        runs = json.loads(jobs_file.read_text())["jobs"]
-    else:  # a local sweep or a study: the run directories are all there is (an Optuna trial's: trials/5/seed44)
+    results = results or read_sweep(sweep_dir)
+    runs = _jobs(sweep_dir)
+    if runs is None:  # a local sweep or a study: the run directories are all there is (trials/5/seed44 in a study)
         runs = [{"num": run.name, "run_dir": str(run.dir), "job_id": None, "overrides": list(run.summary.overrides)}
                 for run in results.runs]
     slurm = slurm_jobs([r["job_id"] for r in runs if r.get("job_id")])
@@ -154,7 +164,7 @@ def summary_line(sweep_dir: Path, states: list[dict]) -> str:
 def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
     """The status text, and whether every run has ended: the summary line first, then a row per run (above
     ``SHOWN`` runs, only the runs not done, bounded, unless ``show_all``), then failed runs' error tails."""
-    results = SweepResults.read(sweep_dir)
+    results = read_sweep(sweep_dir)
     states = run_states(sweep_dir, results)
     if not states:
         return f"no runs under {sweep_dir} (no {JOBS}, no run directories)", False
