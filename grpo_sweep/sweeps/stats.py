@@ -90,6 +90,13 @@ def _range_quantile(p: float, k: int, df: float) -> float:
     return float(studentized_range.ppf(p, k, df))
 
 
+@functools.lru_cache(maxsize=4096)
+def _range_cdf(q: float, k: int, df: float) -> float:
+    from scipy.stats import studentized_range
+
+    return float(studentized_range.cdf(q, k, df))
+
+
 def _check_range(name: str, k: int, df: np.ndarray) -> None:
     if int(k) != k or k < 2:
         raise ValueError(f"{name}: k={k!r} must be a whole number >= 2")
@@ -125,10 +132,8 @@ def beyond_critical(ratio, k: int, df, alpha: float = 0.05) -> np.ndarray:
     narrowest = studentized_range_quantile(1 - alpha, k, np.inf) / math.sqrt(2)
     out[finite] = ratio[finite] > widest
     between = finite & (ratio > narrowest) & (ratio <= widest)
-    if between.any():
-        from scipy.stats import studentized_range
-
-        out[between] = studentized_range.cdf(math.sqrt(2) * ratio[between], k, df[between]) > 1 - alpha
+    for i in zip(*np.nonzero(between)):
+        out[i] = _range_cdf(math.sqrt(2) * float(ratio[i]), int(k), float(df[i])) > 1 - alpha
     return out
 
 
@@ -475,8 +480,6 @@ def _seeds_needed(fitted: Fit, alpha: float, delta: float) -> int | None:
     growing with the seed part, is at most ``delta``; None beyond MAX_SEEDS (or when the question-level variance
     alone is too large: more questions, not seeds, would resolve it). The detectable difference falls with S, so a
     bisection finds it; each step asks the studentized range cdf whether the critical value fits under delta."""
-    from scipy.stats import studentized_range
-
     if delta <= 0:
         return None
     seeds = np.arange(fitted.seeds + 1, MAX_SEEDS + 1)
@@ -485,7 +488,7 @@ def _seeds_needed(fitted: Fit, alpha: float, delta: float) -> int | None:
     room = delta / np.sqrt(fitted.var_pair_with(seeds)) - _t_upper(POWER, df)  # what the critical value may be
 
     def detects(i: int) -> bool:
-        return room[i] > 0 and studentized_range.cdf(math.sqrt(2) * room[i], fitted.k, df[i]) >= 1 - alpha
+        return room[i] > 0 and _range_cdf(math.sqrt(2) * float(room[i]), int(fitted.k), float(df[i])) >= 1 - alpha
 
     if not detects(len(seeds) - 1):
         return None
