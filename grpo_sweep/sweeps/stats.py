@@ -72,6 +72,7 @@ def t_quantile(p: float, dof: int) -> float:
     return float(t.ppf(p, dof))
 
 
+@functools.lru_cache(maxsize=64)
 def normal_quantile(p: float) -> float:
     """The ``p`` quantile of the standard normal (1.96 for 0.975)."""
     from scipy.stats import norm
