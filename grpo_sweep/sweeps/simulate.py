@@ -8,9 +8,10 @@ lucky seed that wins on validation also looks good on test); each seed can have 
 configuration. Outcomes are Bernoulli. ``QUESTIONS`` is calibrated so a run's test accuracy varies by ~0.03 over
 seeds at accuracy 0.6, like the built-in task's runs.
 
-``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and ``critical``; a test
-checks they agree), and ``uncorrected_verdicts`` the naive procedure (a paired t of each configuration against the
-best, no correction for choosing the best or for the number of pairs), the baseline the benchmark measures against.
+``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and critical value, through
+``stats.beyond_critical``; a test checks they agree), and ``uncorrected_verdicts`` the naive procedure (a paired t
+of each configuration against the best, no correction for choosing the best or for the number of pairs), the
+baseline the benchmark measures against.
 """
 from __future__ import annotations
 
