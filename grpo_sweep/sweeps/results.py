@@ -145,16 +145,18 @@ class SweepResults:
         self._last_steps: dict = {}
 
     @classmethod
-    def read(cls, sweep_dir: Path, direction: str | None = None,
-             run_dirs: Sequence[Path] | None = None) -> "SweepResults":
-        """Every run directory under ``sweep_dir`` (those with .hydra/config.yaml; not an Optuna worker's), or
-        ``run_dirs`` (a submitted sweep's jobs.json names them, started or not). ``direction``: how the objective
-        ranks (default: the Optuna study's first direction, else a trial's, else maximize)."""
+    def read(cls, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = ()) -> "SweepResults":
+        """Every run directory under ``sweep_dir`` (those with .hydra/config.yaml; not an Optuna worker's), and the
+        existing run directories ``also`` names (a submitted sweep's jobs.json names its runs; one may not have
+        written its .hydra yet).
+        ``direction``: how the objective ranks (default: the Optuna study's first direction, else a trial's, else
+        maximize)."""
         sweep_dir = Path(sweep_dir)
-        if run_dirs is None:
-            run_dirs = [config.parent.parent for config in sorted(sweep_dir.glob("**/.hydra/config.yaml"))]
+        run_dirs = [config.parent.parent for config in sorted(sweep_dir.glob("**/.hydra/config.yaml"))]
+        seen = {run_dir.resolve() for run_dir in run_dirs}
+        run_dirs += [Path(run_dir) for run_dir in also if Path(run_dir).is_dir() and Path(run_dir).resolve() not in seen]
         found = []
-        for run_dir in map(Path, run_dirs):
+        for run_dir in run_dirs:
             if (run_dir / WORKER_MARKER).exists():
                 continue
             summary, problem = read_run_summary(run_dir)

@@ -86,9 +86,8 @@ def _jobs(sweep_dir: Path) -> list[dict] | None:
 
 
 def read_sweep(sweep_dir: Path) -> SweepResults:
-    """The sweep's runs, read once: those jobs.json lists, else the run directories (a local sweep, a study)."""
-    jobs = _jobs(sweep_dir)
-    return SweepResults.read(sweep_dir, run_dirs=None if jobs is None else [Path(j["run_dir"]) for j in jobs])
+    """The sweep's runs, read once: its run directories and those jobs.json lists (started or not)."""
+    return SweepResults.read(sweep_dir, also=[Path(job["run_dir"]) for job in _jobs(sweep_dir) or []])
 
 
 def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dict]:
