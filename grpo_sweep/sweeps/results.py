@@ -154,7 +154,7 @@ class SweepResults:
         sweep_dir = Path(sweep_dir)
         run_dirs = [config.parent.parent for config in sorted(sweep_dir.glob("**/.hydra/config.yaml"))]
         seen = {run_dir.resolve() for run_dir in run_dirs}
-        run_dirs += [Path(run_dir) for run_dir in also if Path(run_dir).is_dir() and Path(run_dir).resolve() not in seen]
+        run_dirs += [Path(d) for d in also if Path(d).is_dir() and Path(d).resolve() not in seen]
         found = []
         for run_dir in run_dirs:
             if (run_dir / WORKER_MARKER).exists():
