@@ -114,7 +114,7 @@ def test_missing_seeds_are_named_and_one_seed_says_how_to_get_a_verdict():
     assert rows[4].verdict == "-"
     alone = compare({"a": runs({("trainer.seed=1",): 0.5}), "b": runs({("trainer.seed=1",): 0.2})})
     assert alone[1].verdict == "no verdict" and "trainer.seed=1,2,3" in alone[1].note
-    assert seed_text(("trainer.seed=3",)) == "trainer.seed=3" and seed_text((("trainer.seed", "3"),)) == "trainer.seed=3"
+    assert seed_text(("trainer.seed=3",)) == "trainer.seed=3" and seed_text(()) == "(no seed)" and seed_text(4) == "4"
 
 
 def test_the_reference_is_the_best_on_validation_and_the_verdict_is_on_test():

@@ -296,11 +296,10 @@ def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
 
 
 def seed_text(seed: Hashable) -> str:
-    """A seed as a reader would type it: ``trainer.seed=3`` from ``("trainer.seed=3",)`` or
-    ``(("trainer.seed", "3"),)``; other values as they print."""
+    """A seed as a reader would type it: ``trainer.seed=3`` from ``("trainer.seed=3",)`` (a run's seed overrides,
+    results.SweepRun.seed); other values as they print."""
     if isinstance(seed, tuple):
-        return " ".join(seed_text(part) if not (isinstance(part, tuple) and len(part) == 2) else f"{part[0]}={part[1]}"
-                        for part in seed) or "(no seed)"
+        return " ".join(map(str, seed)) or "(no seed)"
     return str(seed)
 
 
