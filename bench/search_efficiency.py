@@ -54,7 +54,7 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
     """Train every configuration on every seed; the cache the replay reads."""
     from grpo_sweep.run.files import read_jsonl
     from grpo_sweep.run.results import lookup
-    from grpo_sweep.sweeps.runs import collect_runs
+    from grpo_sweep.sweeps.results import SweepResults
 
     out = Path(tempfile.mkdtemp(prefix="grpo-bench-search-"))
     args = ["-m", f"optimizer.learning_rate={','.join(map(str, LRS))}",
@@ -65,7 +65,7 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
     # the curve of the objective: val/<name> rows of metrics.jsonl (val_accuracy -> val/accuracy)
     curve_key = "val/" + objective.removeprefix("val_").removeprefix("rewards.")
     runs = []
-    for run_dir, summary in collect_runs(out / "grpo" / "multiruns"):
+    for run_dir, summary in ((r.dir, r.summary) for r in SweepResults.read(out / "grpo" / "multiruns").runs):
         cfg = json.loads(json.dumps(_load_config(run_dir)))
         values = {AXES[0]: cfg["optimizer"]["learning_rate"], AXES[1]: cfg["trainer"]["num_generations"]}
         data = summary.to_dict()

@@ -160,3 +160,36 @@ def test_imports_go_only_downward():
 
 def test_no_import_loops():
     assert cycles(graph(ROOT)) == []
+
+
+# One reader of a sweep: within the sweeps and the search, only sweeps/results.py reads a run's summary.json and
+# outcomes back and computes the comparisons; every table, report and status takes its SweepResults.
+SWEEP_READING = {"read_run_summary", "read_outcomes", "compare", "collect_runs"}
+READER = "grpo_sweep.sweeps.results"
+# sweeps/resubmit.py reads summaries to choose the runs to queue again (before a sweep has results to render)
+READING_ALLOWED = {"grpo_sweep.sweeps.resubmit": {"read_run_summary"}}
+
+
+def sweep_readers(root: Path) -> dict[str, set[str]]:
+    """Module -> the sweep-reading names it uses (called, imported or looked up as an attribute)."""
+    found = {}
+    for name, path in module_files(root).items():
+        inside = name.startswith(("grpo_sweep.sweeps.", "grpo_sweep.search."))
+        if not inside or name in (READER, "grpo_sweep.sweeps.stats"):
+            continue
+        used = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.ImportFrom):
+                used.update(alias.name for alias in node.names)
+        used = (used & SWEEP_READING) - READING_ALLOWED.get(name, set())
+        if used:
+            found[name] = used
+    return found
+
+
+def test_one_reader_of_a_sweep():
+    assert sweep_readers(ROOT) == {}, f"read a sweep through {READER}.SweepResults"

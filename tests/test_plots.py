@@ -113,7 +113,7 @@ def test_validation_curves_are_the_mean_over_seeds_with_a_band(tmp_path, figures
                                   {"step": 5, "train_runtime": 1.0, "val/accuracy": 9.0}]) for s in range(3)]
     b = [_run(tmp_path, "b0", [{"step": 0, "val/accuracy": 0.3}, {"step": 5, "val/accuracy": 0.35}])]
     configs = [ConfigRuns("reward_mix=a", a), ConfigRuns("reward_mix=b", b)]
-    series = {c.label: [plots.read_series(r.dir, [plots.VAL_KEY])[plots.VAL_KEY] for r in c.runs] for c in configs}
+    series = {c.label: [plots.read_series(r.dir, [plots.VAL_KEY])[0][plots.VAL_KEY] for r in c.runs] for c in configs}
     assert series["reward_mix=a"][2] == pytest.approx({0: 0.3, 5: 0.6})  # the end-of-training row is not an evaluation
     curves = {label: plots.curve(runs) for label, runs in series.items()}
     assert curves["reward_mix=a"].window == 1  # 2 evaluations: nothing to smooth
@@ -143,7 +143,7 @@ def test_each_reward_term_gets_its_own_panel_and_only_the_configurations_that_us
     keys = [f"rewards/{n}/mean" for n in names]
     curves = {}
     for config in configs:
-        got = [plots.read_series(run.dir, keys) for run in config.runs]
+        got = [plots.read_series(run.dir, keys)[0] for run in config.runs]
         curves[config.label] = {name: plots.curve(one[f"rewards/{name}/mean"] for one in got) for name in names}
     assert curves["mix=format"]["correct"] is None
     title = plots.plot_reward_terms(configs, names, curves, tmp_path / "r.png")

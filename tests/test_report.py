@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grpo_sweep.sweeps import tables
 from grpo_sweep.sweeps.report import build_report, main
-from grpo_sweep.sweeps.runs import sweep_table
+from grpo_sweep.sweeps.results import SweepResults
+
+
+def sweep_table(sweep_dir: Path, **options) -> str:
+    """The end-of-sweep table of a directory, read as the end of a sweep reads it."""
+    return tables.sweep_table(SweepResults.read(sweep_dir), **options)
 
 
 def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None, rewards=("format",), steps=5):
@@ -322,3 +328,49 @@ def test_status_names_replicated_trials_by_path_and_counts_pruned_ones(tmp_path)
     assert set(states) == {"trials/0/seed42", "trials/1/seed42"}
     assert (states["trials/0/seed42"]["state"], states["trials/1/seed42"]["state"]) == ("done", "pruned")
     assert states["trials/1/seed42"]["overrides"] == ["lr=2", "trainer.seed=42"]
+
+
+def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
+    """What the multirun-end callbacks do (the table, verdicts.json, report.md with its plots, W&B's verdicts): every
+    run's summary.json, metrics.jsonl and outcomes opened once at most, the comparisons computed once."""
+    import builtins
+    import io
+    from collections import Counter
+
+    from omegaconf import OmegaConf
+
+    from grpo_sweep.sweeps import stats
+    from grpo_sweep.sweeps.simulate import simulate
+    from grpo_sweep.sweeps.sweep_end import SweepTable
+    from grpo_sweep.tracking.sweep_verdicts import WandbVerdicts
+
+    val, test = simulate(np.random.default_rng(0), 1, 3, 3, shifts={0: -0.2})
+    make_outcome_sweep(tmp_path, val[0], test[0])
+    make_run(tmp_path, "9", ["reward_mix=m3", "trainer.seed=1"], {"status": "failed", "error": "boom"})
+    make_run(tmp_path, "10", ["reward_mix=m3", "trainer.seed=2"], None)  # still running: no steps in a summary
+    opened: Counter = Counter()
+    real_open = io.open
+
+    def counting_open(file, *args, **kwargs):
+        path = Path(file) if isinstance(file, (str, Path)) else Path()
+        if path.name in ("summary.json", "metrics.jsonl", "test.jsonl"):
+            opened[path.relative_to(tmp_path).as_posix()] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)  # pathlib opens through io.open
+    monkeypatch.setattr(builtins, "open", counting_open)
+    compared = []
+    real_compare = stats.compare
+    monkeypatch.setattr(stats, "compare", lambda *a, **k: compared.append(1) or real_compare(*a, **k))
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "launcher": {"detach": False}},
+                               "logger": {"name": "wandb", "mode": "disabled"}})
+    SweepTable().on_multirun_end(config)
+    WandbVerdicts().on_multirun_end(config)
+    monkeypatch.undo()
+    assert "report with plots" in capsys.readouterr().out and (tmp_path / "plots" / "forest.png").exists()
+    runs = [str(i) for i in range(11)]
+    assert {f"{r}/metrics.jsonl" for r in runs} <= set(opened)  # each read (for the plots and the last step) ...
+    assert {f"{r}/outcomes/test.jsonl" for r in runs[:9]} <= set(opened)
+    assert {f"{r}/summary.json" for r in runs[:10]} <= set(opened)
+    assert max(opened.values()) == 1, opened  # ... once
+    assert len(compared) == 1

@@ -96,7 +96,7 @@ def run_study(out: Path, *extra: str) -> subprocess.CompletedProcess:
 def study_trials(study_dir: Path):
     import optuna
 
-    from grpo_sweep.sweeps.runs import read_study_file
+    from grpo_sweep.sweeps.results import read_study_file
     from grpo_sweep.search.storage import open_storage
 
     info = read_study_file(study_dir)
@@ -276,7 +276,7 @@ DESIGN_ARGS = [
 
 @pytest.mark.slow
 def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_path):
-    from grpo_sweep.sweeps.runs import read_study_file
+    from grpo_sweep.sweeps.results import read_study_file
     from grpo_sweep.search.report import reproduce_command
 
     out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, f"output_root={tmp_path}"],
@@ -390,7 +390,7 @@ def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampl
 
 def test_a_repeated_configuration_gets_new_seeds_and_the_mean_over_all_of_them(tmp_path):
     from grpo_sweep.search.report import study_report
-    from grpo_sweep.sweeps.runs import collect_runs
+    from grpo_sweep.sweeps.results import SweepResults
 
     # one point: every trial the sampler draws repeats it
     study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
@@ -407,9 +407,9 @@ def test_a_repeated_configuration_gets_new_seeds_and_the_mean_over_all_of_them(t
             assert json.loads((run / "summary.json").read_text())["trial"]["seed"] == seed
             assert f"trainer.seed={seed}" in OmegaConf.load(run / ".hydra" / "overrides.yaml")
     # the sweep's readers see six runs that differ only in their seed: replicates of one configuration
-    runs = collect_runs(tmp_path)
+    runs = SweepResults.read(tmp_path).runs
     assert len(runs) == 6
-    assert len({" ".join(o for o in s.overrides if not o.startswith("trainer.seed=")) for _, s in runs}) == 1
+    assert len({" ".join(o for o in r.summary.overrides if not o.startswith("trainer.seed=")) for r in runs}) == 1
 
     text = study_report(tmp_path, plots=False)
     assert "3 trials (3 complete), 1 configurations, 2 seed(s) per trial" in text

@@ -9,7 +9,7 @@ import pytest
 
 from grpo_sweep.run.results import SUMMARY, read_run_summary, record_failure, write_summary
 from grpo_sweep.run.summary import FIELD_NAMES, RunSummary
-from grpo_sweep.sweeps.runs import UNREADABLE, collect_runs
+from grpo_sweep.sweeps.results import UNREADABLE, SweepResults
 from grpo_sweep.tracking.wandb_logger import summary_fields
 
 
@@ -73,7 +73,7 @@ def test_not_a_summary_is_one_line_naming_what_is_wrong(tmp_path, content, expec
     (run / SUMMARY).write_text(content)
     data, problem = read_run_summary(run)
     assert data is None and problem.startswith(expected) and "\n" not in problem
-    [(_, shown)] = collect_runs(tmp_path)  # the sweep's table and report show it, the other runs still count
+    [shown] = SweepResults.read(tmp_path).summaries  # the sweep's table and report show it, the other runs still count
     assert (shown.status, shown.error) == (UNREADABLE, problem)
 
 

@@ -1,4 +1,4 @@
-"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (sweeps/runs.py reads it)."""
+"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (sweeps/results.py reads it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 from ..run.files import write_json_atomic
 from ..run.results import without_best
-from ..sweeps.runs import STUDY_FILE
+from ..sweeps.results import STUDY_FILE
 from ..sweeps.stats import is_seed
 
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"

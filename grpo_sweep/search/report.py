@@ -4,17 +4,18 @@ single-run command that reproduces it, and PNG plots. Works on a finished or a r
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..run.files import write_text_atomic
-from ..run.results import lookup, read_outcomes, read_run_summary, without_best
-from ..sweeps.runs import collect_runs, read_study_file, seed_block, varying_overrides
-from .config import TEST_PREFIX, TRIALS_DIR, VAL_PREFIX
+from ..run.results import lookup, without_best
+from ..run.summary import OUTCOME_FIELDS, test_counterpart
+from ..sweeps.results import UNREADABLE, SweepResults, read_study_file
+from ..sweeps.stats import test_interval
+from ..sweeps.tables import markdown_table, number, seed_block
+from .config import TRIALS_DIR
 from .space import merge_overrides, override_key
 from .storage import open_storage
-from ..sweeps.tables import markdown_table, number
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +27,14 @@ def reproduce_command(study_info: dict, trial, extra: list[str] = (), multirun: 
     return "python launch.py " + ("-m " if multirun else "") + " ".join(overrides)
 
 
-def study_report(sweep_dir: Path, plots: bool = True) -> str:
+def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | None = None) -> str:
+    """study.md (printed and written), best.yaml and the plots. ``results``: the sweep's runs read once
+    (SweepResults.read), when the caller has them."""
     import optuna
 
     sweep_dir = Path(sweep_dir)
     info = read_study_file(sweep_dir)
+    results = results or SweepResults.read(sweep_dir, info["directions"][0])
     study = optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
     trials = study.trials
     states = {}
@@ -62,7 +66,7 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     lines.append("(value: the mean over every seed of the trial's configuration so far; config: its first trial)")
     multi = len(info["objectives"]) > 1
     if not multi:
-        lines += compared_configurations(sweep_dir, info["directions"][0])
+        lines += compared_configurations(results)
     best = None
     if multi:
         front = study.best_trials if any(t.state == optuna.trial.TrialState.COMPLETE for t in trials) else []
@@ -74,7 +78,7 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     else:
         best = best_configuration(configs, info["directions"][0])
     if best is not None:
-        outcome = best_outcome(sweep_dir, info, best, configs)
+        outcome = best_outcome(results, info, best, configs)
         lines += [""] + outcome["lines"]
         command = reproduce_command(info, best.last, seed_override(info, best.seeds[0]))
         _write_best(sweep_dir, info, best, command, outcome["best_yaml"])
@@ -90,11 +94,10 @@ def study_report(sweep_dir: Path, plots: bool = True) -> str:
     return text
 
 
-def compared_configurations(sweep_dir: Path, direction: str) -> list[str]:
-    """The sweep table's verdicts over the study's finished runs (sweeps.runs.seed_block: one logic for the table,
-    report.md, this report and W&B): its configurations ranked by validation, judged on test, family-wise."""
-    runs = [(d, s) for d, s in collect_runs(sweep_dir) if s.status == "completed"]
-    block = seed_block(runs, varying_overrides([s.overrides for _, s in runs]), direction)
+def compared_configurations(results: SweepResults) -> list[str]:
+    """The sweep table's verdicts (tables.seed_block: one logic for the table, report.md, this report and W&B):
+    the study's configurations with a finished run, ranked by validation, judged on test, family-wise."""
+    block = seed_block(results, shown=lambda row: row.rank_mean is not None)
     if len(block) < 2:
         return []
     return ["", "Configurations compared on the seeds they share (ranked by validation; verdicts on test, 95% "
@@ -161,22 +164,18 @@ def best_configuration(configs: list[Configuration], direction: str) -> Configur
     return max(scored, key=lambda c: (sign * c.mean(), -c.number))
 
 
-def test_counterpart(metric: str) -> str:
-    """``test_accuracy`` for ``val_accuracy``, ``test_rewards.x`` for ``val_rewards.x``; else ``test_accuracy``."""
-    base = without_best(metric)
-    return TEST_PREFIX + base[len(VAL_PREFIX):] if base.startswith(VAL_PREFIX) else "test_accuracy"
-
-
-def best_outcome(sweep_dir: Path, info: dict, best: Configuration, configs: list[Configuration]) -> dict:
+def best_outcome(results: SweepResults, info: dict, best: Configuration, configs: list[Configuration]) -> dict:
     """The best configuration's validation value and its test figures with intervals: lines and best.yaml's part.
 
     ``configurations_compared``: those the best was selected from, i.e. that reached a validation value or were
     pruned for a worse one (a configuration that only failed took no part)."""
     compared = sum(any(t.state.name in ("COMPLETE", "PRUNED") for t in c.trials) for c in configs)
     metric = info["objectives"][0]
-    runs = best.runs(sweep_dir)
-    summaries = {seed: read_run_summary(run_dir)[0] for seed, run_dir in runs}
-    tests = [test_counterpart(metric)]
+    runs = [(seed, results.run_at(run_dir)) for seed, run_dir in best.runs(results.sweep_dir)]
+    summaries = {seed: run.summary if run is not None and run.summary.status not in ("running", UNREADABLE) else None
+                 for seed, run in runs}
+    # the objective's test counterpart (``test_accuracy`` for ``val_accuracy``), else test accuracy
+    tests = [test_counterpart(without_best(metric)) or "test_accuracy"]
     if tests[0] != "test_accuracy":
         tests.append("test_accuracy")
     validation = {"metric": metric, "mean": best.mean(0), "seeds": best.seeds,
@@ -191,7 +190,7 @@ def best_outcome(sweep_dir: Path, info: dict, best: Configuration, configs: list
         outcomes = None
         field_name = OUTCOME_FIELDS.get(name)
         if field_name:
-            read = [read_outcomes(run_dir, "test", field=field_name) for _, run_dir in runs]
+            read = [results.outcomes(run, field_name) if run is not None else None for _, run in runs]
             outcomes = read if read and all(r for r in read) else None
         samples = [s.test_samples for s in summaries.values() if s is not None and s.test_samples]
         estimate = test_interval([v for v in values.values() if isinstance(v, (int, float))], outcomes,
@@ -202,84 +201,6 @@ def best_outcome(sweep_dir: Path, info: dict, best: Configuration, configs: list
                  "configurations the more so. The test figure was not selected on.")
     return {"lines": lines, "best_yaml": {"configurations_tried": len(configs), "configurations_compared": compared,
                                           "validation": validation, "test": test_part}}
-
-
-# per-question outcomes (outcomes/test.jsonl) hold these fields of the summary's test figures
-OUTCOME_FIELDS = {"test_accuracy": "accuracy", "test_accuracy_lenient": "accuracy_lenient"}
-CONFIDENCE = 0.95
-BOOTSTRAP = 4000
-
-
-def test_interval(values: list[float], outcomes: list[dict] | None, n_questions: int | None,
-                  bounded: bool = True, rng_seed: int = 0) -> dict:
-    """The mean of a configuration's per-seed test figures and a 95 % interval.
-
-    With per-question outcomes of every seed: a percentile bootstrap that resamples seeds and questions
-    independently (questions are shared by the seeds, so one resample of the questions serves every seed), on
-    the questions every seed judged. That counts both seed noise and the noise of which questions the test set
-    happens to hold; with one seed it counts the questions only (said in ``method``).
-    Without outcomes (older runs): a normal approximation, seed variance / S plus the binomial variance of
-    ``n_questions`` questions (not divided by S: the seeds answer the same questions), for accuracies.
-    """
-    import numpy as np
-
-    if outcomes:
-        keys = sorted(set.intersection(*(set(k for k, v in o.items() if v is not None) for o in outcomes)))
-        if keys:
-            matrix = np.array([[o[k] for k in keys] for o in outcomes], dtype=float)  # seeds x questions
-            s, q = matrix.shape
-            rng = np.random.default_rng(rng_seed)
-            # each bootstrap draw: question weights (a multinomial resample of the q questions) and s seeds
-            counts = rng.multinomial(q, np.full(q, 1.0 / q), size=BOOTSTRAP)  # draws x questions
-            per_seed = matrix @ counts.T / q  # seeds x draws: each seed's mean on the resampled questions
-            picks = rng.integers(0, s, size=(BOOTSTRAP, s))
-            draws = per_seed[picks, np.arange(BOOTSTRAP)[:, None]].mean(axis=1)
-            alpha = (1 - CONFIDENCE) / 2
-            low, high = np.quantile(draws, [alpha, 1 - alpha])
-            mean = float(matrix.mean())
-            # A bootstrap of outcomes that are all equal (every question right, or wrong) has no spread: never narrower
-            # than the Wilson interval of the mean over q questions (as if the seeds were one run)
-            w_low, w_high = wilson(mean, q)
-            return {"mean": mean, "low": min(float(low), w_low), "high": max(float(high), w_high), "seeds": s,
-                    "questions": q,
-                    "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
-                              + (" (one seed: seed noise not included)" if s == 1 else "")}
-    if not values:
-        return {"mean": None, "low": None, "high": None, "method": "no test figure in the runs' summary.json"}
-    s = len(values)
-    mean = sum(values) / s
-    variance, parts = 0.0, []
-    if s >= 2:
-        variance += sum((v - mean) ** 2 for v in values) / (s - 1) / s
-        parts.append(f"{s} seeds' variance")
-    if bounded and n_questions:
-        variance += mean * (1 - mean) / n_questions
-        parts.append(f"binomial over {n_questions} questions")
-    if not parts:
-        return {"mean": mean, "low": None, "high": None, "seeds": s,
-                "method": "one seed and no per-question outcomes: no interval"}
-    half = _critical(s) * math.sqrt(variance)
-    low, high = mean - half, mean + half
-    if bounded:
-        low, high = max(0.0, low), min(1.0, high)
-    return {"mean": mean, "low": low, "high": high, "seeds": s,
-            "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)"}
-
-
-def wilson(p: float, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson's score interval of a proportion ``p`` of ``n`` (never zero-width, inside [0, 1])."""
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def _critical(seeds: int) -> float:
-    """Student t's two-sided critical value on seeds - 1 degrees of freedom (few seeds: wider), else normal's."""
-    if seeds >= 2:
-        from ..sweeps.stats import t_quantile
-
-        return t_quantile((1 + CONFIDENCE) / 2, seeds - 1)
-    return 1.959964
 
 
 def describe(estimate: dict) -> str:

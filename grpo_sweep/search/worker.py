@@ -19,7 +19,7 @@ from ..adapters.optuna import TrialBudgetSpent, load_budgeted_study, trial_id, t
 from ..run.context import RunContext
 from ..run.files import write_json_atomic
 from ..run.results import lookup, record_failure, write_summary
-from ..sweeps.runs import WORKER_MARKER
+from ..sweeps.results import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
 from .space import SearchSpace, merge_overrides
 from .storage import open_storage, resolve_url

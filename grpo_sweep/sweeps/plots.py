@@ -26,6 +26,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..run.files import iter_jsonl
 from ..run.results import METRICS
+from ..run.summary import VAL_ACCURACY_LOGGED
 from .stats import t_quantile
 
 TOP_CONFIGS = 6
@@ -36,7 +37,7 @@ MAX_FOREST_ROWS = 40
 # a curve with more points than this is smoothed: a centred moving average over about 1/SMOOTH_FRACTION of them
 SMOOTH_ABOVE = 15
 SMOOTH_FRACTION = 12
-VAL_KEY = "val/accuracy"
+VAL_KEY = VAL_ACCURACY_LOGGED
 GREY = "0.65"
 BAND = "band: 95% t-interval over seeds (min-max with 2 seeds)"
 
@@ -121,18 +122,21 @@ def seed_band(series: Iterable[dict]) -> tuple[list, list, list, list]:
     return steps, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
-def read_series(run_dir: Path, keys: Sequence[str]) -> dict[str, dict]:
-    """``{key: {step: value}}`` from one run's metrics.jsonl (streamed; the end-of-training row left out)."""
+def read_series(run_dir: Path, keys: Sequence[str]) -> tuple[dict[str, dict], Any]:
+    """``{key: {step: value}}`` from one run's metrics.jsonl (streamed; the end-of-training row left out), and the
+    last step any row logged (the runs table's steps of a run that did not finish)."""
     out: dict[str, dict] = {key: {} for key in keys}
+    last = None
     for row in iter_jsonl(Path(run_dir) / METRICS):
         step = row.get("step")
+        last = step if step is not None else last
         if not isinstance(step, (int, float)) or "train_runtime" in row:
             continue
         for key in keys:  # looked up, not searched for: a training row has ~30 keys
             value = row.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 out[key][step] = float(value)
-    return out
+    return out, last
 
 
 def smoothed(series: dict) -> tuple[dict, int]:
@@ -487,14 +491,16 @@ def _save(fig, path: Path) -> None:
 
 def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Path,
                 forest_rows: Sequence[Any] | None = None, forest_options: dict | None = None,
-                is_seed=lambda key: False, best_runs: Iterable[Path] = ()) -> list[tuple[str, str]]:
+                is_seed=lambda key: False, best_runs: Iterable[Path] = (),
+                read=read_series) -> list[tuple[str, str]]:
     """Every plot of the report, as (title, path relative to the report) in the order the report shows them.
 
     ``configs``: best first (by the sweep's objective on validation). ``names``: the reward terms. ``forest_rows``:
     the verdict engine's rows for ``forest_plot`` (no forest plot without them); ``forest_options``: its keyword
     arguments (``reference``, ``xlabel``, ``interval_text``). ``is_seed``: which parameters are seeds (no plot
-    against a seed). ``best_runs``: run directories starred in the per-parameter plots. PNGs left in ``out_dir`` by
-    an earlier report that this one did not draw are removed.
+    against a seed). ``best_runs``: run directories starred in the per-parameter plots. ``read``: how a run's
+    metrics are read (``read_series``; the sweep's reader passes its own, which keeps the last step). PNGs left in
+    ``out_dir`` by an earlier report that this one did not draw are removed.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -502,7 +508,7 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     val: dict[str, Curve | None] = {}
     terms: dict[str, dict[str, Curve | None]] = {}
     for config in configs:  # each metrics file read once, for every curve; one configuration's runs in memory
-        series = [read_series(run.dir, keys) for run in config.runs]
+        series = [read(run.dir, keys)[0] for run in config.runs]
         val[config.label] = curve(one[VAL_KEY] for one in series)
         terms[config.label] = {name: curve(one[f"rewards/{name}/mean"] for one in series) for name in names}
     plots = []

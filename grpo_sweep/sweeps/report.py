@@ -16,113 +16,30 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..run.cost import cost_line
 from ..run.files import write_text_atomic
-from ..run.summary import RunSummary
+from ..run.summary import VAL_ACCURACY, RunSummary
 from . import plots as figures
-from .stats import SEED_HINT, Comparison, ci_text, compare, is_seed, signed
-from .tables import markdown_table, number
-from .runs import UNREADABLE, best_cell, collect_runs, last_step, run_name, run_record, sweep_direction, varying_overrides
+from .results import UNREADABLE, SweepResults, SweepRun
+from .stats import Comparison, ci_text, is_seed, signed
+from .tables import best_cell, markdown_table, number, objective_is_val
 
 REPORT = "report.md"
 PLOTS = "plots"
 
 
-@dataclass
-class Run:
-    dir: Path
-    summary: RunSummary
-    label: str
-    params: dict  # swept parameter -> value (overrides, or an Optuna trial's params)
-    name: str = ""  # its path under the sweep (runs.run_name)
-
-    @property
-    def state(self) -> str:
-        trial = self.summary.trial or {}
-        return str(trial.get("state") or self.summary.status or "running")
-
-    @property
-    def objective(self) -> float | None:
-        value = self.summary.objective
-        if value is None:
-            value = (self.summary.trial or {}).get("value")
-        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def _parse_value(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _hydra_overrides(run_dir: Path) -> list[str]:
-    from omegaconf import OmegaConf
-
-    path = run_dir / ".hydra" / "overrides.yaml"
-    try:
-        return [str(o) for o in OmegaConf.load(path)] if path.exists() else []
-    except Exception:  # a half-written overrides.yaml: the run is still listed, without its overrides
-        return []
-
-
-def load_runs(sweep_dir: Path) -> list[Run]:
-    """Every run's summary and swept parameters; the metrics are read later, only for the plots."""
-    found = collect_runs(sweep_dir)
-    for run_dir, summary in found:
-        if summary.overrides is None:  # still running (or killed): Hydra wrote its overrides when it started
-            summary.overrides = _hydra_overrides(run_dir)
-    swept = varying_overrides([summary.overrides for _, summary in found])
-    runs = []
-    for (run_dir, summary), overrides in zip(found, swept):
-        params = {}
-        for override in overrides:
-            key, _, value = override.partition("=")
-            params[key.lstrip("+~")] = _parse_value(value)
-        trial = summary.trial or {}
-        params.update(trial.get("params") or {})
-        if trial.get("number") is not None:
-            label = f"trial {trial['number']}: " + " ".join(f"{k}={_param(v)}" for k, v in (trial.get("params") or {}).items())
-        else:
-            label = " ".join(overrides) or run_name(run_dir, sweep_dir)
-        runs.append(Run(run_dir, summary, label, params, run_name(run_dir, sweep_dir)))
-    return runs
-
-
-def _direction(sweep_dir: Path, runs: list[Run], direction: str | None) -> str:
-    return direction or sweep_direction(sweep_dir, [run.summary for run in runs])
-
-
-def rank(runs: list[Run], direction: str) -> list[Run]:
-    """Best first; runs without an objective (failed, pruned early, still running) last."""
-    sign = -1 if direction == "maximize" else 1
-    return sorted(runs, key=lambda r: (r.objective is None, sign * (r.objective or 0.0)))
-
-
-def _param(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def reward_names(runs: list[Run]) -> list[str]:
+def reward_names(runs: list[SweepRun]) -> list[str]:
     return sorted({name for r in runs for name in (r.summary.train_rewards or {})})
 
 
-def objective_is_val(runs: list[Run]) -> bool:
-    """Whether every run's objective is its validation accuracy (the default): then one column shows both."""
-    return all(r.summary.optimized_metric in (None, "val_accuracy") for r in runs)
-
-
-def runs_table(runs: list[Run], names: list[str]) -> list[str]:
+def runs_table(results: SweepResults, runs: list[SweepRun], names: list[str]) -> list[str]:
     """One row per run: validation (what ranks) and test (what the verdicts are about) side by side."""
-    own_objective = not objective_is_val(runs)
+    own_objective = not objective_is_val(results.summaries)
     header = ["#", "run", "configuration", "state"] + (["objective"] if own_objective else [])
-    header += ["val_accuracy" if own_objective else "val_accuracy (objective)", "val before", "best (step)",
+    header += [VAL_ACCURACY if own_objective else f"{VAL_ACCURACY} (objective)", "val before", "best (step)",
                "test_accuracy", "test before", "test lenient", "pass@k", "maj@k", "reward", "reward (start)"]
     header += [f"rewards/{n}" for n in names] + [f"val {n}" for n in names] + ["steps", "runtime (s)"]
     header += ["device (s)", "tokens", "tokens/s"]
@@ -137,38 +54,11 @@ def runs_table(runs: list[Run], names: list[str]) -> list[str]:
                number(s.test_pass_at_k), number(s.test_maj_at_k), number(s.reward), number(s.reward_first)]
             + [number(train.get(n)) for n in names]
             + [number(val.get(n)) for n in names]
-            + [number(run.summary.steps if run.summary.steps is not None else last_step(run.dir)),
+            + [number(results.steps(run)),
                number(s.runtime_s, 1) if isinstance(s.runtime_s, float) else number(s.runtime_s),
                number(s.device_seconds, 1), number(s.generated_tokens), number(s.tokens_per_s, 1)]
         )
     return markdown_table(header, rows)
-
-
-def seed_groups(runs: list[Run]) -> dict[str, list[Run]]:
-    """Runs that differ only in a seed, keyed by the rest of their configuration."""
-    groups: dict[str, list[Run]] = {}
-    for run in runs:
-        key = " ".join(f"{k}={_param(v)}" for k, v in run.params.items() if not is_seed(k)) or "(defaults)"
-        groups.setdefault(key, []).append(run)
-    return groups
-
-
-def seed_of(run: Run) -> tuple:
-    """What pairs runs across configurations: the values of all its seed parameters."""
-    return tuple(sorted((k, _param(v)) for k, v in run.params.items() if is_seed(k)))
-
-
-def seeds_swept(runs: list[Run]) -> bool:
-    return any(is_seed(k) for r in runs for k in r.params) and any(len(g) > 1 for g in seed_groups(runs).values())
-
-
-def comparisons(runs: list[Run], direction: str) -> list[Comparison]:
-    """stats.compare over the configurations: ranked by the objective (validation), verdicts on its test
-    counterpart with per-question outcomes where the runs saved them."""
-    groups = {key: [run_record(r.dir, r.summary, seed_of(r), r.objective) for r in group]
-              for key, group in seed_groups(runs).items()}
-    seed_keys = sorted({k for r in runs for k in r.params if is_seed(k)})
-    return compare(groups, direction, seed_hint=f"{seed_keys[0]}=1,2,3" if seed_keys else SEED_HINT)
 
 
 def _mean_std(values: list) -> str:
@@ -180,21 +70,21 @@ def _mean_std(values: list) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def seeds_table(runs: list[Run], names: list[str], direction: str) -> list[str]:
+def seeds_table(results: SweepResults, names: list[str]) -> list[str]:
     """Per configuration: its seeds, validation and test mean ± std, the test difference from the reference with its
     family-wise interval, the verdict, what the design could detect; then how the intervals were made."""
-    if not seeds_swept(runs):
+    if not results.seeds_swept:
         return []
-    groups = seed_groups(runs)
+    groups = results.configurations
     header = ["configuration", "seeds", "objective (validation, mean ± std)", "test (mean ± std)",
               "Δ test vs reference", "95% family-wise CI", "verdict", "detectable (80% power)", "seeds to resolve",
-              "val_accuracy", "test before", "best", "reward"] + [f"rewards/{n}" for n in names]
+              VAL_ACCURACY, "test before", "best", "reward"] + [f"rewards/{n}" for n in names]
     header += [f"val {n}" for n in names]
     rows = []
-    compared = comparisons(runs, direction)
+    compared = results.comparisons
     for row in compared:
         group = groups[row.config]
-        seeds = ",".join(_param(v) for r in group for k, v in r.params.items() if is_seed(k)) or str(len(group))
+        seeds = ",".join(v for r in group for v in r.seed_values) or str(len(group))
         delta = "0 (reference)" if row.is_best else signed(row.delta)
         note = f" ({row.note})" if row.note and row.verdict in ("incomplete", "no verdict") else ""
         rows.append(
@@ -224,36 +114,36 @@ TOP_RUNS = 20  # runs listed in report.md (every run is in runs.csv)
 TOP_FAILURES = 20
 
 
-def ranked_configs(runs: list[Run], direction: str) -> list[tuple[str, list[Run], float | None]]:
-    """(configuration, its runs, mean objective over them), best mean first; configurations without one last."""
-    sign = -1 if direction == "maximize" else 1
-    rows = []
-    for key, group in seed_groups(runs).items():
-        values = [r.objective for r in group if r.objective is not None]
-        rows.append((key, group, statistics.mean(values) if values else None))
-    return sorted(rows, key=lambda row: (row[2] is None, sign * (row[2] or 0.0)))
-
-
-def forest_rows(runs: list[Run], direction: str) -> list[figures.ForestRow]:
+def forest_rows(results: SweepResults) -> list[figures.ForestRow]:
     """The per-configuration comparisons as the forest plot's rows (config, delta, low, high, verdict)."""
-    if not seeds_swept(runs):
+    if not results.seeds_swept:
         return []
     return [figures.ForestRow(c.config, 0.0 if c.is_best else c.delta, c.low, c.high, c.verdict)
-            for c in comparisons(runs, direction) if c.mean is not None]
+            for c in results.comparisons if c.mean is not None]
 
 
 # The forest plot's defaults say what its rows are: the test difference from the reference, family-wise intervals.
 FOREST_OPTIONS: dict = {}
 
 
-def write_plots(runs: list[Run], names: list[str], out_dir: Path, direction: str = "maximize",
-                forest: list | None = None, forest_options: dict | None = None) -> list[tuple[str, str]]:
-    """The report's PNGs (plots.write_plots), configurations best first by their mean objective."""
+def write_plots(results: SweepResults, names: list[str], out_dir: Path, forest_options: dict | None = None
+                ) -> list[tuple[str, str]]:
+    """The report's PNGs (plots.write_plots), configurations best first by their mean objective; the runs in rank
+    order within a configuration."""
+    groups: dict[str, list[SweepRun]] = {}
+    for run in results.ranked:  # ties between configurations' means: the one with the better run first
+        groups.setdefault(run.config, []).append(run)
+    sign = -1 if results.direction == "maximize" else 1
+    means = {key: statistics.mean(values) if values else None
+             for key, values in ((key, [r.objective for r in group if r.objective is not None])
+                                 for key, group in groups.items())}
+    ranked = sorted(groups, key=lambda key: (means[key] is None, sign * (means[key] or 0.0)))
     configs = [figures.ConfigRuns(key, [figures.RunPoint(r.dir, r.params, _finite(r.summary.val_accuracy),
-                                                     _finite(r.summary.test_accuracy)) for r in group])
-               for key, group, _ in ranked_configs(runs, direction)]
-    best = [r.dir for r in rank(runs, direction)[:5] if r.objective is not None]
-    return figures.write_plots(configs, names, out_dir, forest, forest_options, is_seed=is_seed, best_runs=best)
+                                                     _finite(r.summary.test_accuracy)) for r in groups[key]])
+               for key in ranked]
+    best = [r.dir for r in results.ranked[:5] if r.objective is not None]
+    return figures.write_plots(configs, names, out_dir, forest_rows(results), forest_options, is_seed=is_seed,
+                               best_runs=best, read=results.series)
 
 
 def _finite(value: Any) -> float | None:
@@ -283,7 +173,7 @@ def reward_cost_line(summaries: list[RunSummary]) -> str | None:
 
 
 RUNS_CSV = "runs.csv"
-_FIRST = ("objective", "val_accuracy", "val_accuracy_before", "best_step", "best_objective", "test_accuracy",
+_FIRST = ("objective", VAL_ACCURACY, "val_accuracy_before", "best_step", "best_objective", "test_accuracy",
           "test_accuracy_before", "test_accuracy_lenient", "test_accuracy_lenient_before", "test_pass_at_k",
           "test_maj_at_k", "test_k", "val_accuracy_lenient", "val_samples", "test_samples", "reward", "reward_first", "steps", "runtime_s",
           "device_seconds", "generated_tokens", "tokens_per_s", "status", "error")
@@ -304,7 +194,21 @@ def _flatten(node: Any, prefix: str, out: dict) -> None:
             out[name] = value
 
 
-def write_runs_csv(ranked: list[Run], path: Path) -> None:
+def _plot_section(results: SweepResults, names: list[str]) -> list[str]:
+    try:
+        images = write_plots(results, names, results.sweep_dir / PLOTS, FOREST_OPTIONS)
+    except ImportError as exc:  # matplotlib is optional for the table
+        images = []
+        lines = ["", f"(no plots: {exc})"]
+    else:
+        lines = []
+    lines += ["", "## Plots", ""]
+    for title, rel in images:
+        lines += [f"### {title}", "", f"![{title}]({rel})", ""]
+    return lines
+
+
+def write_runs_csv(ranked: list[SweepRun], path: Path) -> None:
     """One row per run, best first: rank, run, state, configuration, each swept parameter, every summary value
     (nested ones as dotted columns, e.g. ``train_rewards.format``). The file to load into pandas."""
     import csv
@@ -330,14 +234,17 @@ def write_runs_csv(ranked: list[Run], path: Path) -> None:
 
 def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = True) -> Path:
     """Write report.md (and plots/) into ``sweep_dir``; return the report's path."""
-    sweep_dir = Path(sweep_dir)
-    runs = load_runs(sweep_dir)
+    return write_report(SweepResults.read(sweep_dir, direction), plots)
+
+
+def write_report(results: SweepResults, plots: bool = True) -> Path:
+    """``build_report`` from a sweep already read (the end of a sweep reads it once for every output)."""
+    sweep_dir, runs, direction = results.sweep_dir, results.runs, results.direction
     if not runs:
         raise FileNotFoundError(f"no run directories (with .hydra/config.yaml) under {sweep_dir}")
-    direction = _direction(sweep_dir, runs, direction)
-    ranked = rank(runs, direction)
+    ranked = results.ranked
     names = reward_names(runs)
-    metric = next((r.summary.optimized_metric for r in runs if r.summary.optimized_metric), "val_accuracy")
+    metric = next((r.summary.optimized_metric for r in runs if r.summary.optimized_metric), VAL_ACCURACY)
     states: dict[str, int] = {}
     for run in runs:
         states[run.state] = states.get(run.state, 0) + 1
@@ -345,7 +252,7 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     lines = [f"# Sweep report: {sweep_dir.name}", ""]
     lines.append(f"{len(runs)} runs in `{sweep_dir}` — " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
     lines.append(f"Objective: `{metric}` ({direction}), on the validation split: it ranks the runs and configurations. "
-                 "`val_accuracy` is validation accuracy (greedy, answer in the asked format) at the step the run "
+                 f"`{VAL_ACCURACY}` is validation accuracy (greedy, answer in the asked format) at the step the run "
                  "reports, `best (step)`: the best validation evaluation of `best_metric` during training and its step "
                  "(its adapter is the one reported); `val before` the same before training. `test_accuracy` is the "
                  "test split, evaluated once after training on the reported adapter (it chooses nothing), `test "
@@ -364,7 +271,10 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     lines.append(f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
                  "(`pandas.read_csv`).")
     write_runs_csv(ranked, sweep_dir / RUNS_CSV)
-    per_config = seeds_table(runs, names, direction)
+    # the plots first: they read each run's metrics.jsonl, which also gives the runs table the steps of a run that
+    # did not finish (one read per file); the report shows them last
+    plot_lines = _plot_section(results, names) if plots else []
+    per_config = seeds_table(results, names)
     if per_config:
         lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
                   "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
@@ -379,22 +289,13 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
     lines += ["", "## Runs, best first", ""]
     if len(ranked) > len(shown):
         lines += [f"The {len(shown)} best of {len(ranked)} runs; all of them: [{RUNS_CSV}]({RUNS_CSV}).", ""]
-    lines += runs_table(shown, names)
+    lines += runs_table(results, shown, names)
     unreadable = [r for r in runs if r.state == UNREADABLE]
     if unreadable:
         lines += ["", "## Unreadable runs", "", f"{len(unreadable)} run(s) left a summary.json that cannot be read; "
                   "they are reported without results:", ""]
         lines += [f"- `{r.name}` ({r.label}): {r.summary.error or '?'}" for r in unreadable]
-    if plots:
-        try:
-            images = write_plots(ranked, names, sweep_dir / PLOTS, direction, forest_rows(runs, direction),
-                                 FOREST_OPTIONS)
-        except ImportError as exc:  # matplotlib is optional for the table
-            images = []
-            lines += ["", f"(no plots: {exc})"]
-        lines += ["", "## Plots", ""]
-        for title, rel in images:
-            lines += [f"### {title}", "", f"![{title}]({rel})", ""]
+    lines += plot_lines
     failed = [r for r in ranked if r.state.lower() in ("failed", "fail")]
     if failed:
         lines += ["", "## Failures", ""] + [f"- `{r.name}` ({r.label}): {r.summary.error or '?'}"

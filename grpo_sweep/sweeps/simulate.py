@@ -8,9 +8,10 @@ lucky seed that wins on validation also looks good on test); each seed can have 
 configuration. Outcomes are Bernoulli. ``QUESTIONS`` is calibrated so a run's test accuracy varies by ~0.03 over
 seeds at accuracy 0.6, like the built-in task's runs.
 
-``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and ``critical``; a test
-checks they agree), and ``uncorrected_verdicts`` the naive procedure (a paired t of each configuration against the
-best, no correction for choosing the best or for the number of pairs), the baseline the benchmark measures against.
+``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and critical value, through
+``stats.beyond_critical``; a test checks they agree), and ``uncorrected_verdicts`` the naive procedure (a paired t
+of each configuration against the best, no correction for choosing the best or for the number of pairs), the
+baseline the benchmark measures against.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import critical, fit, fit_sweep, studentized_range_quantile
+from .stats import beyond_critical, fit, fit_sweep
 
 
 @dataclass(frozen=True)
@@ -130,16 +131,16 @@ def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, ques
         fits = [fit_sweep(one) for one in test]
         var_pair = np.array([float(f.var_pair) for f in fits])
         df = np.array([float(f.df) for f in fits])
-        crit = studentized_range_quantile(1 - alpha, test.shape[1], df) / math.sqrt(2)
     else:
         fitted = fit(test, floor)
-        var_pair, crit = fitted.var_pair, critical(fitted, alpha)
+        var_pair, df = fitted.var_pair, fitted.df
     se = np.sqrt(var_pair)
     means = test.mean((-2, -1))
     delta = means - np.take_along_axis(means, reference[:, None], 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        calls = np.where(se[:, None] > 0, np.sign(delta) * (np.abs(delta) > (crit * se)[:, None]), 0).astype(int)
-    return Verdicts(calls, reference)
+        ratio = np.where(se[:, None] > 0, np.abs(delta) / se[:, None], np.nan)
+    called = beyond_critical(ratio, test.shape[1], np.broadcast_to(df[:, None], ratio.shape), alpha)
+    return Verdicts((np.sign(delta) * called).astype(int), reference)
 
 
 def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdicts:

@@ -31,7 +31,9 @@ would inflate the pooled variance as interaction: ``fit_sweep`` leaves it out of
 measures both cases). Simulated nulls with seed effects dominating (bench/null_sweeps.py, ``SEEDS``) stay at the
 stated level.
 
-Pure arithmetic over numpy: no torch, no files (grpo_sweep/sweeps/runs.py reads the run directories).
+Pure arithmetic over numpy and scipy.stats (imported where used: the login node imports this module, not scipy); no
+torch, no files (grpo_sweep/sweeps/results.py reads the run directories). Every interval of the project is here:
+the verdicts', a configuration's test figure (``test_interval``), the plots' t band (``t_quantile``).
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ from dataclasses import dataclass
 from typing import Hashable, Mapping, Sequence
 
 import numpy as np
+
+from ..run.summary import OUTCOME_FIELDS, test_counterpart
 
 DIRECTIONS = ("maximize", "minimize")
 REFERENCE = "reference"
@@ -57,90 +61,48 @@ def is_seed(key: str) -> bool:
     return key.lstrip("+~").rsplit(".", 1)[-1] == "seed"
 
 
-@functools.lru_cache(maxsize=None)
 def t_quantile(p: float, dof: int) -> float:
-    """The ``p`` quantile of Student's t with ``dof`` degrees of freedom (t_{0.975, 2} = 4.303).
-
-    scipy is not a dependency and the standard library has no t distribution; mpmath (installed with sympy,
-    which torch and math-verify both require) has the regularized incomplete beta function, whose inverse is the
-    quantile: P(T > t) = I_{dof/(dof+t^2)}(dof/2, 1/2) / 2 for t > 0.
-    """
-    import mpmath
+    """The ``p`` quantile of Student's t with ``dof`` degrees of freedom (t_{0.975, 2} = 4.303)."""
+    from scipy.stats import t
 
     if not 0.0 < p < 1.0:
         raise ValueError(f"t_quantile: p={p!r} must be strictly between 0 and 1")
     if int(dof) != dof or dof < 1:
         raise ValueError(f"t_quantile: dof={dof!r} must be a whole number >= 1")
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1.0 - p, dof)
-
-    def cdf(t):
-        return 1 - mpmath.betainc(dof / 2, 0.5, 0, dof / (dof + t * t), regularized=True) / 2
-
-    high = 1.0
-    while cdf(high) < p:  # bracket the root: the quantile lies in (0, high]
-        high *= 2
-    return float(mpmath.findroot(lambda t: cdf(t) - p, (0.0, high), solver="anderson"))
-
-
-# --- the studentized range distribution (Tukey), vectorised over degrees of freedom ---------------------------------
-
-def _normal_cdf(x: np.ndarray) -> np.ndarray:
-    """Phi(x) to ~1e-7 relative (Numerical Recipes' erfc Chebyshev fit): numpy has no erf, scipy is not a
-    dependency, and math.erf one value at a time is too slow for the million points a table needs."""
-    z = np.abs(x) / math.sqrt(2.0)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(poly)
-    return np.where(x >= 0, 1.0 - 0.5 * erfc, 0.5 * erfc)
-
-
-_W_STEP, _W_MAX = 0.01, 20.0
-_S_NODES, _S_WEIGHTS = np.polynomial.legendre.leggauss(200)
+    return float(t.ppf(p, dof))
 
 
 @functools.lru_cache(maxsize=64)
-def _range_cdf_table(k: int) -> np.ndarray:
-    """P(range of k standard normals <= w) on the grid w = 0, 0.01, ..., 20:
-    k * integral phi(z) (Phi(z + w) - Phi(z))^(k-1) dz, by the trapezoid rule on z in [-9, 9] (step 0.01)."""
-    z = np.linspace(-9.0, 9.0, 1801)
-    w = np.arange(0.0, _W_MAX + _W_STEP / 2, _W_STEP)
-    phi = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-    cdf_z = _normal_cdf(z)
-    table = np.empty_like(w)
-    for start in range(0, len(w), 200):  # in chunks: the full w x z grid is 36 M floats
-        chunk = w[start:start + 200, None]
-        inner = np.clip(_normal_cdf(z[None, :] + chunk) - cdf_z[None, :], 0.0, 1.0) ** (k - 1)
-        f = phi[None, :] * inner
-        table[start:start + 200] = k * (z[1] - z[0]) * (f.sum(1) - (f[:, 0] + f[:, -1]) / 2)
-    return np.clip(table, 0.0, 1.0)
+def normal_quantile(p: float) -> float:
+    """The ``p`` quantile of the standard normal (1.96 for 0.975)."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(p))
 
 
-def _range_cdf(k: int, w: np.ndarray) -> np.ndarray:
-    table = _range_cdf_table(k)
-    return np.interp(w, np.arange(len(table)) * _W_STEP, table, right=1.0)
+# --- the studentized range distribution (Tukey) ----------------------------------------------------------------------
+# scipy integrates it numerically: a quantile takes ~0.1 s, a cdf ~6 ms (df = inf: ~1 ms). So a quantile is cached
+# per (p, k, df), and the decisions that only need "is this ratio past the critical value" ask the cdf instead.
+
+@functools.lru_cache(maxsize=4096)
+def _range_quantile(p: float, k: int, df: float) -> float:
+    from scipy.stats import studentized_range
+
+    return float(studentized_range.ppf(p, k, df))
 
 
-def studentized_range_cdf(q: np.ndarray, k: int, df: np.ndarray) -> np.ndarray:
-    """P(Q <= q) for the studentized range of ``k`` means with ``df`` degrees of freedom (real, >= 1, or inf):
-    the range cdf at q*s averaged over s = sqrt(chi2_df / df) (Gauss-Legendre over the bulk of s's density)."""
-    q, df = np.broadcast_arrays(np.asarray(q, float), np.asarray(df, float))
-    out = np.empty(q.shape)
-    inf = ~np.isfinite(df)
-    out[inf] = _range_cdf(k, q[inf])
-    if (~inf).any():
-        nu = df[~inf][:, None]
-        spread = 1.0 / np.sqrt(2.0 * nu)  # sd of s
-        low, high = np.maximum(0.0, 1.0 - 9.0 * spread), 1.0 + 12.0 * spread
-        s = low + (high - low) * (_S_NODES[None, :] + 1.0) / 2.0
-        lgam = np.vectorize(math.lgamma)(nu / 2.0)
-        log_f = math.log(2.0) + nu / 2.0 * np.log(nu / 2.0) - lgam + (nu - 1.0) * np.log(s) - nu * s * s / 2.0
-        weight = _S_WEIGHTS[None, :] * np.exp(log_f)
-        out[~inf] = (weight * _range_cdf(k, q[~inf][:, None] * s)).sum(1) / weight.sum(1)
-    return out
+@functools.lru_cache(maxsize=4096)
+def _range_cdf(q: float, k: int, df: float) -> float:
+    from scipy.stats import studentized_range
+
+    return float(studentized_range.cdf(q, k, df))
+
+
+def _check_range(name: str, k: int, df: np.ndarray) -> None:
+    if int(k) != k or k < 2:
+        raise ValueError(f"{name}: k={k!r} must be a whole number >= 2")
+    if np.any(np.isnan(df)) or np.any(df < 1):
+        raise ValueError(f"{name}: df={df.tolist()!r} must be >= 1 (or inf)")
 
 
 def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
@@ -148,30 +110,39 @@ def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
     real >= 1, or inf). q_{0.95}(3, 10) = 3.877; with k = 2 it is sqrt(2) * t_{(1+p)/2, df}."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"studentized_range_quantile: p={p!r} must be strictly between 0 and 1")
-    if int(k) != k or k < 2:
-        raise ValueError(f"studentized_range_quantile: k={k!r} must be a whole number >= 2")
     scalar = np.ndim(df) == 0
     df = np.atleast_1d(np.asarray(df, float))
-    if np.any(np.isnan(df)) or np.any(df < 1):
-        raise ValueError(f"studentized_range_quantile: df={df.tolist()!r} must be >= 1 (or inf)")
-    low, high = np.zeros(df.shape), np.full(df.shape, 1.0)
-    while True:  # bracket: double high until its cdf passes p
-        short = studentized_range_cdf(high, int(k), df) < p
-        if not short.any() or high.max() > 1e4:
-            break
-        high = np.where(short, high * 2, high)
-    for _ in range(50):
-        mid = (low + high) / 2
-        below = studentized_range_cdf(mid, int(k), df) < p
-        low, high = np.where(below, mid, low), np.where(below, high, mid)
-    q = (low + high) / 2
+    _check_range("studentized_range_quantile", k, df)
+    unique, index = np.unique(df, return_inverse=True)
+    q = np.array([_range_quantile(float(p), int(k), float(d)) for d in unique])[index.reshape(df.shape)]
     return float(q[0]) if scalar else q
 
 
-def _t_upper(p: float, df: np.ndarray) -> np.ndarray:
-    """Student t's ``p`` quantile (p > 0.5) for real degrees of freedom, vectorised: sqrt(2) t_{p,df} is the
-    (2p - 1) quantile of the range of two means."""
-    return studentized_range_quantile(2 * p - 1, 2, df) / math.sqrt(2)
+def beyond_critical(ratio, k: int, df, alpha: float = 0.05) -> np.ndarray:
+    """Whether ``ratio`` (|difference| / its standard error) passes the family-wise critical value
+    q_{1-alpha}(k, df) / sqrt(2), elementwise over arrays of ratios and degrees of freedom, without a quantile per
+    df: the critical value falls as df grows, so the quantiles at the smallest df and at inf settle most ratios,
+    and the studentized range cdf decides the few between them."""
+    ratio, df = np.broadcast_arrays(np.asarray(ratio, float), np.asarray(df, float))
+    _check_range("beyond_critical", k, df)
+    out = np.zeros(ratio.shape, bool)
+    finite = np.isfinite(ratio)
+    if not finite.any():
+        return out
+    widest = studentized_range_quantile(1 - alpha, k, float(df[finite].min())) / math.sqrt(2)
+    narrowest = studentized_range_quantile(1 - alpha, k, np.inf) / math.sqrt(2)
+    out[finite] = ratio[finite] > widest
+    between = finite & (ratio > narrowest) & (ratio <= widest)
+    for i in zip(*np.nonzero(between)):
+        out[i] = _range_cdf(math.sqrt(2) * float(ratio[i]), int(k), float(df[i])) > 1 - alpha
+    return out
+
+
+def _t_upper(p: float, df) -> np.ndarray:
+    """Student t's ``p`` quantile for real degrees of freedom (or inf), vectorised."""
+    from scipy.stats import t
+
+    return t.ppf(p, np.asarray(df, float))
 
 
 # --- the model -------------------------------------------------------------------------------------------------------
@@ -316,23 +287,19 @@ class Comparison:
 
 def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
     """What the verdict reads for an objective named ``metric`` (summary.optimized_metric): the summary key of its
-    test counterpart (``val_accuracy`` -> ``test_accuracy``, ``val_rewards.fmt`` -> ``test_rewards.fmt``; None when
-    it has none: then the objective itself is compared), the outcomes/test.jsonl field with its per-question values
-    (None: not per question), and whether it is an accuracy over questions (binomial floor)."""
-    metric = metric or ""
-    if not metric.startswith("val_"):
-        return None, None, metric in ("eval_accuracy", "eval_accuracy_lenient")  # the schema before validation
-    rest = metric[len("val_"):]
-    accuracy = rest in ("accuracy", "accuracy_lenient")
-    return "test_" + rest, rest if accuracy else None, accuracy
+    test counterpart (summary.test_counterpart: ``val_rewards.fmt`` -> ``test_rewards.fmt``; None when it has none:
+    then the objective itself is compared), the outcomes/test.jsonl field with its per-question values (None: not
+    per question), and whether it is an accuracy over questions (binomial floor)."""
+    value_key = test_counterpart(metric)
+    field = OUTCOME_FIELDS.get(value_key) if value_key else None
+    return value_key, field, field is not None
 
 
 def seed_text(seed: Hashable) -> str:
-    """A seed as a reader would type it: ``trainer.seed=3`` from ``("trainer.seed=3",)`` or
-    ``(("trainer.seed", "3"),)``; other values as they print."""
+    """A seed as a reader would type it: ``trainer.seed=3`` from ``("trainer.seed=3",)`` (a run's seed overrides,
+    results.SweepRun.seed); other values as they print."""
     if isinstance(seed, tuple):
-        return " ".join(seed_text(part) if not (isinstance(part, tuple) and len(part) == 2) else f"{part[0]}={part[1]}"
-                        for part in seed) or "(no seed)"
+        return " ".join(map(str, seed)) or "(no seed)"
     return str(seed)
 
 
@@ -461,8 +428,7 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
         return out
     crit = float(critical(fitted, alpha))
     se = math.sqrt(var_pair)
-    mde = (crit + float(_t_upper(POWER, np.array([df]))[0])) * se
-    curve = None
+    mde = (crit + float(_t_upper(POWER, df))) * se
     for c in others:
         row = rows[c]
         row.delta = float(means[complete.index(c)] - means[0])
@@ -473,8 +439,7 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
             row.note = ""
         else:
             row.verdict = "indistinguishable"
-            curve = curve or _mde_by_seeds(fitted, alpha)  # one curve for every pair: computed once, if needed
-            row.seeds_needed = _seeds_needed(curve, abs(row.delta))
+            row.seeds_needed = _seeds_needed(fitted, alpha, abs(row.delta))
             row.note = f"no difference larger than {mde:.3f} at 80% power" + _needed_text(row, len(design))
     return out
 
@@ -509,22 +474,29 @@ def _method(fitted: Fit, k: int, alpha: float, use_test: bool) -> str:
             f"configurations, valid whichever is the reference); noise from {noise}")
 
 
-def _mde_by_seeds(fitted: Fit, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """(seeds, the 80 %-power detectable difference with that many seeds per configuration) for S+1 .. MAX_SEEDS:
-    the estimated components with more seeds, degrees of freedom growing with the seed part."""
+def _seeds_needed(fitted: Fit, alpha: float, delta: float) -> int | None:
+    """Seeds per configuration for 80 % power at a true difference ``delta``: the fewest S in S+1 .. MAX_SEEDS whose
+    detectable difference (critical value + t_{0.8}) * se(S), with the estimated components and degrees of freedom
+    growing with the seed part, is at most ``delta``; None beyond MAX_SEEDS (or when the question-level variance
+    alone is too large: more questions, not seeds, would resolve it). The detectable difference falls with S, so a
+    bisection finds it; each step asks the studentized range cdf whether the critical value fits under delta."""
+    if delta <= 0:
+        return None
     seeds = np.arange(fitted.seeds + 1, MAX_SEEDS + 1)
     df = np.where(np.isfinite(fitted.df), np.maximum(1.0, float(fitted.df) * (seeds - 1) / (fitted.seeds - 1)),
                   np.inf)
-    crit = studentized_range_quantile(1 - alpha, fitted.k, df) / math.sqrt(2)
-    return seeds, (crit + _t_upper(POWER, df)) * np.sqrt(fitted.var_pair_with(seeds))
+    room = delta / np.sqrt(fitted.var_pair_with(seeds)) - _t_upper(POWER, df)  # what the critical value may be
 
+    def detects(i: int) -> bool:
+        return room[i] > 0 and _range_cdf(math.sqrt(2) * float(room[i]), int(fitted.k), float(df[i])) >= 1 - alpha
 
-def _seeds_needed(curve: tuple[np.ndarray, np.ndarray], delta: float) -> int | None:
-    """Seeds per configuration for 80 % power at a true difference ``delta``; None beyond MAX_SEEDS (or when the
-    question-level variance alone is too large: more questions, not seeds, would resolve it)."""
-    seeds, mde = curve
-    enough = np.nonzero(mde <= delta)[0] if delta > 0 else []
-    return int(seeds[enough[0]]) if len(enough) else None
+    if not detects(len(seeds) - 1):
+        return None
+    low, high = -1, len(seeds) - 1  # detects(high); low does not (or is before the first)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if detects(mid) else (mid, high)
+    return int(seeds[high])
 
 
 def _needed_text(row: Comparison, n_seeds: int) -> str:
@@ -549,3 +521,73 @@ def ci_text(row: Comparison) -> str:
 def verdict_text(row: Comparison) -> str:
     """The verdict with its note, for a table cell: ``indistinguishable (no difference larger than 0.081 ...)``."""
     return f"{row.verdict} ({row.note})" if row.note and row.verdict != "-" else row.verdict
+
+
+# --- one configuration's test figure with an interval (the Optuna study's best, best.yaml) --------------------------
+
+CONFIDENCE = 0.95
+BOOTSTRAP = 4000
+
+
+def test_interval(values: list[float], outcomes: list[dict] | None, n_questions: int | None,
+                  bounded: bool = True, rng_seed: int = 0) -> dict:
+    """The mean of a configuration's per-seed test figures and a 95 % interval.
+
+    With per-question outcomes of every seed: a percentile bootstrap that resamples seeds and questions
+    independently (questions are shared by the seeds, so one resample of the questions serves every seed), on
+    the questions every seed judged. That counts both seed noise and the noise of which questions the test set
+    happens to hold; with one seed it counts the questions only (said in ``method``).
+    Without outcomes (older runs): a normal approximation, seed variance / S plus the binomial variance of
+    ``n_questions`` questions (not divided by S: the seeds answer the same questions), for accuracies, with
+    Student t's critical value on S - 1 degrees of freedom (the normal's with one seed).
+    """
+    if outcomes:
+        keys = sorted(set.intersection(*(set(k for k, v in o.items() if v is not None) for o in outcomes)))
+        if keys:
+            matrix = np.array([[o[k] for k in keys] for o in outcomes], dtype=float)  # seeds x questions
+            s, q = matrix.shape
+            rng = np.random.default_rng(rng_seed)
+            # each bootstrap draw: question weights (a multinomial resample of the q questions) and s seeds
+            counts = rng.multinomial(q, np.full(q, 1.0 / q), size=BOOTSTRAP)  # draws x questions
+            per_seed = matrix @ counts.T / q  # seeds x draws: each seed's mean on the resampled questions
+            picks = rng.integers(0, s, size=(BOOTSTRAP, s))
+            draws = per_seed[picks, np.arange(BOOTSTRAP)[:, None]].mean(axis=1)
+            alpha = (1 - CONFIDENCE) / 2
+            low, high = np.quantile(draws, [alpha, 1 - alpha])
+            mean = float(matrix.mean())
+            # A bootstrap of outcomes that are all equal (every question right, or wrong) has no spread: never narrower
+            # than the Wilson interval of the mean over q questions (as if the seeds were one run)
+            w_low, w_high = wilson(mean, q)
+            return {"mean": mean, "low": min(float(low), w_low), "high": max(float(high), w_high), "seeds": s,
+                    "questions": q,
+                    "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
+                              + (" (one seed: seed noise not included)" if s == 1 else "")}
+    if not values:
+        return {"mean": None, "low": None, "high": None, "method": "no test figure in the runs' summary.json"}
+    s = len(values)
+    mean = sum(values) / s
+    variance, parts = 0.0, []
+    if s >= 2:
+        variance += sum((v - mean) ** 2 for v in values) / (s - 1) / s
+        parts.append(f"{s} seeds' variance")
+    if bounded and n_questions:
+        variance += mean * (1 - mean) / n_questions
+        parts.append(f"binomial over {n_questions} questions")
+    if not parts:
+        return {"mean": mean, "low": None, "high": None, "seeds": s,
+                "method": "one seed and no per-question outcomes: no interval"}
+    two_sided = (1 + CONFIDENCE) / 2
+    half = (t_quantile(two_sided, s - 1) if s >= 2 else normal_quantile(two_sided)) * math.sqrt(variance)
+    low, high = mean - half, mean + half
+    if bounded:
+        low, high = max(0.0, low), min(1.0, high)
+    return {"mean": mean, "low": low, "high": high, "seeds": s,
+            "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)"}
+
+
+def wilson(p: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Wilson's score interval of a proportion ``p`` of ``n`` (never zero-width, inside [0, 1])."""
+    z = normal_quantile((1 + confidence) / 2)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 from ..run.files import read_jsonl, write_text_atomic
-from ..run.results import METRICS, read_run_summary
+from ..run.results import METRICS
 from ..run.resume import RESUMES
-from .runs import collect_runs, last_step, run_name, sweep_table, varying_overrides
-from .tables import aligned_columns
+from .results import UNREADABLE, SweepResults, last_step, varying_overrides
+from .tables import aligned_columns, sweep_table
 
 JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (sweeps/submit.py writes it)
 
@@ -79,20 +79,33 @@ def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
     return "\n".join(logs[-1].read_text(errors="replace").splitlines()[-lines:])
 
 
-def run_states(sweep_dir: Path) -> list[dict]:
-    """One dict per run: num, run_dir, overrides, job_id, state, requeues, step, objective, error."""
+def _jobs(sweep_dir: Path) -> list[dict] | None:
+    """jobs.json's runs (a submitted sweep), None without one."""
+    jobs_file = Path(sweep_dir) / JOBS
+    return json.loads(jobs_file.read_text())["jobs"] if jobs_file.exists() else None
+
+
+def read_sweep(sweep_dir: Path) -> SweepResults:
+    """The sweep's runs, read once: its run directories and those jobs.json lists (started or not)."""
+    return SweepResults.read(sweep_dir, also=[Path(job["run_dir"]) for job in _jobs(sweep_dir) or []])
+
+
+def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dict]:
+    """One dict per run: num, run_dir, overrides, job_id, state, requeues, step, objective, error. ``results``: the
+    sweep as read_sweep read it, when the caller has it."""
     sweep_dir = Path(sweep_dir)
-    jobs_file = sweep_dir / JOBS
-    if jobs_file.exists():
-        runs = json.loads(jobs_file.read_text())["jobs"]
-    else:  # a local sweep or a study: the run directories are all there is (an Optuna trial's: trials/5/seed44)
-        runs = [{"num": run_name(d, sweep_dir), "run_dir": str(d), "job_id": None,
-                 "overrides": list(summary.overrides or [])} for d, summary in collect_runs(sweep_dir)]
+    results = results or read_sweep(sweep_dir)
+    runs = _jobs(sweep_dir)
+    if runs is None:  # a local sweep or a study: the run directories are all there is (trials/5/seed44 in a study)
+        runs = [{"num": run.name, "run_dir": str(run.dir), "job_id": None, "overrides": list(run.summary.overrides)}
+                for run in results.runs]
     slurm = slurm_jobs([r["job_id"] for r in runs if r.get("job_id")])
     states = []
     for run in runs:
         run_dir = Path(run["run_dir"])
-        summary, unreadable = read_run_summary(run_dir)
+        found = results.run_at(run_dir)
+        summary = found.summary if found is not None and found.summary.status not in ("running", UNREADABLE) else None
+        unreadable = found.summary.error if found is not None and found.summary.status == UNREADABLE else None
         status = summary.status if summary else None
         slurm_state, requeues = slurm.get(run.get("job_id") or "", (None, 0))
         resumes = len(read_jsonl(run_dir / RESUMES))
@@ -150,7 +163,8 @@ def summary_line(sweep_dir: Path, states: list[dict]) -> str:
 def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
     """The status text, and whether every run has ended: the summary line first, then a row per run (above
     ``SHOWN`` runs, only the runs not done, bounded, unless ``show_all``), then failed runs' error tails."""
-    states = run_states(sweep_dir)
+    results = read_sweep(sweep_dir)
+    states = run_states(sweep_dir, results)
     if not states:
         return f"no runs under {sweep_dir} (no {JOBS}, no run directories)", False
     lines = [summary_line(sweep_dir, states)]
@@ -182,7 +196,7 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
         lines.append(f"\n{len(rest)} more runs with errors: {' '.join(rest[:40])}{' ...' if len(rest) > 40 else ''} (--all)")
     finished = all(s["state"] in ENDED for s in states)
     if finished:
-        table = sweep_table(Path(sweep_dir))
+        table = sweep_table(results)
         write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
         lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.sweeps.report {sweep_dir}")
     return "\n".join(lines), finished

@@ -1,6 +1,7 @@
-"""The end of a ``-m`` sweep (a Hydra callback): the comparison table, report.md and its plots, and the exit status.
+"""The end of a ``-m`` sweep (a Hydra callback): the comparison table, verdicts.json, report.md and its plots, and
+the exit status, all from one reading of the sweep (results.SweepResults).
 
-Kept apart from ``sweep`` (reading a sweep's runs) and ``report`` (writing the report), which both sit below it.
+Kept apart from ``results`` (reading a sweep's runs) and ``report`` (writing the report), which both sit below it.
 """
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ..run.files import write_json_atomic, write_text_atomic
-from .runs import STUDY_FILE, VERDICTS_FILE, collect_runs, sweep_comparisons, sweep_direction, sweep_table, \
-    varying_overrides, verdict_records
+from .results import STUDY_FILE, VERDICTS_FILE, SweepResults
+from .tables import sweep_table
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
 FAILED_RUNS: list[str] = []
@@ -24,26 +25,23 @@ class SweepTable(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.hydra.launcher.get("detach"):
             return  # nothing has run yet: `python -m grpo_sweep.sweeps.status <sweep_dir>` prints the table later
-        runs = collect_runs(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
+        results = SweepResults.read(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
-            FAILED_RUNS[:] = [str(d) for d, s in runs if s.status == "failed"]
-        table = sweep_table(sweep_dir, runs=runs)
+            FAILED_RUNS[:] = [str(run.dir) for run in results.runs if run.summary.status == "failed"]
+        table = sweep_table(results)
         write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
-        write_verdicts(sweep_dir, runs)
-        print(f"\nSweep {sweep_dir} ({len(runs)} runs)\n{table}")
+        write_verdicts(results)
+        print(f"\nSweep {sweep_dir} ({len(results.runs)} runs)\n{table}")
         try:
-            from .report import build_report
+            from .report import write_report
 
-            print(f"report with plots: {build_report(sweep_dir)}")
+            print(f"report with plots: {write_report(results)}")
         except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
             print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.sweeps.report {sweep_dir}")
 
 
-def write_verdicts(sweep_dir: Path, runs: list) -> None:
+def write_verdicts(results: SweepResults) -> None:
     """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B callback)."""
-    summaries = [summary for _, summary in runs]
-    direction = sweep_direction(sweep_dir, summaries)
-    rows, why_not = sweep_comparisons(runs, varying_overrides([s.overrides for s in summaries]), direction)
-    write_json_atomic(sweep_dir / VERDICTS_FILE, {"direction": direction, "why_none": why_not,
-                                                  "comparisons": verdict_records(rows)})
+    write_json_atomic(results.sweep_dir / VERDICTS_FILE, {"direction": results.direction, "why_none": results.why_none,
+                                                          "comparisons": results.verdict_records()})

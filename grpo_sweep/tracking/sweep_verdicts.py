@@ -19,7 +19,7 @@ from .wandb_setup import choose_mode, default_group
 
 log = logging.getLogger(__name__)
 
-VERDICTS_FILE = "verdicts.json"  # sweeps/runs.py names it too: the two packages are siblings, the file is the seam
+VERDICTS_FILE = "verdicts.json"  # sweeps/results.py names it too: the two packages are siblings, the file is the seam
 COLUMNS = ("config", "verdict", "rank_mean", "mean", "delta", "low", "high", "mde", "seeds_needed", "seeds", "note")
 
 
