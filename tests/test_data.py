@@ -288,15 +288,11 @@ def test_bad_directories_fail_clearly(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["data.eval_split=test"], "data.eval_split='test' is retired: the held-out split is now two: data.validation_split"),
-        (["data.eval_fraction=0.2"], "data.eval_fraction=0.2 is retired: carved splits are sized by data.validation_size"),
-        (["data.max_eval_samples=8"], "data.max_eval_samples=8 is retired: use data.max_val_samples and data.max_test_samples"),
-        (["data.arithmetic.n_eval=8"], "data.arithmetic.n_eval=8 is retired: set data.arithmetic.n_val and data.arithmetic.n_test"),
         (["data.arithmetic.n_val=0"], "data.arithmetic.n_val=0: every split needs at least 1 question"),
         (["data=gsm8k", "data.validation_size=0.0"], r"data.validation_size=0.0: give a fraction"),
     ],
 )
-def test_retired_keys_and_bad_sizes_are_refused_before_training(overrides, message):
+def test_bad_split_sizes_are_refused_before_training(overrides, message):
     with pytest.raises(ConfigError, match=message) as info:
         validate(compose(overrides))
     assert "\n" not in str(info.value)

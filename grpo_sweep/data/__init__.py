@@ -26,13 +26,11 @@ from .sources import (
 
 SPLITS = ("train", "validation", "test")
 
-# Keys that meant one held-out split for both choosing and reporting: the message says what replaces each.
-RETIRED = {
-    "eval_split": "the held-out split is now two: data.validation_split / data.test_split (hub, or a saved "
-                  "DatasetDict's split names) or data.validation_path / data.test_path (files)",
-    "eval_fraction": "carved splits are sized by data.validation_size and data.test_size (a fraction or a row count)",
-    "max_eval_samples": "use data.max_val_samples and data.max_test_samples",
-}
+SOURCES = ("arithmetic", "hub", "file")
+
+
+def _unknown_source(source: Any) -> DataError:
+    return DataError(f"data.source={source!r}; use one of: {', '.join(SOURCES)}")
 
 
 class Splits(NamedTuple):
@@ -56,16 +54,7 @@ def held_out_questions(data_cfg: Any) -> tuple[str, ...]:
 
 def _arithmetic_rows(data_cfg: Any) -> tuple[list[dict], list[dict], list[dict]]:
     a = data_cfg.arithmetic
-    if a.n_eval is not None:
-        raise DataError(f"data.arithmetic.n_eval={a.n_eval} is retired: set data.arithmetic.n_val and data.arithmetic.n_test")
     return arithmetic_splits(a.n_train, a.n_val, a.n_test, a.min_operands, a.max_operands, a.max_operand, a.seed)
-
-
-def _check_retired(data_cfg: Any) -> None:
-    for key, instead in RETIRED.items():
-        value = data_cfg.get(key)
-        if value is not None:
-            raise DataError(f"data.{key}={value!r} is retired: {instead}")
 
 
 def _file_sources(data_cfg: Any) -> dict[str, Source | None]:
@@ -135,7 +124,6 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
     """
     import datasets
 
-    _check_retired(data_cfg)
     if data_cfg.source == "arithmetic":
         given = dict(zip(SPLITS, map(datasets.Dataset.from_list, _arithmetic_rows(data_cfg))))
         where = "the built-in task"
@@ -150,7 +138,7 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
         given = {split: load(source) if source else None for split, source in sources.items()}
         where = sources["train"].name()
     else:
-        raise DataError(f"data.source={data_cfg.source!r}; use one of: arithmetic, hub, file")
+        raise _unknown_source(data_cfg.source)
     prompt_column, truth_column = _source_columns(data_cfg)
 
     need_columns = need_columns or {}
@@ -222,17 +210,16 @@ class _Rows:
 
 
 def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> list[str] | None:
-    """Before any training: the data has what the rewards need and the splits can be made, checked without
-    ``datasets`` (stdlib and pyarrow readers).
+    """The data group's check, before any training: a known source, the data has what the rewards need and the
+    splits can be made, checked without ``datasets`` (stdlib and pyarrow readers).
 
     Returns the columns the rewards will get, or None where they cannot be known here (hub data, large files).
     """
     need_columns = need_columns or {}
-    _check_retired(data_cfg)
+    if data_cfg.source not in SOURCES:
+        raise _unknown_source(data_cfg.source)
     if data_cfg.source == "arithmetic":
         a = data_cfg.arithmetic
-        if a.n_eval is not None:
-            _arithmetic_rows(data_cfg)  # raises the retired key's message
         for key in ("n_train", "n_val", "n_test"):
             if a[key] < 1:
                 raise DataError(f"data.arithmetic.{key}={a[key]}: every split needs at least 1 question")
@@ -242,8 +229,6 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
         for split, (size, key) in _carve_sizes(data_cfg, {"validation": data_cfg.validation_split,
                                                            "test": data_cfg.test_split}).items():
             check_size(size, key)
-        return None
-    if data_cfg.source != "file":
         return None
     sources = _file_sources(data_cfg)
     for size, key in _carve_sizes(data_cfg, sources).values():
