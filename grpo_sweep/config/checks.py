@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from .grpo_fields import check_args
 
+# model.dtype (models.check_model), a reward model's model_args.dtype
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOGGERS = ("none", "wandb")
 LOGGER_MODES = ("auto", "online", "offline", "disabled")
@@ -19,11 +20,6 @@ REPORTS = ("best", "final")
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names it."""
-
-
-def check_model(model: Any) -> None:
-    if model.dtype not in DTYPES:
-        raise ConfigError(f"model.dtype={model.dtype!r}; use one of: {', '.join(DTYPES)}")
 
 
 def check_lora(lora: Any) -> None:

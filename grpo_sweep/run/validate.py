@@ -16,13 +16,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config.checks import ConfigError, check_logger, check_lora, check_model, check_optimizer, check_trainer
+from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer
 from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically, without_best
 from ..backends.gpu_stack import BackendError, check_backend, check_cpu_fallback, gpu_refusal, visible_gpu_ids
 from ..data import precheck_files
+from ..models import check_model
 from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
 from ..rewards.mix import Term, check_mix, data_columns, term_reward, terms
 from ..rewards.sandbox import SandboxUnavailable, check_isolation
