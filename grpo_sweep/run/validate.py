@@ -59,8 +59,8 @@ def validate(cfg: Any) -> None:
 
 
 def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:
-    """What spans groups: the prompt and completion within the model's length, the objective, the accuracy reward against the data, the prompt against the rewards' tags,
-    and no credential anywhere in the config."""
+    """What spans groups: the prompt and completion within the model's length, the objective, the accuracy reward
+    against the data, the system prompt against the rewards' tags, and no credential anywhere in the config."""
     trainer = cfg.trainer
     prompt_budget = trainer.max_prompt_length or 0
     if prompt_budget + trainer.max_completion_length > cfg.model.max_seq_length:
