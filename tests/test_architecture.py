@@ -193,3 +193,63 @@ def sweep_readers(root: Path) -> dict[str, set[str]]:
 
 def test_one_reader_of_a_sweep():
     assert sweep_readers(ROOT) == {}, f"read a sweep through {READER}.SweepResults"
+
+
+# -- checks beside their config --------------------------------------------------------------------------------
+
+# Each config group's one checking function, in the module that gives the group its meaning (config/checks.py for
+# the groups that need nothing but their own values); run/validate.validate calls each once, then the checks across
+# groups (its own check_across).
+GROUP_CHECKS = {
+    "check_backend": "grpo_sweep.backends.gpu_stack",
+    "check_mix": "grpo_sweep.rewards.mix",
+    "check_trainer": "grpo_sweep.config.checks",
+    "check_world": "grpo_sweep.run.distributed",
+    "check_server_settings": "grpo_sweep.run.vllm_serving",
+    "check_model": "grpo_sweep.models",
+    "check_lora": "grpo_sweep.config.checks",
+    "check_optimizer": "grpo_sweep.config.checks",
+    "check_logger": "grpo_sweep.config.checks",
+    "precheck_files": "grpo_sweep.data",
+    "check_across": "grpo_sweep.run.validate",
+}
+# Where a ConfigError may be raised: the group checks, validate (across groups, and the training machine's own),
+# and the gate with its hub look-ups (what depends on the launcher, the sweep or the network).
+RAISE_CONFIG_ERROR = {"grpo_sweep.config.checks", "grpo_sweep.models", "grpo_sweep.run.validate",
+                      "grpo_sweep.sweeps.gate", "grpo_sweep.sweeps.hub"}
+
+
+def called_names(node: ast.AST) -> list[str]:
+    """The names of the functions ``node`` calls (``f(...)`` and ``mod.f(...)``)."""
+    return [c.func.id if isinstance(c.func, ast.Name) else c.func.attr for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, (ast.Name, ast.Attribute))]
+
+
+def top_functions(path: Path) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+
+
+def test_validate_calls_each_groups_check_once_and_each_lives_beside_its_group():
+    modules = module_files(ROOT)
+    [validate] = [f for name, f in top_functions(modules["grpo_sweep.run.validate"]).items() if name == "validate"]
+    calls = called_names(validate)
+    assert {name: calls.count(name) for name in GROUP_CHECKS} == {name: 1 for name in GROUP_CHECKS}
+    assert {name: name in top_functions(modules[owner]) for name, owner in GROUP_CHECKS.items()} == \
+        {name: True for name in GROUP_CHECKS}
+
+
+def test_no_group_is_checked_again_outside_validate():
+    """build_mix builds the mix the gate checked, the data loader loads the data it checked: a group's check runs
+    once a run (check_world again only with the world a launcher or the training machine gives)."""
+    again = {name for name in GROUP_CHECKS if name not in ("check_world", "check_across")}
+    found = sorted(f"{name} calls {call}" for name, path in module_files(ROOT).items()
+                   if name != "grpo_sweep.run.validate" for call in called_names(ast.parse(path.read_text()))
+                   if call in again)
+    assert found == []
+
+
+def test_config_errors_are_raised_only_by_the_checks():
+    raising = {name for name, path in module_files(ROOT).items() for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+               and getattr(node.exc.func, "id", None) == "ConfigError"}
+    assert raising == RAISE_CONFIG_ERROR

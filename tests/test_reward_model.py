@@ -163,7 +163,7 @@ def bad_terms(tmp: Path, rm_dir: str, policy_dir: str) -> list[tuple[dict, str]]
          "reward_mix.rm.model_args.dtype='float8'; use one of: auto, float32, bfloat16, float16"),
         ({"model": rm_dir, "model_args": {"device": "gpu1"}}, "reward_mix.rm.model_args.device='gpu1'; use auto"),
         ({"model": rm_dir, "model_args": {"batch_size": 0}},
-         "reward_mix.rm.model_args.batch_size=0: must be an integer >= 1"),
+         "reward_mix.rm.model_args.batch_size=0: give a whole number >= 1"),
         ({"model": rm_dir, "model_args": {"max_length": "long"}}, "reward_mix.rm.model_args.max_length='long'"),
         ({"model": rm_dir, "model_args": {"tokenizer": "/no/tok"}},
          "reward_mix.rm.model_args.tokenizer='/no/tok': no such directory"),

@@ -161,6 +161,7 @@ CASES = [
     ("learning rate <= 0", bad(["optimizer.learning_rate=0"]), "optimizer.learning_rate=0.0: must be > 0"),
     ("max_steps <= 0", bad(["trainer.max_steps=0"]), "trainer.max_steps=0: must be > 0"),
     ("unknown model dtype", bad(["model.dtype=fp8"]), "model.dtype='fp8'; use one of: auto, float32, bfloat16, float16"),
+    ("a tiny model's warm start setting out of range", bad(["model.tiny.warm_start.steps=100", "model.tiny.warm_start.decay_steps=0", "model.tiny.warm_start.teacher_slip=1.5"]), "model.tiny.warm_start.teacher_slip=1.5; need 0..1"),
     ("bf16 weights on a CPU-only machine", on_cpu(["model.dtype=bfloat16"]), "model.dtype=bfloat16 needs a GPU and this machine has no GPU"),
     ("fp16 weights on a CPU-only machine", on_cpu(["model.dtype=float16"]), "model.dtype=float16 needs a GPU"),
     ("bf16 training on a CPU-only machine", on_cpu(["trainer.bf16=true"]), "trainer.bf16=true needs a GPU"),

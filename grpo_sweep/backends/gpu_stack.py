@@ -3,7 +3,7 @@
 Unsloth patches trl/transformers/peft by version; a mismatched stack fails deep inside a kernel or a patched
 trainer, far from its cause. So the Unsloth backend compares what is installed with the ``[gpu]`` extra's pins
 before importing anything, and GPU-only options are refused on a machine without a GPU.
-Light on purpose (no torch import): ``check_backend_settings`` runs at compose time on login nodes.
+Light on purpose (no torch import): ``check_backend`` runs at compose time on login nodes.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import os
 import re
 from importlib import metadata
 from typing import Any, Callable, Iterable
+
+from . import BACKENDS
 
 # The `[gpu]` extra in pyproject.toml plus the core pins it was resolved against (tests keep them in sync).
 GPU_PINS = {
@@ -189,9 +191,12 @@ def check_device(
         raise BackendError(f'trainer.use_vllm=true needs vllm; fix: pip install "vllm=={GPU_PINS["vllm"]}" (or {INSTALL_GPU})')
 
 
-def check_backend_settings(cfg: Any) -> None:
-    """Combinations that cannot work on any machine (runs at compose time, before anything is submitted)."""
+def check_backend(cfg: Any) -> None:
+    """The backend group: its name, and combinations with the trainer's generation and the LoRA that cannot work
+    on any machine (runs at compose time, before anything is submitted)."""
     backend, trainer = cfg.backend, cfg.trainer
+    if backend.name not in BACKENDS:
+        raise BackendError(f"backend.name={backend.name!r}; available: {', '.join(sorted(BACKENDS))}")
     if backend.name != "unsloth" and backend.fast_inference:
         raise BackendError(
             f"backend.fast_inference=true is Unsloth's vLLM generation and backend={backend.name}; use "

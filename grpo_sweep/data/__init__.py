@@ -26,6 +26,13 @@ from .sources import (
 
 SPLITS = ("train", "validation", "test")
 
+SOURCES = ("arithmetic", "hub", "file")
+
+
+def _unknown_source(source: Any) -> DataError:
+    return DataError(f"data.source={source!r}; use one of: {', '.join(SOURCES)}")
+
+
 class Splits(NamedTuple):
     """Disjoint train / validation / test ``datasets.Dataset``s, each with ``prompt`` (messages) and, where the
     data has one, ``ground_truth``. Validation is for choosing (periodic evaluation, the best step, a search's
@@ -131,7 +138,7 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
         given = {split: load(source) if source else None for split, source in sources.items()}
         where = sources["train"].name()
     else:
-        raise DataError(f"data.source={data_cfg.source!r}; use one of: arithmetic, hub, file")
+        raise _unknown_source(data_cfg.source)
     prompt_column, truth_column = _source_columns(data_cfg)
 
     need_columns = need_columns or {}
@@ -203,12 +210,14 @@ class _Rows:
 
 
 def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> list[str] | None:
-    """Before any training: the data has what the rewards need and the splits can be made, checked without
-    ``datasets`` (stdlib and pyarrow readers).
+    """The data group's check, before any training: a known source, the data has what the rewards need and the
+    splits can be made, checked without ``datasets`` (stdlib and pyarrow readers).
 
     Returns the columns the rewards will get, or None where they cannot be known here (hub data, large files).
     """
     need_columns = need_columns or {}
+    if data_cfg.source not in SOURCES:
+        raise _unknown_source(data_cfg.source)
     if data_cfg.source == "arithmetic":
         a = data_cfg.arithmetic
         for key in ("n_train", "n_val", "n_test"):
@@ -220,8 +229,6 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
         for split, (size, key) in _carve_sizes(data_cfg, {"validation": data_cfg.validation_split,
                                                            "test": data_cfg.test_split}).items():
             check_size(size, key)
-        return None
-    if data_cfg.source != "file":
         return None
     sources = _file_sources(data_cfg)
     for size, key in _carve_sizes(data_cfg, sources).values():

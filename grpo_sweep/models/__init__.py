@@ -12,13 +12,28 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
+from ..config.checks import DTYPES, ConfigError
 from .tiny import TinySpec, ensure_tiny_model, tiny_model_path
 
 log = logging.getLogger(__name__)
 
 PREBUILT = Path(__file__).parent / "prebuilt"
 PREBUILT_RECORD = "build.json"
+
+
+def check_model(model_cfg: Any) -> None:
+    """The model group: its dtype, and a tiny model's warm start settings, checked before any model loads (a bad
+    warm start would otherwise fail on the machine that trains, when it builds the model)."""
+    if model_cfg.dtype not in DTYPES:
+        raise ConfigError(f"model.dtype={model_cfg.dtype!r}; use one of: {', '.join(DTYPES)}")
+    if model_cfg.tiny is not None:
+        spec = TinySpec.from_config(model_cfg.tiny, model_cfg.max_seq_length)
+        if spec.warm_start.steps:  # 0: the random build, no warm start
+            from .warm import check
+
+            check(spec.warm_start)
 
 
 def ensure_model(spec: TinySpec, system_prompt: str = "", held_out: tuple[str, ...] = ()) -> Path:

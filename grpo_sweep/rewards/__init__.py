@@ -65,7 +65,7 @@ def resolve_reward(target: str) -> RewardFn:
             "(or give an import path such as mypkg.rewards.my_reward)"
         )
     fn = import_callable(target, f"reward {target!r}")
-    _check_signature(target, fn)
+    check_signature(target, fn)
     return fn
 
 
@@ -86,10 +86,6 @@ def import_callable(path: str, where: str):
 
 def check_signature(target: str, fn: RewardFn) -> None:
     """Raise a one-line RewardError when TRL could not call ``fn`` (``target`` names it in the message)."""
-    _check_signature(target, fn)
-
-
-def _check_signature(target: str, fn: RewardFn) -> None:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

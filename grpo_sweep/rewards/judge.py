@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 from . import RewardError
 from ._text import completion_text
+from .args import flag, non_negative, seconds, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +124,14 @@ def llm_judge(
         low=low,
         high=high,
         score_regex=_regex(score_regex, group),
-        group=_flag("group", group),
-        max_concurrency=_int("max_concurrency", max_concurrency, 1),
-        timeout=_seconds("timeout", timeout),
-        max_retries=_int("max_retries", max_retries, 0),
-        deadline=_seconds("deadline", deadline),
-        temperature=_number("temperature", temperature),
-        max_tokens=_int("max_tokens", max_tokens, 1),
-        cache=_flag("cache", cache),
+        group=flag("factory_args.group", group),
+        max_concurrency=whole_number("factory_args.max_concurrency", max_concurrency, 1),
+        timeout=seconds("factory_args.timeout", timeout),
+        max_retries=whole_number("factory_args.max_retries", max_retries, 0),
+        deadline=seconds("factory_args.deadline", deadline),
+        temperature=non_negative("factory_args.temperature", temperature),
+        max_tokens=whole_number("factory_args.max_tokens", max_tokens, 1),
+        cache=flag("factory_args.cache", cache),
         name=str(term_name),
     )
     return LLMJudge(settings)
@@ -215,30 +216,6 @@ def _range(value: Any) -> tuple[float, float]:
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
-
-
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise RewardError(f"factory_args.{name}={value!r}: give true or false")
-    return value
-
-
-def _int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise RewardError(f"factory_args.{name}={value!r}: give a whole number >= {low}")
-    return value
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise RewardError(f"factory_args.{name}={value!r}: give a number >= 0")
-    return float(value)
-
-
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
-        raise RewardError(f"factory_args.{name}={value!r}: give seconds, a number > 0")
-    return float(value)
 
 
 # ---- the reward ---------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from . import (REWARDS, RewardError, RewardFn, bind_reward, check_signature, imp
                resolve_reward)
 from . import needs as needs_of
 from . import reward_model
-from .guard import guarded
+from .guard import ON_ERROR, guarded
+from .sandbox import ISOLATIONS
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
 TRAINER_PARAMS = ("max_completion_length",)
@@ -220,8 +221,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_mix(mix: Mapping[str, Any]) -> list[Term]:
-    """Resolve every reward and check the weights; raise a one-line RewardError naming the bad entry."""
+def check_mix(mix: Mapping[str, Any], reward_errors: str = "raise", trainer_args: Mapping[str, Any] | None = None
+              ) -> list[Term]:
+    """The reward_mix group (and ``reward_errors``, what its guard does with a reward that raises): resolve every
+    reward, check its weight, the columns it asks for and its sandbox, and that ``trainer_args`` (trainer.args)
+    does not give the weights TRL's way; raise a one-line RewardError naming the bad entry. Returns the terms, for
+    the checks across groups."""
+    if reward_errors not in ON_ERROR:
+        raise RewardError(f"reward_errors={reward_errors!r}; use one of: {', '.join(ON_ERROR)}")
     mix_terms = terms(mix)
     if not mix_terms:
         raise RewardError(
@@ -230,7 +237,8 @@ def check_mix(mix: Mapping[str, Any]) -> list[Term]:
             f"built-ins: {', '.join(sorted(REWARDS))}"
         )
     for term in mix_terms:
-        bind_reward(term.name, term_reward(term), term.params)  # raises on unknown names / bad imports
+        fn = term_reward(term)
+        bind_reward(term.name, fn, term.params)  # raises on unknown names / bad imports
         if term.weight < 0:
             raise RewardError(f"reward_mix.{term.name}.weight={term.weight}: weights must be >= 0")
         for column in _term_needs(term):
@@ -239,8 +247,19 @@ def check_mix(mix: Mapping[str, Any]) -> list[Term]:
                     f"{term.label} needs column {column!r}, which TRL never passes to rewards "
                     f"(it passes {WITHHELD_COLUMNS[column]!r}); take that parameter instead"
                 )
+        isolation = term.params.get("isolation", "namespaces")
+        if needs_of(fn).sandbox and isolation not in ISOLATIONS:
+            raise RewardError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
     if all(term.weight == 0 for term in mix_terms):
         raise RewardError("reward_mix: every weight is 0, so there is nothing to learn; give one reward a weight > 0")
+    if trainer_args and "reward_weights" in trainer_args:
+        weights = list(trainer_args["reward_weights"] or [])
+        names = [t.name for t in mix_terms]
+        problem = "does not match" if len(weights) != len(names) else "would silently override"
+        raise RewardError(
+            f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
+            "set each weight as reward_mix.<name>.weight instead"
+        )
     return mix_terms
 
 
@@ -299,9 +318,11 @@ def describe_mix(mix: Mapping[str, Any]) -> str:
 
 
 def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "raise") -> tuple[list, list[float]]:
-    """(reward_funcs, reward_weights) for GRPOConfig/GRPOTrainer, in the mix's order; each reward guarded."""
+    """(reward_funcs, reward_weights) for GRPOConfig/GRPOTrainer, in the mix's order; each reward guarded.
+
+    ``mix`` is one the gate passed (``check_mix``): it is built, not checked again."""
     funcs, weights = [], []
-    for term in check_mix(mix):
+    for term in terms(mix):
         fn = make_reward(term) if term.factory or term.model else resolve_reward(term.target)
         params = dict(term.params)
         for key in TRAINER_PARAMS:

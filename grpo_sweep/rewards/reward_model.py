@@ -17,11 +17,12 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..config.checks import DTYPES  # the policy's (model.dtype)
 from . import RewardError
+from .args import whole_number
 
 # model_args a reward model takes, with their defaults
 OPTIONS: dict[str, Any] = {"tokenizer": None, "batch_size": 8, "device": "auto", "dtype": "auto", "max_length": None}
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 # auto: the training device; or a device torch names (cuda:1, cpu, mps, ...)
 DEVICE = re.compile(r"^(auto|cpu|mps|(cuda|xpu|npu|hpu)(:\d+)?)$")
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
@@ -54,12 +55,8 @@ def check_options(name: str, model: Any, args: Mapping[str, Any]) -> dict:
                           f"{', '.join(OPTIONS)}")
     options = {**OPTIONS, **args}
     where = f"reward_mix.{name}.model_args"
-    batch_size = options["batch_size"]
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise RewardError(f"{where}.batch_size={batch_size!r}: must be an integer >= 1")
-    max_length = options["max_length"]
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
-        raise RewardError(f"{where}.max_length={max_length!r}: must be an integer >= 2, or null (no truncation)")
+    whole_number(f"{where}.batch_size", options["batch_size"], 1)
+    whole_number(f"{where}.max_length", options["max_length"], 2, null="no truncation")
     if options["dtype"] not in DTYPES:
         raise RewardError(f"{where}.dtype={options['dtype']!r}; use one of: {', '.join(DTYPES)}")
     if not isinstance(options["device"], str) or not DEVICE.match(options["device"]):

@@ -1,7 +1,9 @@
-"""Checks that run on the composed config before anything heavy is imported, trained or submitted.
+"""The one place a run's config is checked, once, on the machine that launches it, before anything heavy is
+imported, trained or submitted: ``validate`` calls each group's checking function, which lives beside the code
+that gives the group its meaning, then checks what spans groups (``check_across``).
 
-Each failure is one line naming the key, the bad value and what would be valid, in the style of TRL's
-own ``GRPOConfig.__post_init__`` messages.
+Each failure is one line naming the key, the bad value and what would be valid, in the style of TRL's own
+``GRPOConfig.__post_init__`` messages. What only the machine that trains can answer is ``check_machine``'s.
 """
 from __future__ import annotations
 
@@ -14,96 +16,62 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..backends import BACKENDS
-from ..config.grpo_fields import check_args
+from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer
 from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import is_secret_key
-from .results import BEST_PREFIX, measured_periodically
-from ..backends.gpu_stack import (BackendError, check_backend_settings, check_cpu_fallback, gpu_refusal,
-                                  visible_gpu_ids)
-from ..data import DataError, precheck_files
+from .results import BEST_PREFIX, measured_periodically, without_best
+from ..backends.gpu_stack import BackendError, check_backend, check_cpu_fallback, gpu_refusal, visible_gpu_ids
+from ..data import precheck_files
+from ..models import check_model
 from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
-from ..rewards.guard import ON_ERROR
-from ..rewards.mix import Term, check_mix, data_columns, needs_ground_truth, term_reward, terms
-from ..rewards.sandbox import ISOLATIONS, SandboxUnavailable, check_isolation
+from ..rewards.mix import Term, check_mix, data_columns, term_reward, terms
+from ..rewards.sandbox import SandboxUnavailable, check_isolation
 
-DATA_SOURCES = ("arithmetic", "hub", "file")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-LOGGERS = ("none", "wandb")
-LOGGER_MODES = ("auto", "online", "offline", "disabled")
+__all__ = ["ConfigError", "check_across", "check_machine", "validate"]
 
 
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names it."""
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 def validate(cfg: Any) -> None:
-    trainer, optimizer = cfg.trainer, cfg.optimizer
-    if cfg.backend.name not in BACKENDS:
-        raise ConfigError(f"backend.name={cfg.backend.name!r}; available: {', '.join(sorted(BACKENDS))}")
-    if trainer.num_generations < 2:
-        raise ConfigError(
-            f"trainer.num_generations={trainer.num_generations}: GRPO compares completions within a group, use >= 2"
-        )
+    """Every group's check, in order, then the checks across groups; the first failure raises ConfigError."""
+    # read as plain dicts: the mix is read several times, and each absent optional key of a DictConfig costs an
+    # exception inside OmegaConf, which a large sweep pays once per run
+    mix, args = _plain(cfg.reward_mix), dict(_plain(cfg.trainer.args))
     try:
+        check_backend(cfg)
+        mix_terms = check_mix(mix, cfg.reward_errors, args)  # before trainer.args: it names the mix's rewards
+        check_trainer(cfg.trainer, args, cfg.backend.name)
         # the processes, when the config says (null: the launcher's tasks, or the GPUs: checked where they are known)
         check_world(cfg, cfg.distributed.nproc_per_node)
         check_server_settings(cfg)
-    except ValueError as exc:
+        check_model(cfg.model)
+        check_lora(cfg.lora)
+        check_optimizer(cfg.optimizer)
+        check_logger(cfg.logger)
+        need_columns = data_columns(mix)
+        columns = precheck_files(cfg.data, "ground_truth" in need_columns, need_columns)
+        check_across(cfg, mix_terms, columns)
+    except ValueError as exc:  # each check's one line (RewardError, DataError, BackendError, ConfigError ...)
         raise ConfigError(str(exc)) from None
+
+
+def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:
+    """What spans groups: the prompt and completion within the model's length, the objective, the accuracy reward
+    against the data, the system prompt against the rewards' tags, and no credential anywhere in the config."""
+    trainer = cfg.trainer
     prompt_budget = trainer.max_prompt_length or 0
     if prompt_budget + trainer.max_completion_length > cfg.model.max_seq_length:
         raise ConfigError(
             f"trainer.max_prompt_length + trainer.max_completion_length = {prompt_budget} + "
             f"{trainer.max_completion_length} exceeds model.max_seq_length={cfg.model.max_seq_length}"
         )
-    if trainer.max_steps <= 0:
-        raise ConfigError(f"trainer.max_steps={trainer.max_steps}: must be > 0")
-    if optimizer.learning_rate <= 0:
-        raise ConfigError(f"optimizer.learning_rate={optimizer.learning_rate}: must be > 0")
-    if cfg.lora.enabled and cfg.lora.r <= 0:
-        raise ConfigError(f"lora.r={cfg.lora.r}: LoRA rank must be > 0 (or lora=none for full fine-tuning)")
-    if cfg.data.source not in DATA_SOURCES:
-        raise ConfigError(f"data.source={cfg.data.source!r}; use one of: {', '.join(DATA_SOURCES)}")
-    if cfg.reward_errors not in ON_ERROR:
-        raise ConfigError(f"reward_errors={cfg.reward_errors!r}; use one of: {', '.join(ON_ERROR)}")
-    if cfg.model.dtype not in DTYPES:
-        raise ConfigError(f"model.dtype={cfg.model.dtype!r}; use one of: {', '.join(DTYPES)}")
-    if cfg.logger.name not in LOGGERS:
-        raise ConfigError(f"logger.name={cfg.logger.name!r}; use one of: {', '.join(LOGGERS)}")
-    if cfg.logger.mode not in LOGGER_MODES:
-        raise ConfigError(f"logger.mode={cfg.logger.mode!r}; use one of: {', '.join(LOGGER_MODES)}")
-    # read as plain dicts: the mix is read three times, and each absent optional key of a DictConfig costs an
-    # exception inside OmegaConf, which a large sweep pays once per run
-    mix = OmegaConf.to_container(cfg.reward_mix, resolve=True) if OmegaConf.is_config(cfg.reward_mix) else cfg.reward_mix
-    try:
-        mix_terms = check_mix(mix)
-        check_backend_settings(cfg)
-        columns = precheck_files(cfg.data, needs_ground_truth(mix), data_columns(mix))
-    except (RewardError, BackendError, DataError) as exc:
-        raise ConfigError(str(exc)) from None
+    _check_objective(str(cfg.optimized_metric))
     _check_accuracy_reward(cfg, mix_terms, columns)
-    if "reward_weights" in trainer.args:
-        weights = list(trainer.args["reward_weights"] or [])
-        names = [t.name for t in mix_terms]
-        problem = "does not match" if len(weights) != len(names) else "would silently override"
-        raise ConfigError(
-            f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
-            "set each weight as reward_mix.<name>.weight instead"
-        )
-    try:
-        check_args(OmegaConf.to_container(trainer.args, resolve=True) if OmegaConf.is_config(trainer.args)
-                   else dict(trainer.args), cfg.backend.name)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     _check_prompt_asks_for_tags(cfg, mix_terms)
-    _check_eval(cfg)
     _no_secrets_in(cfg)
-    for term in mix_terms:
-        isolation = term.params.get("isolation", "namespaces")
-        if needs(term_reward(term)).sandbox and isolation not in ISOLATIONS:
-            raise ConfigError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
 
 
 def _tag_default(fn: Any, param: str) -> Any:
@@ -139,33 +107,12 @@ def _check_prompt_asks_for_tags(cfg: Any, mix_terms: list[Term]) -> None:
         )
 
 
-REPORTS = ("best", "final")
-
-
-def _check_eval(cfg: Any) -> None:
-    ev = cfg.trainer.eval
-    if ev.every_steps < 0:
-        raise ConfigError(f"trainer.eval.every_steps={ev.every_steps}: must be >= 0 (0: evaluate only before and after training)")
-    if ev.k < 0:
-        raise ConfigError(f"trainer.eval.k={ev.k}: must be >= 0 (0: no pass@k / maj@k sampling)")
-    if ev.k > 0 and ev.temperature <= 0:
-        raise ConfigError(
-            f"trainer.eval.temperature={ev.temperature} with trainer.eval.k={ev.k}: k samples at temperature 0 are "
-            "k copies of the greedy answer; set trainer.eval.temperature > 0 (e.g. 1.0) or trainer.eval.k=0"
-        )
-    if ev.report not in REPORTS:
-        raise ConfigError(f"trainer.eval.report={ev.report!r}; use one of: {', '.join(REPORTS)}")
-    metric = str(cfg.optimized_metric)
-    base = metric[len(BEST_PREFIX):] if metric.startswith(BEST_PREFIX) else metric
+def _check_objective(metric: str) -> None:
+    base = without_best(metric)
     if base.startswith("test_"):
         raise ConfigError(
             f"optimized_metric={metric}: the test split only measures, it never chooses (a choice made on it "
             f"inflates what it reports); optimize its validation twin, optimized_metric=val_{base[len('test_'):]}"
-        )
-    if base.startswith("eval_"):
-        raise ConfigError(
-            f"optimized_metric={metric}: the held-out evaluation is now two splits; "
-            f"use optimized_metric=val_{base[len('eval_'):]} (validation chooses, test measures)"
         )
     if metric.startswith(BEST_PREFIX) and not measured_periodically(metric):
         raise ConfigError(

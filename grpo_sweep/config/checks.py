@@ -1,0 +1,66 @@
+"""The value checks of the config groups that need nothing but their own values, one function a group.
+
+Each failure is one sentence naming the key, the bad value and what would be valid, in the style of TRL's own
+``GRPOConfig.__post_init__``. ``run/validate.validate`` calls these, and the checks of the groups whose meaning
+lives elsewhere (the reward mix in ``rewards/``, the data's columns in ``data/``, the backend in ``backends/``,
+the process world in ``run/distributed.py``), once a run, on the machine that launches it.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .grpo_fields import check_args
+
+# model.dtype (models.check_model), a reward model's model_args.dtype
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+LOGGERS = ("none", "wandb")
+LOGGER_MODES = ("auto", "online", "offline", "disabled")
+REPORTS = ("best", "final")
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names it."""
+
+
+def check_lora(lora: Any) -> None:
+    if lora.enabled and lora.r <= 0:
+        raise ConfigError(f"lora.r={lora.r}: LoRA rank must be > 0 (or lora=none for full fine-tuning)")
+
+
+def check_optimizer(optimizer: Any) -> None:
+    if optimizer.learning_rate <= 0:
+        raise ConfigError(f"optimizer.learning_rate={optimizer.learning_rate}: must be > 0")
+
+
+def check_logger(logger: Any) -> None:
+    if logger.name not in LOGGERS:
+        raise ConfigError(f"logger.name={logger.name!r}; use one of: {', '.join(LOGGERS)}")
+    if logger.mode not in LOGGER_MODES:
+        raise ConfigError(f"logger.mode={logger.mode!r}; use one of: {', '.join(LOGGER_MODES)}")
+
+
+def check_trainer(trainer: Any, args: Mapping[str, Any], backend: str) -> None:
+    """The trainer group, its evaluation and ``args`` (``trainer.args`` as plain values: what goes to TRL's
+    GRPOConfig as it is, checked against that backend's GRPOConfig fields)."""
+    if trainer.num_generations < 2:
+        raise ConfigError(
+            f"trainer.num_generations={trainer.num_generations}: GRPO compares completions within a group, use >= 2"
+        )
+    if trainer.max_steps <= 0:
+        raise ConfigError(f"trainer.max_steps={trainer.max_steps}: must be > 0")
+    ev = trainer.eval
+    if ev.every_steps < 0:
+        raise ConfigError(f"trainer.eval.every_steps={ev.every_steps}: must be >= 0 (0: evaluate only before and after training)")
+    if ev.k < 0:
+        raise ConfigError(f"trainer.eval.k={ev.k}: must be >= 0 (0: no pass@k / maj@k sampling)")
+    if ev.k > 0 and ev.temperature <= 0:
+        raise ConfigError(
+            f"trainer.eval.temperature={ev.temperature} with trainer.eval.k={ev.k}: k samples at temperature 0 are "
+            "k copies of the greedy answer; set trainer.eval.temperature > 0 (e.g. 1.0) or trainer.eval.k=0"
+        )
+    if ev.report not in REPORTS:
+        raise ConfigError(f"trainer.eval.report={ev.report!r}; use one of: {', '.join(REPORTS)}")
+    try:
+        check_args(args, backend)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
