@@ -330,31 +330,22 @@ def test_status_names_replicated_trials_by_path_and_counts_pruned_ones(tmp_path)
     assert states["trials/1/seed42"]["overrides"] == ["lr=2", "trainer.seed=42"]
 
 
-def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
-    """What the multirun-end callbacks do (the table, verdicts.json, report.md with its plots, W&B's verdicts): every
-    run's summary.json, metrics.jsonl and outcomes opened once at most, the comparisons computed once."""
+def counting_reads(monkeypatch, root: Path):
+    """({run file: times opened}, [one entry per stats.compare call]) from now until monkeypatch.undo(): the run
+    files under ``root`` that the end of a sweep reads (summary.json, metrics.jsonl, outcomes)."""
     import builtins
     import io
     from collections import Counter
 
-    from omegaconf import OmegaConf
-
     from grpo_sweep.sweeps import stats
-    from grpo_sweep.sweeps.simulate import simulate
-    from grpo_sweep.sweeps.sweep_end import SweepTable
-    from grpo_sweep.tracking.sweep_verdicts import WandbVerdicts
 
-    val, test = simulate(np.random.default_rng(0), 1, 3, 3, shifts={0: -0.2})
-    make_outcome_sweep(tmp_path, val[0], test[0])
-    make_run(tmp_path, "9", ["reward_mix=m3", "trainer.seed=1"], {"status": "failed", "error": "boom"})
-    make_run(tmp_path, "10", ["reward_mix=m3", "trainer.seed=2"], None)  # still running: no steps in a summary
     opened: Counter = Counter()
     real_open = io.open
 
     def counting_open(file, *args, **kwargs):
         path = Path(file) if isinstance(file, (str, Path)) else Path()
         if path.name in ("summary.json", "metrics.jsonl", "test.jsonl"):
-            opened[path.relative_to(tmp_path).as_posix()] += 1
+            opened[path.relative_to(root).as_posix()] += 1
         return real_open(file, *args, **kwargs)
 
     monkeypatch.setattr(io, "open", counting_open)  # pathlib opens through io.open
@@ -362,10 +353,33 @@ def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monk
     compared = []
     real_compare = stats.compare
     monkeypatch.setattr(stats, "compare", lambda *a, **k: compared.append(1) or real_compare(*a, **k))
-    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "launcher": {"detach": False}},
+    return opened, compared
+
+
+def multirun_end(sweep_dir: Path) -> None:
+    """Hydra's multirun-end callbacks, in the order conf/hydra/default.yaml has Hydra call them."""
+    from omegaconf import OmegaConf
+
+    from grpo_sweep.sweeps.sweep_end import SweepTable
+    from grpo_sweep.tracking.sweep_verdicts import WandbVerdicts
+
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "launcher": {"detach": False}},
                                "logger": {"name": "wandb", "mode": "disabled"}})
     SweepTable().on_multirun_end(config)
     WandbVerdicts().on_multirun_end(config)
+
+
+def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
+    """What the multirun-end callbacks do (the table, verdicts.json, report.md with its plots, W&B's verdicts): every
+    run's summary.json, metrics.jsonl and outcomes opened once at most, the comparisons computed once."""
+    from grpo_sweep.sweeps.simulate import simulate
+
+    val, test = simulate(np.random.default_rng(0), 1, 3, 3, shifts={0: -0.2})
+    make_outcome_sweep(tmp_path, val[0], test[0])
+    make_run(tmp_path, "9", ["reward_mix=m3", "trainer.seed=1"], {"status": "failed", "error": "boom"})
+    make_run(tmp_path, "10", ["reward_mix=m3", "trainer.seed=2"], None)  # still running: no steps in a summary
+    opened, compared = counting_reads(monkeypatch, tmp_path)
+    multirun_end(tmp_path)
     monkeypatch.undo()
     assert "report with plots" in capsys.readouterr().out and (tmp_path / "plots" / "forest.png").exists()
     runs = [str(i) for i in range(11)]
@@ -373,4 +387,30 @@ def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monk
     assert {f"{r}/outcomes/test.jsonl" for r in runs[:9]} <= set(opened)
     assert {f"{r}/summary.json" for r in runs[:10]} <= set(opened)
     assert max(opened.values()) == 1, opened  # ... once
+    assert len(compared) == 1
+
+
+def test_the_end_of_a_study_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
+    """The sweeper's study report, then the multirun-end callbacks (table, verdicts.json, report.md, W&B): every
+    trial's run files opened once at most, the comparisons computed once, as at a grid's end."""
+    from grpo_sweep.search.sweeper import print_study_report
+
+    from .test_search import fake_study
+
+    a, b = 1e-3, 1e-2
+    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
+                                  lambda lr, seed: (0.6 if lr == a else 0.4) + (seed - 42) / 100)
+    for lr in (a, b):
+        study.enqueue_trial({"optimizer.learning_rate": lr})
+    study.optimize(objective, n_trials=2, catch=())
+    capsys.readouterr()
+    opened, compared = counting_reads(monkeypatch, tmp_path)
+    print_study_report(tmp_path, plots=False)
+    multirun_end(tmp_path)
+    monkeypatch.undo()
+    out = capsys.readouterr().out
+    assert "Configurations compared on the seeds they share" in out and "report with plots" in out
+    runs = [f"trials/{t}/seed{s}" for t in (0, 1) for s in (42, 43)]
+    assert {f"{r}/summary.json" for r in runs} | {f"{r}/outcomes/test.jsonl" for r in runs} <= set(opened)
+    assert max(opened.values()) == 1, opened
     assert len(compared) == 1

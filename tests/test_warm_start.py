@@ -3,14 +3,14 @@ key, racing builders."""
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
-from grpo_sweep.config.schema import WarmStartConfig
 from grpo_sweep.models import ensure_model, tiny, warm
-from grpo_sweep.models.tiny import TinySpec, build_cached, tiny_model_path
+from grpo_sweep.models.tiny import TinySpec, WarmStartSpec, build_cached, tiny_model_path
 from grpo_sweep.data import held_out_questions
 from grpo_sweep.data.arithmetic import arithmetic_splits, question
 from grpo_sweep.models.warm import WarmTask, corpus_line, example_operands, facts, warm_model_path, worked_example
@@ -58,20 +58,20 @@ def test_cache_key_follows_every_setting_the_task_and_leaves_the_base_alone(tmp_
     monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
     base = TinySpec()
     task = WarmTask(SYSTEM, ("What is the result of 6 * 3?",))
-    warm_spec = replace(base, warm_start=WarmStartConfig(steps=600))
+    warm_spec = replace(base, warm_start=WarmStartSpec(steps=600))
     assert tiny_model_path(warm_spec) == tiny_model_path(base)  # the random model is shared
-    default = warm_model_path(tiny_model_path(base), WarmStartConfig(steps=600), task)
-    assert default == warm_model_path(tiny_model_path(base), WarmStartConfig(steps=600), task)
+    default = warm_model_path(tiny_model_path(base), WarmStartSpec(steps=600), task)
+    assert default == warm_model_path(tiny_model_path(base), WarmStartSpec(steps=600), task)
     others = {
-        warm_model_path(tiny_model_path(base), replace(WarmStartConfig(steps=600), **change), task)
+        warm_model_path(tiny_model_path(base), replace(WarmStartSpec(steps=600), **change), task)
         for change in ({"steps": 601}, {"learning_rate": 1e-3}, {"batch_size": 32}, {"max_operand": 5},
                        {"restate_fraction": 0.5}, {"chat_fraction": 0.3}, {"teacher_slip": 0.5}, {"seed": 1})
     }
     assert default not in others and len(others) == 8
     for other_task in (WarmTask(SYSTEM), WarmTask("Answer.", task.held_out)):
-        assert warm_model_path(tiny_model_path(base), WarmStartConfig(steps=600), other_task) != default
+        assert warm_model_path(tiny_model_path(base), WarmStartSpec(steps=600), other_task) != default
     other_base = tiny_model_path(replace(base, hidden_size=32))
-    assert warm_model_path(other_base, WarmStartConfig(steps=600), task) != default
+    assert warm_model_path(other_base, WarmStartSpec(steps=600), task) != default
 
 
 def test_bad_settings_are_one_line_errors(tmp_path, monkeypatch):
@@ -84,7 +84,7 @@ def test_bad_settings_are_one_line_errors(tmp_path, monkeypatch):
                            ({"decay_steps": 6}, "warm_start.decay_steps=6; need 0..steps"),
                            ({"decay_steps": -1}, "warm_start.decay_steps=-1")):
         with pytest.raises(ValueError, match=needle):
-            warm.ensure_warm_model(tmp_path / "base", TinySpec(warm_start=replace(WarmStartConfig(steps=5), **change)),
+            warm.ensure_warm_model(tmp_path / "base", TinySpec(warm_start=replace(WarmStartSpec(steps=5), **change)),
                                    WarmTask(SYSTEM))
 
 
@@ -145,7 +145,7 @@ def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
 
     import torch
 
-    spec = TinySpec(warm_start=WarmStartConfig(steps=3, batch_size=4, decay_steps=2))
+    spec = TinySpec(warm_start=WarmStartSpec(steps=3, batch_size=4, decay_steps=2))
     torch.set_num_threads(1)  # as train() leaves it; the build takes every core, then gives them back
     path = ensure_model(spec, SYSTEM, ("What is the result of 6 * 3?",))
     assert torch.get_num_threads() == 1
@@ -163,10 +163,13 @@ def test_from_config_reads_a_composed_warm_start(cfg_factory):
     cfg = cfg_factory(["model.tiny.warm_start.steps=80"])
     spec = TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length)
     default = TinySpec.from_config(cfg_factory([]).model.tiny, 512).warm_start
-    assert spec.warm_start == replace(default, steps=80) and default != WarmStartConfig()
+    assert spec.warm_start == replace(default, steps=80) and default != WarmStartSpec()
     assert default.steps > 0 and 0 < default.decay_steps < default.steps  # the main job starts warm, its rate decays
     off = cfg_factory(["model.tiny.warm_start.steps=0"]).model.tiny
     assert TinySpec.from_config(off, 512).warm_start.steps == 0
+    # the spec holds model.tiny's keys, no fewer and no more (a key of its own would keep its default unseen)
+    built = asdict(TinySpec.from_config(cfg.model.tiny, 512))
+    assert built.pop("max_position_embeddings") == 512 and built == OmegaConf.to_container(cfg.model.tiny)
 
 
 @pytest.mark.parametrize("kind", ["chat", "facts", "mixed"])

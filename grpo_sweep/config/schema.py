@@ -3,9 +3,9 @@
 Every YAML file under ``conf/`` is merged onto these, so a typo'd key or a wrongly typed value fails at
 compose time. Field names that exist in TRL's ``GRPOConfig`` keep TRL's names and meaning. The schema holds types
 and what each key means; the values are conf/'s only (a field is ``MISSING``, or None where unset is a value), so
-no default sits in two places. The exception, ``TinyModelConfig`` / ``WarmStartConfig``, doubles as the models
-layer's build spec (``models.tiny.TinySpec``): its defaults are that API's (``TinySpec()`` is the random tiny
-model), and conf/model/tiny.yaml sets every one of its keys, so none reaches a composed config.
+no default sits in two places. (``models.tiny.TinySpec``, the tiny model's build spec, has defaults of its own:
+``TinySpec()`` is the random tiny model for code that builds one without a config; a run's spec comes from its
+composed ``model.tiny``.)
 No heavy imports here: a login node composes and validates configs.
 """
 from __future__ import annotations
@@ -25,41 +25,41 @@ class WarmStartConfig:
     question."""
 
     # 0: off (the random model as built); N: that many pre-training steps
-    steps: int = 0
-    learning_rate: float = 6e-3
+    steps: int = MISSING
+    learning_rate: float = MISSING
     # the last decay_steps steps take the rate down to 0 (cosine; transformers' warmup-stable-decay schedule), so the
     # model settles instead of stopping wherever the constant rate left it; 0: constant throughout
-    decay_steps: int = 0
-    batch_size: int = 128
+    decay_steps: int = MISSING
+    batch_size: int = MISSING
     # the facts: every `a op b` with a, b in 1..max_operand and op in + - *
-    max_operand: int = 9
+    max_operand: int = MISSING
     # share of "restate" lines among the facts lines (`Take 6 * 3. 6 * 3 = 18.`); the rest hold 1 to 4 facts
-    restate_fraction: float = 0.6
+    restate_fraction: float = MISSING
     # share of steps on worked examples (chat turns) rather than facts lines
-    chat_fraction: float = 0.4
+    chat_fraction: float = MISSING
     # share of worked examples in which the teacher adds the two numbers whatever the question asks: the habit
     # the model picks up and GRPO can unlearn, with the facts it knows
-    teacher_slip: float = 0.6
-    seed: int = 0
+    teacher_slip: float = MISSING
+    seed: int = MISSING
 
 
 @dataclass
 class TinyModelConfig:
     """A random-initialised Llama built locally (no download), with a byte-level BPE tokenizer."""
 
-    hidden_size: int = 64
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    intermediate_size: int = 128
-    # 10x Llama's default, so a LoRA adapter can move the outputs of a random model.
-    initializer_range: float = 0.2
-    bpe_merges: int = 512
-    seed: int = 0
-    # a cached pre-training of the random model (facts + a sloppy teacher's worked examples); off while steps is 0
+    hidden_size: int = MISSING
+    num_hidden_layers: int = MISSING
+    num_attention_heads: int = MISSING
+    intermediate_size: int = MISSING
+    # the random init's std; conf/'s is 10x Llama's default, so a LoRA adapter can move a random model's outputs
+    initializer_range: float = MISSING
+    bpe_merges: int = MISSING
+    seed: int = MISSING
+    # a cached pre-training of the random model (facts + a sloppy teacher's worked examples); steps=0: off
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     # use the warm-started model shipped with the package (bit-identical on every machine) when this spec is the one
     # it was built from; false: build it here (a build on another CPU type is another model: float rounding)
-    prebuilt: bool = True
+    prebuilt: bool = MISSING
 
 
 @dataclass

@@ -12,11 +12,9 @@ import os
 import random
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
-
-from grpo_sweep.config.schema import TinyModelConfig, WarmStartConfig
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +32,49 @@ TAG_TOKENS = ["<think>", "</think>", "<answer>", "</answer>", "<reasoning>", "</
 
 
 @dataclass
-class TinySpec(TinyModelConfig):
-    """The config's tiny-model fields plus the context length the model is built for."""
+class WarmStartSpec:
+    """The warm start's recipe (``warm.py``; each field is config/schema.WarmStartConfig's, meant as it says). The
+    defaults are this API's: off (``steps=0``: the random model). The main job's recipe is conf/model/tiny.yaml's."""
 
+    steps: int = 0
+    learning_rate: float = 6e-3
+    decay_steps: int = 0
+    batch_size: int = 128
+    max_operand: int = 9
+    restate_fraction: float = 0.6
+    chat_fraction: float = 0.4
+    teacher_slip: float = 0.6
+    seed: int = 0
+
+
+@dataclass
+class TinySpec:
+    """What the tiny model is built from: ``model.tiny``'s fields (config/schema.TinyModelConfig says what each means)
+    plus the context length. ``TinySpec()`` is this API's default, the random tiny model (no warm start) that tests
+    and tools build without a config; a run's spec is ``from_config`` of its composed config (conf/model/tiny.yaml)."""
+
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    intermediate_size: int = 128
+    # 10x Llama's default, so a LoRA adapter can move the outputs of a random model
+    initializer_range: float = 0.2
+    bpe_merges: int = 512
+    seed: int = 0
+    warm_start: WarmStartSpec = field(default_factory=WarmStartSpec)
+    prebuilt: bool = True
     max_position_embeddings: int = 512
 
     @classmethod
     def from_config(cls, tiny: Mapping[str, Any], max_position_embeddings: int) -> "TinySpec":
-        """From ``model.tiny`` (a dict or DictConfig)."""
+        """From ``model.tiny`` (a dict or DictConfig); a key it lacks keeps this class's default."""
         from omegaconf import DictConfig, OmegaConf
 
         if isinstance(tiny, DictConfig):
             tiny = OmegaConf.to_container(tiny, resolve=True)
-        values = {f.name: tiny[f.name] for f in fields(TinyModelConfig) if f.name in tiny}
-        warm = values.get("warm_start")
-        if isinstance(warm, Mapping):
-            values["warm_start"] = WarmStartConfig(**{f.name: warm[f.name] for f in fields(WarmStartConfig) if f.name in warm})
+        values = dict(tiny)
+        if isinstance(values.get("warm_start"), Mapping):
+            values["warm_start"] = WarmStartSpec(**values["warm_start"])
         return cls(**values, max_position_embeddings=max_position_embeddings)
 
 

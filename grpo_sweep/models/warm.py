@@ -29,10 +29,9 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grpo_sweep.config.schema import WarmStartConfig
 from grpo_sweep.data.arithmetic import question
 
-from .tiny import TinySpec, build_cached, cache_root
+from .tiny import TinySpec, WarmStartSpec, build_cached, cache_root
 
 # Bump when the corpus or the training loop changes in a way that must invalidate cached warm starts.
 WARM_VERSION = 3
@@ -90,7 +89,7 @@ def worked_example(rng: random.Random, operands: tuple[int, str, int], slip: flo
     return question(f"{a} {op} {b}"), f"<think>\n{a} {worked} {b} = {result}\n</think>\n<answer>\n{result}\n</answer>"
 
 
-def check(warm: WarmStartConfig) -> None:
+def check(warm: WarmStartSpec) -> None:
     """One-line errors for bad settings, before any model loads."""
     for name in ("steps", "batch_size"):  # steps=0 never gets here: the random model is used
         if getattr(warm, name) < 1:
@@ -103,7 +102,7 @@ def check(warm: WarmStartConfig) -> None:
     facts(warm.max_operand)
 
 
-def warm_model_path(base: Path, warm: WarmStartConfig, task: WarmTask) -> Path:
+def warm_model_path(base: Path, warm: WarmStartSpec, task: WarmTask) -> Path:
     key = json.dumps({"v": WARM_VERSION, "base": base.name, **asdict(warm), "system_prompt": task.system_prompt,
                       "held_out": sorted(task.held_out)}, sort_keys=True)
     return cache_root() / f"{base.name}-warm-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
@@ -216,7 +215,7 @@ def build_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _pretrain(base: Path, warm: WarmStartConfig, task: WarmTask, out: Path) -> None:
+def _pretrain(base: Path, warm: WarmStartSpec, task: WarmTask, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_wsd_schedule
 

@@ -130,9 +130,7 @@ class OptunaSweeperImpl(Sweeper):
         else:
             log.info("study %r already has %d trials (budget %d): nothing to run", s.study_name, done, s.n_trials)
 
-        from .report import study_report
-
-        print(study_report(sweep_dir))
+        print_study_report(sweep_dir)
         from .worker import too_many_failures
 
         message = too_many_failures(optuna.load_study(study_name=s.study_name, storage=open_storage(url)), s.max_failures)
@@ -214,3 +212,15 @@ def _value(value: Any) -> str:
     if isinstance(value, str) and any(c in value for c in " ,=[]{}()'\"\\:"):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(value)
+
+
+def print_study_report(sweep_dir: Path, plots: bool = True) -> None:
+    """Print the study report from one reading of the sweep's runs, and hand that reading to the multirun-end
+    callbacks (sweep_end.SweepTable: the table, verdicts.json, report.md), which Hydra calls next."""
+    from ..sweeps.results import SweepResults
+    from ..sweeps.sweep_end import hand_over
+    from .report import study_report
+
+    results = SweepResults.read(sweep_dir)  # the direction: the study's (study.json), as study_report's own read
+    hand_over(results)
+    print(study_report(sweep_dir, plots=plots, results=results))

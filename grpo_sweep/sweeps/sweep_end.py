@@ -16,16 +16,29 @@ from .tables import sweep_table
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
 FAILED_RUNS: list[str] = []
+# An Optuna study's sweeper reads its runs for the study report just before Hydra calls the multirun-end callbacks;
+# it hands that reading over (hand_over) and SweepTable takes it, so that a study's end, like a grid's, reads each
+# run once. Keyed by the resolved sweep directory; emptied when a multirun starts.
+_HANDED: dict[Path, SweepResults] = {}
+
+
+def hand_over(results: SweepResults) -> None:
+    """Leave ``results`` (this sweep's runs, just read) to SweepTable, which runs next, instead of a second read."""
+    _HANDED[results.sweep_dir.resolve()] = results
 
 
 class SweepTable(Callback):
     """Hydra callback: after a multirun, print the comparison table and save it as sweep_table.md."""
 
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        _HANDED.clear()  # a reading left by an earlier multirun of this process (one whose end raised) is stale
+
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        handed = _HANDED.pop(sweep_dir.resolve(), None)
         if config.hydra.launcher.get("detach"):
             return  # nothing has run yet: `python -m grpo_sweep.sweeps.status <sweep_dir>` prints the table later
-        results = SweepResults.read(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
+        results = handed or SweepResults.read(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
             FAILED_RUNS[:] = [str(run.dir) for run in results.runs if run.summary.status == "failed"]
