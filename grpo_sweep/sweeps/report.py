@@ -16,7 +16,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,9 @@ def _hydra_overrides(run_dir: Path) -> list[str]:
 
 def load_runs(sweep_dir: Path) -> list[Run]:
     """Every run's summary and swept parameters; the metrics are read later, only for the plots."""
-    found = collect_runs(sweep_dir)
-    for run_dir, summary in found:
-        if summary.overrides is None:  # still running (or killed): Hydra wrote its overrides when it started
-            summary.overrides = _hydra_overrides(run_dir)
+    # a run still running (or killed) has no overrides in its summary: Hydra wrote them when it started
+    found = [(run_dir, summary if summary.overrides is not None else replace(summary, overrides=_hydra_overrides(run_dir)))
+             for run_dir, summary in collect_runs(sweep_dir)]
     swept = varying_overrides([summary.overrides for _, summary in found])
     runs = []
     for (run_dir, summary), overrides in zip(found, swept):
