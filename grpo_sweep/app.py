@@ -12,6 +12,7 @@ from .run.context import RunContext, from_hydra
 from .run.lifecycle import run_one
 from .run.summary import RunSummary
 from .sweeps.tables import number
+from .tracking import open_logger
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
 from .run.results import EvaluationFailed, read_run_summary
@@ -35,8 +36,6 @@ def run_task(cfg: Any) -> float | None:
         return previous.objective
     if problem:
         log.warning("run %s: %s; training it again", context.run_dir, problem)
-    from .tracking import open_logger
-
     # A single run passed the gate on this machine before Hydra started it (sweeps/preflight.py); a sweep's run
     # passed it where the sweep was launched, and a compute node may lack what that machine has.
     gate = check_machine if context.multirun else None

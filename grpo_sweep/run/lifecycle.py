@@ -6,7 +6,7 @@ trl, transformers or peft), trains in this process or over the ranks it starts, 
 Every way out of a run is recorded here, once:
 
 - completed or pruned: training wrote summary.json; an Optuna trial's block joins it;
-- refused (``gate`` raised ConfigError): summary.json says ``refused: <why>``;
+- refused (``gate`` raised ConfigError): summary.json says ``refused: <why>`` (rank 0's, on SLURM's tasks);
 - failed in its evaluation after training (EvaluationFailed): training wrote the fuller record (what it trained,
   the saved adapter, the error), kept as it is;
 - failed: ``results.record_failure`` (the error, its traceback, the time). On a SLURM task of a multi-process run a
@@ -47,13 +47,9 @@ def run_one(cfg: Any, context: RunContext, gate: Callable[[Any], None] | None = 
     try:
         if gate is not None:
             gate(cfg)
-    except ConfigError as exc:
-        _record_refusal(context, exc, trial)
-        raise
-    try:
         summary = _train(cfg, context, open_tracker, monitor, train_fn)
     except Exception as exc:  # not BaseException: a requeue (SystemExit) is no failure
-        _record_failure(context, exc, time.time() - started, trial)
+        _record_end(context, exc, time.time() - started, trial)
         raise
     if summary is not None and trial is not None:
         summary = _with_trial(context, summary, trial)
@@ -85,18 +81,19 @@ def _with_trial(context: RunContext, summary: RunSummary, trial: dict) -> RunSum
     return summary
 
 
-def _record_refusal(context: RunContext, exc: ConfigError, trial: dict | None) -> None:
-    # one refused run of a sweep is a failed run: recorded, in the table, and the others go on
-    if context.main:
-        record_failure(context.run_dir, f"refused: {exc}", context.overrides, **_trial_block(trial, "failed"))
-
-
-def _record_failure(context: RunContext, exc: Exception, seconds: float, trial: dict | None) -> None:
-    if isinstance(exc, EvaluationFailed):  # training wrote the run's fuller record
+def _record_end(context: RunContext, exc: Exception, seconds: float, trial: dict | None) -> None:
+    """The record of a run that raised: refused (the gate's ConfigError), failed in its evaluation (training wrote
+    the fuller record), or failed."""
+    if isinstance(exc, EvaluationFailed):
         if trial is not None:
             _with_trial(context, exc.summary, trial)
         return
     if context.parent_records:  # the process that started this rank records the run (RankFailed)
+        return
+    if isinstance(exc, ConfigError):
+        # one refused run of a sweep is a failed run: recorded, in the table, and the others go on
+        if context.main:
+            record_failure(context.run_dir, f"refused: {exc}", context.overrides, **_trial_block(trial, "failed"))
         return
     error = f"{type(exc).__name__}: {exc}"
     if not context.main:
