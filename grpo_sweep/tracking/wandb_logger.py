@@ -195,8 +195,9 @@ class WandbLogger(RunLogger):
         run, self.run = self.run, None
         if run is None:
             return
-        run.summary.update(redact(summary_fields(summary)))
-        run.finish(exit_code=1 if summary.status == "failed" else 0)  # a pruned trial ended as asked
+        fields = summary_fields(summary)
+        run.summary.update(redact(fields))
+        run.finish(exit_code=1 if fields["status"] == "failed" else 0)  # a pruned trial ended as asked
         if self.mode == "offline":
             where = Path(run.settings.sync_dir)
             parts = sorted(where.parent.glob(f"offline-run-*-{self.run_id}"))  # a resumed run has one per start
