@@ -37,8 +37,9 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from .results import lookup, measured_periodically, question_key, without_best
-from .summary import VAL_ACCURACY, VAL_ROW, Sampled, Scores, ValReport, row_scores, val_figures, val_row
+from .files import write_jsonl_atomic
+from .results import SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
+from .summary import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from ..rewards.mix import terms
@@ -361,3 +362,77 @@ class PeriodicEval(TrainerCallback):
         if self.every and step % self.every == 0 and step < state.max_steps and step not in self.results:
             self.run(step, model)
         return control
+
+
+def final_evaluations(cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int,
+                      adapter: Path) -> tuple[ValReport, TestReport, Path]:
+    """After training: validation at the last step, then the weights the run reports (``trainer.eval.report``:
+    the best validation step's, or the last), then the test split, once, on those weights and on the weights
+    before training. Nothing here feeds back into a choice. Writes samples.jsonl, outcomes/ and a ``test/`` row
+    in metrics.jsonl; returns the validation and test reports and the reported adapter's directory."""
+    periodic.final(step, model, saved=adapter)
+    reported = periodic.reported_step(step, cfg.trainer.eval.report)
+    reported_adapter = adapter
+    if reported != step:
+        load_trainable(model, periodic.weights(reported))
+        reported_adapter = run_dir / periodic.best_adapter
+    val = periodic.report(reported)
+    if val.outcomes is not None:
+        write_outcomes(run_dir, "val", val.outcomes)
+    if val.outcomes_before is not None:
+        write_outcomes(run_dir, "val_before", val.outcomes_before)
+    mark = time.perf_counter()
+    scores, sampled = evaluate_test(run_dir, model, tester)
+    seconds = time.perf_counter() - mark
+    test = TestReport(scores, sampled, evaluate_test_before(run_dir, model, tester, periodic.weights(0)))
+    periodic.write(metrics_test_row(step, test, seconds))
+    return val, test, reported_adapter
+
+
+def evaluate_test(run_dir: Path, model, tester: Evaluator) -> tuple[Scores, Sampled | None]:
+    """The test split on ``model``: greedy, and sampled for pass@k / maj@k; writes samples.jsonl and its outcomes."""
+    greedy = tester.greedy(model)
+    outcomes = {row["key"]: row for row in greedy.outcomes}
+    sampled = tester.sampled(model)
+    if sampled is not None:
+        for row in sampled[1]:
+            outcomes[row["key"]].update(row)
+    write_jsonl_atomic(run_dir / SAMPLES, greedy.samples)
+    write_outcomes(run_dir, "test", outcomes.values())
+    return greedy.scores, sampled[0] if sampled is not None else None
+
+
+def evaluate_test_before(run_dir: Path, model, tester: Evaluator, initial: dict | None) -> Scores | None:
+    """The test split, greedy, on the weights before training (``initial``, or a LoRA's zero start); None where
+    they are not known. ``model`` keeps its own weights."""
+    before_state = initial if initial is not None else lora_zero_state(model)
+    if before_state is None:
+        log.warning("no weights from before training to test (a resumed full fine-tune): test_accuracy_before is not measured")
+        return None
+    now = trainable_state(model)
+    load_trainable(model, before_state)
+    try:
+        evaluation = tester.greedy(model)
+    finally:
+        load_trainable(model, now)
+    write_outcomes(run_dir, "test_before", evaluation.outcomes)
+    return evaluation.scores
+
+
+def metrics_test_row(step: int, test: TestReport, seconds: float) -> dict:
+    """The ``test/`` row of metrics.jsonl."""
+    sampled = test.sampled
+    return {"step": step, "test/accuracy": test.reported.accuracy,
+            "test/accuracy_lenient": test.reported.accuracy_lenient,
+            "test/accuracy_before": test.before.accuracy if test.before else None,
+            "test/pass_at_k": sampled.pass_at_k if sampled else None,
+            "test/maj_at_k": sampled.maj_at_k if sampled else None, "test/runtime": round(seconds, 3)}
+
+
+def lora_zero_state(model) -> dict | None:
+    """A LoRA's trainable weights with every ``lora_B`` zero: the model as it was before training (PEFT starts B at
+    zero), for a resumed run whose start is no longer in memory. None for a full fine-tune."""
+    if not hasattr(model, "peft_config"):
+        return None
+    state = trainable_state(model)
+    return {name: (value.zero_() if "lora_B" in name else value) for name, value in state.items()}
