@@ -1,5 +1,7 @@
-"""The schema of a run's ``summary.json``: one dataclass that the writers (summary.trained_summary, results.record_failure)
-and the readers (the sweep table, report and status, the Optuna study view, the W&B summary) share.
+"""A run's record and the schema of its ``summary.json``: one frozen dataclass that the writers
+(``trained_summary``, from the evaluations' typed reports; ``results.record_failure``) and the readers (the sweep
+table, report and status, the Optuna study view, the W&B summary) share. The names of the validation figures are
+spelled here only (``VAL_ACCURACY``, ``val_figures``, ``val_row``); every other module reads the record's attributes.
 
 Key names are the file's key names (docs/outputs.md). Keys this schema does not name (a pruned trial's
 ``pruned_at_step``, an Optuna ``trial`` block's siblings from a newer version, ...) are kept in ``extra`` and written
