@@ -40,11 +40,12 @@ def module_files(root: Path) -> dict[str, Path]:
     return modules
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Every module of ours that ``name`` imports, at module top or inside a function."""
+def imports_of(name: str, path: Path, modules: dict[str, Path], source: str | None = None) -> set[str]:
+    """Every module of ours that ``name`` imports, at module top or inside a function (``source``: its text, if
+    not the file's)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source, str(path))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -149,7 +150,7 @@ def test_the_checks_find_a_loop_and_an_upward_import():
 
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     edges = graph(ROOT)
-    assert "grpo_sweep.run.train" in edges["grpo_sweep.app"]  # imported inside run_task
+    assert "grpo_sweep.run.train" in edges["grpo_sweep.run.lifecycle"]  # imported inside run_one's training
     assert "grpo_sweep.backends.trl" in edges["grpo_sweep.backends.unsloth_backend"]  # `from . import trl as trl_backend`
     assert len(edges) > 50
 
@@ -253,3 +254,70 @@ def test_config_errors_are_raised_only_by_the_checks():
                if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
                and getattr(node.exc.func, "id", None) == "ConfigError"}
     assert raising == RAISE_CONFIG_ERROR
+
+
+# One lifecycle entry: a run is run by run/lifecycle.run_one, whoever starts it (docs/architecture.md "One run").
+# Who may call each step of a run's lifecycle, outside the step's own module:
+LIFECYCLE_STEPS = {
+    "grpo_sweep.run.train.train": {"grpo_sweep.run.lifecycle"},
+    # training gets its backend object from it; generate.py is a tool of its own, not a run
+    "grpo_sweep.backends.get_backend": {"grpo_sweep.run.lifecycle", "grpo_sweep.run.train", "grpo_sweep.run.generate"},
+    # sweeps/submit.py records a job whose process died: no process of the run is left to record it
+    "grpo_sweep.run.results.record_failure": {"grpo_sweep.run.lifecycle", "grpo_sweep.sweeps.submit"},
+}
+# what starts a run: each reaches training through run_one only
+RUN_STARTERS = ("grpo_sweep.app", "grpo_sweep.search.worker", "grpo_sweep.run.distributed")
+
+
+def calls_of(name: str, path: Path, source: str) -> set[str]:
+    """The functions of ours that module ``name`` (its file ``path``, its text ``source``) calls by a name it
+    imported (``from .train import train``, then ``train(...)``), dotted: ``grpo_sweep.run.train.train``."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(source, str(path))
+    imported: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.startswith(OURS):
+                imported.update({alias.asname or alias.name: f"{module}.{alias.name}" for alias in node.names})
+    return {imported[node.func.id] for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in imported}
+
+
+def lifecycle_problems(sources: dict[str, str], modules: dict[str, Path]) -> list[str]:
+    """Calls of a lifecycle step from outside run_one (LIFECYCLE_STEPS), and starters that import training."""
+    problems = []
+    for name, source in sorted(sources.items()):
+        calls = calls_of(name, modules[name], source)
+        for step, allowed in LIFECYCLE_STEPS.items():
+            if step in calls and name != step.rpartition(".")[0] and name not in allowed:
+                problems.append(f"{name} calls {step}: a run's lifecycle is run/lifecycle.run_one")
+        if name in RUN_STARTERS and "grpo_sweep.run.train" in imports_of(name, modules[name], modules, source):
+            problems.append(f"{name} imports grpo_sweep.run.train: it reaches training through run_one")
+    return problems
+
+
+def test_the_lifecycle_check_finds_a_second_lifecycle():
+    """The check itself: a made-up worker that trains and records a failure on its own."""
+    modules = module_files(ROOT)
+    worker = ("from ..run.train import train\nfrom ..run.results import record_failure as rf\n"
+              "def go(cfg, ctx):\n    try:\n        train(cfg, ctx)\n    except Exception:\n        rf(ctx.run_dir, 'x', [])\n")
+    assert lifecycle_problems({"grpo_sweep.search.worker": worker}, modules) == [
+        "grpo_sweep.search.worker calls grpo_sweep.run.train.train: a run's lifecycle is run/lifecycle.run_one",
+        "grpo_sweep.search.worker calls grpo_sweep.run.results.record_failure: a run's lifecycle is run/lifecycle.run_one",
+        "grpo_sweep.search.worker imports grpo_sweep.run.train: it reaches training through run_one",
+    ]
+
+
+def test_one_lifecycle_entry():
+    """Only run_one trains a run, imports its backend first and records its failure; the task and the Optuna
+    worker call it, and the ranks are handed it (distributed.launch_here)."""
+    modules = module_files(ROOT)
+    sources = {name: path.read_text() for name, path in modules.items()}
+    assert lifecycle_problems(sources, modules) == []
+    for starter in ("grpo_sweep.app", "grpo_sweep.search.worker"):
+        assert "grpo_sweep.run.lifecycle.run_one" in calls_of(starter, modules[starter], sources[starter])

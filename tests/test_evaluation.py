@@ -6,6 +6,7 @@ import json
 import pytest
 
 from grpo_sweep.run.files import read_jsonl
+from grpo_sweep.run.summary import Sampled, Scores
 
 from .conftest import FAST, compose, run_launch
 
@@ -26,7 +27,7 @@ def fake_tokenizer(text, add_special_tokens=False):
     return {"input_ids": list(range(len(text.split())))}
 
 
-def evaluator(backend, truths: list[str], overrides: list[str] = (), split: str = "val"):
+def evaluator(backend, truths: list[str], overrides: list[str] = ()):
     import datasets
 
     from grpo_sweep.run.evaluate import Evaluator
@@ -37,7 +38,7 @@ def evaluator(backend, truths: list[str], overrides: list[str] = (), split: str 
         [{"prompt": [{"role": "user", "content": f"q{i}"}], "ground_truth": t} for i, t in enumerate(truths)]
     )
     funcs, _ = build_mix(cfg.reward_mix, cfg.trainer)
-    return Evaluator(backend, fake_tokenizer, held_out, funcs, cfg, split=split)
+    return Evaluator(backend, fake_tokenizer, held_out, funcs, cfg)
 
 
 def answered(text: str) -> str:
@@ -47,11 +48,11 @@ def answered(text: str) -> str:
 def test_strict_accuracy_needs_the_format_lenient_does_not():
     backend = ScriptedBackend([answered("12"), "so it is 7", answered("3"), "12 then 4"])
     result = evaluator(backend, ["12", "7", "4", "4"]).greedy(model=None)
-    assert result["val_accuracy"] == 0.25  # only the first is right *in the asked format*
-    assert result["val_accuracy_lenient"] == 0.75  # the right number is the last one in 1, 2 and 4
-    assert result["val_rewards"]["correct"] == 0.25
-    assert [o["accuracy"] for o in result["outcomes"]] == [1.0, 0.0, 0.0, 0.0]  # one row per question
-    assert [s["accuracy_lenient"] for s in result["samples"]] == [1.0, 1.0, 0.0, 1.0]
+    assert result.scores.accuracy == 0.25  # only the first is right *in the asked format*
+    assert result.scores.accuracy_lenient == 0.75  # the right number is the last one in 1, 2 and 4
+    assert result.scores.rewards["correct"] == 0.25 and result.scores.prompts == 4
+    assert [o["accuracy"] for o in result.outcomes] == [1.0, 0.0, 0.0, 0.0]  # one row per question
+    assert [s["accuracy_lenient"] for s in result.samples] == [1.0, 1.0, 0.0, 1.0]
 
 
 def test_pass_and_majority_at_k():
@@ -60,10 +61,9 @@ def test_pass_and_majority_at_k():
     samples = [answered(a) for a in ["1", "2", "2", "5"]] + [answered(a) for a in ["7", "7", "8", "7"]] \
         + [answered(a) for a in ["0", "0", "0", "0"]]
     backend = ScriptedBackend([answered("0")] * 3, samples)
-    ev = evaluator(backend, ["5", "7", "9"], ["trainer.eval.k=4", "trainer.eval.temperature=0.8"], split="test")
-    result = ev.sampled(model=None)
-    outcomes = result.pop("outcomes")
-    assert result == {"test_k": 4, "test_pass_at_k": pytest.approx(2 / 3), "test_maj_at_k": pytest.approx(1 / 3)}
+    ev = evaluator(backend, ["5", "7", "9"], ["trainer.eval.k=4", "trainer.eval.temperature=0.8"])
+    result, outcomes = ev.sampled(model=None)
+    assert result == Sampled(4, pytest.approx(2 / 3), pytest.approx(1 / 3))
     assert [(o["pass_at_k"], o["maj_at_k"]) for o in outcomes] == [(1.0, 0.0), (1.0, 1.0), (0.0, 0.0)]
     assert backend.calls == [(12, 0.8)]
 
@@ -71,14 +71,14 @@ def test_pass_and_majority_at_k():
 def test_majority_tie_goes_to_the_first_sampled_answer():
     samples = [answered(a) for a in ["3", "5", "5", "3"]]
     ev = evaluator(ScriptedBackend([], samples), ["3"], ["trainer.eval.k=4"])
-    assert ev.sampled(model=None)["val_maj_at_k"] == 1.0
+    assert ev.sampled(model=None)[0].maj_at_k == 1.0
     ev = evaluator(ScriptedBackend([], samples), ["5"], ["trainer.eval.k=4"])
-    assert ev.sampled(model=None)["val_maj_at_k"] == 0.0
+    assert ev.sampled(model=None)[0].maj_at_k == 0.0
 
 
 def test_k_zero_turns_sampling_off():
     backend = ScriptedBackend([answered("1")])
-    assert evaluator(backend, ["1"], ["trainer.eval.k=0"]).sampled(model=None) == {}
+    assert evaluator(backend, ["1"], ["trainer.eval.k=0"]).sampled(model=None) is None
     assert backend.calls == []
 
 
@@ -96,13 +96,13 @@ def test_best_step_keeps_the_best_adapter_and_ties_go_later(tmp_path):
 
     periodic = PeriodicEval(evaluator=None, run_dir=tmp_path, every=10, metric="val_accuracy", write=lambda row: None, save=save)
     for step, acc in [(0, 0.1), (10, 0.5), (20, 0.3), (30, 0.5)]:
-        periodic.offer(step, {"val_accuracy": acc}, model=f"model@{step}")
+        periodic.offer(step, Scores(acc), model=f"model@{step}")
     assert (periodic.best_step, periodic.best_value, periodic.best_adapter) == (30, 0.5, "best/lora")
     assert saved == ["model@0", "model@10", "model@30"]  # 20 was worse: not saved
     assert (tmp_path / "best/lora/weights").read_text() == "model@30"
     assert json.loads((tmp_path / "best/best.json").read_text())["step"] == 30
     # the final adapter is already saved in lora/: when it is the best, best/ is not a second copy
-    periodic.offer(40, {"val_accuracy": 0.9}, model="final", saved=tmp_path / "lora")
+    periodic.offer(40, Scores(0.9), model="final", saved=tmp_path / "lora")
     assert (periodic.best_step, periodic.best_adapter) == (40, "lora")
     assert not (tmp_path / "best").exists()
 

@@ -338,6 +338,7 @@ def fake_train(value_of):
     from types import SimpleNamespace
 
     from grpo_sweep.run.results import question_key, write_outcomes, write_summary
+    from grpo_sweep.run.summary import RunSummary, Scores
 
     def train(cfg, context, monitor=None, open_tracker=None):
         seed, lr = cfg.trainer.seed, cfg.optimizer.learning_rate
@@ -345,20 +346,20 @@ def fake_train(value_of):
         summary = {"status": "completed", "optimized_metric": cfg.optimized_metric, "steps": 8,
                    "overrides": list(context.overrides), "run_dir": str(context.run_dir)}
         if monitor is not None:
-            callback = monitor.callback(lambda model: {"val_accuracy": value, "val_rewards": {}})
+            callback = monitor.callback(lambda model: Scores(value))
             for step in range(1, 9):
                 control = SimpleNamespace(should_training_stop=False)
                 callback.on_step_end(None, SimpleNamespace(global_step=step, max_steps=8), control)
                 if control.should_training_stop:
                     summary.update(status="pruned", steps=step, **monitor.record())
-                    return write_summary(context.run_dir, summary)
+                    return RunSummary.from_dict(write_summary(context.run_dir, summary))
             summary.update(monitor.record())
         # 8 test questions, the first round(8 * (value - 0.1)) right
         right = round(8 * (value - 0.1))
         write_outcomes(context.run_dir, "test", [{"key": question_key(f"q{i}"), "accuracy": float(i < right)}
                                                  for i in range(8)])
         summary.update(val_accuracy=value, objective=value, test_accuracy=right / 8, test_samples=8)
-        return write_summary(context.run_dir, summary)
+        return RunSummary.from_dict(write_summary(context.run_dir, summary))
 
     return train
 

@@ -96,3 +96,43 @@ def test_wandb_summary_reads_the_schema():
     assert fields["objective"] == 0.5 and fields["objective_step"] == 4 and fields["cost/generated_tokens"] == 640
     assert fields["trial/number"] == 2 and "test_accuracy_lenient" not in fields
     assert summary_fields(COMPLETED) == {k: v for k, v in fields.items() if not k.startswith("trial/")}
+
+
+def test_the_record_is_frozen_and_reads_as_the_file_it_writes(tmp_path):
+    import dataclasses
+
+    summary = RunSummary.from_dict(write_summary(tmp_path, COMPLETED))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.status = "failed"
+    trial = dataclasses.replace(summary, trial={"number": 1, "state": "COMPLETE"})
+    assert trial.to_dict() == {**COMPLETED, "trial": {"number": 1, "state": "COMPLETE"}}
+    assert list(trial.to_dict()) == [*COMPLETED, "trial"]  # the keys as read, then the new one
+    assert dict(summary) == COMPLETED and summary["steps"] == 4 and "test_accuracy_lenient" in summary
+    with pytest.raises(KeyError):
+        summary["error"]  # not in the file
+
+
+def test_one_function_turns_the_evaluations_reports_into_the_record():
+    """A run that trained, with and without its test evaluation (a pruned run has none): every test field is
+    there, null where nothing was measured, and the objective is looked up among the figures."""
+    from grpo_sweep.run.results import lookup
+    from grpo_sweep.run.summary import Sampled, Scores, TestReport, ValReport, trained_summary
+
+    val = ValReport(reported=Scores(0.5, 0.6, {"correct": 0.5}, 64), before=Scores(0.25, 0.3, {"correct": 0.25}, 64),
+                    steps=[0, 4], reported_step=4, metric="val_accuracy", best_step=4, best_value=0.5,
+                    best_adapter="lora", best=Scores(0.5, 0.6, {"correct": 0.5}, 64))
+    test = TestReport(Scores(0.45, 0.5, {"correct": 0.45}, 64), Sampled(4, 0.7, 0.5), Scores(0.2, 0.25, {}, 64))
+    training = {"reward": 0.25, "steps": 4}
+    objective = lambda metric: lambda figures: lookup(figures, metric)  # noqa: E731
+    done = trained_summary("completed", "best.val_accuracy", training, val, test, objective("best.val_accuracy"),
+                           adapter="lora")
+    assert (done.val_accuracy, done.val_accuracy_before, done.val_samples, done.test_accuracy, done.test_pass_at_k,
+            done.test_k, done.test_accuracy_lenient_before) == (0.5, 0.25, 64, 0.45, 0.7, 4, 0.25)
+    assert done.best == {"step": 4, "adapter": "lora", "val_accuracy": 0.5, "val_accuracy_lenient": 0.6,
+                         "val_rewards": {"correct": 0.5}}
+    assert done.objective == 0.5 and done.adapter == "lora"
+    pruned = trained_summary("pruned", "val_accuracy", training, val, None, objective("val_accuracy"))
+    tested = [key for key in pruned.to_dict() if key.startswith("test_")]
+    assert tested == ["test_accuracy", "test_accuracy_lenient", "test_pass_at_k", "test_maj_at_k", "test_k",
+                      "test_rewards", "test_samples", "test_accuracy_before", "test_accuracy_lenient_before"]
+    assert all(pruned[key] is None for key in tested) and pruned.objective == 0.5

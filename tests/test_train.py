@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from grpo_sweep.run.files import read_jsonl
+from grpo_sweep.run.summary import RunSummary
 
 from .conftest import FAST, ROOT, compose
 
@@ -25,9 +26,10 @@ def finished_run(tmp_path_factory):
 def test_summary_holds_what_sweeps_compare(finished_run):
     run_dir, summary = finished_run
     on_disk = json.loads((run_dir / "summary.json").read_text())
-    assert on_disk == json.loads(json.dumps(summary))
-    assert summary["status"] == "completed"
-    assert summary["steps"] == 6
+    assert on_disk == json.loads(json.dumps(summary.to_dict()))  # the record train returns is the file's
+    assert RunSummary.from_dict(on_disk) == summary
+    assert summary.status == "completed"
+    assert summary.steps == 6
     assert summary["objective"] == summary["val_accuracy"] == summary["test_accuracy"] == 0.0  # a random model cannot do arithmetic
     mix = ["xmlcount", "soft_format", "strict_format", "int", "correct"]
     assert list(summary["test_rewards"]) == list(summary["val_rewards"]) == mix
@@ -162,7 +164,7 @@ def test_every_way_a_run_ends_writes_the_same_summary_fields(finished_run, tmp_p
     that trained has (adapter, costs, timings, reward failures, the base model), read through the schema."""
     from grpo_sweep.run import train as train_module
     from grpo_sweep.run.context import RunContext
-    from grpo_sweep.run.evaluate import EvaluationFailed
+    from grpo_sweep.run.results import EvaluationFailed
     from grpo_sweep.run.summary import RunSummary
     from grpo_sweep.search.pruning import TrialMonitor
 

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from grpo_sweep.run.context import RunContext
 from grpo_sweep.run.redact import redact
+from grpo_sweep.run.summary import RunSummary
 from grpo_sweep.tracking.wandb_logger import choose_mode, run_name, run_tags, swept_keys
 
 from .conftest import FAST, ROOT, run_launch
@@ -248,7 +249,7 @@ def test_a_failed_run_is_closed_as_failed_and_the_next_run_gets_its_own(tmp_path
     with pytest.raises(ValueError, match="boom"):
         train_module.train(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]), open_tracker=open_logger)
     second = open_logger(cfg, RunContext(tmp_path / "1", ["reward_mix=smoke"]))
-    second.finish({"status": "completed", "objective": 0.5, "val_accuracy": 0.5, "steps": 3})
+    second.finish(RunSummary("completed", objective=0.5, val_accuracy=0.5, steps=3))
     [failed] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "0")]
     [done] = [read_offline_run(p) for p in offline_run_dirs(tmp_path / "1")]
     assert failed.run_id != done.run_id == second.run_id
@@ -281,7 +282,7 @@ def test_history_goes_through_transformers_only_into_a_run_that_started(tmp_path
     cfg = compose(["logger=wandb"])
     started = open_logger(cfg, RunContext(tmp_path / "0", ["reward_mix=format"]))
     assert started.report_to() == ["wandb"]
-    started.finish({"status": "completed"})
+    started.finish(RunSummary("completed"))
 
     def refuse(**kwargs):
         raise RuntimeError("no W&B here")
@@ -289,7 +290,7 @@ def test_history_goes_through_transformers_only_into_a_run_that_started(tmp_path
     monkeypatch.setattr(wandb, "init", refuse)
     broken = open_logger(cfg, RunContext(tmp_path / "1", ["reward_mix=format"]))
     assert broken.run is None and broken.report_to() == []
-    broken.finish({"status": "completed"})
+    broken.finish(RunSummary("completed"))
     assert RunLogger().report_to() == []
 
 
@@ -329,7 +330,7 @@ def test_config_has_flat_group_choices_and_swept_overrides_and_the_summary_val_a
     summary = {"status": "completed", "optimized_metric": "val_accuracy", "objective": 0.6, "val_accuracy": 0.6,
                "val_accuracy_before": 0.3, "test_accuracy": 0.55, "test_accuracy_before": 0.31, "best_step": 4,
                "steps": 6, "val_rewards": {"format": 0.9}, "test_rewards": {"format": 0.8}}
-    logger.finish(summary)
+    logger.finish(RunSummary.from_dict(summary))
     [run] = [read_offline_run(p) for p in offline_run_dirs(sweep / "3")]
     flat = {k: v for k, v in run.config.items() if k.startswith(("choices.", "override."))}
     assert flat == {"choices.reward_mix": "format", "choices.lora": "wide", "choices.model": "tiny",

@@ -1,5 +1,5 @@
 """What a run is told about how it was launched: computed once, where the task starts (``app.run_task``), and
-handed down to training, tracking and the Optuna worker. Nothing below asks Hydra or compares a ``_target_``.
+handed down to the run (``lifecycle.run_one``), training, tracking and the Optuna worker. Nothing below asks Hydra or compares a ``_target_``.
 
 The launchers and the sweeper say what they are through the job's environment, set with Hydra's own
 ``hydra.job.env_set`` (or the pool worker's environment): ``GRPO_SWEEP_ROLE=optuna_worker`` for the jobs of
@@ -36,14 +36,18 @@ class RunContext:
     local_rank: int = 0
     world_size: int = 1
     nodes: int = 1
+    # a rank that torchrun's engine started from the run's own process (distributed.launch_here): that process
+    # records how the run ended, not the rank (lifecycle.run_one)
+    parent_records: bool = False
 
     @property
     def main(self) -> bool:
         return self.rank == 0
 
-    def for_rank(self, rank: Any) -> "RunContext":
+    def for_rank(self, rank: Any, parent_records: bool = False) -> "RunContext":
         """The same run, as process ``rank`` (a ``distributed.Rank``) of several trains it."""
-        return replace(self, rank=rank.rank, local_rank=rank.local_rank, world_size=rank.world_size, nodes=rank.nodes)
+        return replace(self, rank=rank.rank, local_rank=rank.local_rank, world_size=rank.world_size, nodes=rank.nodes,
+                       parent_records=parent_records)
 
     @property
     def multirun(self) -> bool:

@@ -19,7 +19,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .vllm_serving import server_gpus
 
@@ -75,10 +75,11 @@ class RankFailed(RuntimeError):
     """A rank of a multi-process run failed; the message is its error in one line."""
 
 
-def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None, monitor: Any = None) -> dict | None:
-    """Train the run as ``processes`` ranks on this machine with torchrun's engine; return rank 0's summary.
-    ``open_tracker``: as ``train`` takes it (a module-level function: each rank's process imports it by name).
-    ``monitor``: for an Optuna trial, ``monitor(rank)`` gives each rank's pruning monitor (``train``'s ``monitor``).
+def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., Any], **kwargs: Any) -> Any:
+    """Run the run as ``processes`` ranks on this machine with torchrun's engine; return rank 0's record. Each rank
+    calls ``run_rank(cfg, its context, **kwargs)`` (``lifecycle.run_one``, with what it passes on: ``open_tracker``,
+    a module-level function each rank's process imports by name, and for an Optuna trial ``monitor(rank)``, each
+    rank's pruning monitor).
 
     Each rank's output goes to ``<run_dir>/ranks/``, rank 0's also to this terminal. When one rank fails the engine
     stops the others; the first failure is raised as ``RankFailed``."""
@@ -105,7 +106,7 @@ def launch_here(cfg: Any, context: Any, processes: int, open_tracker: Any = None
     try:
         if foreign_method:
             multiprocessing.set_start_method("spawn", force=True)
-        results = elastic_launch(config, _rank_main)(container, context, open_tracker, monitor)
+        results = elastic_launch(config, _rank_main)(run_rank, container, context, kwargs)
     except ChildFailedError as exc:
         rank, failure = min(exc.failures.items())
         if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
@@ -148,26 +149,19 @@ def _loopback() -> str:
     return socket.gethostbyname("localhost")
 
 
-def _rank_main(container: dict, context: Any, open_tracker: Any, monitor: Any) -> dict | None:
-    """One rank, in a process torchrun's engine started: train the run (``app.run_task``'s work for one rank)."""
+def _rank_main(run_rank: Callable[..., Any], container: dict, context: Any, kwargs: dict) -> Any:
+    """One rank, in a process torchrun's engine started: run the run as this rank."""
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(_train_rank)(container, context, open_tracker, monitor)
+    return record(_run_rank)(run_rank, container, context, kwargs)
 
 
-def _train_rank(container: dict, context: Any, open_tracker: Any, monitor: Any) -> dict | None:
+def _run_rank(run_rank: Callable[..., Any], container: dict, context: Any, kwargs: dict) -> Any:
     from omegaconf import OmegaConf
 
-    rank = from_env()
     # the file is the rank's own (ranks/<run>/attempt_<n>/<rank>/), the terminal's copy is prefixed with the rank
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    cfg = OmegaConf.create(container)
-    from ..backends import get_backend
-
-    get_backend(cfg.backend.name)
-    from .train import train
-
-    return train(cfg, context.for_rank(rank), monitor=monitor(rank.rank) if monitor else None, open_tracker=open_tracker)
+    return run_rank(OmegaConf.create(container), context.for_rank(from_env(), parent_records=True), **kwargs)
 
 
 def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: int | None = None) -> None:

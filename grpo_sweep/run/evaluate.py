@@ -6,21 +6,22 @@ read it, and a sweep ranks by it. **Test** measures: it is evaluated once, after
 reports (and on the weights before training, also only after training ends), and feeds back into nothing, so its
 figure is not inflated by any choice made on it.
 
-What one evaluation of split ``<s>`` (``val`` or ``test``) measures (keys as in ``summary.json``):
+What one greedy evaluation of a split measures (``summary.Scores``; summary.json names them per split):
 
-- ``<s>_accuracy``: greedy decoding, scored by ``trainer.eval.accuracy_reward`` (default ``correct``: the answer
+- ``accuracy``: greedy decoding, scored by ``trainer.eval.accuracy_reward`` (default ``correct``: the answer
   in the asked format). Strict: a right number outside ``<answer>`` earns nothing.
-- ``<s>_accuracy_lenient``: the same greedy completions, the last number/expression anywhere in the text
+- ``accuracy_lenient``: the same greedy completions, the last number/expression anywhere in the text
   (``rewards.extract_lenient``) compared with the ground truth. Strict vs lenient tells whether a reward taught
   the format, the answer, or both.
-- ``<s>_rewards``: the split's mean of every reward of the mix.
-- ``test_pass_at_k`` / ``test_maj_at_k`` (test only, ``trainer.eval.k`` > 0): ``k`` samples per prompt at
+- ``rewards``: the split's mean of every reward of the mix.
+- pass@k / maj@k (``summary.Sampled``; test only, ``trainer.eval.k`` > 0): ``k`` samples per prompt at
   ``trainer.eval.temperature``; pass@k = share of prompts with at least one sample the accuracy reward scores 1,
   maj@k = share whose most frequent extracted answer is right.
 
-Each evaluation also gives its per-question outcomes (``outcomes/<s>.jsonl``: the sweep pairs runs by question).
-``PeriodicEval`` writes ``val/accuracy``, ``val/accuracy_lenient`` and ``val/<reward>`` rows into ``metrics.jsonl``
-(and the tracker) and keeps the best step's adapter in ``<run_dir>/best/`` and its weights in memory.
+Each evaluation also gives its per-question outcomes (``outcomes/<split>.jsonl``: the sweep pairs runs by question).
+``PeriodicEval`` writes a validation row (``summary.val_row``) into ``metrics.jsonl`` (and the tracker) after each
+evaluation, keeps the best step's adapter in ``<run_dir>/best/`` and its weights in memory, and gives the run its
+``ValReport``.
 """
 from __future__ import annotations
 
@@ -30,12 +31,15 @@ import math
 import shutil
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from .results import lookup, measured_periodically, question_key, without_best
+from .files import write_jsonl_atomic
+from .results import SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
+from .summary import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from ..rewards.mix import terms
@@ -46,8 +50,14 @@ BEST_DIR = "best"
 BEST_RECORD = "best.json"
 
 
-class EvaluationFailed(RuntimeError):
-    """The held-out evaluation raised; the run's adapter is saved and the summary says so."""
+@dataclass(frozen=True)
+class Evaluation:
+    """One greedy evaluation: its scores, one outcome row per question (``results.write_outcomes``) and the first
+    few completions (``samples.jsonl``)."""
+
+    scores: Scores
+    outcomes: list
+    samples: list
 
 
 def _mean(values: list) -> float | None:
@@ -87,21 +97,14 @@ def _normal(answer: str | None) -> str | None:
 def selection_metric(optimized_metric: str) -> str:
     """The metric the best step is chosen on: the objective without ``best.``, when the validation evaluations
     measure it, else validation accuracy."""
-    return without_best(optimized_metric) if measured_periodically(optimized_metric) else "val_accuracy"
-
-
-SPLITS = ("val", "test")
+    return without_best(optimized_metric) if measured_periodically(optimized_metric) else VAL_ACCURACY
 
 
 class Evaluator:
-    """Everything one split's evaluations share: its data, the rewards, the scorers. ``split`` (``val`` or
-    ``test``) prefixes the keys of what it measures."""
+    """Everything one split's evaluations share: its data, the rewards, the scorers."""
 
-    def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None,
-                 split: str = "val"):
-        if split not in SPLITS:
-            raise ValueError(f"Evaluator: split={split!r}; use one of {SPLITS}")
-        self.backend, self.tokenizer, self.cfg, self.split = backend, tokenizer, cfg, split
+    def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None):
+        self.backend, self.tokenizer, self.cfg = backend, tokenizer, cfg
         self.eval_cfg = cfg.trainer.eval
         self.reward_funcs = reward_funcs
         self.accuracy = accuracy_reward(cfg)
@@ -138,9 +141,8 @@ class Evaluator:
             return [None] * len(texts)
         return [equivalent(extract_lenient(text), truth) for text, truth in zip(texts, truths)]
 
-    def greedy(self, model, limit: int | None = None) -> dict:
-        """Greedy completions for the split's prompts (the first ``limit``), scored every way but sampling;
-        ``outcomes`` holds one row per question (``results.write_outcomes``), ``samples`` the first few texts."""
+    def greedy(self, model, limit: int | None = None) -> Evaluation:
+        """Greedy completions for the split's prompts (the first ``limit``), scored every way but sampling."""
         n = len(self.prompts) if limit is None else min(limit, len(self.prompts))
         prompts = self.prompts[:n]
         columns = {k: v[:n] for k, v in self.columns.items()}
@@ -161,22 +163,15 @@ class Evaluator:
             for i in range(min(self.eval_cfg.num_samples, n))
         ]
         outcomes = [{"key": self.keys[i], "accuracy": accuracy[i], "accuracy_lenient": lenient[i]} for i in range(n)]
-        s = self.split
-        return {
-            f"{s}_accuracy": _mean(accuracy),
-            f"{s}_accuracy_lenient": _mean(lenient),
-            f"{s}_rewards": {name: _mean(values) for name, values in scores.items()},
-            f"{s}_samples": n,
-            "samples": samples,
-            "outcomes": outcomes,
-        }
+        means = Scores(_mean(accuracy), _mean(lenient), {name: _mean(values) for name, values in scores.items()}, n)
+        return Evaluation(means, outcomes, samples)
 
-    def sampled(self, model) -> dict:
-        """pass@k and maj@k from ``k`` samples per prompt at ``trainer.eval.temperature``; ``outcomes`` holds each
-        question's ``pass_at_k`` / ``maj_at_k`` (None where the truth is unusable)."""
+    def sampled(self, model) -> tuple[Sampled, list] | None:
+        """pass@k and maj@k from ``k`` samples per prompt at ``trainer.eval.temperature``, and each question's
+        ``pass_at_k`` / ``maj_at_k`` outcome (None where the truth is unusable); None for ``k`` = 0."""
         k = int(self.eval_cfg.k or 0)
         if k <= 0:
-            return {}
+            return None
         n = len(self.prompts)
         prompts = [p for p in self.prompts for _ in range(k)]
         columns = {name: [v for v in values for _ in range(k)] for name, values in self.columns.items()}
@@ -202,37 +197,12 @@ class Evaluator:
                 voted = values[keys.index(winner)] == 1.0
                 majority += voted
             outcomes.append({"key": self.keys[i], "pass_at_k": float(hit), "maj_at_k": float(voted)})
-        s = self.split
-        return {
-            f"{s}_k": k,
-            f"{s}_pass_at_k": passed / judged if judged else None,
-            f"{s}_maj_at_k": majority / judged if judged else None,
-            "outcomes": outcomes,
-        }
+        return Sampled(k, passed / judged if judged else None, majority / judged if judged else None), outcomes
 
 
-def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any) -> dict:
+def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any) -> Scores:
     """One greedy evaluation of (part of) the validation split (the Optuna pruning probe's quick look)."""
-    return Evaluator(backend, tokenizer, validation, reward_funcs, cfg, split="val").greedy(model)
-
-
-def metrics_row(step: int, result: dict, seconds: float, split: str = "val") -> dict:
-    """The ``metrics.jsonl`` row of one evaluation: ``val/accuracy``, ``val/accuracy_lenient``, ``val/<reward>``."""
-    row = {"step": step, f"{split}/accuracy": result.get(f"{split}_accuracy"),
-           f"{split}/accuracy_lenient": result.get(f"{split}_accuracy_lenient")}
-    row.update({f"{split}/{name}": value for name, value in (result.get(f"{split}_rewards") or {}).items()})
-    row[f"{split}/runtime"] = round(seconds, 3)
-    return row
-
-
-_NOT_REWARDS = ("val/accuracy", "val/accuracy_lenient", "val/runtime", "val/error")
-
-
-def row_result(row: dict) -> dict:
-    """A ``metrics.jsonl`` validation row back in summary.json's key shape."""
-    rewards = {k[len("val/"):]: v for k, v in row.items() if k.startswith("val/") and k not in _NOT_REWARDS}
-    return {"val_accuracy": row.get("val/accuracy"), "val_accuracy_lenient": row.get("val/accuracy_lenient"),
-            "val_rewards": rewards}
+    return Evaluator(backend, tokenizer, validation, reward_funcs, cfg).greedy(model).scores
 
 
 def trainable_state(model) -> dict:
@@ -260,25 +230,27 @@ class PeriodicEval(TrainerCallback):
     weights in memory so the run can report it) and the weights before training (for the test split's "before").
 
     ``write`` gets each metrics row (metrics.jsonl and the tracker). A periodic evaluation that raises is recorded
-    (``val/error`` row, ``error``) and turns the periodic evaluations off; training goes on.
+    (a ``val/error`` row, ``error``) and turns the periodic evaluations off; training goes on. What the run reports
+    of validation is ``report(step)``.
     """
 
     def __init__(self, evaluator: Evaluator, run_dir: Path, every: int, metric: str, write: Callable[[dict], None],
                  save: Callable[[Any, Path], None], history: list[dict] | None = None):
         self.evaluator, self.run_dir, self.every, self.metric = evaluator, run_dir, max(0, int(every)), metric
         self.write, self.save = write, save
-        self.results: dict[int, dict] = {}
+        self.results: dict[int, Scores] = {}
         self.error: str | None = None
         self.seconds = 0.0
         self.best_step: int | None = None
         self.best_value: float | None = None
         self.best_adapter: str | None = None
-        self.best_state: dict | None = None  # the best step's trainable weights (None: the final step, or resumed)
-        self.initial_state: dict | None = None  # the trainable weights before the first step
-        self.outcomes: dict[int, list] = {}  # step -> per-question outcomes of that evaluation
+        self._best_state: dict | None = None  # the best step's trainable weights (None: the final step, or resumed)
+        self._initial_state: dict | None = None  # the trainable weights before the first step
+        self._outcomes: dict[int, list] = {}  # step -> per-question outcomes of that evaluation
         for row in history or []:  # a resumed run: evaluations before its checkpoint
-            if any(k.startswith("val/") for k in row) and "val/error" not in row:
-                self.results[int(row["step"])] = row_result(row)
+            scores = row_scores(row)
+            if scores is not None:
+                self.results[int(row["step"])] = scores
         self._restore_best()
 
     # -- best step -------------------------------------------------------------------------------------------
@@ -294,20 +266,20 @@ class PeriodicEval(TrainerCallback):
         else:
             shutil.rmtree(self.run_dir / BEST_DIR, ignore_errors=True)
 
-    def offer(self, step: int, result: dict, model, saved: Path | None = None) -> None:
-        """Keep ``model``'s adapter when ``result`` is the best so far (ties go to the later step, which trained
+    def offer(self, step: int, scores: Scores, model, saved: Path | None = None) -> None:
+        """Keep ``model``'s adapter when ``scores`` are the best so far (ties go to the later step, which trained
         more for the same score). ``saved``: the adapter is already on disk there (the final one), copy nothing."""
-        value = lookup(result, self.metric)
+        value = lookup(val_figures(scores), self.metric)
         if value is None or not math.isfinite(value):
             return
         if self.best_value is not None and value < self.best_value:
             return
         target = self.run_dir / BEST_DIR
         shutil.rmtree(target, ignore_errors=True)
-        self.best_state = None
+        self._best_state = None
         if saved is None:
             # the weights to report if this stays the best (a test's stand-in model has none)
-            self.best_state = trainable_state(model) if hasattr(model, "named_parameters") else None
+            self._best_state = trainable_state(model) if hasattr(model, "named_parameters") else None
             saved = self.save(model, target)
             (target / BEST_RECORD).write_text(json.dumps({"step": step, "metric": self.metric, "value": value,
                                                           "adapter": str(Path(saved).relative_to(self.run_dir))}))
@@ -315,27 +287,28 @@ class PeriodicEval(TrainerCallback):
         self.best_adapter = str(Path(saved).relative_to(self.run_dir))
 
     # -- evaluations -----------------------------------------------------------------------------------------
-    def run(self, step: int, model) -> dict | None:
+    def _keep(self, step: int, evaluation: Evaluation, seconds: float, model, saved: Path | None = None) -> Scores:
+        self.seconds += seconds
+        self._outcomes[step] = evaluation.outcomes
+        self.results[step] = evaluation.scores
+        self.write(val_row(step, evaluation.scores, seconds))
+        self.offer(step, evaluation.scores, model, saved=saved)
+        return evaluation.scores
+
+    def run(self, step: int, model) -> Scores | None:
         if self.error is not None:
             return None
         started = time.perf_counter()
         try:
-            result = self.evaluator.greedy(model)
+            evaluation = self.evaluator.greedy(model)
         except Exception as exc:  # noqa: BLE001  (an evaluation must not cost the training run)
             self.error = f"{type(exc).__name__}: {exc}"
             log.error("validation at step %d failed, periodic evaluation off: %s", step, self.error)
-            self.write({"step": step, "val/error": self.error[:500]})
+            self.write({"step": step, VAL_ROW["error"]: self.error[:500]})
             return None
-        seconds = time.perf_counter() - started
-        self.seconds += seconds
-        result.pop("samples", None)
-        self.outcomes[step] = result.pop("outcomes", [])
-        self.results[step] = result
-        self.write(metrics_row(step, result, seconds))
-        self.offer(step, result, model)
-        return result
+        return self._keep(step, evaluation, time.perf_counter() - started, model)
 
-    def final(self, step: int, model, saved: Path) -> dict | None:
+    def final(self, step: int, model, saved: Path) -> Scores | None:
         """Validation after training (unless an evaluation at this step exists): one more row, and a candidate
         for best (its adapter is ``saved``). Returns that evaluation."""
         if step in self.results:
@@ -343,25 +316,43 @@ class PeriodicEval(TrainerCallback):
         if self.error is not None:
             return None
         started = time.perf_counter()
-        result = self.evaluator.greedy(model)  # a failure here is the run's evaluation failure: raised
-        seconds = time.perf_counter() - started
-        self.seconds += seconds
-        result.pop("samples", None)
-        self.outcomes[step] = result.pop("outcomes", [])
-        self.results[step] = result
-        self.write(metrics_row(step, result, seconds))
-        self.offer(step, result, model, saved=saved)
-        return result
+        evaluation = self.evaluator.greedy(model)  # a failure here is the run's evaluation failure: raised
+        return self._keep(step, evaluation, time.perf_counter() - started, model, saved=saved)
+
+    def latest(self) -> Scores | None:
+        """The most recent validation (the progress bar shows it)."""
+        return self.results[max(self.results)] if self.results else None
 
     def reported_step(self, final_step: int, report: str) -> int:
-        """The step whose weights the run reports: the best validation step (``report=best``), or the last."""
-        if report == "best" and self.best_step is not None:
-            return self.best_step
-        return final_step
+        """The step whose weights the run reports: the best validation step (``report=best``), or the last. A best
+        step whose weights were in a process that died (a resume after it) cannot be reported: the last is."""
+        if report != "best" or self.best_step is None or self.best_step == final_step:
+            return final_step
+        if self._best_state is None:
+            log.warning("the best validation step %d's weights are not in memory after a resume: reporting step %d",
+                        self.best_step, final_step)
+            return final_step
+        return self.best_step
+
+    def weights(self, step: int) -> dict | None:
+        """The trainable weights of ``step`` (``trainable_state``) when they are in memory: before training (0),
+        the best step's; else None."""
+        if step == 0:
+            return self._initial_state
+        return self._best_state if step == self.best_step else None
+
+    def report(self, reported_step: int) -> ValReport:
+        """What the run reports of validation, reporting ``reported_step``'s weights."""
+        return ValReport(
+            reported=self.results.get(reported_step), before=self.results.get(0), steps=sorted(self.results),
+            reported_step=reported_step, metric=self.metric, best_step=self.best_step, best_value=self.best_value,
+            best_adapter=self.best_adapter,
+            best=self.results.get(self.best_step) if self.best_step is not None else None, error=self.error,
+            outcomes=self._outcomes.get(reported_step), outcomes_before=self._outcomes.get(0))
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if state.global_step == 0:
-            self.initial_state = trainable_state(model)
+            self._initial_state = trainable_state(model)
             if 0 not in self.results:
                 self.run(0, model)
         return control
@@ -371,3 +362,77 @@ class PeriodicEval(TrainerCallback):
         if self.every and step % self.every == 0 and step < state.max_steps and step not in self.results:
             self.run(step, model)
         return control
+
+
+def final_evaluations(cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int,
+                      adapter: Path) -> tuple[ValReport, TestReport, Path]:
+    """After training: validation at the last step, then the weights the run reports (``trainer.eval.report``:
+    the best validation step's, or the last), then the test split, once, on those weights and on the weights
+    before training. Nothing here feeds back into a choice. Writes samples.jsonl, outcomes/ and a ``test/`` row
+    in metrics.jsonl; returns the validation and test reports and the reported adapter's directory."""
+    periodic.final(step, model, saved=adapter)
+    reported = periodic.reported_step(step, cfg.trainer.eval.report)
+    reported_adapter = adapter
+    if reported != step:
+        load_trainable(model, periodic.weights(reported))
+        reported_adapter = run_dir / periodic.best_adapter
+    val = periodic.report(reported)
+    if val.outcomes is not None:
+        write_outcomes(run_dir, "val", val.outcomes)
+    if val.outcomes_before is not None:
+        write_outcomes(run_dir, "val_before", val.outcomes_before)
+    mark = time.perf_counter()
+    scores, sampled = evaluate_test(run_dir, model, tester)
+    seconds = time.perf_counter() - mark
+    test = TestReport(scores, sampled, evaluate_test_before(run_dir, model, tester, periodic.weights(0)))
+    periodic.write(metrics_test_row(step, test, seconds))
+    return val, test, reported_adapter
+
+
+def evaluate_test(run_dir: Path, model, tester: Evaluator) -> tuple[Scores, Sampled | None]:
+    """The test split on ``model``: greedy, and sampled for pass@k / maj@k; writes samples.jsonl and its outcomes."""
+    greedy = tester.greedy(model)
+    outcomes = {row["key"]: row for row in greedy.outcomes}
+    sampled = tester.sampled(model)
+    if sampled is not None:
+        for row in sampled[1]:
+            outcomes[row["key"]].update(row)
+    write_jsonl_atomic(run_dir / SAMPLES, greedy.samples)
+    write_outcomes(run_dir, "test", outcomes.values())
+    return greedy.scores, sampled[0] if sampled is not None else None
+
+
+def evaluate_test_before(run_dir: Path, model, tester: Evaluator, initial: dict | None) -> Scores | None:
+    """The test split, greedy, on the weights before training (``initial``, or a LoRA's zero start); None where
+    they are not known. ``model`` keeps its own weights."""
+    before_state = initial if initial is not None else lora_zero_state(model)
+    if before_state is None:
+        log.warning("no weights from before training to test (a resumed full fine-tune): test_accuracy_before is not measured")
+        return None
+    now = trainable_state(model)
+    load_trainable(model, before_state)
+    try:
+        evaluation = tester.greedy(model)
+    finally:
+        load_trainable(model, now)
+    write_outcomes(run_dir, "test_before", evaluation.outcomes)
+    return evaluation.scores
+
+
+def metrics_test_row(step: int, test: TestReport, seconds: float) -> dict:
+    """The ``test/`` row of metrics.jsonl."""
+    sampled = test.sampled
+    return {"step": step, "test/accuracy": test.reported.accuracy,
+            "test/accuracy_lenient": test.reported.accuracy_lenient,
+            "test/accuracy_before": test.before.accuracy if test.before else None,
+            "test/pass_at_k": sampled.pass_at_k if sampled else None,
+            "test/maj_at_k": sampled.maj_at_k if sampled else None, "test/runtime": round(seconds, 3)}
+
+
+def lora_zero_state(model) -> dict | None:
+    """A LoRA's trainable weights with every ``lora_B`` zero: the model as it was before training (PEFT starts B at
+    zero), for a resumed run whose start is no longer in memory. None for a full fine-tune."""
+    if not hasattr(model, "peft_config"):
+        return None
+    state = trainable_state(model)
+    return {name: (value.zero_() if "lora_B" in name else value) for name, value in state.items()}

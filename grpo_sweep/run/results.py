@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .files import iter_jsonl, write_json_atomic, write_jsonl_atomic
-from .summary import SUMMARY_NAME, RunSummary
+from .summary import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARDS, RunSummary
 
 SUMMARY = SUMMARY_NAME
 METRICS = "metrics.jsonl"
@@ -82,17 +82,26 @@ def read_outcomes(run_dir: Path, name: str, field: str = "accuracy") -> dict[str
     return out
 
 
+class EvaluationFailed(RuntimeError):
+    """The evaluation after training raised; the run's adapter is saved and its record, ``summary``, written, says so."""
+
+    def __init__(self, message: str, summary: RunSummary):
+        super().__init__(message)
+        self.summary = summary
+
+
 def record_failure(run_dir: Path, error: str, overrides: Iterable[str], traceback_text: str = "",
                    runtime_s: float | None = None, keep_recorded: bool = False, **extra: Any) -> dict:
     """Write the summary of a run that did not finish, the one way every path does it (a run that raised, a run the
     gate refused, a worker process that died, a failed Optuna trial), so the table, report and status read the
     same fields: ``status: failed``, ``error``, the end of its traceback, ``overrides``, ``runtime_s``, ``run_dir``.
 
-    ``keep_recorded``: when the run already recorded its own failure (train() writes a fuller one), keep that."""
+    ``keep_recorded``: when the run already recorded its own failure (train() writes a fuller one), keep that, with
+    ``extra`` added (an Optuna trial's block)."""
     if keep_recorded:
         previous, _ = read_run_summary(run_dir)
         if previous is not None and previous.status == "failed":
-            return previous.to_dict()
+            return write_summary(run_dir, {**previous.to_dict(), **extra}) if extra else previous.to_dict()
     summary = {"status": "failed", "error": error, "overrides": list(overrides), "run_dir": str(run_dir)}
     if traceback_text:
         summary["traceback"] = traceback_text[-4000:]
@@ -104,12 +113,12 @@ def record_failure(run_dir: Path, error: str, overrides: Iterable[str], tracebac
 
 # summary.json keys the validation evaluation measures at every evaluation, so a best step can be chosen on them
 # (`val_rewards.<reward>` for any reward of the mix); `best.<key>` names that key's value at the best step.
-PERIODIC_METRICS = ("val_accuracy", "val_accuracy_lenient", "val_rewards.")
+PERIODIC_METRICS = (VAL_ACCURACY, VAL_ACCURACY_LENIENT, f"{VAL_REWARDS}.")
 BEST_PREFIX = "best."
 
 
 def without_best(metric: str) -> str:
-    """``val_accuracy`` for ``best.val_accuracy``; any other metric as it is."""
+    """The metric without its ``best.`` (``best.val_rewards.correct``: ``val_rewards.correct``); any other as it is."""
     return metric[len(BEST_PREFIX):] if metric.startswith(BEST_PREFIX) else metric
 
 

@@ -1,5 +1,7 @@
-"""The schema of a run's ``summary.json``: one dataclass that the writers (train.summarize, results.record_failure)
-and the readers (the sweep table, report and status, the Optuna study view, the W&B summary) share.
+"""A run's record and the schema of its ``summary.json``: one frozen dataclass that the writers
+(``trained_summary``, from the evaluations' typed reports; ``results.record_failure``) and the readers (the sweep
+table, report and status, the Optuna study view, the W&B summary) share. The names of the validation figures are
+spelled here only (``VAL_ACCURACY``, ``val_figures``, ``val_row``); every other module reads the record's attributes.
 
 Key names are the file's key names (docs/outputs.md). Keys this schema does not name (a pruned trial's
 ``pruned_at_step``, an Optuna ``trial`` block's siblings from a newer version, ...) are kept in ``extra`` and written
@@ -8,6 +10,7 @@ a summary read and written again is the same file.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -15,8 +18,8 @@ from typing import Any
 REQUIRED = ("status",)
 
 
-@dataclass
-class RunSummary:
+@dataclass(frozen=True)
+class RunSummary(Mapping):
     status: str
     # the objective and the evaluations (docs/evaluation.md). Everything that chooses (the best step, the adapter the
     # run reports, Optuna, the sweep's ranking) reads validation; the test split is evaluated after training only,
@@ -49,7 +52,7 @@ class RunSummary:
     overrides: list | None = None
     run_dir: str | None = None
     versions: dict | None = None
-    # validation before training and at the step the run reports (train.periodic_fields)
+    # validation before training and at the step the run reports (ValReport)
     val_accuracy_before: float | None = None
     val_accuracy_lenient_before: float | None = None
     val_rewards_before: dict | None = None
@@ -121,6 +124,152 @@ class RunSummary:
             value = getattr(self, key)
             return default if value is None else value
         return self.extra.get(key, default)
+
+    # A read-only mapping of the summary.json object it writes (``summary["steps"]``, ``{**summary}``), for code that
+    # reads the file's names; a key the record leaves out raises KeyError, as the file's dict would.
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+
+# The names of the validation figures, as summary.json and metrics.jsonl spell them; every other module names them
+# through these (a metric such as ``val_rewards.correct`` is looked up in ``val_figures``).
+VAL_ACCURACY = "val_accuracy"
+VAL_ACCURACY_LENIENT = "val_accuracy_lenient"
+VAL_REWARDS = "val_rewards"
+# metrics.jsonl's row of one validation: ``val/accuracy``, ``val/accuracy_lenient``, ``val/<reward>``, ``val/runtime``
+# (``val/error`` instead when the evaluation raised)
+VAL_ROW = {"accuracy": "val/accuracy", "accuracy_lenient": "val/accuracy_lenient", "runtime": "val/runtime",
+           "error": "val/error"}
+VAL_ROW_PREFIX = "val/"
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What one greedy evaluation of a split measured: the accuracy reward's mean, the lenient accuracy's, each
+    reward's mean, over ``prompts`` prompts (None: not known, a resumed run's earlier evaluation)."""
+
+    accuracy: float | None
+    accuracy_lenient: float | None = None
+    rewards: dict = field(default_factory=dict)
+    prompts: int | None = None
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """The test split sampled ``k`` times a prompt: pass@k and maj@k (None: no question could be judged)."""
+
+    k: int
+    pass_at_k: float | None
+    maj_at_k: float | None
+
+
+@dataclass(frozen=True)
+class ValReport:
+    """Validation as the run reports it (``PeriodicEval.report``): before training, at the step the run reports,
+    and the best step, with the per-question outcomes of the first two (None where they are not in memory)."""
+
+    reported: Scores | None
+    before: Scores | None
+    steps: list
+    reported_step: int
+    metric: str
+    best_step: int | None = None
+    best_value: float | None = None
+    best_adapter: str | None = None
+    best: Scores | None = None
+    error: str | None = None
+    outcomes: list | None = None
+    outcomes_before: list | None = None
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """The test split, evaluated once after training: greedy on the weights the run reports, sampled (``k`` > 0),
+    and greedy on the weights before training (None where they are not known: a resumed full fine-tune)."""
+
+    reported: Scores
+    sampled: Sampled | None = None
+    before: Scores | None = None
+
+
+def val_figures(scores: Scores | None) -> dict:
+    """One validation under summary.json's names, where a metric's name (``val_rewards.xmlcount``) finds its value."""
+    scores = scores or Scores(None)
+    return {VAL_ACCURACY: scores.accuracy, VAL_ACCURACY_LENIENT: scores.accuracy_lenient,
+            VAL_REWARDS: dict(scores.rewards)}
+
+
+def val_row(step: int, scores: Scores, seconds: float) -> dict:
+    """The metrics.jsonl row of one validation."""
+    row = {"step": step, VAL_ROW["accuracy"]: scores.accuracy, VAL_ROW["accuracy_lenient"]: scores.accuracy_lenient}
+    row.update({f"{VAL_ROW_PREFIX}{name}": value for name, value in scores.rewards.items()})
+    row[VAL_ROW["runtime"]] = round(seconds, 3)
+    return row
+
+
+def row_scores(row: dict) -> Scores | None:
+    """A metrics.jsonl validation row back as Scores; None for any other row (training, test, a failed validation)."""
+    if not any(key.startswith(VAL_ROW_PREFIX) for key in row) or VAL_ROW["error"] in row:
+        return None
+    named = set(VAL_ROW.values())
+    rewards = {k[len(VAL_ROW_PREFIX):]: v for k, v in row.items() if k.startswith(VAL_ROW_PREFIX) and k not in named}
+    return Scores(row.get(VAL_ROW["accuracy"]), row.get(VAL_ROW["accuracy_lenient"]), rewards)
+
+
+def trained_summary(status: str, optimized_metric: str, training: dict, val: ValReport | None,
+                    test: TestReport | None, objective_of: Any, **record: Any) -> RunSummary:
+    """The record of a run that trained, whatever its status (completed, pruned, failed in evaluation), in
+    summary.json's order: the test report (None: not reached), the training record (``training``: rewards, steps,
+    runtime, overrides, run_dir, versions), the validation report (None: a rank other than 0 has none), then
+    ``record``'s fields (adapter, costs, timings, a pruned trial's probes, an error). ``objective_of(figures)`` finds
+    the optimized metric among the evaluations' and training's figures (``results.lookup``)."""
+    reported = test.reported if test else Scores(None, rewards=None)
+    before = test.before if test and test.before else Scores(None)
+    sampled = test.sampled if test and test.sampled else Sampled(None, None, None)
+    values = dict(status=status, optimized_metric=optimized_metric, objective=None,
+                  test_accuracy=reported.accuracy, test_accuracy_lenient=reported.accuracy_lenient,
+                  test_pass_at_k=sampled.pass_at_k, test_maj_at_k=sampled.maj_at_k, test_k=sampled.k,
+                  test_rewards=reported.rewards, test_samples=reported.prompts,
+                  test_accuracy_before=before.accuracy, test_accuracy_lenient_before=before.accuracy_lenient,
+                  **training)
+    if val is not None:
+        values.update(_val_fields(val))
+    values["objective"] = objective_of(values)
+    values.update(record)
+    return RunSummary.from_dict(values)
+
+
+def _val_fields(val: ValReport) -> dict:
+    reported, before = val.reported or Scores(None), val.before or Scores(None)
+    out = dict(val_accuracy=reported.accuracy, val_accuracy_lenient=reported.accuracy_lenient,
+               val_rewards=dict(reported.rewards or {}), val_samples=reported.prompts,
+               val_accuracy_before=before.accuracy, val_accuracy_lenient_before=before.accuracy_lenient,
+               val_rewards_before=dict(before.rewards or {}), eval_steps=list(val.steps),
+               reported_step=val.reported_step, best_metric=val.metric, best_step=val.best_step,
+               best_objective=val.best_value, best=None)
+    if val.best_step is not None:
+        best = val.best or Scores(None)
+        out["best"] = dict(step=val.best_step, adapter=val.best_adapter, val_accuracy=best.accuracy,
+                           val_accuracy_lenient=best.accuracy_lenient, val_rewards=dict(best.rewards or {}))
+    if val.error:
+        out["eval_error"] = val.error
+    return out
+
+
+# What W&B's run table shows of a run (tracking/wandb_logger.summary_fields), in its order, beside the per-reward,
+# cost and trial keys it adds.
+HEADLINE_FIELDS = ("status", "objective", "optimized_metric", "val_accuracy", "val_accuracy_before",
+                   "val_accuracy_lenient", "test_accuracy", "test_accuracy_before", "test_accuracy_lenient",
+                   "test_accuracy_lenient_before", "test_pass_at_k", "test_maj_at_k", "test_k", "best_objective",
+                   "best_step")
+# An Optuna trial's state (summary.json's ``trial.state``) for each way a run ends
+TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL"}
 
 
 SUMMARY_NAME = "summary.json"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .summary import RunSummary
+
 
 class RunLogger:
     """No tracker: every hook does nothing (the run dir's metrics.jsonl and summary.json are written anyway)."""
@@ -20,5 +22,5 @@ class RunLogger:
     def log_metrics(self, row: dict) -> None:
         """A row logged outside TRL's own logging (a held-out evaluation: ``step``, ``eval/...``)."""
 
-    def finish(self, summary: dict) -> None:
-        """The run ended (completed or failed); ``summary`` is what summary.json holds."""
+    def finish(self, summary: RunSummary) -> None:
+        """The run ended (completed, pruned or failed); ``summary`` is its record, as summary.json holds it."""

@@ -1,4 +1,5 @@
-"""One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation → results."""
+"""One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation (run/evaluate.py) → the
+run's record (run/summary.trained_summary)."""
 from __future__ import annotations
 
 import contextlib
@@ -6,6 +7,7 @@ import logging
 import os
 import platform
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
@@ -19,18 +21,11 @@ from ..backends.gpu_stack import BackendError
 from ..backends.trl import model_source
 from ..models import weights_sha256
 from ..data import load_splits
-from .evaluate import (
-    EvaluationFailed,
-    Evaluator,
-    PeriodicEval,
-    evaluate,
-    load_trainable,
-    selection_metric,
-    trainable_state,
-)
+from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, selection_metric
 from .cost import reward_cost, run_cost
-from .files import append_jsonl, read_jsonl, write_jsonl_atomic
-from .results import METRICS, SAMPLES, write_outcomes, lookup, reward_trajectory, write_summary
+from .files import append_jsonl, read_jsonl
+from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
+from .summary import RunSummary, TestReport, ValReport, trained_summary
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
@@ -74,8 +69,8 @@ class RewardProgress(ProgressCallback):
         if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
             reward = logs["reward"]  # None when no sample of the step was scored (a judge that timed out: all None)
             postfix = {"reward": "none scored" if reward is None else f"{reward:.3f}"}
-            results = self.periodic.results if self.periodic is not None else {}
-            accuracy = results[max(results)].get("val_accuracy") if results else None
+            latest = self.periodic.latest() if self.periodic is not None else None
+            accuracy = latest.accuracy if latest is not None else None
             if accuracy is not None:
                 postfix["val_acc"] = f"{accuracy:.3f}"
             self.training_bar.set_postfix(postfix, refresh=False)
@@ -187,42 +182,20 @@ def versions() -> dict:
     return out
 
 
-TEST_KEYS = ("test_accuracy", "test_accuracy_lenient", "test_pass_at_k", "test_maj_at_k", "test_k", "test_rewards",
-             "test_samples")
-
-
-def summarize(cfg: Any, run_dir: Path, history: list[dict], evaluation: dict, runtime_s: float, steps: int, overrides: list[str],
-              periodic: PeriodicEval | None = None, reported_step: int | None = None) -> dict:
-    """summary.json of a run: ``evaluation`` holds the test split's figures (``test_*``, ``test_*_before``; empty
-    for a run that never reached its test evaluation), ``periodic`` the validation ones."""
+def training_record(cfg: Any, run_dir: Path, history: list[dict], runtime_s: float, steps: int,
+                    overrides: list[str]) -> dict:
+    """What training did, for the run's summary: the reward's and each term's first and last fifth of the logged
+    steps, the steps, the time, what ran it."""
     train_history = [row for row in history if "reward" in row]
     reward_first, reward_final = reward_trajectory(train_history, "reward")
-    per_reward = {}
-    for name in cfg.reward_mix:
-        first, last = reward_trajectory(train_history, f"rewards/{name}/mean")
-        per_reward[name] = {"first": first, "final": last}
-    summary = {
-        "status": "completed",
-        "optimized_metric": cfg.optimized_metric,
-        "objective": None,
-        **{key: evaluation.get(key) for key in TEST_KEYS},
-        "test_accuracy_before": evaluation.get("test_accuracy_before"),
-        "test_accuracy_lenient_before": evaluation.get("test_accuracy_lenient_before"),
-        "reward": reward_final,
-        "reward_first": reward_first,
-        "train_rewards": {name: v["final"] for name, v in per_reward.items()},
-        "train_rewards_first": {name: v["first"] for name, v in per_reward.items()},
-        "reward_weights": {name: float(term.get("weight", 1.0)) for name, term in cfg.reward_mix.items()},
-        "steps": steps,
-        "runtime_s": round(runtime_s, 3),
-        "overrides": overrides,
-        "run_dir": str(run_dir),
-        "versions": versions(),
-    }
-    if periodic is not None:
-        summary.update(periodic_fields(periodic, steps if reported_step is None else reported_step))
-    summary["objective"] = lookup(summary, cfg.optimized_metric)
-    return summary
+    per_reward = {name: reward_trajectory(train_history, f"rewards/{name}/mean") for name in cfg.reward_mix}
+    return dict(
+        reward=reward_final, reward_first=reward_first,
+        train_rewards={name: last for name, (_, last) in per_reward.items()},
+        train_rewards_first={name: first for name, (first, _) in per_reward.items()},
+        reward_weights={name: float(term.get("weight", 1.0)) for name, term in cfg.reward_mix.items()},
+        steps=steps, runtime_s=round(runtime_s, 3), overrides=overrides, run_dir=str(run_dir), versions=versions(),
+    )
 
 
 def term_costs(reward_funcs: list) -> dict[str, tuple[float, int]]:
@@ -230,108 +203,12 @@ def term_costs(reward_funcs: list) -> dict[str, tuple[float, int]]:
     return {fn.__name__: (fn.seconds, fn.calls) for fn in reward_funcs if hasattr(fn, "seconds")}
 
 
-def periodic_fields(periodic: PeriodicEval, reported_step: int) -> dict:
-    """The validation fields of summary.json: before training, at the step the run reports, the best step."""
-    before = periodic.results.get(0) or {}
-    reported = periodic.results.get(reported_step) or {}
-    out = {
-        "val_accuracy": reported.get("val_accuracy"),
-        "val_accuracy_lenient": reported.get("val_accuracy_lenient"),
-        "val_rewards": reported.get("val_rewards") or {},
-        "val_samples": reported.get("val_samples"),
-        "val_accuracy_before": before.get("val_accuracy"),
-        "val_accuracy_lenient_before": before.get("val_accuracy_lenient"),
-        "val_rewards_before": before.get("val_rewards") or {},
-        "eval_steps": sorted(periodic.results),
-        "reported_step": reported_step,
-        "best_metric": periodic.metric,
-        "best_step": periodic.best_step,
-        "best_objective": periodic.best_value,
-        "best": None,
-    }
-    if periodic.best_step is not None:
-        result = periodic.results[periodic.best_step]
-        out["best"] = {
-            "step": periodic.best_step,
-            "adapter": periodic.best_adapter,
-            "val_accuracy": result.get("val_accuracy"),
-            "val_accuracy_lenient": result.get("val_accuracy_lenient"),
-            "val_rewards": result.get("val_rewards") or {},
-        }
-    if periodic.error:
-        out["eval_error"] = periodic.error
-    return out
-
-
-def final_evaluations(cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int,
-                      adapter: Path) -> tuple[int, Path, dict]:
-    """After training: validation at the last step, then the weights the run reports (``trainer.eval.report``:
-    the best validation step's, or the last), then the test split, once, on those weights and on the weights
-    before training. Nothing here feeds back into a choice. Writes samples.jsonl, outcomes/ and a ``test/`` row
-    in metrics.jsonl; returns (reported step, its adapter directory, the test figures)."""
-    periodic.final(step, model, saved=adapter)
-    reported = periodic.reported_step(step, cfg.trainer.eval.report)
-    reported_adapter = adapter
-    if reported != step:
-        if periodic.best_state is not None:
-            load_trainable(model, periodic.best_state)
-            reported_adapter = run_dir / periodic.best_adapter
-        else:  # resumed after the best step: its weights were in the process that died (best/ holds its adapter)
-            log.warning("the best validation step %d's weights are not in memory after a resume: reporting step %d",
-                        reported, step)
-            reported = step
-    if reported in periodic.outcomes:
-        write_outcomes(run_dir, "val", periodic.outcomes[reported])
-    if 0 in periodic.outcomes:
-        write_outcomes(run_dir, "val_before", periodic.outcomes[0])
-
-    mark = time.perf_counter()
-    evaluation = tester.greedy(model)
-    outcomes = {row["key"]: row for row in evaluation.pop("outcomes")}
-    sampled = tester.sampled(model)
-    for row in sampled.pop("outcomes", []):
-        outcomes[row["key"]].update(row)
-    evaluation.update(sampled)
-    write_jsonl_atomic(run_dir / SAMPLES, evaluation.pop("samples"))
-    write_outcomes(run_dir, "test", outcomes.values())
-    seconds = time.perf_counter() - mark
-
-    before_state = periodic.initial_state if periodic.initial_state is not None else lora_zero_state(model)
-    if before_state is not None:
-        now = trainable_state(model)
-        load_trainable(model, before_state)
-        try:
-            before = tester.greedy(model)
-        finally:
-            load_trainable(model, now)
-        write_outcomes(run_dir, "test_before", before.pop("outcomes"))
-        evaluation["test_accuracy_before"] = before["test_accuracy"]
-        evaluation["test_accuracy_lenient_before"] = before["test_accuracy_lenient"]
-    else:
-        log.warning("no weights from before training to test (a resumed full fine-tune): test_accuracy_before is not measured")
-    row = {"step": step, "test/accuracy": evaluation.get("test_accuracy"),
-           "test/accuracy_lenient": evaluation.get("test_accuracy_lenient"),
-           "test/accuracy_before": evaluation.get("test_accuracy_before"),
-           "test/pass_at_k": evaluation.get("test_pass_at_k"), "test/maj_at_k": evaluation.get("test_maj_at_k"),
-           "test/runtime": round(seconds, 3)}
-    periodic.write(row)
-    return reported, reported_adapter, evaluation
-
-
-def lora_zero_state(model) -> dict | None:
-    """A LoRA's trainable weights with every ``lora_B`` zero: the model as it was before training (PEFT starts B at
-    zero), for a resumed run whose start is no longer in memory. None for a full fine-tune."""
-    if not hasattr(model, "peft_config"):
-        return None
-    state = trainable_state(model)
-    return {name: (value.zero_() if "lora_B" in name else value) for name, value in state.items()}
-
-
 def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None,
-          open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> dict | None:
-    """Train, evaluate and save one run; return its summary (None on a rank other than 0 of a multi-process run).
+          open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> RunSummary | None:
+    """Train, evaluate and save one run; return its record (None on a rank other than 0 of a multi-process run).
     ``run``: the context the task was told (``context.from_hydra``), or a bare run directory for a single run with
-    ``overrides`` (the Python API, tests).
+    ``overrides`` (the Python API, tests). A run's whole lifecycle (what is left to check, the backend first, its
+    failure recorded) is ``lifecycle.run_one``; this is its training.
 
     ``monitor`` (a search.pruning.TrialMonitor) evaluates a few held-out prompts every N steps, reports to an
     Optuna trial and may stop training early; a pruned run keeps its partial results with status "pruned".
@@ -363,58 +240,114 @@ def grpo_trainer_class(backend_name: str):
     return trainer_class
 
 
-def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> dict:
+class _Clock:
+    """The run's ``timings_s``: each step's seconds, counted from the previous mark."""
+
+    def __init__(self):
+        self.started = self.last = time.perf_counter()
+        self.timings: dict[str, float | None] = {"startup": startup_s()}
+
+    def restart(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name], self.last = now - self.last, now
+
+    def runtime(self) -> float:
+        return time.perf_counter() - self.started
+
+
+@dataclass
+class _Run:
+    """What a run builds before it trains, which the steps after training read."""
+
+    trainer: Any
+    tokenizer: Any
+    reward_funcs: list
+    periodic: PeriodicEval | None  # rank 0's; None on the others
+    tester: Evaluator
+    base_sha256: str | None
+    resume_from: tuple[Path, int] | None
+    resumes: list[dict]
+
+
+def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> RunSummary | None:
+    """Train with the run's tracker open, and close it with the run's record however the run ends."""
     backend = get_backend(cfg.backend.name)  # before the tracker (logger=wandb imports transformers)
     trainer_class = grpo_trainer_class(cfg.backend.name)
     import datasets
 
     datasets.disable_progress_bars()  # per-dataset map/filter bars drown the training bar
-
-    started = time.perf_counter()
-    timings = {"startup": startup_s()}
+    clock = _Clock()
     context.run_dir.mkdir(parents=True, exist_ok=True)
+    tracker = _open_tracker(cfg, context, open_tracker)
+    try:
+        with contextlib.ExitStack() as server:  # a vLLM server the run starts stops however the run ends
+            summary = _train_tracked(cfg, context, monitor, tracker, backend, trainer_class, clock, server)
+    except EvaluationFailed as exc:
+        _close_failed(tracker, exc.summary)  # the record train wrote: the training, the saved adapter, the error
+        raise
+    except Exception as exc:
+        # a run that raised still ends its tracker run (failed), so the next run in this process gets its own
+        _close_failed(tracker, RunSummary("failed", error=redact(f"{type(exc).__name__}: {exc}")))
+        raise
+    if summary is not None:
+        tracker.finish(summary)
+    return summary
+
+
+def _open_tracker(cfg: Any, context: RunContext, open_tracker) -> RunLogger:
     if open_tracker is None or not context.main:  # one tracker run a run: rank 0's
         if context.main and cfg.logger.name != "none" and cfg.logger.mode != "disabled":
             log.warning("logger=%s, but train() was given no tracker: pass open_tracker=grpo_sweep.tracking.open_logger",
                         cfg.logger.name)
-        tracker = RunLogger()
-    else:
-        tracker = open_tracker(cfg, context)  # logger=none: a no-op
-    tracker = _FinishOnce(tracker)
+        return RunLogger()
+    return open_tracker(cfg, context)  # logger=none: a no-op
+
+
+def _close_failed(tracker: RunLogger, summary: RunSummary) -> None:
     try:
-        with contextlib.ExitStack() as server:  # a vLLM server the run starts stops however the run ends
-            return _train_tracked(cfg, context, monitor, tracker, backend, trainer_class, started, timings, server)
-    except Exception as exc:
-        # a run that raised still ends its tracker run (failed), so the next run in this process gets its own
-        tracker.finish({"status": "failed", "error": redact(f"{type(exc).__name__}: {exc}")})
-        raise
-
-
-class _FinishOnce:
-    """The run's tracker, finished at most once: a run that wrote its own failed summary (evaluation failed) and
-    then raised is not finished again by the handler around it."""
-
-    def __init__(self, tracker: RunLogger):
-        self.tracker, self.done = tracker, False
-
-    def __getattr__(self, name: str):
-        return getattr(self.tracker, name)
-
-    def finish(self, summary: dict) -> None:
-        if self.done:
-            return
-        self.done = True
-        try:
-            self.tracker.finish(summary)
-        except Exception as exc:  # noqa: BLE001  (the tracker must never hide the run's own result or error)
-            if summary.get("status") != "failed":
-                raise
-            log.warning("could not close the %s run: %s", type(self.tracker).__name__, exc)
+        tracker.finish(summary)
+    except Exception as exc:  # noqa: BLE001  (the tracker must never hide the run's own error)
+        log.warning("could not close the %s run: %s", type(tracker).__name__, exc)
 
 
 def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
-                   started: float, timings: dict, server: contextlib.ExitStack) -> dict:
-    run_dir, overrides = context.run_dir, context.overrides
+                   clock: _Clock, server: contextlib.ExitStack) -> RunSummary | None:
+    """The run's steps: prepare the process, set up, train, save, evaluate, record. Returns the record, written
+    (None on a rank other than 0, which trains only); an evaluation that fails raises EvaluationFailed with it."""
+    _prepare_process(cfg, context)
+    run = _set_up(cfg, context, monitor, tracker, backend, trainer_class, server)
+    clock.lap("setup")  # model, data, rewards, trainer
+    run.trainer.train(resume_from_checkpoint=str(run.resume_from[0]) if run.resume_from else None)
+    clock.lap("train")
+    server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
+    if not context.main:
+        return None  # rank 0 saves, evaluates and writes the run's summary
+    clock.timings["eval_periodic"] = run.periodic.seconds  # inside "train": the evaluations' share of it
+    clock.restart()
+    adapter = backend.save(run.trainer.model, run.tokenizer, context.run_dir)
+    clock.lap("save")
+    if monitor is not None and monitor.pruned:
+        # Pruned: keep the partial record, skip the final evaluations so the worker is free at once.
+        return _record(cfg, context, run, clock, monitor, "pruned", adapter)
+    clock.restart()
+    try:
+        val, test, reported_adapter = final_evaluations(cfg, context.run_dir, run.trainer.model, run.periodic,
+                                                        run.tester, run.trainer.state.global_step, adapter)
+    except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
+        clock.lap("eval")
+        error = redact(f"evaluation after training failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
+        log.error("%s", error, exc_info=True)
+        summary = _record(cfg, context, run, clock, monitor, "failed", adapter, error=error, failed_in="evaluation")
+        raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})", summary) from exc
+    clock.lap("eval")
+    return _record(cfg, context, run, clock, monitor, "completed", reported_adapter, val, test)
+
+
+def _prepare_process(cfg: Any, context: RunContext) -> None:
+    """Seed, threads and devices, before anything of the run is built."""
     if needs_ground_truth(cfg.reward_mix):
         from ..rewards.mathcheck import HELPER
 
@@ -434,6 +367,11 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         import torch
 
         torch.set_num_threads(cfg.trainer.torch_threads)
+
+
+def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
+            server: contextlib.ExitStack) -> _Run:
+    """Data, model, rewards, where training starts (a resume), the evaluations and the trainer."""
     # data first: hub data's columns are known only once loaded, and a reward missing one is refused before the model loads
     splits = load_splits(
         cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
@@ -441,45 +379,14 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     model, tokenizer = backend.load(cfg)
     source = model_source(cfg.model, cfg.data)
     base_sha256 = weights_sha256(source)
-    train_set = filter_long_prompts(splits.train, tokenizer, cfg.trainer.max_prompt_length, "train")
-    validation = filter_long_prompts(splits.validation, tokenizer, cfg.trainer.max_prompt_length, "validation")
-    test_set = filter_long_prompts(splits.test, tokenizer, cfg.trainer.max_prompt_length, "test")
+    train_set, validation, test_set = (filter_long_prompts(split, tokenizer, cfg.trainer.max_prompt_length, which)
+                                       for split, which in ((splits.train, "train"), (splits.validation, "validation"),
+                                                            (splits.test, "test")))
     reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer, on_error=cfg.reward_errors)
     log.info("%s", describe_mix(cfg.reward_mix))
-
-    metrics_path = run_dir / METRICS
-    # A run dir with a checkpoint is this run's earlier attempt (requeued, timed out, killed): continue it.
-    resume_from = last_checkpoint(run_dir)  # every rank reads the same directory: all resume from one step
-    resumes: list[dict] = []
-    if resume_from and context.main:
-        dropped = trim_metrics(run_dir, resume_from[1])
-        resumes = record_resume(run_dir, resume_from[1], dropped)
-        log.info("resuming from %s (step %d); dropped %d later metric rows", resume_from[0], resume_from[1], dropped)
-    elif context.main:
-        metrics_path.unlink(missing_ok=True)
-        remember_config(run_dir, cfg)
-    if context.world_size > 1:
-        log.info("rank %d of %d (local rank %d, %d node%s) on %s%s", context.rank, context.world_size,
-                 context.local_rank, context.nodes, "s" if context.nodes > 1 else "", platform.node(),
-                 f", resuming at step {resume_from[1]}" if resume_from else "")
-    callbacks = [MetricsJsonl(metrics_path)]
-    evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, run_dir, split="val")
-    tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, run_dir, split="test")
-
-    def write_eval_row(row: dict) -> None:
-        append_jsonl(metrics_path, row)
-        tracker.log_metrics(row)
-
-    periodic = None
-    if context.main:
-        # rank 0 alone evaluates and keeps best/ (the others train on, and wait for it at the next step's
-        # collectives): two ranks restoring or replacing best/ at once would undo each other
-        periodic = PeriodicEval(
-            evaluator, run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
-            write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
-            history=read_jsonl(metrics_path) if resume_from else None,
-        )
-        callbacks.append(periodic)
+    resume_from, resumes = _resume_or_start(cfg, context)
+    periodic = _periodic_eval(cfg, context, backend, tokenizer, validation, reward_funcs, tracker, resume_from)
+    callbacks = [MetricsJsonl(context.run_dir / METRICS), *([periodic] if periodic else [])]
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
@@ -488,71 +395,84 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     trainer = trainer_class(
         model=model,
         reward_funcs=reward_funcs,
-        args=grpo_config(cfg, run_dir, reward_weights, tracker.report_to(), server_fields),
+        args=grpo_config(cfg, context.run_dir, reward_weights, tracker.report_to(), server_fields),
         train_dataset=train_set,
         processing_class=tokenizer,
         callbacks=callbacks,
     )
     if context.main:  # one writer: each rank's replace of the same staging file would find it gone
-        write_grpo_config(run_dir, trainer.args)
+        write_grpo_config(context.run_dir, trainer.args)
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
         trainer.add_callback(RewardProgress(periodic))
-    mark = time.perf_counter()
-    timings["setup"] = mark - started  # model, data, rewards, trainer
-    trainer.train(resume_from_checkpoint=str(resume_from[0]) if resume_from else None)
-    timings["train"] = time.perf_counter() - mark
-    server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
+    tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, context.run_dir)
+    return _Run(trainer, tokenizer, reward_funcs, periodic, tester, base_sha256, resume_from, resumes)
+
+
+def _resume_or_start(cfg: Any, context: RunContext) -> tuple[tuple[Path, int] | None, list[dict]]:
+    """A run dir with a checkpoint is this run's earlier attempt (requeued, timed out, killed): continue it from
+    there (its checkpoint, and the resumes recorded so far); else start afresh."""
+    run_dir = context.run_dir
+    resume_from = last_checkpoint(run_dir)  # every rank reads the same directory: all resume from one step
+    resumes: list[dict] = []
+    if resume_from and context.main:
+        dropped = trim_metrics(run_dir, resume_from[1])
+        resumes = record_resume(run_dir, resume_from[1], dropped)
+        log.info("resuming from %s (step %d); dropped %d later metric rows", resume_from[0], resume_from[1], dropped)
+    elif context.main:
+        (run_dir / METRICS).unlink(missing_ok=True)
+        remember_config(run_dir, cfg)
+    if context.world_size > 1:
+        log.info("rank %d of %d (local rank %d, %d node%s) on %s%s", context.rank, context.world_size,
+                 context.local_rank, context.nodes, "s" if context.nodes > 1 else "", platform.node(),
+                 f", resuming at step {resume_from[1]}" if resume_from else "")
+    return resume_from, resumes
+
+
+def _periodic_eval(cfg: Any, context: RunContext, backend, tokenizer, validation, reward_funcs: list,
+                   tracker: RunLogger, resume_from) -> PeriodicEval | None:
+    """Rank 0's validation during training. Rank 0 alone evaluates and keeps best/ (the others train on, and wait
+    for it at the next step's collectives): two ranks restoring or replacing best/ at once would undo each other."""
     if not context.main:
-        return None  # rank 0 saves, evaluates and writes the run's summary
-    timings["eval_periodic"] = periodic.seconds  # inside "train": the evaluations' share of it
-    mark = time.perf_counter()
-    adapter = backend.save(trainer.model, tokenizer, run_dir)
-    timings["save"] = time.perf_counter() - mark
+        return None
+    metrics_path = context.run_dir / METRICS
 
-    def end(status: str, evaluation: dict, reported: int | None = None, reported_adapter: Path = adapter,
-            **extra: Any) -> dict:
-        """Write the run's summary.json, whatever its status, with every field a run that trained has (the
-        training record, the adapter, costs, timings), and close the tracker with it."""
-        metrics = read_jsonl(metrics_path)
-        summary = summarize(cfg, run_dir, metrics, evaluation, time.perf_counter() - started,
-                            trainer.state.global_step, overrides or [], periodic, reported_step=reported)
-        summary.update(
-            status=status,
-            base_model_sha256=base_sha256,
-            adapter=str(Path(reported_adapter).relative_to(run_dir)),
-            resumed_from_steps=[r["from_step"] for r in resumes],
-            reward_failures={fn.__name__: fn.failures for fn in reward_funcs},
-            reward_cost=reward_cost(term_costs(reward_funcs), timings),
-            timings_s={k: None if v is None else round(v, 3) for k, v in timings.items()},
-            # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
-            device={"torch": str(next(trainer.model.parameters()).device),
-                    "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
-            distributed={"strategy": cfg.distributed.strategy, "world_size": context.world_size,
-                         "nodes": context.nodes},
-            **run_cost(timings, metrics, trainer.args, devices=context.world_size + server_gpus(cfg)),
-        )
-        if monitor is not None:
-            summary.update(monitor.record())
-        summary.update(extra)
-        write_summary(run_dir, summary)
-        tracker.finish(summary)
-        return summary
+    def write_eval_row(row: dict) -> None:
+        append_jsonl(metrics_path, row)
+        tracker.log_metrics(row)
 
-    if monitor is not None and monitor.pruned:
-        # Pruned: keep the partial record, skip the final evaluations so the worker is free at once.
-        return end("pruned", {})
+    evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, context.run_dir)
+    return PeriodicEval(
+        evaluator, context.run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
+        write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
+        history=read_jsonl(metrics_path) if resume_from else None,
+    )
 
-    mark = time.perf_counter()
-    try:
-        reported, reported_adapter, evaluation = final_evaluations(cfg, run_dir, trainer.model, periodic, tester,
-                                                                   trainer.state.global_step, adapter)
-    except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
-        error = redact(f"evaluation after training failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
-        log.error("%s", error, exc_info=True)
-        timings["eval"] = time.perf_counter() - mark
-        end("failed", {}, error=error, failed_in="evaluation")
-        raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})") from exc
-    timings["eval"] = time.perf_counter() - mark
-    return end("completed", evaluation, reported, reported_adapter)
+
+def _record(cfg: Any, context: RunContext, run: _Run, clock: _Clock, monitor, status: str, adapter: Path,
+            val: ValReport | None = None, test: TestReport | None = None, **extra: Any) -> RunSummary:
+    """Write the run's summary.json, whatever its status, with every field a run that trained has (the training
+    record, the adapter, costs, timings); ``val`` None: validation as it stood at the last step."""
+    run_dir, steps, timings = context.run_dir, run.trainer.state.global_step, clock.timings
+    metrics = read_jsonl(run_dir / METRICS)
+    training = training_record(cfg, run_dir, metrics, clock.runtime(), steps, context.overrides or [])
+    summary = trained_summary(
+        status, cfg.optimized_metric, training, val or run.periodic.report(steps), test,
+        lambda figures: lookup(figures, cfg.optimized_metric),
+        base_model_sha256=run.base_sha256,
+        adapter=str(Path(adapter).relative_to(run_dir)),
+        resumed_from_steps=[r["from_step"] for r in run.resumes],
+        reward_failures={fn.__name__: fn.failures for fn in run.reward_funcs},
+        reward_cost=reward_cost(term_costs(run.reward_funcs), timings),
+        timings_s={k: None if v is None else round(v, 3) for k, v in timings.items()},
+        # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
+        device={"torch": str(next(run.trainer.model.parameters()).device),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
+        distributed={"strategy": cfg.distributed.strategy, "world_size": context.world_size, "nodes": context.nodes},
+        **run_cost(timings, metrics, run.trainer.args, devices=context.world_size + server_gpus(cfg)),
+        **(monitor.record() if monitor is not None else {}),
+        **extra,
+    )
+    write_summary(run_dir, summary)
+    return summary

@@ -1,8 +1,8 @@
 """Report the objective, measured on a few validation prompts, to the trial every N steps, and stop when pruned.
 
 The probe reads validation only (like everything that chooses); the test split is never shown to a trial before its
-training ends. ``quick_eval(model)`` returns the probe's figures under summary.json's names (``val_accuracy``,
-``val_accuracy_lenient``, ``val_rewards: {reward: mean}``), so the objective's name finds its value.
+training ends. ``quick_eval(model)`` returns the probe's scores (``run.summary.Scores``); the objective's name finds
+its value among them under summary.json's names (``run.summary.val_figures``).
 In a replicated trial only the first replica has a monitor (search/worker.py says why)."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Callable
 from transformers import TrainerCallback
 
 from ..run.results import lookup, without_best
+from ..run.summary import Scores, val_figures
 
 
 class TrialMonitor:
@@ -33,7 +34,7 @@ class TrialMonitor:
     def pruned(self) -> bool:
         return self.pruned_at is not None
 
-    def callback(self, quick_eval: Callable[[object], dict]) -> TrainerCallback:
+    def callback(self, quick_eval: Callable[[object], Scores]) -> TrainerCallback:
         return _ReportCallback(self, quick_eval)
 
     def record(self) -> dict:
@@ -41,7 +42,7 @@ class TrialMonitor:
 
 
 class _ReportCallback(TrainerCallback):
-    def __init__(self, monitor: TrialMonitor, quick_eval: Callable[[object], dict]):
+    def __init__(self, monitor: TrialMonitor, quick_eval: Callable[[object], Scores]):
         self.monitor = monitor
         self.quick_eval = quick_eval
         # steps already probed, on every rank alike (only rank 0 fills monitor.intermediate): a guard that differed
@@ -55,7 +56,7 @@ class _ReportCallback(TrainerCallback):
         self.probed.add(step)
         stop = False
         if m.trial is not None:
-            value = lookup(self.quick_eval(model), m.metric)
+            value = lookup(val_figures(self.quick_eval(model)), m.metric)
             if value is not None and math.isfinite(value):
                 m.intermediate[step] = float(value)
                 m.trial.report(float(value), step)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,9 @@ from omegaconf import OmegaConf
 from ..adapters.optuna import TrialBudgetSpent, load_budgeted_study, trial_id, trial_of
 from ..run.context import RunContext
 from ..run.files import write_json_atomic
-from ..run.results import lookup, record_failure, write_summary
+from ..run.lifecycle import run_one
+from ..run.results import lookup
+from ..run.summary import RunSummary
 from ..sweeps.results import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
 from .space import SearchSpace, merge_overrides
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 # the lock the workers of a study take to count its trials and make the next one (adapters/optuna.py)
 BUDGET_LOCK = "trial_budget"
-STATE_BY_STATUS = {"completed": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL"}
 
 
 def build_sampler(spec: Any, worker_index: int, space: SearchSpace):
@@ -95,7 +94,7 @@ class Objective:
         self.base_overrides, self.objectives, self.s = base_overrides, objectives, settings
         # composes the job config for overrides; needed when a parameter chooses a config group
         self.compose = compose
-        # run.train.train unless a test gives another (same signature)
+        # run.train.train unless a test gives another (same signature; lifecycle.run_one)
         self.train_fn = train_fn
 
     def trial_config(self, values: dict, overrides: list[str]):
@@ -143,12 +142,13 @@ class Objective:
             run_overrides = merge_overrides(overrides, [f"{seed_key}={seed}"])
             summary = self._run(trial, values, {seed_key: seed}, run_overrides, trial_dir / f"seed{seed}",
                                 monitored=monitor_first and i == 0, replica={"seed": seed, "replica": i})
-            if summary["status"] == "pruned":
-                raise optuna.TrialPruned(f"pruned at step {summary['pruned_at_step']} (seed {seed})")
-            results = [lookup(summary, metric) for metric in self.objectives]
+            if summary.status == "pruned":
+                raise optuna.TrialPruned(f"pruned at step {summary.get('pruned_at_step')} (seed {seed})")
+            figures = summary.to_dict()
+            results = [lookup(figures, metric) for metric in self.objectives]
             missing = [m for m, v in zip(self.objectives, results) if not isinstance(v, (int, float))]
             if missing:
-                raise ValueError(f"objective {missing} missing from summary.json (keys: {sorted(summary)})")
+                raise ValueError(f"objective {missing} missing from summary.json (keys: {sorted(figures)})")
             seed_values[str(seed)] = [float(v) for v in results]
             trial.set_user_attr("seed_values", seed_values)
         everything = {**configuration_seed_values(complete), **seed_values}
@@ -157,9 +157,9 @@ class Objective:
         return means[0] if len(means) == 1 else means
 
     def _run(self, trial, values: dict, seed: dict, overrides: list[str], run_dir: Path, monitored: bool,
-             replica: dict) -> dict:
-        """One replica of the trial: train it in ``run_dir``; a failure is recorded there and raised."""
-        from ..backends import get_backend
+             replica: dict) -> RunSummary:
+        """One replica of the trial: run it in ``run_dir`` (run_one records how it ended there); a failure is
+        raised."""
         from ..sweeps.gate import check_run
         from ..tracking import open_logger
 
@@ -168,43 +168,31 @@ class Objective:
         hydra_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, hydra_dir / "config.yaml")
         OmegaConf.save(OmegaConf.create(overrides), hydra_dir / "overrides.yaml")
-        started = time.time()
         info = {"number": trial.number, "params": values, "worker": self.worker_index, **replica}
         try:
-            check_run(cfg, run_dir, trains_here=True)  # the gate, for this run: it trains here, now
-            # before run.train and pruning (transformers): backend=unsloth must be imported before
-            # trl/transformers/peft, or this worker's first trial trains unpatched and its later ones patched
-            get_backend(cfg.backend.name)
-            train = self.train_fn
-            if train is None:
-                from ..run.train import train
-            context = self.context.for_trial(run_dir, overrides)
-            if cfg.distributed.strategy != "none":
-                # the trial's processes, started here; rank 0 reports to this trial through the study's storage
-                from ..run.distributed import launch_here
-                from ..run.validate import gpu_count, machine_world
-
-                rank_monitor = RankMonitor(
-                    resolve_url(self.s.storage, self.sweep_dir), self.s.study_name, trial_id(trial),
-                    OmegaConf.to_container(self.s.pruner, resolve=True), cfg.trainer.max_steps, self.objectives[0],
-                    self.s.prune_every, self.s.prune_eval_samples) if monitored else None
-                summary = launch_here(cfg, context, machine_world(cfg, gpu_count())[0], open_tracker=open_logger,
-                                      monitor=rank_monitor)
-            else:
-                monitor = None
-                if monitored:
-                    from .pruning import TrialMonitor
-
-                    monitor = TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
-                summary = train(cfg, context, monitor=monitor, open_tracker=open_logger)
+            # the gate, for this run: its config is made here, and it trains here, now
+            return run_one(cfg, self.context.for_trial(run_dir, overrides),
+                           gate=lambda c: check_run(c, run_dir, trains_here=True), open_tracker=open_logger,
+                           monitor=self._monitor(trial, cfg) if monitored else None, trial=info, train_fn=self.train_fn)
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            trial.set_user_attr("error", error[:2000])
-            record_failure(run_dir, error, overrides, traceback.format_exc(), time.time() - started,
-                           trial={**info, "state": "FAIL"})
+            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}"[:2000])
             raise
-        summary["trial"] = {**info, "state": STATE_BY_STATUS[summary["status"]]}
-        return write_summary(run_dir, summary)
+
+    def _monitor(self, trial, cfg):
+        """The trial's pruning monitor, as ``monitor(rank)`` (called once the backend is imported: the monitor
+        imports transformers): one process reports to ``trial`` itself; a trial's ranks (distributed=...), started
+        from here, load it from the study's storage (RankMonitor)."""
+        if cfg.distributed.strategy != "none":
+            return RankMonitor(resolve_url(self.s.storage, self.sweep_dir), self.s.study_name, trial_id(trial),
+                               OmegaConf.to_container(self.s.pruner, resolve=True), cfg.trainer.max_steps,
+                               self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
+
+        def monitor(rank: int):
+            from .pruning import TrialMonitor
+
+            return TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
+
+        return monitor
 
 
 @dataclass(frozen=True)

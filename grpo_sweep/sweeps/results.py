@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -164,7 +164,7 @@ class SweepResults:
                 summary = RunSummary(status=UNREADABLE, error=problem)
             summary = summary or RunSummary(status="running")
             if summary.overrides is None:  # still running (or killed): Hydra wrote its overrides when it started
-                summary.overrides = _hydra_overrides(run_dir)
+                summary = replace(summary, overrides=_hydra_overrides(run_dir))
             found.append((run_dir, summary))
         found.sort(key=lambda item: _order(item[0].name))
         swept = varying_overrides([summary.overrides for _, summary in found])

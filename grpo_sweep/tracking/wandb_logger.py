@@ -27,7 +27,7 @@ from ..run.tracker import RunLogger
 from .wandb_setup import choose_mode, default_group
 from ..run.redact import redact, secret_values
 from ..run.results import measured_periodically
-from ..run.summary import RunSummary
+from ..run.summary import HEADLINE_FIELDS, RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -191,12 +191,13 @@ class WandbLogger(RunLogger):
         values = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
         self.run.log({**values, STEP_KEY: row.get("step")})
 
-    def finish(self, summary: dict) -> None:
+    def finish(self, summary: RunSummary) -> None:
         run, self.run = self.run, None
         if run is None:
             return
-        run.summary.update(redact(summary_fields(summary)))
-        run.finish(exit_code=1 if summary.get("status") == "failed" else 0)  # a pruned trial ended as asked
+        fields = summary_fields(summary)
+        run.summary.update(redact(fields))
+        run.finish(exit_code=1 if fields["status"] == "failed" else 0)  # a pruned trial ended as asked
         if self.mode == "offline":
             where = Path(run.settings.sync_dir)
             parts = sorted(where.parent.glob(f"offline-run-*-{self.run_id}"))  # a resumed run has one per start
@@ -210,23 +211,9 @@ def summary_fields(summary: dict | RunSummary) -> dict:
     """What W&B's run table should show for a finished (or failed) run."""
     s = summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)
     metric = str(s.optimized_metric or "")
-    out = {
-        "status": s.status,
-        "objective": s.objective,
-        "optimized_metric": s.optimized_metric,
-        # validation at the step the run reports (what ranks), and the test split evaluated once after training
-        "val_accuracy": s.val_accuracy,
-        "val_accuracy_before": s.val_accuracy_before,
-        "val_accuracy_lenient": s.val_accuracy_lenient,
-        "test_accuracy": s.test_accuracy,
-        "test_accuracy_before": s.test_accuracy_before,
-        "test_accuracy_lenient": s.test_accuracy_lenient,
-        "test_accuracy_lenient_before": s.test_accuracy_lenient_before,
-        "test_pass_at_k": s.test_pass_at_k,
-        "test_maj_at_k": s.test_maj_at_k,
-        "test_k": s.test_k,
-        "best_objective": s.best_objective,
-        "best_step": s.best_step,
+    # validation at the step the run reports (what ranks), and the test split evaluated once after training
+    out = {name: s.get(name) for name in HEADLINE_FIELDS}
+    out.update({
         # the step the objective was measured at: the reported (best validation) step for validation metrics
         "objective_step": s.best_step if s.best_step is not None and measured_periodically(metric) else s.steps,
         "runtime_s": s.runtime_s,
@@ -237,7 +224,7 @@ def summary_fields(summary: dict | RunSummary) -> dict:
         "world_size": (s.distributed or {}).get("world_size", 1),
         "cost/generated_tokens": s.generated_tokens,
         "cost/tokens_per_s": s.tokens_per_s,
-    }
+    })
     for name, value in (s.val_rewards or {}).items():
         out[f"val_rewards/{name}"] = value
     for name, value in (s.test_rewards or {}).items():
