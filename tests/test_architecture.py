@@ -321,3 +321,15 @@ def test_one_lifecycle_entry():
     assert lifecycle_problems(sources, modules) == []
     for starter in ("grpo_sweep.app", "grpo_sweep.search.worker"):
         assert "grpo_sweep.run.lifecycle.run_one" in calls_of(starter, modules[starter], sources[starter])
+
+
+# The validation metric's names are spelled once, in the run's record (run/summary.py); every other module names
+# them through its constants or reads RunSummary's attributes, so a rename is one edit and no reader drifts.
+RECORD = "grpo_sweep.run.summary"
+RECORD_SPELLINGS = {"val_accuracy", "val/accuracy"}
+
+
+def test_the_validation_metric_is_spelled_only_in_the_record_module():
+    spelled = {name for name, path in module_files(ROOT).items() for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Constant) and node.value in RECORD_SPELLINGS}
+    assert spelled == {RECORD}

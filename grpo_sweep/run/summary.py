@@ -276,13 +276,12 @@ SUMMARY_NAME = "summary.json"
 FIELD_NAMES = tuple(f.name for f in fields(RunSummary) if f.name not in ("extra", "key_order"))
 
 
-# The objective's names, for the readers that must name one rather than read an attribute (the sweep's verdicts and
-# tables, the Optuna study report): the default objective, its key in metrics.jsonl, and the val -> test counterpart.
-VAL_ACCURACY = "val_accuracy"
-VAL_ACCURACY_LOGGED = "val/accuracy"  # metrics.jsonl's key, at every periodic validation
+# For the readers that must name a metric rather than read an attribute (the sweep's verdicts and tables, the Optuna
+# study report): the default objective's key in metrics.jsonl, and the val -> test counterpart.
+VAL_ACCURACY_LOGGED = VAL_ROW["accuracy"]
 VAL_PREFIX, TEST_PREFIX = "val_", "test_"
 # the per-question field (outcomes/<split>.jsonl) that each accuracy of a summary averages
-OUTCOME_FIELDS = {VAL_ACCURACY: "accuracy", "val_accuracy_lenient": "accuracy_lenient",
+OUTCOME_FIELDS = {VAL_ACCURACY: "accuracy", VAL_ACCURACY_LENIENT: "accuracy_lenient",
                   "test_accuracy": "accuracy", "test_accuracy_lenient": "accuracy_lenient"}
 
 

@@ -21,6 +21,7 @@ from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically, without_best
+from .summary import VAL_ACCURACY
 from ..backends.gpu_stack import BackendError, check_backend, check_cpu_fallback, gpu_refusal, visible_gpu_ids
 from ..data import precheck_files
 from ..models import check_model
@@ -136,7 +137,7 @@ def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] |
     if not missing:
         return
     # evaluation hands a None ground truth to a reward that needs one: it scores None, so val_accuracy is None
-    if missing == ["ground_truth"] and cfg.optimized_metric != "val_accuracy":
+    if missing == ["ground_truth"] and cfg.optimized_metric != VAL_ACCURACY:
         return
     own = next((t for t in mix_terms if t.target not in REWARDS and not t.factory and t.weight > 0), None)
     example = own or next(t for t in mix_terms if t.weight > 0)
