@@ -20,7 +20,7 @@ from bench._common import command, compose, machine, parser, run_dirs, timed_pro
 
 def export_spec(steps: int, work: Path) -> tuple[dict, list[str]]:
     """Compose the main job's config, export what the plain script needs, return (spec, launch overrides)."""
-    from grpo_sweep.backends.trl import model_source
+    from grpo_sweep.backends.trl_backend import model_source
     from grpo_sweep.data import load_splits
     from grpo_sweep.run.train import grpo_config
 

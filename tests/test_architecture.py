@@ -151,7 +151,7 @@ def test_the_checks_find_a_loop_and_an_upward_import():
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     edges = graph(ROOT)
     assert "grpo_sweep.run.train" in edges["grpo_sweep.run.lifecycle"]  # imported inside run_one's training
-    assert "grpo_sweep.backends.trl" in edges["grpo_sweep.backends.unsloth_backend"]  # `from . import trl as trl_backend`
+    assert "grpo_sweep.backends.trl_backend" in edges["grpo_sweep.backends.unsloth_backend"]  # `from . import trl_backend`
     assert len(edges) > 50
 
 

@@ -193,7 +193,7 @@ def test_the_best_step_is_in_the_summary_and_its_adapter_is_kept(evaluated_run):
 
 
 def test_generate_loads_the_best_adapter(evaluated_run, capsys, monkeypatch):
-    from grpo_sweep.backends import trl as hf
+    from grpo_sweep.backends import trl_backend as hf
     from grpo_sweep.run.generate import main
 
     run_dir, summary = evaluated_run

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grpo_sweep.backends import trl as trl_backend
+from grpo_sweep.backends import trl_backend as trl_backend
 from grpo_sweep.backends.gpu_stack import UNSLOTH_COMPILE_DIR, UNSLOTH_COMPILE_ENV, unsloth_compile_location
 
 BOS = "<|begin_of_text|>"

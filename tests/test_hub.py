@@ -88,7 +88,7 @@ def place_in_hub_cache(model_dir: Path, hf_home: Path, repo_id: str) -> Path:
 
 
 def test_a_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(tmp_path):
-    from grpo_sweep.backends.trl import model_source
+    from grpo_sweep.backends.trl_backend import model_source
 
     cfg = compose(FAST)
     built = Path(model_source(cfg.model, cfg.data))  # the tiny model FAST trains, as a directory

@@ -179,7 +179,7 @@ def bad_terms(tmp: Path, rm_dir: str, policy_dir: str) -> list[tuple[dict, str]]
 
 def test_a_bad_model_term_is_refused_in_one_line_naming_the_term_and_value(rm_dir, tmp_path):
     cfg = compose(FAST)
-    from grpo_sweep.backends.trl import model_source
+    from grpo_sweep.backends.trl_backend import model_source
 
     policy_dir = model_source(cfg.model, cfg.data)
     for term, message in bad_terms(tmp_path, rm_dir, policy_dir):
@@ -238,7 +238,7 @@ def test_a_hub_reward_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(rm_
 
 
 def test_a_hub_model_that_is_no_reward_model_is_refused_from_its_cached_config(tmp_path):
-    from grpo_sweep.backends.trl import model_source
+    from grpo_sweep.backends.trl_backend import model_source
 
     cfg = compose(FAST)
     place_in_hub_cache(Path(model_source(cfg.model, cfg.data)), tmp_path / "hf", "grpo-sweep-test/tiny-llama")

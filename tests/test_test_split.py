@@ -14,7 +14,7 @@ from .conftest import FAST, compose
 @pytest.fixture(scope="module")
 def recorded_run(tmp_path_factory):
     """A real run whose every generation for an evaluation is recorded, with whether training had ended."""
-    import grpo_sweep.backends.trl as trl_backend
+    import grpo_sweep.backends.trl_backend as trl_backend
     import grpo_sweep.run.train as train_module
     from grpo_sweep.data import load_splits
 

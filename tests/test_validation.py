@@ -98,7 +98,7 @@ def taken_dir(tmp, mp):
 
 
 def lora_targets_absent(tmp, mp):
-    from grpo_sweep.backends import trl as hf
+    from grpo_sweep.backends import trl_backend as hf
 
     cfg = compose(["lora.target_modules=[q_proj,nope_proj]"])
     model = hf.load_base_model(cfg.model, hf.model_source(cfg.model, cfg.data))

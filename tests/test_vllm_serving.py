@@ -2,7 +2,7 @@
 config, and a real run that starts it before the trainer, hands its address over, and stops it after training or
 on a failure, against the stand-in server (tests/vllm_standin.py).
 
-vLLM and a GPU are not here, so two of grpo-sweep's own functions are substituted: ``backends.trl.check_device``
+vLLM and a GPU are not here, so two of grpo-sweep's own functions are substituted: ``backends.trl_backend.check_device``
 (which refuses trainer.use_vllm on a machine without a GPU or vllm) and ``run.train.grpo_trainer_class`` (a
 GRPOTrainer that records what it was handed, then generates with transformers, as TRL's VLLMClient needs vllm);
 ``backends.vllm_server.trl_serve_command`` builds the stand-in's command instead of ``trl vllm-serve``'s.
@@ -125,7 +125,7 @@ def server_run(tmp_path, monkeypatch):
     """A server-mode run on this CPU machine: what each seam saw, in ``seen``."""
     from trl import GRPOTrainer
 
-    from grpo_sweep.backends import trl as hf
+    from grpo_sweep.backends import trl_backend as hf
     from grpo_sweep.run import train as train_module
 
     seen: dict = {"specs": []}

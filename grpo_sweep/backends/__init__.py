@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-BACKENDS = {"trl": "grpo_sweep.backends.trl", "unsloth": "grpo_sweep.backends.unsloth_backend"}
+BACKENDS = {"trl": "grpo_sweep.backends.trl_backend", "unsloth": "grpo_sweep.backends.unsloth_backend"}
 
 
 def get_backend(name: str):

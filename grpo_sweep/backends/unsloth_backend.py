@@ -49,7 +49,7 @@ os.makedirs(_COMPILE_LOCATION, exist_ok=True)
 import unsloth  # noqa: E402,F401  (patches trl/transformers/peft; must come before them)
 from unsloth import FastLanguageModel  # noqa: E402
 
-from . import trl as trl_backend  # noqa: E402  (imports transformers: after unsloth)
+from . import trl_backend  # noqa: E402  (imports transformers: after unsloth)
 
 if _IMPORTED_TOO_EARLY:
     log.warning(

@@ -18,7 +18,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from ..backends import get_backend
 from ..backends.gpu_stack import BackendError
-from ..backends.trl import model_source
+from ..backends.trl_backend import model_source
 from ..models import weights_sha256
 from ..data import load_splits
 from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, selection_metric

@@ -91,7 +91,7 @@ class Objective:
         self.worker_index = worker_index  # which of the study's worker jobs this is (recorded with each trial)
         # the worker job's context; each trial's is derived from it
         self.context = context or RunContext(sweep_dir, list(base_overrides), sweep_dir, optuna_worker=True)
-        self.base_overrides, self.objectives, self.s = base_overrides, objectives, settings
+        self.base_overrides, self.objectives, self.settings = base_overrides, objectives, settings
         # composes the job config for overrides; needed when a parameter chooses a config group
         self.compose = compose
         # run.train.train unless a test gives another (same signature; lifecycle.run_one)
@@ -121,21 +121,21 @@ class Objective:
         if not complete and any(t.state == optuna.trial.TrialState.PRUNED for t in same):
             # the pruner already stopped this configuration; training it again would spend steps to be stopped again
             raise optuna.TrialPruned(f"same parameters as pruned trial {same[0].number}")
-        seed_key = self.s.get("seed_key", "trainer.seed")
+        seed_key = self.settings.get("seed_key", "trainer.seed")
         base_seed = OmegaConf.select(self.cfg, seed_key)
         if not isinstance(base_seed, int):
             raise ValueError(f"hydra.sweeper.seed_key={seed_key!r}: the config's value {base_seed!r} is not a whole number")
         claimed = {int(seed) for t in same for seed in t.user_attrs.get("seeds", [])}
         # Two workers drawing the same configuration at the same moment could claim the same seeds: constant_liar
         # makes TPE avoid points in flight, and a duplicate seed would only weigh one seed twice in the mean.
-        seeds = next_seeds(claimed, base_seed, int(self.s.get("seeds_per_trial", 1)))
+        seeds = next_seeds(claimed, base_seed, int(self.settings.get("seeds_per_trial", 1)))
         trial.set_user_attr("seeds", seeds)
         # Pruning reads the first replica only. The replicas run one after another, so a mean over them at step s
         # exists only once the last replica has reached s, after most of the trial's cost is spent; the first
         # replica's probes are compared with every other trial's first replica (like with like), and a bad
         # configuration stops after part of one run. A configuration that already completed is not pruned again:
         # it passed the pruner once, and its repeat is there to add seeds to an estimate the sampler finds good.
-        monitor_first = len(self.objectives) == 1 and self.s.pruner.name != "none" and not complete
+        monitor_first = len(self.objectives) == 1 and self.settings.pruner.name != "none" and not complete
         trial_dir = self.sweep_dir / TRIALS_DIR / str(trial.number)
         seed_values: dict[str, list[float]] = {}
         for i, seed in enumerate(seeds):
@@ -183,14 +183,14 @@ class Objective:
         imports transformers): one process reports to ``trial`` itself; a trial's ranks (distributed=...), started
         from here, load it from the study's storage (RankMonitor)."""
         if cfg.distributed.strategy != "none":
-            return RankMonitor(resolve_url(self.s.storage, self.sweep_dir), self.s.study_name, trial_id(trial),
-                               OmegaConf.to_container(self.s.pruner, resolve=True), cfg.trainer.max_steps,
-                               self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
+            return RankMonitor(resolve_url(self.settings.storage, self.sweep_dir), self.settings.study_name, trial_id(trial),
+                               OmegaConf.to_container(self.settings.pruner, resolve=True), cfg.trainer.max_steps,
+                               self.objectives[0], self.settings.prune_every, self.settings.prune_eval_samples)
 
         def monitor(rank: int):
             from .pruning import TrialMonitor
 
-            return TrialMonitor(trial, self.objectives[0], self.s.prune_every, self.s.prune_eval_samples)
+            return TrialMonitor(trial, self.objectives[0], self.settings.prune_every, self.settings.prune_eval_samples)
 
         return monitor
 
