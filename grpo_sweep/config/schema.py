@@ -153,8 +153,8 @@ class DataConfig:
     max_val_samples: Optional[int] = None
     max_test_samples: Optional[int] = None
     seed: int = MISSING
-    # the built-in generator's settings: set by data=arithmetic only (null for other data)
-    arithmetic: Optional[ArithmeticConfig] = None
+    # the built-in generator's settings, read by data=arithmetic only
+    arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
 
 
 @dataclass
