@@ -1,6 +1,8 @@
 """Shared fixtures: compose the real configs, switched to tiny CPU settings, each test in its own dir."""
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import sys
 from pathlib import Path
@@ -37,7 +39,15 @@ FAST = [
 
 
 def compose(overrides: list[str] | None = None):
-    """The real config from conf/, as launch.py would compose it."""
+    """The real config from conf/, as launch.py would compose it: a fresh copy the test may change."""
+    return copy.deepcopy(_composed(tuple(overrides or [])))
+
+
+@functools.cache
+def _composed(overrides: tuple[str, ...]):
+    # Hydra takes ~0.3 s a composition and the suite asks for the same few hundred configs over and over; a copy
+    # costs 0.01 s. conf/ does not change during a session and composing reads nothing else (no env interpolation
+    # is resolved at compose time), so a cached composition is the one Hydra would make again.
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
@@ -45,7 +55,7 @@ def compose(overrides: list[str] | None = None):
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides or []))
+        return hydra_compose(config_name="config", overrides=list(overrides))
 
 
 @pytest.fixture
