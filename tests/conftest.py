@@ -76,3 +76,46 @@ def run_launch(args: list[str], cwd: Path, timeout: int = 600, env: dict | None 
         timeout=timeout,
         env=full_env,
     )
+
+
+def launch_here(args: list[str], cwd: Path, env: dict | None = None):
+    """`python launch.py ARGS` in this process, for launches the gate refuses before anything runs: what it printed
+    and its exit status, as run_launch returns them, without a new interpreter's seconds of start-up and imports.
+    Whether a refusal's line reaches the terminal, and what a launch imports, stay with run_launch's subprocesses."""
+    import contextlib
+    import io
+    import logging
+    import runpy
+    import subprocess
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from grpo_sweep.sweeps.sweep_end import FAILED_RUNS
+
+    argv, saved_env, saved_cwd = sys.argv, dict(os.environ), os.getcwd()
+    root = logging.getLogger()
+    saved_logging = root.handlers[:], root.level, [run for run in FAILED_RUNS]
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    sys.argv = [str(ROOT / "launch.py"), *args, f"output_root={cwd}"]
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                runpy.run_path(sys.argv[0], run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code
+                if isinstance(code, str):  # as the interpreter does: the message to stderr, exit status 1
+                    print(code, file=sys.stderr)
+                    code = 1
+    finally:
+        sys.argv = argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None
+        root.handlers[:], level, FAILED_RUNS[:] = saved_logging
+        root.setLevel(level)
+    return subprocess.CompletedProcess(sys.argv, code or 0, stdout.getvalue(), stderr.getvalue())

@@ -16,7 +16,7 @@ import pytest
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from .conftest import CONF, FAST, ROOT
+from .conftest import CONF, FAST, ROOT, launch_here
 
 HEAVY = ("torch", "trl", "transformers", "unsloth", "peft", "datasets")
 CPU_JOB = ["hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2"]
@@ -126,8 +126,8 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
 )
 def test_bad_value_fails_before_anything_is_submitted(tmp_path, fake_sbatch, overrides, message):
     env, scripts = fake_sbatch
-    out, probe = submit(["-m", "hydra/launcher=slurm", *CPU_JOB, *overrides], tmp_path, env)
-    assert probe["code"] not in (0, None)
+    out = launch_here(["-m", "hydra/launcher=slurm", *CPU_JOB, *overrides], tmp_path, env)
+    assert out.returncode == 1
     assert message in out.stderr, out.stderr[-2000:]
     assert list(scripts.iterdir()) == []  # nothing reached sbatch
 
@@ -151,9 +151,8 @@ def test_a_multi_process_run_that_does_not_fit_is_refused_before_submission(tmp_
     sinfo.write_text('#!/bin/sh\necho "gpu*|64|512000|gpu:a100:4|2"\n')
     sinfo.chmod(0o755)
     base = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4", "distributed=ddp"]
-    out, probe = submit(["-m", *base, *overrides], tmp_path, env)
-    assert probe["code"] not in (0, None)
-    assert probe["heavy"] == []
+    out = launch_here(["-m", *base, *overrides], tmp_path, env)
+    assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("grpo-sweep: ") and message in last, out.stderr[-2000:]
     assert list(scripts.iterdir()) == []
@@ -181,11 +180,8 @@ def test_a_dry_run_shows_what_each_job_would_run_and_submits_nothing(tmp_path, f
 
 def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
     """One run's reward raises: the other run still trains, the table shows the failure, the exit code is 1."""
-    from .conftest import run_launch
-
     flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
-    out = run_launch(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", *FAST, "trainer.max_steps=2"],
-                     tmp_path, env={"PYTHONPATH": str(ROOT)})
+    out = launch_here(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", *FAST, "trainer.max_steps=2"], tmp_path)
     assert out.returncode == 1, out.stderr[-3000:]
     [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
     failed, done = (json.loads((sweep_dir / n / "summary.json").read_text()) for n in ("0", "1"))
@@ -198,8 +194,8 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
 def test_slurm_launcher_without_sbatch_says_so(tmp_path):
     empty = tmp_path / "empty_path"
     empty.mkdir()
-    out, probe = submit(["-m", "hydra/launcher=slurm", "lora.r=16,32"], tmp_path, {"PATH": str(empty)})
-    assert probe["code"] not in (0, None)
+    out = launch_here(["-m", "hydra/launcher=slurm", "lora.r=16,32"], tmp_path, {"PATH": str(empty)})
+    assert out.returncode == 1
     assert "hydra/launcher=slurm: SLURM's sbatch is not on PATH here" in out.stderr
 
 
@@ -391,9 +387,8 @@ def test_a_launcher_on_the_command_line_of_a_single_run_asks_for_m(tmp_path):
 
 def test_a_multi_process_run_on_a_gpu_pool_is_refused_before_any_worker_starts(tmp_path):
     """The pool pins each worker to one GPU (here two stand-in GPU ids): a DDP run's processes would share it."""
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), "-m", "hydra/launcher=pool", "distributed=ddp",
-                          "distributed.nproc_per_node=2", f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0,1"})
+    out = launch_here(["-m", "hydra/launcher=pool", "distributed=ddp", "distributed.nproc_per_node=2"], tmp_path,
+                      {"CUDA_VISIBLE_DEVICES": "0,1"})
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert "distributed=ddp with hydra/launcher=pool: the pool pins each worker to one GPU" in last, out.stderr[-2000:]
