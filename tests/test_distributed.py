@@ -31,8 +31,11 @@ def _rank_logs(run_dir: Path) -> str:
     return "".join(p.read_text() for p in sorted((run_dir / "ranks").glob("*/attempt_*/*/stderr.log")))
 
 
-@pytest.mark.parametrize("launcher", [[], ["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"],
-                                      ["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"]],
+# the ranks are started by the same code whichever process launches the run; a pool worker and a submitit job as
+# that process run with the slow tests (~25 s each)
+@pytest.mark.parametrize("launcher", [[], pytest.param(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"], marks=pytest.mark.slow),
+                                      pytest.param(["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"],
+                                                   marks=pytest.mark.slow)],
                          ids=["single run", "pool worker", "submitit_local job"])
 def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     out = run_launch([*launcher, *FAST, *TWO], tmp_path, env=ENV)

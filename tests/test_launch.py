@@ -5,7 +5,7 @@ import pytest
 
 import json
 
-from .conftest import FAST, ROOT, run_launch
+from .conftest import FAST, ROOT, launch_here, run_launch
 
 
 # The README's main job starts from the shipped weights, so its before-training figures are the same on every
@@ -48,7 +48,7 @@ def test_main_job_starts_from_the_shipped_model_and_learns(tmp_path):
 
 
 def test_grid_runs_every_combination_and_prints_a_table(tmp_path):
-    out = run_launch(["-m", "reward_mix=format,correct", "lora.r=16,32", *FAST], tmp_path)
+    out = launch_here(["-m", "reward_mix=format,correct", "lora.r=16,32", *FAST, "trainer.max_steps=2"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
     summaries = sorted(sweep_dir.glob("*/summary.json"))

@@ -72,6 +72,7 @@ def test_full_fine_tuning_saves_the_model(tmp_path):
     assert not (tmp_path / "lora").exists()
 
 
+@pytest.mark.slow
 def test_learning_shows_with_the_smoke_settings(tmp_path):
     """The main job's settings, warm start included: the training reward (`correct`) rises clearly in 60 steps."""
     from grpo_sweep.run.train import train
