@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -268,11 +269,16 @@ def test_pool_runs_several_runs_per_worker_with_the_same_results(tmp_path):
     assert "| 2   | trainer.seed=3 | completed" in pool.stdout
 
 
-def worker_gpu(_):
-    """Run in a pool worker: which process, pinned to which GPU (slow enough that both workers get some)."""
+def worker_gpu(rendezvous: str):
+    """Run in a pool worker: which process, pinned to which GPU. Each call waits until two workers have checked in,
+    so that two calls are always answered by both workers, however unevenly they started."""
     import time
 
-    time.sleep(0.1)
+    folder = Path(rendezvous)
+    (folder / str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(list(folder.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
@@ -291,16 +297,20 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
         assert pool.visible_gpus() == []
 
+    def answers() -> dict:
+        rendezvous = Path(tempfile.mkdtemp(dir=tmp_path))
+        return dict(executor.map(worker_gpu, [str(rendezvous)] * 2))
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
     executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
-                                     initargs=(str(tmp_path), ["7", "9"]))
-    seen = dict(executor.map(worker_gpu, range(20)))
-    assert sorted(seen.values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
+                                     initargs=(str(locks), ["7", "9"]))
+    assert sorted(answers().values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
     with pytest.raises(Exception):
         executor.submit(os._exit, 137).result()  # a worker dies: its lock goes with it
     executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
-                                     initargs=(str(tmp_path), ["7", "9"]))
-    again = dict(executor.map(worker_gpu, range(20)))
-    assert sorted(again.values()) == ["7", "9"]
+                                     initargs=(str(locks), ["7", "9"]))
+    assert sorted(answers().values()) == ["7", "9"]
     executor.shutdown(kill_workers=True)
 
 
