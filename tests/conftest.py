@@ -116,6 +116,9 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
         os.environ.update(saved_env)
         GlobalHydra.instance().clear()
         HydraConfig.instance().cfg = None
+        added = [handler for handler in root.handlers if handler not in saved_logging[0]]
         root.handlers[:], level, FAILED_RUNS[:] = saved_logging
         root.setLevel(level)
+        for handler in added:  # Hydra's console and log-file handlers of the launch's runs
+            handler.close()
     return subprocess.CompletedProcess(sys.argv, code or 0, stdout.getvalue(), stderr.getvalue())
