@@ -79,9 +79,11 @@ def run_launch(args: list[str], cwd: Path, timeout: int = 600, env: dict | None 
 
 
 def launch_here(args: list[str], cwd: Path, env: dict | None = None):
-    """`python launch.py ARGS` in this process, for launches the gate refuses before anything runs: what it printed
-    and its exit status, as run_launch returns them, without a new interpreter's seconds of start-up and imports.
-    Whether a refusal's line reaches the terminal, and what a launch imports, stay with run_launch's subprocesses."""
+    """`python launch.py ARGS` in this process: what it printed and its exit status, as run_launch returns them,
+    without a new interpreter's ~8 s of start-up, torch/trl imports and exit. For launches whose own process is not
+    what is tested: the gate's refusals, a run or a sweep of the in-process launcher. Whether a line reaches the
+    terminal, what a launch imports, and launches that change process-wide state (the hub's offline switch, a
+    process per run) stay with run_launch's subprocesses."""
     import contextlib
     import io
     import logging
@@ -97,13 +99,14 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
     root = logging.getLogger()
     saved_logging = root.handlers[:], root.level, [run for run in FAILED_RUNS]
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
-    sys.argv = [str(ROOT / "launch.py"), *args, f"output_root={cwd}"]
+    command = [str(ROOT / "launch.py"), *args, f"output_root={cwd}"]
+    sys.argv = list(command)
     os.environ.update(env or {})
     os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
-                runpy.run_path(sys.argv[0], run_name="__main__")
+                runpy.run_path(command[0], run_name="__main__")
             except SystemExit as exc:
                 code = exc.code
                 if isinstance(code, str):  # as the interpreter does: the message to stderr, exit status 1
@@ -121,4 +124,4 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
         root.setLevel(level)
         for handler in added:  # Hydra's console and log-file handlers of the launch's runs
             handler.close()
-    return subprocess.CompletedProcess(sys.argv, code or 0, stdout.getvalue(), stderr.getvalue())
+    return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
