@@ -125,3 +125,16 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
         for handler in added:  # Hydra's console and log-file handlers of the launch's runs
             handler.close()
     return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
+
+
+@pytest.fixture(scope="session")
+def grid_sweep(tmp_path_factory):
+    """One `-m` grid through the default launcher, read by the tests of what a sweep does and prints: a reward that
+    raises or not (tests/failing_rewards.py) x two mixes, so runs 0 and 1 fail at their first step and runs 2 and 3
+    train. Returns (what the launch printed and its exit status, the sweep directory)."""
+    out_dir = tmp_path_factory.mktemp("grid")
+    flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
+    out = launch_here(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", "reward_mix=format,correct", *FAST,
+                       "trainer.max_steps=2"], out_dir)
+    [sweep_dir] = list(out_dir.glob("grpo/multiruns/*"))
+    return out, sweep_dir

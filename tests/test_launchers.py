@@ -179,17 +179,19 @@ def test_a_dry_run_shows_what_each_job_would_run_and_submits_nothing(tmp_path, f
     assert list(scripts.iterdir()) == [] and not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
 
 
-def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
-    """One run's reward raises: the other run still trains, the table shows the failure, the exit code is 1."""
-    flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
-    out = launch_here(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", *FAST, "trainer.max_steps=2"], tmp_path)
+def test_a_failed_run_does_not_stop_the_sweep(grid_sweep):
+    """Two runs' reward raises: the other runs still train, the table shows the failures, the exit code is 1."""
+    out, sweep_dir = grid_sweep
     assert out.returncode == 1, out.stderr[-3000:]
-    [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
-    failed, done = (json.loads((sweep_dir / n / "summary.json").read_text()) for n in ("0", "1"))
-    assert failed["status"] == "failed" and "flaky reward exploded" in failed["error"]
-    assert done["status"] == "completed" and done["steps"] == 2
+    summaries = [json.loads((sweep_dir / n / "summary.json").read_text()) for n in "0123"]
+    for failed in summaries[:2]:
+        assert failed["status"] == "failed" and "flaky reward exploded" in failed["error"]
+    for done in summaries[2:]:
+        assert done["status"] == "completed" and done["steps"] == 2
     # the reward guard names the reward and the sample (rewards/guard.py)
-    assert "run 0 failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) on sample 0" in out.stdout
+    for n in (0, 1):
+        assert (f"run {n} failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) "
+                "on sample 0") in out.stdout
 
 
 def test_slurm_launcher_without_sbatch_says_so(tmp_path):
