@@ -228,6 +228,9 @@ def test_a_hub_reward_model_neither_cached_nor_reachable_is_one_line_naming_the_
     assert started_runs(tmp_path) == []
 
 
+# a training subprocess (~15 s): resolving a hub id from the HF cache is test_hub.py's policy run and the refusal
+# from the cached config below; a reward model training is the test of its mean
+@pytest.mark.slow
 def test_a_hub_reward_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(rm_dir, tmp_path):
     place_in_hub_cache(Path(rm_dir), tmp_path / "hf", "grpo-sweep-test/tiny-rm")
     out = run_launch(["reward_mix=none", "+reward_mix.rm.model=grpo-sweep-test/tiny-rm", *FAST, "trainer.max_steps=2",
