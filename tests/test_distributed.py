@@ -33,10 +33,12 @@ def _rank_logs(run_dir: Path) -> str:
 
 # the ranks are started by the same code whichever process launches the run; a pool worker and a submitit job as
 # that process run with the slow tests (~25 s each)
-@pytest.mark.parametrize("launcher", [[], pytest.param(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"], marks=pytest.mark.slow),
-                                      pytest.param(["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"],
-                                                   marks=pytest.mark.slow)],
-                         ids=["single run", "pool worker", "submitit_local job"])
+@pytest.mark.parametrize(
+    "launcher",
+    [[], pytest.param(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"], marks=pytest.mark.slow),
+     pytest.param(["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"], marks=pytest.mark.slow)],
+    ids=["single run", "pool worker", "submitit_local job"],
+)
 def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     out = run_launch([*launcher, *FAST, *TWO], tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -70,8 +72,8 @@ def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
     assert "\n" not in error and str(summary_path.parent / "ranks") in error
 
 
-TORCHRUN_REFUSAL = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts a "
-                    "run's processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
+TORCHRUN_REFUSAL = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts "
+                    "a run's processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
 
 
 def test_a_launch_started_as_one_of_several_processes_is_refused_with_the_spelling_that_works(tmp_path):

@@ -51,8 +51,8 @@ def test_grid_runs_every_combination_and_prints_a_table(grid_sweep):
     out, sweep_dir = grid_sweep  # two of its four runs fail: the table still has every one
     summaries = sorted(sweep_dir.glob("*/summary.json"))
     assert len(summaries) == 4
-    combos = {tuple(o for o in json.loads(s.read_text())["overrides"] if "params.fail" in o or o.startswith("reward_mix="))
-              for s in summaries}
+    overrides = [json.loads(s.read_text())["overrides"] for s in summaries]
+    combos = {tuple(o for o in run if "params.fail" in o or o.startswith("reward_mix=")) for run in overrides}
     assert combos == {(f"+reward_mix.flaky.params.fail={f}", f"reward_mix={m}") for f in ("True", "False")
                       for m in ("format", "correct")}
     table = (sweep_dir / "sweep_table.md").read_text()

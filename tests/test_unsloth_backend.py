@@ -207,9 +207,9 @@ def unsloth_imported_late(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     code = ("import transformers; import os, grpo_sweep.backends.unsloth_backend, unsloth_zoo.compiler as c; "
             "print(c.UNSLOTH_COMPILE_LOCATION, os.getpid(), os.path.isdir(c.UNSLOTH_COMPILE_LOCATION))")
-    env = {**os.environ, "GRPO_SWEEP_CACHE": str(cache), "UNSLOTH_COMPILE_LOCATION": str(cache / "unsloth_compiled_cache" / "1")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=cache, env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
-                            capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(cache), "PYTHONPATH": os.pathsep.join(sys.path),
+           "UNSLOTH_COMPILE_LOCATION": str(cache / "unsloth_compiled_cache" / "1")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=cache, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return cache, result
 
