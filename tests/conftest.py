@@ -1,6 +1,8 @@
 """Shared fixtures: compose the real configs, switched to tiny CPU settings, each test in its own dir."""
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import sys
 from pathlib import Path
@@ -37,7 +39,15 @@ FAST = [
 
 
 def compose(overrides: list[str] | None = None):
-    """The real config from conf/, as launch.py would compose it."""
+    """The real config from conf/, as launch.py would compose it: a fresh copy the test may change."""
+    return copy.deepcopy(_composed(tuple(overrides or [])))
+
+
+@functools.cache
+def _composed(overrides: tuple[str, ...]):
+    # Hydra takes ~0.3 s a composition and the suite asks for the same few hundred configs over and over; a copy
+    # costs 0.01 s. conf/ does not change during a session and composing reads nothing else (no env interpolation
+    # is resolved at compose time), so a cached composition is the one Hydra would make again.
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
@@ -45,7 +55,7 @@ def compose(overrides: list[str] | None = None):
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides or []))
+        return hydra_compose(config_name="config", overrides=list(overrides))
 
 
 @pytest.fixture
@@ -66,3 +76,65 @@ def run_launch(args: list[str], cwd: Path, timeout: int = 600, env: dict | None 
         timeout=timeout,
         env=full_env,
     )
+
+
+def launch_here(args: list[str], cwd: Path, env: dict | None = None):
+    """`python launch.py ARGS` in this process: what it printed and its exit status, as run_launch returns them,
+    without a new interpreter's ~8 s of start-up, torch/trl imports and exit. For launches whose own process is not
+    what is tested: the gate's refusals, a run or a sweep of the in-process launcher. Whether a line reaches the
+    terminal, what a launch imports, and launches that change process-wide state (the hub's offline switch, a
+    process per run) stay with run_launch's subprocesses."""
+    import contextlib
+    import io
+    import logging
+    import runpy
+    import subprocess
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from grpo_sweep.sweeps.sweep_end import FAILED_RUNS
+
+    argv, saved_env, saved_cwd = sys.argv, dict(os.environ), os.getcwd()
+    root = logging.getLogger()
+    saved_logging = root.handlers[:], root.level, [run for run in FAILED_RUNS]
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    command = [str(ROOT / "launch.py"), *args, f"output_root={cwd}"]
+    sys.argv = list(command)
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                runpy.run_path(command[0], run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code
+                if isinstance(code, str):  # as the interpreter does: the message to stderr, exit status 1
+                    print(code, file=sys.stderr)
+                    code = 1
+    finally:
+        sys.argv = argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None
+        added = [handler for handler in root.handlers if handler not in saved_logging[0]]
+        root.handlers[:], level, FAILED_RUNS[:] = saved_logging
+        root.setLevel(level)
+        for handler in added:  # Hydra's console and log-file handlers of the launch's runs
+            handler.close()
+    return subprocess.CompletedProcess(command, code or 0, stdout.getvalue(), stderr.getvalue())
+
+
+@pytest.fixture(scope="session")
+def grid_sweep(tmp_path_factory):
+    """One `-m` grid through the default launcher, read by the tests of what a sweep does and prints: a reward that
+    raises or not (tests/failing_rewards.py) x two mixes, so runs 0 and 1 fail at their first step and runs 2 and 3
+    train. Returns (what the launch printed and its exit status, the sweep directory)."""
+    out_dir = tmp_path_factory.mktemp("grid")
+    flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
+    out = launch_here(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", "reward_mix=format,correct", *FAST,
+                       "trainer.max_steps=2"], out_dir)
+    [sweep_dir] = list(out_dir.glob("grpo/multiruns/*"))
+    return out, sweep_dir

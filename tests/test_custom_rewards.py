@@ -14,7 +14,7 @@ from grpo_sweep.rewards.mix import build_mix, data_columns, describe_mix, needs_
 from grpo_sweep.run.validate import ConfigError, validate
 
 from . import reward_plugins
-from .conftest import FAST, ROOT, compose, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, run_launch
 
 PLUGINS = "tests.reward_plugins"
 
@@ -274,10 +274,9 @@ def test_unsloth_demo_reward_gets_the_number_it_expects(tmp_path, capsys):
 
 def test_custom_only_mix_trains_and_prints_the_mix(tmp_path):
     data = gsm8k_file(tmp_path)
-    out = run_launch([*gsm8k_overrides(data), "reward_mix=none", f"+reward_mix.demo.fn={PLUGINS}.correctness_reward_func",
-                      "+reward_mix.fmt.fn=xmlcount", "+reward_mix.fmt.weight=0.5", *FAST, "trainer.max_steps=2",
-                      "trainer.save_steps=2"],
-                     tmp_path, timeout=600, env={"PYTHONPATH": str(ROOT)})
+    out = launch_here([*gsm8k_overrides(data), "reward_mix=none",
+                       f"+reward_mix.demo.fn={PLUGINS}.correctness_reward_func", "+reward_mix.fmt.fn=xmlcount",
+                       "+reward_mix.fmt.weight=0.5", *FAST, "trainer.max_steps=2", "trainer.save_steps=2"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     [summary_file] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     summary = json.loads(summary_file.read_text())

@@ -15,7 +15,7 @@ import pytest
 from grpo_sweep.run.distributed import check_world
 from grpo_sweep.sweeps.submit import run_world
 
-from .conftest import FAST, ROOT, compose, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, run_launch
 
 # two processes of 4 prompts' completions each: the global batch of FAST's one process (8)
 TWO = ["distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_train_batch_size=4",
@@ -31,9 +31,14 @@ def _rank_logs(run_dir: Path) -> str:
     return "".join(p.read_text() for p in sorted((run_dir / "ranks").glob("*/attempt_*/*/stderr.log")))
 
 
-@pytest.mark.parametrize("launcher", [[], ["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"],
-                                      ["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"]],
-                         ids=["single run", "pool worker", "submitit_local job"])
+# the ranks are started by the same code whichever process launches the run; a pool worker and a submitit job as
+# that process run with the slow tests (~25 s each)
+@pytest.mark.parametrize(
+    "launcher",
+    [[], pytest.param(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"], marks=pytest.mark.slow),
+     pytest.param(["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"], marks=pytest.mark.slow)],
+    ids=["single run", "pool worker", "submitit_local job"],
+)
 def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     out = run_launch([*launcher, *FAST, *TWO], tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -67,6 +72,20 @@ def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
     assert "\n" not in error and str(summary_path.parent / "ranks") in error
 
 
+TORCHRUN_REFUSAL = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts "
+                    "a run's processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
+
+
+def test_a_launch_started_as_one_of_several_processes_is_refused_with_the_spelling_that_works(tmp_path):
+    """What each process torchrun starts sees (WORLD_SIZE): refused before it trains. torchrun itself: below."""
+    out = launch_here(["distributed=ddp", *FAST], tmp_path, {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"})
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == TORCHRUN_REFUSAL, out.stderr[-3000:]
+    assert not list(tmp_path.glob("**/metrics.jsonl"))
+
+
+# two processes that each import torch and trl (~8 s); the refusal's logic is the test above
+@pytest.mark.slow
 def test_launch_under_torchrun_is_refused_with_the_spelling_that_works(tmp_path):
     """Under torchrun every process would be a run of its own (its own run directory, summary, checkpoints)."""
     # torchrun stops the other processes at its first look after one fails (every 0.1 s by default): with 5 s, the
@@ -75,9 +94,7 @@ def test_launch_under_torchrun_is_refused_with_the_spelling_that_works(tmp_path)
                           "--monitor-interval=5", str(ROOT / "launch.py"), "distributed=ddp", f"output_root={tmp_path}"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
     assert out.returncode != 0
-    line = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts a run's "
-            "processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
-    assert (out.stdout + out.stderr).count(line) == 2, out.stderr[-3000:]
+    assert (out.stdout + out.stderr).count(TORCHRUN_REFUSAL) == 2, out.stderr[-3000:]
     assert not list(tmp_path.glob("**/metrics.jsonl"))
 
 

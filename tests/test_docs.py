@@ -42,11 +42,6 @@ def anchors(path: Path) -> set[str]:
     return out
 
 
-def test_readme_is_short():
-    size = len(README.read_bytes())
-    assert size <= 15 * 1024, f"README.md is {size} bytes; reference material belongs in docs/"
-
-
 def test_readme_setup_block_is_the_two_commands():
     text = README.read_text()
     section = text.split("## Set up, run, test", 1)[1]

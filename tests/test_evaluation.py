@@ -8,7 +8,7 @@ import pytest
 from grpo_sweep.run.files import read_jsonl
 from grpo_sweep.run.summary import Sampled, Scores
 
-from .conftest import FAST, compose, run_launch
+from .conftest import FAST, compose, launch_here
 
 
 # -- the scorers, on completions we write ourselves ---------------------------------------------------------------
@@ -212,10 +212,10 @@ def test_generate_loads_the_best_adapter(evaluated_run, capsys, monkeypatch):
 
 def test_an_evaluation_that_fails_is_reported_and_the_adapter_kept(tmp_path):
     # the reward works in training (TRL passes trainer_state) and raises in every evaluation (validation and test)
-    result = run_launch(
+    result = launch_here(
         FAST + ["+reward_mix.evalbomb.fn=tests.failing_rewards.fails_outside_training", "+reward_mix.evalbomb.weight=0.5",
                 "hydra.run.dir=" + str(tmp_path / "run")],
-        cwd=tmp_path,
+        tmp_path,
     )
     assert result.returncode == 1, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]

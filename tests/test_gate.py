@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FAST, ROOT, run_launch
+from .conftest import FAST, ROOT, launch_here, run_launch
 from .test_launchers import CPU_JOB, fake_sbatch, submit  # noqa: F401  (fake_sbatch: a fixture)
 
 BAD = "trainer.num_generations=3"  # does not divide the generation batch (8 x 1 in FAST)
@@ -47,7 +47,7 @@ def assert_one_line_refusal(stderr: str, line: str) -> None:
     ids=["local", "local-batches", "pool", "submitit_local", "stock-launcher", "stock-sweeper-pool"],
 )
 def test_a_grid_with_one_bad_job_starts_no_run(tmp_path, launcher):
-    out = run_launch(["-m", *launcher, *GRID], tmp_path, timeout=120, env=ENV)
+    out = launch_here(["-m", *launcher, *GRID], tmp_path)
     assert out.returncode == 1, out.stderr[-3000:]
     assert_one_line_refusal(out.stderr, REFUSAL)
     assert started_runs(tmp_path) == [], "a run started although another job of the grid was bad"

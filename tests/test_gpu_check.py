@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from grpo_sweep.run.validate import gpu_count
 
 from .conftest import ROOT
@@ -119,6 +121,9 @@ def test_the_server_check_times_the_start_and_sees_whether_the_stop_freed_the_gp
         assert (watched["memory_freed"], watched["after_stop_gib"]) == (freed, [after])
 
 
+# two gloo processes train for real (~50 s on 2 cores); the two-process run itself is test_distributed.py's, the
+# check's plan and skips are the tests above
+@pytest.mark.slow
 def test_the_cpu_dry_run_trains_the_ddp_check_as_two_processes(tmp_path):
     out = tmp_path / "check"
     result = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "trl-ddp,trl-server",

@@ -22,7 +22,7 @@ from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns  # noqa: E
 from bench.judge_servers import (TINY_MODEL, JudgeServer, chat_reply, hang, rate_limited, read_json_lines,  # noqa: E402
                                   scored, tiny_model_server)
 
-from .conftest import FAST, ROOT, run_launch  # noqa: E402
+from .conftest import FAST, ROOT, launch_here, run_launch  # noqa: E402
 
 FACTORY = "grpo_sweep.rewards.judge.llm_judge"
 KEY_ENV = "GRPO_SWEEP_TEST_JUDGE_KEY"
@@ -318,9 +318,9 @@ def test_a_judge_served_by_transformers_serve_with_the_tiny_model_trains(tmp_pat
 def test_training_goes_on_when_the_judge_hangs(tmp_path):
     """Every sample None (TRL logs the step's reward as None): the run finishes, each call cut at the deadline."""
     with JudgeServer(hang) as server:
-        out = run_launch(["reward_mix=none", *judge_term("judge", server.base_url, "model=m", "timeout=5",
-                                                         "deadline=0.3"), *FAST, "trainer.max_steps=2",
-                          "trainer.save_steps=2"], tmp_path, timeout=300)
+        out = launch_here(["reward_mix=none", *judge_term("judge", server.base_url, "model=m", "timeout=5",
+                                                          "deadline=0.3"), *FAST, "trainer.max_steps=2",
+                           "trainer.save_steps=2"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from .conftest import CONF, FAST, ROOT
+from .conftest import CONF, FAST, ROOT, launch_here
 
 HEAVY = ("torch", "trl", "transformers", "unsloth", "peft", "datasets")
 CPU_JOB = ["hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2"]
@@ -126,8 +127,8 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
 )
 def test_bad_value_fails_before_anything_is_submitted(tmp_path, fake_sbatch, overrides, message):
     env, scripts = fake_sbatch
-    out, probe = submit(["-m", "hydra/launcher=slurm", *CPU_JOB, *overrides], tmp_path, env)
-    assert probe["code"] not in (0, None)
+    out = launch_here(["-m", "hydra/launcher=slurm", *CPU_JOB, *overrides], tmp_path, env)
+    assert out.returncode == 1
     assert message in out.stderr, out.stderr[-2000:]
     assert list(scripts.iterdir()) == []  # nothing reached sbatch
 
@@ -151,9 +152,8 @@ def test_a_multi_process_run_that_does_not_fit_is_refused_before_submission(tmp_
     sinfo.write_text('#!/bin/sh\necho "gpu*|64|512000|gpu:a100:4|2"\n')
     sinfo.chmod(0o755)
     base = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4", "distributed=ddp"]
-    out, probe = submit(["-m", *base, *overrides], tmp_path, env)
-    assert probe["code"] not in (0, None)
-    assert probe["heavy"] == []
+    out = launch_here(["-m", *base, *overrides], tmp_path, env)
+    assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("grpo-sweep: ") and message in last, out.stderr[-2000:]
     assert list(scripts.iterdir()) == []
@@ -179,27 +179,26 @@ def test_a_dry_run_shows_what_each_job_would_run_and_submits_nothing(tmp_path, f
     assert list(scripts.iterdir()) == [] and not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
 
 
-def test_a_failed_run_does_not_stop_the_sweep(tmp_path):
-    """One run's reward raises: the other run still trains, the table shows the failure, the exit code is 1."""
-    from .conftest import run_launch
-
-    flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
-    out = run_launch(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", *FAST, "trainer.max_steps=2"],
-                     tmp_path, env={"PYTHONPATH": str(ROOT)})
+def test_a_failed_run_does_not_stop_the_sweep(grid_sweep):
+    """Two runs' reward raises: the other runs still train, the table shows the failures, the exit code is 1."""
+    out, sweep_dir = grid_sweep
     assert out.returncode == 1, out.stderr[-3000:]
-    [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
-    failed, done = (json.loads((sweep_dir / n / "summary.json").read_text()) for n in ("0", "1"))
-    assert failed["status"] == "failed" and "flaky reward exploded" in failed["error"]
-    assert done["status"] == "completed" and done["steps"] == 2
+    summaries = [json.loads((sweep_dir / n / "summary.json").read_text()) for n in "0123"]
+    for failed in summaries[:2]:
+        assert failed["status"] == "failed" and "flaky reward exploded" in failed["error"]
+    for done in summaries[2:]:
+        assert done["status"] == "completed" and done["steps"] == 2
     # the reward guard names the reward and the sample (rewards/guard.py)
-    assert "run 0 failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) on sample 0" in out.stdout
+    for n in (0, 1):
+        assert (f"run {n} failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) "
+                "on sample 0") in out.stdout
 
 
 def test_slurm_launcher_without_sbatch_says_so(tmp_path):
     empty = tmp_path / "empty_path"
     empty.mkdir()
-    out, probe = submit(["-m", "hydra/launcher=slurm", "lora.r=16,32"], tmp_path, {"PATH": str(empty)})
-    assert probe["code"] not in (0, None)
+    out = launch_here(["-m", "hydra/launcher=slurm", "lora.r=16,32"], tmp_path, {"PATH": str(empty)})
+    assert out.returncode == 1
     assert "hydra/launcher=slurm: SLURM's sbatch is not on PATH here" in out.stderr
 
 
@@ -272,11 +271,16 @@ def test_pool_runs_several_runs_per_worker_with_the_same_results(tmp_path):
     assert "| 2   | trainer.seed=3 | completed" in pool.stdout
 
 
-def worker_gpu(_):
-    """Run in a pool worker: which process, pinned to which GPU (slow enough that both workers get some)."""
+def worker_gpu(rendezvous: str):
+    """Run in a pool worker: which process, pinned to which GPU. Each call waits until two workers have checked in,
+    so that two calls are always answered by both workers, however unevenly they started."""
     import time
 
-    time.sleep(0.1)
+    folder = Path(rendezvous)
+    (folder / str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(list(folder.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
@@ -295,16 +299,20 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
         assert pool.visible_gpus() == []
 
+    def answers() -> dict:
+        rendezvous = Path(tempfile.mkdtemp(dir=tmp_path))
+        return dict(executor.map(worker_gpu, [str(rendezvous)] * 2))
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
     executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
-                                     initargs=(str(tmp_path), ["7", "9"]))
-    seen = dict(executor.map(worker_gpu, range(20)))
-    assert sorted(seen.values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
+                                     initargs=(str(locks), ["7", "9"]))
+    assert sorted(answers().values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
     with pytest.raises(Exception):
         executor.submit(os._exit, 137).result()  # a worker dies: its lock goes with it
     executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
-                                     initargs=(str(tmp_path), ["7", "9"]))
-    again = dict(executor.map(worker_gpu, range(20)))
-    assert sorted(again.values()) == ["7", "9"]
+                                     initargs=(str(locks), ["7", "9"]))
+    assert sorted(answers().values()) == ["7", "9"]
     executor.shutdown(kill_workers=True)
 
 
@@ -391,9 +399,8 @@ def test_a_launcher_on_the_command_line_of_a_single_run_asks_for_m(tmp_path):
 
 def test_a_multi_process_run_on_a_gpu_pool_is_refused_before_any_worker_starts(tmp_path):
     """The pool pins each worker to one GPU (here two stand-in GPU ids): a DDP run's processes would share it."""
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), "-m", "hydra/launcher=pool", "distributed=ddp",
-                          "distributed.nproc_per_node=2", f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0,1"})
+    out = launch_here(["-m", "hydra/launcher=pool", "distributed=ddp", "distributed.nproc_per_node=2"], tmp_path,
+                      {"CUDA_VISIBLE_DEVICES": "0,1"})
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert "distributed=ddp with hydra/launcher=pool: the pool pins each worker to one GPU" in last, out.stderr[-2000:]

@@ -13,7 +13,7 @@ from grpo_sweep.rewards import RewardError
 from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns, describe_mix
 from grpo_sweep.run.validate import ConfigError, validate
 
-from .conftest import FAST, ROOT, compose, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, run_launch
 
 OVERLONG = "trl.rewards.get_soft_overlong_punishment"
 OVERLONG_ARGS = {"max_completion_len": 12, "soft_punish_cache": 4}
@@ -99,8 +99,8 @@ TRL_REWARDS = {
 @pytest.mark.parametrize("name", [name if name == "overlong" else pytest.param(name, marks=pytest.mark.slow)
                                   for name in TRL_REWARDS])
 def test_trl_shipped_reward_trains(name, tmp_path):
-    out = run_launch(["reward_mix=none", *TRL_REWARDS[name], *FAST, "trainer.max_steps=2", "trainer.save_steps=2"],
-                     tmp_path, timeout=300)
+    out = launch_here(["reward_mix=none", *TRL_REWARDS[name], *FAST, "trainer.max_steps=2", "trainer.save_steps=2"],
+                      tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     [summary_file] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     summary = json.loads(summary_file.read_text())

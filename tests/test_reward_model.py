@@ -16,7 +16,7 @@ from grpo_sweep.rewards.mix import build_mix, check_mix, describe_mix
 from grpo_sweep.rewards.reward_model import RewardModel
 from grpo_sweep.run.validate import ConfigError, validate
 
-from .conftest import FAST, ROOT, compose, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, run_launch
 from .test_gate import assert_one_line_refusal, started_runs
 from .test_hub import hub_env, place_in_hub_cache
 
@@ -228,6 +228,9 @@ def test_a_hub_reward_model_neither_cached_nor_reachable_is_one_line_naming_the_
     assert started_runs(tmp_path) == []
 
 
+# a training subprocess (~15 s): resolving a hub id from the HF cache is test_hub.py's policy run and the refusal
+# from the cached config below; a reward model training is the test of its mean
+@pytest.mark.slow
 def test_a_hub_reward_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(rm_dir, tmp_path):
     place_in_hub_cache(Path(rm_dir), tmp_path / "hf", "grpo-sweep-test/tiny-rm")
     out = run_launch(["reward_mix=none", "+reward_mix.rm.model=grpo-sweep-test/tiny-rm", *FAST, "trainer.max_steps=2",
@@ -271,9 +274,8 @@ def test_a_reward_model_tokenizer_without_a_chat_template_is_named_on_chat_promp
 def test_training_with_the_reward_model_as_the_only_reward_raises_its_mean(rm_dir, tmp_path):
     # the random tiny model at a high learning rate: it learns to write digits, which the reward model pays for,
     # within 20 steps (seeds 1-3 rose from ~0.03 to 0.13-0.23)
-    out = run_launch(["reward_mix=none", f"+reward_mix.rm.model={rm_dir}", *FAST, "trainer.max_steps=20",
-                      "trainer.save_steps=20", "optimizer.learning_rate=1e-2", "trainer.eval.every_steps=0"],
-                     tmp_path, timeout=300)
+    out = launch_here(["reward_mix=none", f"+reward_mix.rm.model={rm_dir}", *FAST, "trainer.max_steps=20",
+                       "trainer.save_steps=20", "optimizer.learning_rate=1e-2", "trainer.eval.every_steps=0"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     means = [row["rewards/rm/mean"] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())

@@ -74,6 +74,7 @@ def test_full_fine_tuning_saves_the_model(tmp_path):
     assert not (tmp_path / "lora").exists()
 
 
+@pytest.mark.slow
 def test_learning_shows_with_the_smoke_settings(tmp_path):
     """The main job's settings, warm start included: the training reward (`correct`) rises clearly in 60 steps."""
     from grpo_sweep.run.train import train
@@ -82,20 +83,19 @@ def test_learning_shows_with_the_smoke_settings(tmp_path):
     assert summary["reward"] > summary["reward_first"] + 0.1, summary
 
 
-def test_generate_prints_text(finished_run, tmp_path):
+def test_generate_prints_text(finished_run, capsys):
+    from omegaconf import OmegaConf
+
+    from grpo_sweep.run.generate import main
+
     run_dir, _ = finished_run
     # generate reads the run's saved config, as a user's run dir would have it
     hydra_dir = run_dir / ".hydra"
     hydra_dir.mkdir(exist_ok=True)
-    from omegaconf import OmegaConf
-
     OmegaConf.save(compose(FAST + ["reward_mix=unsloth_gsm8k"]), hydra_dir / "config.yaml")
-    out = subprocess.run(
-        [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "Calculate pi.", "--seed", "0", "--max-new-tokens", "12"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip()
+    # in this process: the command line's own entry (`python -m grpo_sweep.run.generate`) is the test below
+    assert main([str(run_dir), "Calculate pi.", "--seed", "0", "--max-new-tokens", "12"]) == 0
+    assert capsys.readouterr().out.strip()
 
 
 def test_generate_refuses_a_non_run_dir(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from grpo_sweep.backends.gpu_stack import GPU_PINS, BackendError, check_cpu_fallback, check_device, check_stack
 from grpo_sweep.run.validate import ConfigError, validate
 
-from .conftest import FAST, ROOT, compose, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, run_launch
 
 HAS_UNSLOTH = importlib.util.find_spec("unsloth") is not None
 needs_unsloth = pytest.mark.skipif(
@@ -111,7 +111,7 @@ def test_disabled_cpu_fallback_is_named_before_unsloth_raises_deep_inside():
 
 @pytest.mark.skipif(_cuda(), reason="checks the CPU refusal; this machine has a GPU")
 def test_trl_vllm_run_on_cpu_fails_before_training_with_one_line(tmp_path):
-    result = run_launch(["trainer.use_vllm=true", *FAST], tmp_path)
+    result = launch_here(["trainer.use_vllm=true", *FAST], tmp_path)
     assert result.returncode != 0
     assert "trainer.use_vllm=true needs a GPU and this machine has no GPU; on CPU: trainer.use_vllm=false" in result.stderr
     assert not list(tmp_path.glob("grpo/runs/*/metrics.jsonl"))  # refused on the training machine, before training
@@ -200,25 +200,31 @@ def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
     assert answer.stdout.strip()
 
 
-@needs_unsloth
-def test_unsloth_writes_its_generated_code_under_the_cache_per_process(tmp_path):
-    code = ("import os, grpo_sweep.backends.unsloth_backend, unsloth_zoo.compiler as c; "
+@pytest.fixture(scope="module")
+def unsloth_imported_late(tmp_path_factory):
+    """One process that imports transformers, then the Unsloth backend (importing unsloth takes ~10 s: once for the
+    tests below). Its cache is its own; its compile location the parent's, as a pool worker inherits it."""
+    cache = tmp_path_factory.mktemp("cache")
+    code = ("import transformers; import os, grpo_sweep.backends.unsloth_backend, unsloth_zoo.compiler as c; "
             "print(c.UNSLOTH_COMPILE_LOCATION, os.getpid(), os.path.isdir(c.UNSLOTH_COMPILE_LOCATION))")
-    # the parent's own directory, as a pool worker inherits it
-    env = {**os.environ, "GRPO_SWEEP_CACHE": str(tmp_path), "UNSLOTH_COMPILE_LOCATION": str(tmp_path / "unsloth_compiled_cache" / "1")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
-                            capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "GRPO_SWEEP_CACHE": str(cache), "PYTHONPATH": os.pathsep.join(sys.path),
+           "UNSLOTH_COMPILE_LOCATION": str(cache / "unsloth_compiled_cache" / "1")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=cache, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    location, pid, existed = result.stdout.split()[-3:]
-    assert location == str(tmp_path / "unsloth_compiled_cache" / pid) and existed == "True"
-    assert not (tmp_path / "unsloth_compiled_cache" / pid).exists()  # removed when the process ended
+    return cache, result
 
 
 @needs_unsloth
-def test_importing_transformers_before_the_unsloth_backend_is_reported():
-    code = "import transformers; import grpo_sweep.backends.unsloth_backend"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_unsloth_writes_its_generated_code_under_the_cache_per_process(unsloth_imported_late):
+    cache, result = unsloth_imported_late
+    location, pid, existed = result.stdout.split()[-3:]
+    assert location == str(cache / "unsloth_compiled_cache" / pid) and existed == "True"
+    assert not (cache / "unsloth_compiled_cache" / pid).exists()  # removed when the process ended
+
+
+@needs_unsloth
+def test_importing_transformers_before_the_unsloth_backend_is_reported(unsloth_imported_late):
+    _, result = unsloth_imported_late
     assert "transformers imported before unsloth" in result.stderr
 
 
