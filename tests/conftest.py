@@ -101,6 +101,8 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
     command = [str(ROOT / "launch.py"), *args, f"output_root={cwd}"]
     sys.argv = list(command)
+    # a fresh process starts with no failed runs: a test that called the end-of-sweep callbacks may have left some
+    FAILED_RUNS[:] = []
     os.environ.update(env or {})
     os.chdir(cwd)
     try:

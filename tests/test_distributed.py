@@ -60,6 +60,9 @@ def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     assert summary["device_seconds"] == pytest.approx(2 * (timings["train"] + timings["save"] + timings["eval"]), abs=0.01)
 
 
+# two processes that import torch and train (~20 s); who records a rank's failure, and how rank 0 names it, is
+# tests/test_lifecycle.py's on stand-ins
+@pytest.mark.slow
 def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
     bomb = ["+reward_mix.bomb.fn=tests.failing_rewards.fails_on_rank", "+reward_mix.bomb.weight=0.5"]
     out = run_launch(["-m", *FAST, *TWO, *bomb], tmp_path, env=ENV)
