@@ -87,6 +87,9 @@ def place_in_hub_cache(model_dir: Path, hf_home: Path, repo_id: str) -> Path:
     return snapshot
 
 
+# a training run in a process of its own (the hub's offline switch is process-wide), ~12 s: with the slow tests; the
+# refusals of a model neither cached nor reachable stay in the default run
+@pytest.mark.slow
 def test_a_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(tmp_path):
     from grpo_sweep.backends.trl_backend import model_source
 

@@ -127,6 +127,8 @@ def test_resumed_run_continues_the_same_wandb_run_and_no_secret_is_written(tmp_p
     assert FAKE_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
 
 
+# a training run in an interpreter of its own, ~10 s: with the slow tests
+@pytest.mark.slow
 def test_logger_none_runs_without_wandb_installed(tmp_path):
     """A site-packages view without wandb (as on a machine where it was never installed)."""
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
