@@ -10,7 +10,7 @@ from typing import Any
 
 from .run.context import RunContext, from_hydra
 from .run.lifecycle import run_one
-from .run.summary import RunSummary
+from .run.record import RunSummary
 from .sweeps.tables import number
 from .tracking import open_logger
 from .run.redact import install_log_redaction

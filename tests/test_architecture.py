@@ -323,9 +323,9 @@ def test_one_lifecycle_entry():
         assert "grpo_sweep.run.lifecycle.run_one" in calls_of(starter, modules[starter], sources[starter])
 
 
-# The validation metric's names are spelled once, in the run's record (run/summary.py); every other module names
+# The validation metric's names are spelled once, in the run's record (run/record.py); every other module names
 # them through its constants or reads RunSummary's attributes, so a rename is one edit and no reader drifts.
-RECORD = "grpo_sweep.run.summary"
+RECORD = "grpo_sweep.run.record"
 RECORD_SPELLINGS = {"val_accuracy", "val/accuracy"}
 
 

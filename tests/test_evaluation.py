@@ -6,7 +6,7 @@ import json
 import pytest
 
 from grpo_sweep.run.files import read_jsonl
-from grpo_sweep.run.summary import Sampled, Scores
+from grpo_sweep.run.record import Sampled, Scores
 
 from .conftest import FAST, compose, launch_here
 

@@ -10,7 +10,7 @@ from grpo_sweep.run.context import RunContext
 from grpo_sweep.run.distributed import Rank
 from grpo_sweep.run.lifecycle import run_one
 from grpo_sweep.run.results import EvaluationFailed, read_run_summary, write_summary
-from grpo_sweep.run.summary import RunSummary
+from grpo_sweep.run.record import RunSummary
 from grpo_sweep.run.validate import ConfigError
 
 from .conftest import compose

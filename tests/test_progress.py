@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from grpo_sweep.run.evaluate import PeriodicEval
-from grpo_sweep.run.summary import Scores
+from grpo_sweep.run.record import Scores
 from grpo_sweep.run.train import RewardProgress
 
 

@@ -11,7 +11,7 @@ import pytest
 from grpo_sweep.app import format_summary
 from grpo_sweep.rewards.guard import guarded
 from grpo_sweep.run.cost import costly_terms, reward_cost
-from grpo_sweep.run.summary import RunSummary
+from grpo_sweep.run.record import RunSummary
 from grpo_sweep.sweeps.report import build_report, reward_cost_line
 from grpo_sweep.tracking.wandb_logger import summary_fields
 

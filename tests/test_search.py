@@ -338,7 +338,7 @@ def fake_train(value_of):
     from types import SimpleNamespace
 
     from grpo_sweep.run.results import question_key, write_outcomes, write_summary
-    from grpo_sweep.run.summary import RunSummary, Scores
+    from grpo_sweep.run.record import RunSummary, Scores
 
     def train(cfg, context, monitor=None, open_tracker=None):
         seed, lr = cfg.trainer.seed, cfg.optimizer.learning_rate

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_sweep.run.cost import cost_line, cost_totals, generated_tokens, run_cost
-from grpo_sweep.run.summary import RunSummary
+from grpo_sweep.run.record import RunSummary
 import numpy as np
 
 from grpo_sweep.sweeps.simulate import QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives, simulate

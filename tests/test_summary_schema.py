@@ -1,4 +1,4 @@
-"""summary.json's one schema (grpo_sweep/run/summary.py): what is written reads back the same, an older or newer
+"""summary.json's one schema (grpo_sweep/run/record.py): what is written reads back the same, an older or newer
 summary with keys the schema does not name still loads and keeps them, and a file that is not a summary is
 reported in one line by the readers that many runs go through."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from grpo_sweep.run.results import SUMMARY, read_run_summary, record_failure, write_summary
-from grpo_sweep.run.summary import FIELD_NAMES, RunSummary
+from grpo_sweep.run.record import FIELD_NAMES, RunSummary
 from grpo_sweep.sweeps.results import UNREADABLE, SweepResults
 from grpo_sweep.tracking.wandb_logger import summary_fields
 
@@ -116,7 +116,7 @@ def test_one_function_turns_the_evaluations_reports_into_the_record():
     """A run that trained, with and without its test evaluation (a pruned run has none): every test field is
     there, null where nothing was measured, and the objective is looked up among the figures."""
     from grpo_sweep.run.results import lookup
-    from grpo_sweep.run.summary import Sampled, Scores, TestReport, ValReport, trained_summary
+    from grpo_sweep.run.record import Sampled, Scores, TestReport, ValReport, trained_summary
 
     val = ValReport(reported=Scores(0.5, 0.6, {"correct": 0.5}, 64), before=Scores(0.25, 0.3, {"correct": 0.25}, 64),
                     steps=[0, 4], reported_step=4, metric="val_accuracy", best_step=4, best_value=0.5,

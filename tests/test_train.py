@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from grpo_sweep.run.files import read_jsonl
-from grpo_sweep.run.summary import RunSummary
+from grpo_sweep.run.record import RunSummary
 
 from .conftest import FAST, ROOT, compose
 
@@ -165,7 +165,7 @@ def test_every_way_a_run_ends_writes_the_same_summary_fields(finished_run, tmp_p
     from grpo_sweep.run import train as train_module
     from grpo_sweep.run.context import RunContext
     from grpo_sweep.run.results import EvaluationFailed
-    from grpo_sweep.run.summary import RunSummary
+    from grpo_sweep.run.record import RunSummary
     from grpo_sweep.search.pruning import TrialMonitor
 
     class PruneAtOnce:

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from grpo_sweep.run.context import RunContext
 from grpo_sweep.run.redact import redact
-from grpo_sweep.run.summary import RunSummary
+from grpo_sweep.run.record import RunSummary
 from grpo_sweep.tracking.wandb_logger import choose_mode, run_name, run_tags, swept_keys
 
 from .conftest import FAST, ROOT, run_launch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .summary import RunSummary
+from .record import RunSummary
 
 
 def generated_tokens(history: list[dict], generation_batch_size: int, gradient_accumulation_steps: int,

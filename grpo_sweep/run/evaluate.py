@@ -39,7 +39,7 @@ from transformers import TrainerCallback
 
 from .files import write_jsonl_atomic
 from .results import SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
-from .summary import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
+from .record import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from ..rewards.mix import terms

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from .context import RunContext
 from .distributed import RankFailed, launch_here, peer_failure, record_rank_failure, spawns_here
 from .results import EvaluationFailed, record_failure, write_summary
-from .summary import TRIAL_STATES, RunSummary
+from .record import TRIAL_STATES, RunSummary
 from .validate import ConfigError, gpu_count, machine_world
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .files import iter_jsonl, write_json_atomic, write_jsonl_atomic
-from .summary import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARDS, RunSummary
+from .record import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARDS, RunSummary
 
 SUMMARY = SUMMARY_NAME
 METRICS = "metrics.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .summary import RunSummary
+from .record import RunSummary
 
 
 class RunLogger:

@@ -25,7 +25,7 @@ from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, sele
 from .cost import reward_cost, run_cost
 from .files import append_jsonl, read_jsonl
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
-from .summary import RunSummary, TestReport, ValReport, trained_summary
+from .record import RunSummary, TestReport, ValReport, trained_summary
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger

@@ -21,7 +21,7 @@ from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically, without_best
-from .summary import VAL_ACCURACY
+from .record import VAL_ACCURACY
 from ..backends.gpu_stack import BackendError, check_backend, check_cpu_fallback, gpu_refusal, visible_gpu_ids
 from ..data import precheck_files
 from ..models import check_model

@@ -12,7 +12,7 @@ from typing import Callable
 from transformers import TrainerCallback
 
 from ..run.results import lookup, without_best
-from ..run.summary import Scores, val_figures
+from ..run.record import Scores, val_figures
 
 
 class TrialMonitor:

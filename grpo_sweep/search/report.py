@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..run.files import write_text_atomic
 from ..run.results import lookup, without_best
-from ..run.summary import OUTCOME_FIELDS, test_counterpart
+from ..run.record import OUTCOME_FIELDS, test_counterpart
 from ..sweeps.results import UNREADABLE, SweepResults, read_study_file
 from ..sweeps.stats import test_interval
 from ..sweeps.tables import markdown_table, number, seed_block

@@ -18,7 +18,7 @@ from ..run.context import RunContext
 from ..run.files import write_json_atomic
 from ..run.lifecycle import run_one
 from ..run.results import lookup
-from ..run.summary import RunSummary
+from ..run.record import RunSummary
 from ..sweeps.results import WORKER_MARKER
 from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
 from .space import SearchSpace, merge_overrides

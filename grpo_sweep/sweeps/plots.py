@@ -26,7 +26,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..run.files import iter_jsonl
 from ..run.results import METRICS
-from ..run.summary import VAL_ACCURACY_LOGGED
+from ..run.record import VAL_ACCURACY_LOGGED
 from .stats import t_quantile
 
 TOP_CONFIGS = 6

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..run.cost import cost_line
 from ..run.files import write_text_atomic
-from ..run.summary import VAL_ACCURACY, RunSummary
+from ..run.record import VAL_ACCURACY, RunSummary
 from . import plots as figures
 from .results import UNREADABLE, SweepResults, SweepRun
 from .stats import Comparison, ci_text, is_seed, signed

@@ -44,7 +44,7 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..run.summary import OUTCOME_FIELDS, test_counterpart
+from ..run.record import OUTCOME_FIELDS, test_counterpart
 
 DIRECTIONS = ("maximize", "minimize")
 REFERENCE = "reference"

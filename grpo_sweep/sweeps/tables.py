@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..run.cost import cost_line
-from ..run.summary import VAL_ACCURACY, RunSummary
+from ..run.record import VAL_ACCURACY, RunSummary
 from .results import NO_CONFIGURATION, UNREADABLE, SweepResults
 from .stats import Comparison, ci_text, signed, verdict_text
 

@@ -27,7 +27,7 @@ from ..run.tracker import RunLogger
 from .wandb_setup import choose_mode, default_group
 from ..run.redact import redact, secret_values
 from ..run.results import measured_periodically
-from ..run.summary import HEADLINE_FIELDS, RunSummary
+from ..run.record import HEADLINE_FIELDS, RunSummary
 
 log = logging.getLogger(__name__)
 
