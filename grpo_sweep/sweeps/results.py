@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..run.results import METRICS, lookup, read_outcomes, read_run_summary
-from ..run.record import OUTCOME_FIELDS, RunSummary, test_counterpart
+from ..run.record import RunSummary
 from . import stats
 
 # An Optuna study's sweep directory holds it (directions, objectives), written by its sweeper (search/).
