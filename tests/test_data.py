@@ -154,7 +154,7 @@ def test_a_shard_directory_is_all_its_shards(tmp_path):
         splits = load_splits(file_cfg(d), need_ground_truth=True)
         assert sizes(splits) == (24, 3, 3)
         assert set().union(*(ds["ground_truth"] for ds in splits)) == {str(i) for i in range(30)}
-        assert precheck_files(file_cfg(d), True) == ["prompt", "ground_truth"]
+        assert precheck_files(file_cfg(d), True).columns == ["prompt", "ground_truth"]
 
 
 def test_a_saved_dataset_is_carved_like_a_file(tmp_path):
@@ -163,7 +163,7 @@ def test_a_saved_dataset_is_carved_like_a_file(tmp_path):
     datasets.Dataset.from_list(numbered(40)).save_to_disk(str(tmp_path / "saved"))
     cfg = file_cfg(tmp_path / "saved", "data.validation_size=0.25", "data.test_size=5")
     assert sizes(load_splits(cfg, need_ground_truth=True)) == (25, 10, 5)
-    assert precheck_files(cfg, True) == ["prompt", "ground_truth"]
+    assert precheck_files(cfg, True).columns == ["prompt", "ground_truth"]
 
 
 def test_a_saved_dataset_dict_gives_its_splits_by_name(tmp_path):
@@ -175,7 +175,7 @@ def test_a_saved_dataset_dict_gives_its_splits_by_name(tmp_path):
     full.save_to_disk(str(tmp_path / "full"))
     splits = load_splits(file_cfg(tmp_path / "full"), need_ground_truth=True)
     assert sizes(splits) == (30, 4, 6) and splits.test["ground_truth"] == [str(i) for i in range(200, 206)]
-    assert precheck_files(file_cfg(tmp_path / "full"), True) == ["prompt", "ground_truth"]
+    assert precheck_files(file_cfg(tmp_path / "full"), True).columns == ["prompt", "ground_truth"]
 
     # no validation split: carved from train; `dev` is taken as the validation split
     datasets.DatasetDict(train=full["train"], test=full["test"]).save_to_disk(str(tmp_path / "no_val"))
