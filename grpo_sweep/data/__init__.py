@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple
 
+from ..config.show import shown
 from .arithmetic import ARITHMETIC_COLUMNS, arithmetic_splits
 from .sources import (
     VALIDATION_NAMES,
@@ -23,7 +24,6 @@ from .sources import (
     load,
     locate,
     read_rows,
-    shown,
 )
 
 SPLITS = ("train", "validation", "test")

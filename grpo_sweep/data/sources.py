@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.show import shown
+
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 # save_to_disk's marker files: a Dataset directory has both of the first two, a DatasetDict directory the third
 _DATASET_FILES = ("state.json", "dataset_info.json")
@@ -160,15 +162,6 @@ def read_rows(source: Source) -> Rows:
 
 def _at(file: Path, unit: str = "", number: int = 0) -> str:
     return f"data file {str(file)!r}" + (f" {unit} {number}" if unit else "")
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A value as a message shows it: JSON-like, one line, cut at ``limit`` characters."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=repr)
-    except (ValueError, TypeError, RecursionError):  # a cycle, NaN keys: repr still names it
-        text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _text(file: Path) -> str:
