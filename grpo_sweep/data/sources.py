@@ -65,23 +65,23 @@ def locate(path: str | None, key: str) -> Source:
     if not where.is_dir():
         raise DataError(f"data file not found: {str(where)!r} ({key})")
     if (where / _DICT_FILE).is_file():
-        try:
-            splits = json.loads((where / _DICT_FILE).read_text())["splits"]
-            if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
-                raise TypeError(f"its splits are {shown(splits)}, not a list of names")
-        except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
-            raise DataError(f"{key}={str(where)!r}: unreadable {_DICT_FILE} ({_first_line(exc)})") from None
-        splits = tuple(splits)
-        return Source(where, key, "saved_dict", splits=splits)
+        info = _saved_json(where / _DICT_FILE, key)
+        splits = info.get("splits") if isinstance(info, dict) else None
+        if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
+            raise DataError(f"{key}={str(where)!r}: its {_DICT_FILE} is {shown(info)}; save_to_disk writes "
+                            '{"splits": [<split names>]}')
+        return Source(where, key, "saved_dict", splits=tuple(splits))
     if all((where / name).is_file() for name in _DATASET_FILES):
-        try:
-            state = json.loads((where / "state.json").read_text())
-            files = tuple(where / f["filename"] for f in state["_data_files"])
-            missing = [f.name for f in files if not f.is_file()]
-            if missing:
-                raise FileNotFoundError(f"it names {missing[0]}, which is not there")
-        except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
-            raise DataError(f"{key}={str(where)!r}: unreadable save_to_disk state.json ({_first_line(exc)})") from None
+        state = _saved_json(where / "state.json", key)
+        listed = state.get("_data_files") if isinstance(state, dict) else None
+        names = [f.get("filename") if isinstance(f, dict) else None for f in listed] if isinstance(listed, list) else []
+        if not names or not all(isinstance(n, str) for n in names):
+            raise DataError(f"{key}={str(where)!r}: its state.json is {shown(state)}; save_to_disk writes "
+                            '{"_data_files": [{"filename": ...}, ...]}')
+        files = tuple(where / name for name in names)
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise DataError(f"{key}={str(where)!r}: its state.json names {missing[0]}, which is not there")
         return Source(where, key, "saved", files, "arrow")
     # Spark/Dask write _SUCCESS and .crc files beside the shards; a README may sit there too: only data files count
     shards = sorted(f for f in where.iterdir() if f.is_file() and f.suffix.lower() in FILE_FORMATS and f.name[0] not in "._")
@@ -95,6 +95,14 @@ def locate(path: str | None, key: str) -> Source:
         counts = ", ".join(f"{sum(FILE_FORMATS[f.suffix.lower()] == fmt for f in shards)} {fmt}" for fmt in formats)
         raise DataError(f"{key}={str(where)!r} holds shards of several formats ({counts}); keep one format per directory")
     return Source(where, key, "shards", tuple(shards), formats[0])
+
+
+def _saved_json(path: Path, key: str) -> Any:
+    """A save_to_disk record file's JSON (any value: the caller checks its shape)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError, RecursionError) as exc:  # not JSON, not UTF-8, unreadable
+        raise DataError(f"{key}={str(path.parent)!r}: unreadable {path.name} ({_first_line(exc)})") from None
 
 
 def load(source: Source):
