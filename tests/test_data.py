@@ -212,6 +212,57 @@ def test_hub_validation_is_carved_from_train_and_test_is_the_test_split(monkeypa
     assert load_splits(cfg, need_ground_truth=True).validation["ground_truth"] == splits.validation["ground_truth"]
 
 
+# --- the shapes datasets' readers take, which the login-node check takes too ------------------------------------
+
+TEN = numbered(10)
+SHAPES = {
+    "blank lines between the rows": ("d.jsonl", "\n".join(json.dumps(r) for r in TEN[:5]) + "\n\n  \n"
+                                     + "".join(json.dumps(r) + "\n" for r in TEN[5:])),
+    "a byte-order mark": ("d.jsonl", "\ufeff" + "".join(json.dumps(r) + "\n" for r in TEN)),
+    "a line break U+2028 inside a string": ("d.jsonl", "".join(json.dumps({**r, "prompt": r["prompt"] + "\u2028x"},
+                                                                        ensure_ascii=False) + "\n" for r in TEN)),
+    "a list of objects over many lines": ("d.json", json.dumps(TEN, indent=2)),
+    "chat messages as prompts": ("d.jsonl", "".join(json.dumps({"prompt": [{"role": "user", "content": r["prompt"]}],
+                                                                "ground_truth": int(r["ground_truth"])}) + "\n"
+                                                    for r in TEN)),
+    "a CSV with a blank line": ("d.csv", "prompt,ground_truth\n" + "".join(f"{r['prompt']},{r['ground_truth']}\n\n"
+                                                                            for r in TEN)),
+}
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_the_check_takes_what_training_loads_with_the_same_rows(tmp_path, name):
+    file, text = SHAPES[name]
+    (tmp_path / file).write_text(text, encoding="utf-8")
+    cfg = file_cfg(tmp_path / file)
+    checked, splits = precheck_files(cfg, True), load_splits(cfg, need_ground_truth=True)
+    assert checked.columns == ["prompt", "ground_truth"]
+    assert sum(sizes(splits)) == 10 and checked.train_rows == len(splits.train) == 8
+    assert sorted(p[-1]["content"].split("\u2028")[0] for s in splits for p in s["prompt"]) == sorted(
+        r["prompt"] for r in TEN)
+
+
+def test_the_check_counts_the_rows_the_train_split_keeps(tmp_path):
+    assert precheck_files(compose(["data.arithmetic.n_train=50"]).data, True).train_rows == 50
+    assert precheck_files(compose(["data.max_train_samples=7"]).data, True).train_rows == 7
+    path = write_jsonl(tmp_path / "d.jsonl", numbered(40))
+    assert precheck_files(file_cfg(path), True).train_rows == 32  # 4 rows each carved for validation and test
+    assert precheck_files(file_cfg(path, "data.test_size=10", "data.max_train_samples=100"), True).train_rows == 26
+    assert precheck_files(compose(["data=gsm8k"]).data, True) == (None, None)  # hub data: read where it trains
+
+
+def test_training_names_a_bad_prompt_the_check_could_not_see(monkeypatch):
+    """Hub data (and files over the check's size limit) are first read where training runs: the same check there,
+    naming the split and row."""
+    import datasets
+
+    rows = [{"question": "q", "answer": "#### 1"}] * 3 + [{"question": None, "answer": "#### 2"}]
+    monkeypatch.setattr(datasets, "load_dataset", lambda path, subset, split: datasets.Dataset.from_list(rows))
+    with pytest.raises(DataError, match=r"^the train data's row 3: the prompt \(data.prompt_column='question'\) is "
+                                        r"null; give a string or a list of chat messages"):
+        load_splits(compose(["data=gsm8k"]).data, need_ground_truth=True)
+
+
 # --- bad input: one line naming the value ---------------------------------------------------------------------
 
 @pytest.mark.parametrize(

@@ -154,8 +154,10 @@ FILES: list[Case] = [
     ("json-a-number", data_file("d.json", "5"), Refused("d.json' line 1: expected a JSON object per line, got 5")),
     ("json-a-string", data_file("d.json", '"hello"'),
      Refused("d.json' line 1: expected a JSON object per line, got \"hello\"")),
-    ("json-one-object-not-a-table", data_file("d.json", '{\n  "prompt": "What is 1 + 1?",\n  "ground_truth": "2"\n}'),
-     Refused("d.json' is one JSON object that is not a table (each key a column")),
+    ("json-one-object-of-columns", data_file("d.json", json.dumps({"prompt": [r["prompt"] for r in ROWS],
+                                                                  "ground_truth": [r["ground_truth"] for r in ROWS]},
+                                                                 indent=2)),
+     Refused("""d.json' line 1: the prompt (data.prompt_column='prompt') is ["What is 0 + 1?", "What is 1 + 1?",""")),
     ("prompt-a-mapping", data_file("d.jsonl", with_row(3, '{"prompt": {"text": "hi"}, "ground_truth": "1"}')),
      Refused("""d.jsonl' line 4: the prompt (data.prompt_column='prompt') is {"text": "hi"}; give a string or a """
              "list of chat messages")),

@@ -204,7 +204,7 @@ def _not_json(exc: BaseException, where: str) -> DataError:
 def _read_json(file: Path) -> tuple[str, list[dict], Any]:
     """(unit, rows, numbers) of a .json/.jsonl file, read the ways ``datasets``' json loader reads one: a JSON
     array (of objects, or of strings: a ``text`` column), one object per line (blank lines skipped), or one object
-    spread over many lines whose keys are columns of equal length."""
+    spread over many lines (one row)."""
     text = _text(file)
     if text.lstrip().startswith("["):
         return ("item", *_items(file, _loads(text, _at(file))))
@@ -216,8 +216,8 @@ def _read_json(file: Path) -> tuple[str, list[dict], Any]:
         try:
             row = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            if not rows and (columns := _columns_object(file, text)) is not None:
-                return "row", columns, None
+            if not rows and (one := _one_object(file, text)) is not None:
+                return "line", one, None
             raise _not_json(exc, _at(file, "line", number)) from None
         if not isinstance(row, dict):
             raise DataError(f"{_at(file, 'line', number)}: expected a JSON object per line, got {shown(row)}")
@@ -236,20 +236,16 @@ def _items(file: Path, items: list) -> tuple[list[dict], None]:
     return items, None
 
 
-def _columns_object(file: Path, text: str) -> list[dict] | None:
-    """The rows of a file that is one JSON object of columns (``{"prompt": [...], "ground_truth": [...]}``), as
-    pandas' reader (datasets' fallback) gives them; None when the file is not one JSON value."""
+def _one_object(file: Path, text: str) -> list[dict] | None:
+    """The one row of a file that is one JSON object over many lines (pyarrow's reader, which datasets uses, reads
+    it so: its keys are the columns of one row); None when the file is not one JSON value."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict):
         raise DataError(f"{_at(file)}: expected one JSON object per line or a list of objects, got {shown(value)}")
-    lengths = {len(v) if isinstance(v, list) else None for v in value.values()}
-    if None in lengths or len(lengths) != 1:
-        raise DataError(f"{_at(file)} is one JSON object that is not a table (each key a column, a list of its values, "
-                        "all of one length); give one JSON object per line or a list of objects")
-    return [dict(zip(value, values)) for values in zip(*value.values())]
+    return [value]
 
 
 def _read_csv(file: Path) -> tuple[str, list[dict], Any]:
