@@ -225,7 +225,7 @@ SHAPES = {
     "chat messages as prompts": ("d.jsonl", "".join(json.dumps({"prompt": [{"role": "user", "content": r["prompt"]}],
                                                                 "ground_truth": int(r["ground_truth"])}) + "\n"
                                                     for r in TEN)),
-    "a CSV with a blank line": ("d.csv", "prompt,ground_truth\n" + "".join(f"{r['prompt']},{r['ground_truth']}\n\n"
+    "a CSV with blank lines": ("d.csv", "\n\nprompt,ground_truth\n" + "".join(f"{r['prompt']},{r['ground_truth']}\n\n"
                                                                             for r in TEN)),
 }
 
@@ -249,6 +249,13 @@ def test_the_check_counts_the_rows_the_train_split_keeps(tmp_path):
     assert precheck_files(file_cfg(path), True).train_rows == 32  # 4 rows each carved for validation and test
     assert precheck_files(file_cfg(path, "data.test_size=10", "data.max_train_samples=100"), True).train_rows == 26
     assert precheck_files(compose(["data=gsm8k"]).data, True) == (None, None)  # hub data: read where it trains
+
+
+def test_training_names_data_that_is_not_utf8(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in numbered(9)) + b'{"prompt": "\xff", "ground_truth": "1"}\n')
+    with pytest.raises(DataError, match=r"^the train data is not UTF-8 text \(byte 0xff\); save its files as UTF-8$"):
+        load_splits(file_cfg(path), need_ground_truth=True)
 
 
 def test_training_names_a_bad_prompt_the_check_could_not_see(monkeypatch):

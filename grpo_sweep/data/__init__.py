@@ -149,7 +149,11 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
     has_truth = True
     for split in SPLITS:
         if given.get(split) is not None:
-            has_truth &= _check_columns(given[split], prompt_column, truth_column, need_truth, split)
+            try:
+                has_truth &= _check_columns(given[split], prompt_column, truth_column, need_truth, split)
+            except UnicodeDecodeError as exc:  # Arrow holds the bytes as they were; Python reads them as UTF-8
+                raise DataError(f"the {split} data is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save its "
+                                "files as UTF-8") from None
             _check_reward_columns(given[split].column_names, data_cfg, need_columns, split)
     given = _carve(given, _carve_sizes(data_cfg, given), data_cfg.seed, where)
     splits = Splits(*(_to_prompts(given[s], data_cfg, prompt_column, truth_column if has_truth else None) for s in SPLITS))

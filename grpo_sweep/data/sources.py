@@ -259,7 +259,7 @@ def _read_csv(file: Path) -> tuple[str, list[dict], Any]:
     reader = csv.reader(io.StringIO(_text(file), newline=""))
     rows, numbers = [], array("q")
     try:
-        header = next(reader, None) or []
+        header = next((fields for fields in reader if fields), [])  # pandas skips blank lines before it
         for fields in reader:
             if not fields:
                 continue
