@@ -202,6 +202,13 @@ FILES: list[Case] = [
      Refused("policy' is a LlamaForSequenceClassification, not a causal language model (*ForCausalLM)")),
     ("policy-without-weights", model_copy("policy", remove("model.safetensors"), ""),
      Refused("policy' has a config.json but no weights")),
+    ("run-directory-record-not-yaml", with_file("run/checkpoints/config.yaml", "lora: [16, 32\n",
+                                                "hydra.run.dir={inputs}/run"),
+     Refused("run/checkpoints/config.yaml cannot be read (while parsing a flow sequence): it records the config this "
+             "run directory was started with")),
+    ("run-directory-record-a-list", with_file("run/checkpoints/config.yaml", "- lora\n- r\n",
+                                              "hydra.run.dir={inputs}/run"),
+     Refused("run/checkpoints/config.yaml holds no config (a YAML mapping)")),
 ]
 
 # --- The Optuna search: its space, its storage, a study whose every trial fails --------------------------------
