@@ -157,14 +157,12 @@ def read_rows(source: Source) -> Rows:
     says is a one-line DataError naming the file and the line (or item, or row) where it goes wrong."""
     out = Rows()
     for file in source.files:
-        if source.format == "arrow":
-            out.add(file, "row", _read_arrow(file))
-        elif source.format == "json":
+        if source.format == "json":
             out.add(file, *_read_json(file))
         elif source.format == "csv":
             out.add(file, *_read_csv(file))
         else:
-            out.add(file, "row", _read_parquet(file))
+            out.add(file, "row", _read_table(file, "Arrow" if source.format == "arrow" else "Parquet"))
     return out
 
 
@@ -187,11 +185,14 @@ def _text(file: Path) -> str:
                         "save the file as UTF-8") from None
 
 
-def _loads(text: str, where: str) -> Any:
+def _loads(text: str, file: Path) -> Any:
+    """The whole file's one JSON value."""
     try:
         return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _not_json(exc, _at(file, "line", exc.lineno)) from None
     except (ValueError, RecursionError) as exc:
-        raise _not_json(exc, where) from None
+        raise _not_json(exc, _at(file)) from None
 
 
 def _not_json(exc: BaseException, where: str) -> DataError:
@@ -207,7 +208,7 @@ def _read_json(file: Path) -> tuple[str, list[dict], Any]:
     spread over many lines (one row)."""
     text = _text(file)
     if text.lstrip().startswith("["):
-        return ("item", *_items(file, _loads(text, _at(file))))
+        return ("item", *_items(file, _loads(text, file)))
     rows, numbers = [], array("q")
     # split at "\n" only: a JSON string may hold U+2028 and the other breaks str.splitlines() would split at
     for number, line in enumerate(text.split("\n"), 1):
@@ -273,35 +274,23 @@ def _read_csv(file: Path) -> tuple[str, list[dict], Any]:
     return "line", rows, numbers
 
 
-def _read_parquet(file: Path) -> list[dict]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+def _read_table(file: Path, kind: str) -> list[dict]:
+    """A Parquet file, or (``kind="Arrow"``) a save_to_disk shard: Arrow's streaming format (what datasets writes),
+    or its file format."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-        try:
+    try:
+        if kind == "Parquet":
             return pq.read_table(file).to_pylist()
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise DataError(f"{_at(file)} cannot be read as Parquet: {_first_line(exc)}") from None
-    except ImportError as exc:
-        raise DataError(f"{_at(file)} cannot be read: {exc}") from None
-
-
-def _read_arrow(file: Path) -> list[dict]:
-    """A save_to_disk shard: Arrow's streaming format (what datasets writes), or its file format."""
-    try:
-        import pyarrow as pa
-
         try:
-            try:
-                with pa.ipc.open_stream(file) as reader:
-                    return reader.read_all().to_pylist()
-            except pa.ArrowInvalid:
-                with pa.ipc.open_file(file) as reader:
-                    return reader.read_all().to_pylist()
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise DataError(f"{_at(file)} cannot be read as Arrow: {_first_line(exc)}") from None
-    except ImportError as exc:
-        raise DataError(f"{_at(file)} cannot be read: {exc}") from None
+            with pa.ipc.open_stream(file) as reader:
+                return reader.read_all().to_pylist()
+        except pa.ArrowInvalid:
+            with pa.ipc.open_file(file) as reader:
+                return reader.read_all().to_pylist()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise DataError(f"{_at(file)} cannot be read as {kind}: {_first_line(exc)}") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -117,6 +117,8 @@ def check_config_file(key: str, source: str, config_file: Path) -> None:
 # what from_pretrained loads into PyTorch: one file, or the index of its shards
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 INDEX = ".index.json"
+# the safetensors library refuses larger headers
+SAFETENSORS_MAX_HEADER = 100_000_000
 # AutoTokenizer finds a tokenizer by either
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -191,7 +193,7 @@ def _safetensors_problem(file: Path) -> str | None:
     with file.open("rb") as f:
         head = f.read(8)
         length = int.from_bytes(head, "little") if len(head) == 8 else -1
-        if not 0 < length <= size - 8:
+        if not 0 < length <= min(size - 8, SAFETENSORS_MAX_HEADER):
             return f"is not a safetensors file or is cut short ({size} bytes)"
         try:
             header = json.loads(f.read(length))
