@@ -343,6 +343,27 @@ def test_bad_directories_fail_clearly(tmp_path):
         precheck_files(file_cfg(test, f"data.test_path={tmp_path / 'dict'}"), False)
 
 
+def test_a_save_to_disk_directory_whose_records_are_broken_is_named(tmp_path):
+    """save_to_disk's record files and shards, read at the gate without datasets: each fault one line."""
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "dataset_info.json").write_text("{}")
+    cases = [
+        ('{"_data_files": "data.arrow"}', r"its state.json is \{\"_data_files\": \"data.arrow\"\}; save_to_disk writes"),
+        ('{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}',
+         r"its state.json names data-00000-of-00001.arrow, which is not there$"),
+        ("{", r"unreadable state.json \(Expecting property name"),
+    ]
+    for state, message in cases:
+        (saved / "state.json").write_text(state)
+        with pytest.raises(DataError, match=message):
+            precheck_files(file_cfg(saved), False)
+    (saved / "state.json").write_text('{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}')
+    (saved / "data-00000-of-00001.arrow").write_bytes(b"not arrow at all")
+    with pytest.raises(DataError, match=r"data file '.*data-00000-of-00001.arrow' cannot be read as Arrow: "):
+        precheck_files(file_cfg(saved), False)
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
