@@ -125,7 +125,7 @@ def test_file_data_is_checked_from_its_header(tmp_path):
     cfg = compose(["data=file", f"data.path={path}", f"+reward_mix.mine.fn={PLUGINS}.needs_answer"])
     with pytest.raises(ConfigError, match=r"lacks \(columns: prompt, topic, ground_truth\); map a column"):
         validate(cfg)
-    columns = precheck_files(cfg.data, False, {})
+    columns = precheck_files(cfg.data, False, {}).columns
     assert columns == ["prompt", "topic", "ground_truth"]
 
 
@@ -251,7 +251,7 @@ def test_ground_truth_after_normalises_the_named_column_and_keeps_the_raw_text(t
             number = row["ground_truth"]
             assert row["answer"] == number and number.endswith("000") and "," not in number
             assert row["answer_raw"].endswith(f"#### {number[:-3]},000")
-    assert precheck_files(cfg.data, True, {}) == ["prompt", "answer", "ground_truth", "answer_raw"]
+    assert precheck_files(cfg.data, True, {}).columns == ["prompt", "answer", "ground_truth", "answer_raw"]
 
 
 def test_unsloth_demo_reward_gets_the_number_it_expects(tmp_path, capsys):

@@ -154,7 +154,7 @@ def test_a_shard_directory_is_all_its_shards(tmp_path):
         splits = load_splits(file_cfg(d), need_ground_truth=True)
         assert sizes(splits) == (24, 3, 3)
         assert set().union(*(ds["ground_truth"] for ds in splits)) == {str(i) for i in range(30)}
-        assert precheck_files(file_cfg(d), True) == ["prompt", "ground_truth"]
+        assert precheck_files(file_cfg(d), True).columns == ["prompt", "ground_truth"]
 
 
 def test_a_saved_dataset_is_carved_like_a_file(tmp_path):
@@ -163,7 +163,7 @@ def test_a_saved_dataset_is_carved_like_a_file(tmp_path):
     datasets.Dataset.from_list(numbered(40)).save_to_disk(str(tmp_path / "saved"))
     cfg = file_cfg(tmp_path / "saved", "data.validation_size=0.25", "data.test_size=5")
     assert sizes(load_splits(cfg, need_ground_truth=True)) == (25, 10, 5)
-    assert precheck_files(cfg, True) == ["prompt", "ground_truth"]
+    assert precheck_files(cfg, True).columns == ["prompt", "ground_truth"]
 
 
 def test_a_saved_dataset_dict_gives_its_splits_by_name(tmp_path):
@@ -175,7 +175,7 @@ def test_a_saved_dataset_dict_gives_its_splits_by_name(tmp_path):
     full.save_to_disk(str(tmp_path / "full"))
     splits = load_splits(file_cfg(tmp_path / "full"), need_ground_truth=True)
     assert sizes(splits) == (30, 4, 6) and splits.test["ground_truth"] == [str(i) for i in range(200, 206)]
-    assert precheck_files(file_cfg(tmp_path / "full"), True) == ["prompt", "ground_truth"]
+    assert precheck_files(file_cfg(tmp_path / "full"), True).columns == ["prompt", "ground_truth"]
 
     # no validation split: carved from train; `dev` is taken as the validation split
     datasets.DatasetDict(train=full["train"], test=full["test"]).save_to_disk(str(tmp_path / "no_val"))
@@ -210,6 +210,64 @@ def test_hub_validation_is_carved_from_train_and_test_is_the_test_split(monkeypa
     assert questions(splits.test) == {f"x{i}" for i in range(1319)}
     assert not questions(splits.train) & questions(splits.validation)
     assert load_splits(cfg, need_ground_truth=True).validation["ground_truth"] == splits.validation["ground_truth"]
+
+
+# --- the shapes datasets' readers take, which the login-node check takes too ------------------------------------
+
+TEN = numbered(10)
+SHAPES = {
+    "blank lines between the rows": ("d.jsonl", "\n".join(json.dumps(r) for r in TEN[:5]) + "\n\n  \n"
+                                     + "".join(json.dumps(r) + "\n" for r in TEN[5:])),
+    "a byte-order mark": ("d.jsonl", "\ufeff" + "".join(json.dumps(r) + "\n" for r in TEN)),
+    "a line break U+2028 inside a string": ("d.jsonl", "".join(json.dumps({**r, "prompt": r["prompt"] + "\u2028x"},
+                                                                        ensure_ascii=False) + "\n" for r in TEN)),
+    "a list of objects over many lines": ("d.json", json.dumps(TEN, indent=2)),
+    "chat messages as prompts": ("d.jsonl", "".join(json.dumps({"prompt": [{"role": "user", "content": r["prompt"]}],
+                                                                "ground_truth": int(r["ground_truth"])}) + "\n"
+                                                    for r in TEN)),
+    "a CSV with blank lines": ("d.csv", "\n\nprompt,ground_truth\n" + "".join(f"{r['prompt']},{r['ground_truth']}\n\n"
+                                                                            for r in TEN)),
+}
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_the_check_takes_what_training_loads_with_the_same_rows(tmp_path, name):
+    file, text = SHAPES[name]
+    (tmp_path / file).write_text(text, encoding="utf-8")
+    cfg = file_cfg(tmp_path / file)
+    checked, splits = precheck_files(cfg, True), load_splits(cfg, need_ground_truth=True)
+    assert checked.columns == ["prompt", "ground_truth"]
+    assert sum(sizes(splits)) == 10 and checked.train_rows == len(splits.train) == 8
+    assert sorted(p[-1]["content"].split("\u2028")[0] for s in splits for p in s["prompt"]) == sorted(
+        r["prompt"] for r in TEN)
+
+
+def test_the_check_counts_the_rows_the_train_split_keeps(tmp_path):
+    assert precheck_files(compose(["data.arithmetic.n_train=50"]).data, True).train_rows == 50
+    assert precheck_files(compose(["data.max_train_samples=7"]).data, True).train_rows == 7
+    path = write_jsonl(tmp_path / "d.jsonl", numbered(40))
+    assert precheck_files(file_cfg(path), True).train_rows == 32  # 4 rows each carved for validation and test
+    assert precheck_files(file_cfg(path, "data.test_size=10", "data.max_train_samples=100"), True).train_rows == 26
+    assert precheck_files(compose(["data=gsm8k"]).data, True) == (None, None)  # hub data: read where it trains
+
+
+def test_training_names_data_that_is_not_utf8(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in numbered(9)) + b'{"prompt": "\xff", "ground_truth": "1"}\n')
+    with pytest.raises(DataError, match=r"^the train data is not UTF-8 text \(byte 0xff\); save its files as UTF-8$"):
+        load_splits(file_cfg(path), need_ground_truth=True)
+
+
+def test_training_names_a_bad_prompt_the_check_could_not_see(monkeypatch):
+    """Hub data (and files over the check's size limit) are first read where training runs: the same check there,
+    naming the split and row."""
+    import datasets
+
+    rows = [{"question": "q", "answer": "#### 1"}] * 3 + [{"question": None, "answer": "#### 2"}]
+    monkeypatch.setattr(datasets, "load_dataset", lambda path, subset, split: datasets.Dataset.from_list(rows))
+    with pytest.raises(DataError, match=r"^the train data's row 3: the prompt \(data.prompt_column='question'\) is "
+                                        r"null; give a string or a list of chat messages"):
+        load_splits(compose(["data=gsm8k"]).data, need_ground_truth=True)
 
 
 # --- bad input: one line naming the value ---------------------------------------------------------------------
@@ -283,6 +341,27 @@ def test_bad_directories_fail_clearly(tmp_path):
         precheck_files(file_cfg(tmp_path / "dict", f"data.test_path={test}"), False)
     with pytest.raises(DataError, match=r"data.test_path='.*dict' is a saved DatasetDict \(splits \['train', 'test'\]\); point at one split's directory"):
         precheck_files(file_cfg(test, f"data.test_path={tmp_path / 'dict'}"), False)
+
+
+def test_a_save_to_disk_directory_whose_records_are_broken_is_named(tmp_path):
+    """save_to_disk's record files and shards, read at the gate without datasets: each fault one line."""
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "dataset_info.json").write_text("{}")
+    cases = [
+        ('{"_data_files": "data.arrow"}', r"its state.json is \{\"_data_files\": \"data.arrow\"\}; save_to_disk writes"),
+        ('{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}',
+         r"its state.json names data-00000-of-00001.arrow, which is not there$"),
+        ("{", r"unreadable state.json \(Expecting property name"),
+    ]
+    for state, message in cases:
+        (saved / "state.json").write_text(state)
+        with pytest.raises(DataError, match=message):
+            precheck_files(file_cfg(saved), False)
+    (saved / "state.json").write_text('{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}')
+    (saved / "data-00000-of-00001.arrow").write_bytes(b"not arrow at all")
+    with pytest.raises(DataError, match=r"data file '.*data-00000-of-00001.arrow' cannot be read as Arrow: "):
+        precheck_files(file_cfg(saved), False)
 
 
 @pytest.mark.parametrize(

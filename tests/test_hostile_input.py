@@ -67,7 +67,148 @@ VALUES: list[Case] = [
 ]
 
 # --- Files the gate reads: data files, reward-model directories -------------------------------------------------
+ROWS = [{"prompt": f"What is {i} + 1?", "ground_truth": str(i + 1)} for i in range(40)]
+
+
+def data_file(name: str, content: str | bytes, *overrides: str) -> Callable[[Path], list[str]]:
+    """A data file ``inputs/name`` (text or bytes) as ``data.path``."""
+    def setup(inputs: Path) -> list[str]:
+        path = inputs / name
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        return ["data=file", f"data.path={path}", *overrides]
+
+    return setup
+
+
+def with_row(index: int, line: str) -> str:
+    """ROWS as JSON lines with ``line`` put in as line ``index + 1``."""
+    lines = [json.dumps(row) for row in ROWS]
+    return "\n".join(lines[:index] + [line] + lines[index:]) + "\n"
+
+
+def model_copy(kind: str, edit: Callable[[Path], None], key: str) -> Callable[[Path], list[str]]:
+    """A copy of the tiny policy (``kind="policy"``) or the tiny reward model (``"reward"``), ``edit``-ed, named by
+    ``key`` (``model.name_or_path`` or ``+reward_mix.rm.model``)."""
+    def setup(inputs: Path) -> list[str]:
+        import shutil
+
+        if kind == "reward":
+            from grpo_sweep.models.tiny_reward import ensure_reward_model
+
+            source = ensure_reward_model()
+        else:
+            from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
+
+            source = ensure_tiny_model(TinySpec())
+        copy = inputs / kind
+        shutil.copytree(source, copy)
+        edit(copy)
+        return ["model.tiny=null", f"model.name_or_path={copy}"] if kind == "policy" else [f"{key}={copy}"]
+
+    return setup
+
+
+def edit_config(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(directory: Path) -> None:
+        config = json.loads((directory / "config.json").read_text())
+        change(config)
+        (directory / "config.json").write_text(json.dumps(config))
+
+    return edit
+
+
+def write(name: str, content: str) -> Callable[[Path], None]:
+    return lambda directory: (directory / name).write_text(content)
+
+
+def cut(name: str, keep: int) -> Callable[[Path], None]:
+    return lambda directory: (directory / name).write_bytes((directory / name).read_bytes()[:keep])
+
+
+def remove(*names: str) -> Callable[[Path], None]:
+    return lambda directory: [(directory / name).unlink() for name in names]
+
+
+def saved_dict(splits_json: str) -> Callable[[Path], list[str]]:
+    def setup(inputs: Path) -> list[str]:
+        (inputs / "saved").mkdir()
+        (inputs / "saved" / "dataset_dict.json").write_text(splits_json)
+        return ["data=file", f"data.path={inputs / 'saved'}"]
+
+    return setup
+
+
+RM = "+reward_mix.rm.model"
 FILES: list[Case] = [
+    ("jsonl-line-37-a-number", data_file("d.jsonl", with_row(36, "5")),
+     Refused("d.jsonl' line 37: expected a JSON object per line, got 5")),
+    ("jsonl-line-37-a-list", data_file("d.jsonl", with_row(36, "[1, 2]")),
+     Refused("d.jsonl' line 37: expected a JSON object per line, got [1, 2]")),
+    ("jsonl-line-not-json", data_file("d.jsonl", with_row(10, "what is 2 + 2?")),
+     Refused("d.jsonl' line 11: not JSON (Expecting value at column 1)")),
+    ("jsonl-not-utf8", data_file("d.jsonl", with_row(5, '{"prompt": "2 + 2 = ?", "ground_truth": "4"}').encode()
+                                 .replace(b"2 + 2 = ?", b"2 + 2 = \xff")),
+     Refused("d.jsonl' line 6: not UTF-8 text (byte 0xff); save the file as UTF-8")),
+    ("json-a-list-of-numbers", data_file("d.json", "[1, 2, 3]"),
+     Refused("d.json' item 1: expected a JSON object per item of the list, got 1")),
+    ("json-a-number", data_file("d.json", "5"), Refused("d.json' line 1: expected a JSON object per line, got 5")),
+    ("json-a-string", data_file("d.json", '"hello"'),
+     Refused("d.json' line 1: expected a JSON object per line, got \"hello\"")),
+    ("json-one-object-of-columns", data_file("d.json", json.dumps({"prompt": [r["prompt"] for r in ROWS],
+                                                                  "ground_truth": [r["ground_truth"] for r in ROWS]},
+                                                                 indent=2)),
+     Refused("""d.json' line 1: the prompt (data.prompt_column='prompt') is ["What is 0 + 1?", "What is 1 + 1?",""")),
+    ("prompt-a-mapping", data_file("d.jsonl", with_row(3, '{"prompt": {"text": "hi"}, "ground_truth": "1"}')),
+     Refused("""d.jsonl' line 4: the prompt (data.prompt_column='prompt') is {"text": "hi"}; give a string or a """
+             "list of chat messages")),
+    ("prompt-a-message-without-content", data_file("d.jsonl", with_row(3, '{"prompt": [{"role": "user"}], '
+                                                                          '"ground_truth": "1"}')),
+     Refused("""d.jsonl' line 4: the prompt (data.prompt_column='prompt') is [{"role": "user"}]""")),
+    ("prompt-missing", data_file("d.jsonl", with_row(3, '{"ground_truth": "1"}')),
+     Refused("d.jsonl' line 4: the prompt (data.prompt_column='prompt') is null")),
+    ("ground-truth-a-list", data_file("d.jsonl", with_row(3, '{"prompt": "hi", "ground_truth": ["1", "one"]}')),
+     Refused("""d.jsonl' line 4: the ground truth (data.ground_truth_column='ground_truth') is ["1", "one"]; give a """
+             "string or a number")),
+    ("csv-row-with-extra-fields", data_file("d.csv", "prompt,ground_truth\n" + "".join(
+        f"q{i},{i}\n" for i in range(20)) + "q20,20,oops\n"),
+     Refused("d.csv' line 22: 3 fields, but the header has 2")),
+    ("parquet-not-parquet", data_file("d.parquet", b"PAR1 this is no parquet file"),
+     Refused("d.parquet' cannot be read as Parquet: ")),
+    ("saved-dataset-dict-splits-not-a-list", saved_dict("[]"),
+     Refused("saved': its dataset_dict.json is []; save_to_disk writes {\"splits\": [<split names>]}")),
+    ("reward-model-config-a-list", model_copy("reward", write("config.json", "[]"), RM),
+     Refused("reward': its config.json is [], not a JSON object")),
+    ("reward-model-config-not-json", model_copy("reward", write("config.json", '{"architectures": '), RM),
+     Refused("reward': its config.json is not JSON (Expecting value at line 1 column 19)")),
+    ("reward-model-without-architectures", model_copy("reward", edit_config(lambda c: c.pop("architectures")), RM),
+     Refused("reward': its config.json names no architectures, so it may get a new, random score head")),
+    ("reward-model-a-causal-lm", model_copy("reward", edit_config(lambda c: c.update(
+        architectures=["LlamaForCausalLM"])), RM),
+     Refused("reward' is a LlamaForCausalLM, not a sequence-classification reward model")),
+    ("reward-model-without-weights", model_copy("reward", remove("model.safetensors"), RM),
+     Refused("reward' has a config.json but no weights (model.safetensors, pytorch_model.bin, or a sharded "
+             "*.index.json)")),
+    ("reward-model-weights-cut-short", model_copy("reward", cut("model.safetensors", 4096), RM),
+     Refused("reward': its model.safetensors is cut short (4096 bytes, its header describes")),
+    ("reward-model-without-a-tokenizer", model_copy("reward", remove("tokenizer.json", "tokenizer_config.json"), RM),
+     Refused("reward' has no tokenizer (tokenizer.json or tokenizer_config.json): save the tokenizer beside the "
+             "model, or name one with its model_args.tokenizer")),
+    ("policy-no-such-directory", args("model.tiny=null", "model.name_or_path={inputs}/no-such-model"),
+     Refused("no-such-model': no such directory")),
+    ("policy-config-a-list", model_copy("policy", write("config.json", "[]"), ""),
+     Refused("policy': its config.json is [], not a JSON object")),
+    ("policy-a-reward-model", model_copy("policy", edit_config(lambda c: c.update(
+        architectures=["LlamaForSequenceClassification"])), ""),
+     Refused("policy' is a LlamaForSequenceClassification, not a causal language model (*ForCausalLM)")),
+    ("policy-without-weights", model_copy("policy", remove("model.safetensors"), ""),
+     Refused("policy' has a config.json but no weights")),
+    ("run-directory-record-not-yaml", with_file("run/checkpoints/config.yaml", "lora: [16, 32\n",
+                                                "hydra.run.dir={inputs}/run"),
+     Refused("run/checkpoints/config.yaml cannot be read (while parsing a flow sequence): it records the config this "
+             "run directory was started with")),
+    ("run-directory-record-a-list", with_file("run/checkpoints/config.yaml", "- lora\n- r\n",
+                                              "hydra.run.dir={inputs}/run"),
+     Refused("run/checkpoints/config.yaml holds no config (a YAML mapping)")),
 ]
 
 # --- The Optuna search: its space, its storage, a study whose every trial fails --------------------------------

@@ -285,3 +285,33 @@ def test_training_with_the_reward_model_as_the_only_reward_raises_its_mean(rm_di
     assert last > first + 0.03, means
     summary = json.loads((run_dir / "summary.json").read_text())
     assert set(summary["test_rewards"]) == {"rm"} and summary["reward_cost"]["rm"]["calls"] == 20
+
+
+def test_a_sharded_model_is_taken_with_all_its_shards_and_refused_without_one(rm_dir, tmp_path):
+    """from_pretrained's other layouts, read from the files alone: an index and its shards (the policy's reader
+    too), a PEFT adapter as the policy."""
+    import shutil
+
+    from grpo_sweep.models import check_local_model
+
+    sharded = tmp_path / "sharded"
+    shutil.copytree(rm_dir, sharded)
+    (sharded / "model.safetensors").rename(sharded / "model-00001-of-00001.safetensors")
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"score.weight": "model-00001-of-00001.safetensors"}}))
+    check_mix({"rm": {"model": str(sharded)}})
+    partial = tmp_path / "partial"  # another directory: a term's check is made once per process
+    shutil.copytree(sharded, partial)
+    (partial / "model-00001-of-00001.safetensors").unlink()
+    with pytest.raises(RewardError, match=r"its model.safetensors.index.json names 1 shard\(s\) that are not there "
+                                          r"\(model-00001-of-00001.safetensors, ...\): copy the whole directory$"):
+        check_mix({"rm": {"model": str(partial)}})
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/base"}))
+    check_local_model("model.name_or_path", str(adapter))
+    cfg = compose(FAST)
+    from grpo_sweep.backends.trl_backend import model_source
+
+    check_local_model("model.name_or_path", model_source(cfg.model, cfg.data))  # the tiny policy itself

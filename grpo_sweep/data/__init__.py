@@ -9,8 +9,10 @@ marker) and ``<ground_truth_column>_raw`` keeps the untouched text.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import math
+from typing import Any, Callable, NamedTuple
 
+from ..config.show import shown
 from .arithmetic import ARITHMETIC_COLUMNS, arithmetic_splits
 from .sources import (
     VALIDATION_NAMES,
@@ -147,7 +149,11 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
     has_truth = True
     for split in SPLITS:
         if given.get(split) is not None:
-            has_truth &= _check_columns(given[split], prompt_column, truth_column, need_truth, split)
+            try:
+                has_truth &= _check_columns(given[split], prompt_column, truth_column, need_truth, split)
+            except UnicodeDecodeError as exc:  # Arrow holds the bytes as they were; Python reads them as UTF-8
+                raise DataError(f"the {split} data is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save its "
+                                "files as UTF-8") from None
             _check_reward_columns(given[split].column_names, data_cfg, need_columns, split)
     given = _carve(given, _carve_sizes(data_cfg, given), data_cfg.seed, where)
     splits = Splits(*(_to_prompts(given[s], data_cfg, prompt_column, truth_column if has_truth else None) for s in SPLITS))
@@ -195,25 +201,19 @@ def reward_columns(source_columns: list[str], data_cfg: Any) -> list[str]:
 PRECHECK_MAX_BYTES = 64 * 1024 * 1024
 
 
-class _Rows:
-    """Just enough of ``datasets.Dataset`` (column_names, len, ds[column]) for ``_check_columns``."""
+class DataCheck(NamedTuple):
+    """What the login-node check learnt of the data: the columns the rewards will get and the rows the train split
+    will hold (each None where it cannot be known here: hub data, large files)."""
 
-    def __init__(self, rows: list[dict]):
-        self.rows = rows
-        self.column_names = list(dict.fromkeys(k for row in rows[:1000] for k in row))
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, column: str) -> list:
-        return [row.get(column) for row in self.rows]
+    columns: list[str] | None
+    train_rows: int | None
 
 
-def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> list[str] | None:
-    """The data group's check, before any training: a known source, the data has what the rewards need and the
-    splits can be made, checked without ``datasets`` (stdlib and pyarrow readers).
+def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> DataCheck:
+    """The data group's check, before any training: a known source, the data's files parse, it has what the rewards
+    need and the splits can be made, checked without ``datasets`` (stdlib and pyarrow readers).
 
-    Returns the columns the rewards will get, or None where they cannot be known here (hub data, large files).
+    Returns the columns the rewards will get and the train split's row count (``DataCheck``).
     """
     need_columns = need_columns or {}
     if data_cfg.source not in SOURCES:
@@ -224,34 +224,41 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
             if a[key] < 1:
                 raise DataError(f"data.arithmetic.{key}={a[key]}: every split needs at least 1 question")
         _check_reward_columns(list(ARITHMETIC_COLUMNS), data_cfg, need_columns, "train")
-        return reward_columns(list(ARITHMETIC_COLUMNS), data_cfg)
+        return DataCheck(reward_columns(list(ARITHMETIC_COLUMNS), data_cfg), _limited(a.n_train, data_cfg.max_train_samples))
     if data_cfg.source == "hub":
         for split, (size, key) in _carve_sizes(data_cfg, {"validation": data_cfg.validation_split,
                                                            "test": data_cfg.test_split}).items():
             check_size(size, key)
-        return None
+        return DataCheck(None, None)
     sources = _file_sources(data_cfg)
     for size, key in _carve_sizes(data_cfg, sources).values():
         check_size(size, key)
     need_truth = need_columns.get("ground_truth") or need_ground_truth
-    columns = None
+    columns = train_rows = None
     for split in SPLITS:
         source = sources[split]
         if source is None or source.nbytes() > PRECHECK_MAX_BYTES:
             continue
-        rows = _Rows(read_rows(source))
-        _check_columns(rows, data_cfg.prompt_column, data_cfg.ground_truth_column, need_truth, split)
+        rows = read_rows(source)
+        _check_columns(rows, data_cfg.prompt_column, data_cfg.ground_truth_column, need_truth, split, rows.place)
         _check_reward_columns(rows.column_names, data_cfg, need_columns, split)
         if split == "train":
             columns = reward_columns(rows.column_names, data_cfg)
-            carved_counts(len(rows), _carve_sizes(data_cfg, sources), source.name())
-    return columns
+            carved = carved_counts(len(rows), _carve_sizes(data_cfg, sources), source.name())
+            train_rows = _limited(len(rows) - sum(carved.values()), data_cfg.max_train_samples)
+    return DataCheck(columns, train_rows)
 
 
-def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth: Any, which: str) -> bool:
-    """Raise a DataError naming what is missing; return whether a ground-truth column is there.
+def _limited(rows: int, limit: int | None) -> int:
+    return min(rows, limit) if limit else rows
+
+
+def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth: Any, which: str,
+                   place: Callable[[int], str] | None = None) -> bool:
+    """Raise a DataError naming what is missing or malformed; return whether a ground-truth column is there.
 
     ``need_truth``: falsy, True, or the reward that needs the ground truth (``rewards.mix.ColumnNeed``).
+    ``place``: row index -> where it sits (``data file '<path>' line 37``); default ``the train data's row 3``.
     """
     if len(ds) == 0:
         raise DataError(f"the {which} dataset is empty")
@@ -259,6 +266,7 @@ def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth:
         raise DataError(
             f"data.prompt_column={prompt_column!r} is not a column of the {which} data; columns: {ds.column_names}"
         )
+    place = place or (lambda i: f"the {which} data's row {i}")
     has_truth = bool(truth_column) and truth_column in ds.column_names
     if need_truth and not has_truth:
         who, fix = "the reward mix", ""
@@ -268,15 +276,46 @@ def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth:
             f"data.ground_truth_column={truth_column!r} is not a column of the {which} data "
             f"(columns: {ds.column_names}), but {who} needs a ground truth{fix}"
         )
-    if has_truth and need_truth:
-        missing = [i for i, v in enumerate(ds[truth_column]) if v is None or str(v).strip() == ""]
+    for i, prompt in enumerate(ds[prompt_column]):
+        if not _is_prompt(prompt):
+            raise DataError(f"{place(i)}: the prompt (data.prompt_column={prompt_column!r}) is {shown(prompt)}; give a "
+                            'string or a list of chat messages [{"role": ..., "content": ...}]')
+    if not has_truth:
+        return False
+    truths = ds[truth_column]
+    for i, truth in enumerate(truths):
+        if not _is_truth(truth):
+            raise DataError(f"{place(i)}: the ground truth (data.ground_truth_column={truth_column!r}) is "
+                            f"{shown(truth)}; give a string or a number")
+    if need_truth:
+        missing = [i for i, v in enumerate(truths) if _no_truth(v)]
         if missing:
-            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+            shown_rows = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             raise DataError(
                 f"{len(missing)} of {len(ds)} {which} rows have no ground truth in column {truth_column!r} "
-                f"(rows {shown}); fill or drop them"
+                f"(rows {shown_rows}); fill or drop them"
             )
-    return has_truth
+    return True
+
+
+def _is_prompt(value: Any) -> bool:
+    """A string, or chat messages: each a mapping with a string role and a content (a string, or a multimodal
+    list of parts)."""
+    if isinstance(value, str):
+        return True
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, list))
+        for m in value
+    )
+
+
+def _is_truth(value: Any) -> bool:
+    """What becomes a ground truth as it is (``_to_prompts`` writes it as a string): a string, a number or nothing."""
+    return value is None or isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _no_truth(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == ""
 
 
 def _check_reward_columns(source_columns: list[str], data_cfg: Any, need_columns: dict[str, Any], which: str) -> None:

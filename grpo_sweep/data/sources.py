@@ -6,11 +6,16 @@ check need only the standard library and pyarrow; ``load`` (training) imports ``
 """
 from __future__ import annotations
 
+import bisect
+import codecs
 import json
 import math
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..config.show import shown
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 # save_to_disk's marker files: a Dataset directory has both of the first two, a DatasetDict directory the third
@@ -60,17 +65,23 @@ def locate(path: str | None, key: str) -> Source:
     if not where.is_dir():
         raise DataError(f"data file not found: {str(where)!r} ({key})")
     if (where / _DICT_FILE).is_file():
-        try:
-            splits = tuple(json.loads((where / _DICT_FILE).read_text())["splits"])
-        except (ValueError, KeyError, TypeError, OSError) as exc:
-            raise DataError(f"{key}={str(where)!r}: unreadable {_DICT_FILE} ({exc})") from None
-        return Source(where, key, "saved_dict", splits=splits)
+        info = _saved_json(where / _DICT_FILE, key)
+        splits = info.get("splits") if isinstance(info, dict) else None
+        if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
+            raise DataError(f"{key}={str(where)!r}: its {_DICT_FILE} is {shown(info)}; save_to_disk writes "
+                            '{"splits": [<split names>]}')
+        return Source(where, key, "saved_dict", splits=tuple(splits))
     if all((where / name).is_file() for name in _DATASET_FILES):
-        try:
-            state = json.loads((where / "state.json").read_text())
-            files = tuple(where / f["filename"] for f in state["_data_files"])
-        except (ValueError, KeyError, TypeError, OSError) as exc:
-            raise DataError(f"{key}={str(where)!r}: unreadable save_to_disk state.json ({exc})") from None
+        state = _saved_json(where / "state.json", key)
+        listed = state.get("_data_files") if isinstance(state, dict) else None
+        names = [f.get("filename") if isinstance(f, dict) else None for f in listed] if isinstance(listed, list) else []
+        if not names or not all(isinstance(n, str) for n in names):
+            raise DataError(f"{key}={str(where)!r}: its state.json is {shown(state)}; save_to_disk writes "
+                            '{"_data_files": [{"filename": ...}, ...]}')
+        files = tuple(where / name for name in names)
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise DataError(f"{key}={str(where)!r}: its state.json names {missing[0]}, which is not there")
         return Source(where, key, "saved", files, "arrow")
     # Spark/Dask write _SUCCESS and .crc files beside the shards; a README may sit there too: only data files count
     shards = sorted(f for f in where.iterdir() if f.is_file() and f.suffix.lower() in FILE_FORMATS and f.name[0] not in "._")
@@ -86,6 +97,14 @@ def locate(path: str | None, key: str) -> Source:
     return Source(where, key, "shards", tuple(shards), formats[0])
 
 
+def _saved_json(path: Path, key: str) -> Any:
+    """A save_to_disk record file's JSON (any value: the caller checks its shape)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError, RecursionError) as exc:  # not JSON, not UTF-8, unreadable
+        raise DataError(f"{key}={str(path.parent)!r}: unreadable {path.name} ({_first_line(exc)})") from None
+
+
 def load(source: Source):
     """The rows of ``source`` as one ``datasets.Dataset`` (not for a DatasetDict: take one of its splits)."""
     import datasets
@@ -96,53 +115,186 @@ def load(source: Source):
         else:
             loaded = datasets.load_dataset(source.format, data_files=[str(f) for f in source.files], split="train")
     except Exception as exc:  # any reader's failure on the user's files: one line naming the path
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DataError(f"{source.key}={str(source.path)!r} cannot be read: {first}") from None
+        raise DataError(f"{source.key}={str(source.path)!r} cannot be read: {_first_line(exc)}") from None
     if not isinstance(loaded, datasets.Dataset):
         raise DataError(f"{source.key}={str(source.path)!r} did not load as one dataset but as {type(loaded).__name__}")
     return loaded
 
 
-def read_rows(source: Source) -> list[dict]:
-    """All rows of ``source`` as dicts, without ``datasets`` (the login-node check)."""
-    rows: list[dict] = []
+class Rows:
+    """The rows of a Source read for the login-node check, and where each one sits in its file (``place``, for
+    messages). Just enough of ``datasets.Dataset`` (column_names, len, ds[column]) for the column checks."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        # (first row, file, unit, numbers): rows from ``first`` on sit in ``file`` at ``unit`` numbers[i]
+        # (None: i + 1); an array, since a large file has a million of them
+        self._parts: list[tuple[int, Path, str, Any]] = []
+
+    def add(self, file: Path, unit: str, rows: list[dict], numbers: Any = None) -> None:
+        self._parts.append((len(self.rows), file, unit, numbers))
+        self.rows.extend(rows)
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(dict.fromkeys(k for row in self.rows[:1000] for k in row))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, column: str) -> list:
+        return [row.get(column) for row in self.rows]
+
+    def place(self, index: int) -> str:
+        """Where row ``index`` is: ``data file '<path>' line 37``."""
+        first, file, unit, numbers = self._parts[bisect.bisect_right([p[0] for p in self._parts], index) - 1]
+        offset = index - first
+        return _at(file, unit, numbers[offset] if numbers is not None else offset + 1)
+
+
+def read_rows(source: Source) -> Rows:
+    """All rows of ``source``, without ``datasets`` (the login-node check). A file that is not what its format
+    says is a one-line DataError naming the file and the line (or item, or row) where it goes wrong."""
+    out = Rows()
     for file in source.files:
-        rows.extend(_read_arrow(file) if source.format == "arrow" else _read_file(file))
-    return rows
+        if source.format == "json":
+            out.add(file, *_read_json(file))
+        elif source.format == "csv":
+            out.add(file, *_read_csv(file))
+        else:
+            out.add(file, "row", _read_table(file, "Arrow" if source.format == "arrow" else "Parquet"))
+    return out
 
 
-def _read_file(file: Path) -> list[dict]:
-    suffix = file.suffix.lower()
+def _at(file: Path, unit: str = "", number: int = 0) -> str:
+    return f"data file {str(file)!r}" + (f" {unit} {number}" if unit else "")
+
+
+def _text(file: Path) -> str:
+    """The file as text: UTF-8 (a leading byte-order mark is dropped, as pyarrow's reader does)."""
     try:
-        if suffix == ".jsonl" or (suffix == ".json" and file.read_text().lstrip()[:1] != "["):
-            return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-        if suffix == ".json":
-            return json.loads(file.read_text())
-        if suffix == ".csv":
-            import csv
-
-            with file.open(newline="") as f:
-                return [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(f)]
-        import pyarrow.parquet as pq
-
-        return pq.read_table(file).to_pylist()
-    except (ValueError, OSError, ImportError) as exc:
-        raise DataError(f"data file {str(file)!r} cannot be read: {exc}") from None
-
-
-def _read_arrow(file: Path) -> list[dict]:
-    """A save_to_disk shard: Arrow's streaming format (what datasets writes), or its file format."""
+        data = file.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{_at(file)} cannot be read: {exc.strerror or exc}") from None
+    data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
     try:
-        import pyarrow as pa
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{_at(file, 'line', line)}: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
+                        "save the file as UTF-8") from None
 
+
+def _loads(text: str, file: Path) -> Any:
+    """The whole file's one JSON value."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _not_json(exc, _at(file, "line", exc.lineno)) from None
+    except (ValueError, RecursionError) as exc:
+        raise _not_json(exc, _at(file)) from None
+
+
+def _not_json(exc: BaseException, where: str) -> DataError:
+    if isinstance(exc, json.JSONDecodeError):
+        return DataError(f"{where}: not JSON ({exc.msg} at column {exc.colno})")
+    # a 5000-digit number, arrays nested thousands deep
+    return DataError(f"{where}: not JSON this reader takes ({type(exc).__name__}: {_first_line(exc)[:80]})")
+
+
+def _read_json(file: Path) -> tuple[str, list[dict], Any]:
+    """(unit, rows, numbers) of a .json/.jsonl file, read the ways ``datasets``' json loader reads one: a JSON
+    array (of objects, or of strings: a ``text`` column), one object per line (blank lines skipped), or one object
+    spread over many lines (one row)."""
+    text = _text(file)
+    if text.lstrip().startswith("["):
+        return ("item", *_items(file, _loads(text, file)))
+    rows, numbers = [], array("q")
+    # split at "\n" only: a JSON string may hold U+2028 and the other breaks str.splitlines() would split at
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            if not rows and (one := _one_object(file, text)) is not None:
+                return "line", one, None
+            raise _not_json(exc, _at(file, "line", number)) from None
+        if not isinstance(row, dict):
+            raise DataError(f"{_at(file, 'line', number)}: expected a JSON object per line, got {shown(row)}")
+        rows.append(row)
+        numbers.append(number)
+    return "line", rows, numbers
+
+
+def _items(file: Path, items: list) -> tuple[list[dict], None]:
+    if all(isinstance(item, str) for item in items):  # datasets reads a list of strings as a `text` column
+        return [{"text": item} for item in items], None
+    for number, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            raise DataError(f"{_at(file, 'item', number)}: expected a JSON object per item of the list, got "
+                            f"{shown(item)}")
+    return items, None
+
+
+def _one_object(file: Path, text: str) -> list[dict] | None:
+    """The one row of a file that is one JSON object over many lines (pyarrow's reader, which datasets uses, reads
+    it so: its keys are the columns of one row); None when the file is not one JSON value."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        raise DataError(f"{_at(file)}: expected one JSON object per line or a list of objects, got {shown(value)}")
+    return [value]
+
+
+def _read_csv(file: Path) -> tuple[str, list[dict], Any]:
+    """(unit, rows, numbers) of a CSV file with a header line, as pandas (datasets' reader) takes it: blank lines
+    skipped, a short row's missing fields and empty fields None; a row with more fields than the header refused."""
+    import csv
+    import io
+
+    # a prompt may be longer than the csv module's default field limit (128 KiB); pandas has none
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
+    reader = csv.reader(io.StringIO(_text(file), newline=""))
+    rows, numbers = [], array("q")
+    try:
+        header = next((fields for fields in reader if fields), [])  # pandas skips blank lines before it
+        for fields in reader:
+            if not fields:
+                continue
+            if len(fields) > len(header):
+                raise DataError(f"{_at(file, 'line', reader.line_num)}: {len(fields)} fields, but the header has "
+                                f"{len(header)} ({shown(header)})")
+            rows.append({k: (v if v != "" else None) for k, v in zip(header, fields + [""] * len(header))})
+            numbers.append(reader.line_num)
+    except csv.Error as exc:
+        raise DataError(f"{_at(file, 'line', reader.line_num)}: not CSV ({exc})") from None
+    return "line", rows, numbers
+
+
+def _read_table(file: Path, kind: str) -> list[dict]:
+    """A Parquet file, or (``kind="Arrow"``) a save_to_disk shard: Arrow's streaming format (what datasets writes),
+    or its file format."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if kind == "Parquet":
+            return pq.read_table(file).to_pylist()
         try:
             with pa.ipc.open_stream(file) as reader:
                 return reader.read_all().to_pylist()
         except pa.ArrowInvalid:
             with pa.ipc.open_file(file) as reader:
                 return reader.read_all().to_pylist()
-    except (ValueError, OSError, ImportError) as exc:
-        raise DataError(f"data file {str(file)!r} cannot be read: {exc}") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise DataError(f"{_at(file)} cannot be read as {kind}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def check_size(value: Any, key: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.checks import DTYPES, ConfigError
+from ..rewards.reward_model import architectures_of, check_tokenizer, check_weights, is_local, model_config
 from .tiny import TinySpec, ensure_tiny_model, tiny_model_path
 
 log = logging.getLogger(__name__)
@@ -23,9 +24,13 @@ PREBUILT = Path(__file__).parent / "prebuilt"
 PREBUILT_RECORD = "build.json"
 
 
+# heads that are not a language model's: AutoModelForCausalLM would load such a model with a new, random LM head
+NOT_GENERATIVE = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice")
+
+
 def check_model(model_cfg: Any) -> None:
-    """The model group: its dtype, and a tiny model's warm start settings, checked before any model loads (a bad
-    warm start would otherwise fail on the machine that trains, when it builds the model)."""
+    """The model group: its dtype, a tiny model's warm start settings, and a local model directory's files, checked
+    before any model loads (each would otherwise fail on the machine that trains, when it loads the model)."""
     if model_cfg.dtype not in DTYPES:
         raise ConfigError(f"model.dtype={model_cfg.dtype!r}; use one of: {', '.join(DTYPES)}")
     if model_cfg.tiny is not None:
@@ -34,6 +39,24 @@ def check_model(model_cfg: Any) -> None:
             from .warm import check
 
             check(spec.warm_start)
+    elif isinstance(model_cfg.name_or_path, str) and is_local(model_cfg.name_or_path):
+        check_local_model("model.name_or_path", model_cfg.name_or_path)
+
+
+def check_local_model(key: str, source: str) -> None:
+    """A local policy directory as from_pretrained would read it: a causal LM's config.json, its weights whole, a
+    tokenizer (a hub id's copy is fetched and loaded on the machine that trains)."""
+    path = Path(source).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"{key}={source!r}: no such directory (a local model is a directory saved by save_pretrained)")
+    if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+        return  # a PEFT adapter: its base model is named inside and loaded from there
+    architectures = architectures_of(key, source, model_config(key, source, path, ConfigError), ConfigError)
+    if architectures and all(a.endswith(NOT_GENERATIVE) for a in architectures):
+        raise ConfigError(f"{key}={source!r} is a {architectures[0]}, not a causal language model (*ForCausalLM): "
+                          "loaded as the policy it would get a new, random LM head")
+    check_weights(key, source, path, ConfigError)
+    check_tokenizer(key, source, path, ConfigError, "save the tokenizer beside the model (tokenizer.save_pretrained)")
 
 
 def ensure_model(spec: TinySpec, system_prompt: str = "", held_out: tuple[str, ...] = ()) -> Path:

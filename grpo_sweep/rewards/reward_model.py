@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config.checks import DTYPES  # the policy's (model.dtype)
+from ..config.show import shown
 from . import RewardError
 from .args import whole_number
 
@@ -65,13 +66,14 @@ def check_options(name: str, model: Any, args: Mapping[str, Any]) -> dict:
     tokenizer = options["tokenizer"]
     if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer.strip()):
         raise RewardError(f"{where}.tokenizer={tokenizer!r}: give a local directory or a hub id, or null (the model's)")
-    _check_source(key, model, model=True)
+    _check_source(key, model, model=True, own_tokenizer=tokenizer is None)
     if tokenizer is not None:
         _check_source(f"{where}.tokenizer", tokenizer, model=False)
     return options
 
 
-def _check_source(key: str, source: str, model: bool) -> None:
+def _check_source(key: str, source: str, model: bool, own_tokenizer: bool = True) -> None:
+    """A local model (or tokenizer) directory's files; a hub id's form (the gate fetches and checks it later)."""
     if not is_local(source):
         if not HUB_ID.match(source):
             raise RewardError(f"{key}={source!r} is neither a path on this machine nor a hub id (org/name)")
@@ -79,28 +81,138 @@ def _check_source(key: str, source: str, model: bool) -> None:
     path = Path(source).expanduser()
     if not path.is_dir():
         raise RewardError(f"{key}={source!r}: no such directory")
-    if not model:
-        return
-    check_config_file(key, source, path / "config.json")
+    if model:
+        check_config_file(key, source, path / "config.json")
+    if own_tokenizer:
+        fix = ("save the tokenizer beside the model, or name one with its model_args.tokenizer" if model
+               else "give a directory a tokenizer was saved to (save_pretrained)")
+        check_tokenizer(key, source, path, RewardError, fix)
 
 
 def check_config_file(key: str, source: str, config_file: Path) -> None:
-    """That ``config_file`` (of the model ``source`` that ``key`` names) is a reward model's: a one-line RewardError
-    otherwise. Also run on a hub model's cached copy once the gate has fetched it."""
-    try:
-        config = json.loads(Path(config_file).read_text())
-    except FileNotFoundError:
-        raise RewardError(f"{key}={source!r} has no config.json: give a directory saved by save_pretrained") from None
-    except (OSError, ValueError) as exc:
-        raise RewardError(f"{key}={source!r}: its config.json cannot be read ({type(exc).__name__})") from None
-    architectures = config.get("architectures") or []
-    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+    """That ``config_file`` (of the model ``source`` that ``key`` names) is a reward model's, its weights beside it: a
+    one-line RewardError otherwise. Also run on a hub model's cached copy once the gate has fetched it."""
+    directory = Path(config_file).parent
+    config = model_config(key, source, directory, RewardError)
+    architectures = architectures_of(key, source, config, RewardError)
+    if not architectures:
+        raise RewardError(f"{key}={source!r}: its config.json names no architectures, so it may get a new, random "
+                          "score head; a reward model is a *ForSequenceClassification saved by save_pretrained (or "
+                          "add its \"architectures\")")
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
         # loaded anyway, transformers would give it a new, random score head: a reward of noise
         raise RewardError(f"{key}={source!r} is a {architectures[0]}, not a sequence-classification reward model "
                           "(*ForSequenceClassification)")
-    labels = len(config["id2label"]) if isinstance(config.get("id2label"), Mapping) else config.get("num_labels", 1)
+    id2label, labels = config.get("id2label"), config.get("num_labels", 1)
+    if id2label is not None and not isinstance(id2label, Mapping):
+        raise RewardError(f"{key}={source!r}: its config.json's id2label is {shown(id2label)}, not a mapping")
+    labels = len(id2label) if isinstance(id2label, Mapping) else labels
     if labels != 1:
-        raise RewardError(f"{key}={source!r} has {labels} labels; a reward model gives one score (num_labels=1)")
+        raise RewardError(f"{key}={source!r} has {shown(labels)} labels; a reward model gives one score (num_labels=1)")
+    check_weights(key, source, directory, RewardError)
+
+
+# --- a saved model's directory, read as transformers would read it, from the files alone (policy and reward models)
+
+# what from_pretrained loads into PyTorch: one file, or the index of its shards
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+INDEX = ".index.json"
+# the safetensors library refuses larger headers
+SAFETENSORS_MAX_HEADER = 100_000_000
+# AutoTokenizer finds a tokenizer by either
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def read_json_object(path: Path, what: str, error: type[Exception]) -> dict:
+    """The JSON object in ``path`` (``what``: how messages name it); ``error`` (one line) when it is not one."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise error(f"{what} cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    except (ValueError, RecursionError) as exc:  # not JSON, nested too deep
+        detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise error(f"{what} is not JSON ({detail})") from None
+    if not isinstance(value, dict):
+        raise error(f"{what} is {shown(value)}, not a JSON object")
+    return value
+
+
+def model_config(key: str, source: str, directory: Path, error: type[Exception]) -> dict:
+    """A saved model's config.json as a mapping; ``error`` naming ``key`` when it is missing or malformed."""
+    try:
+        return read_json_object(Path(directory) / "config.json", f"{key}={source!r}: its config.json", error)
+    except FileNotFoundError:
+        raise error(f"{key}={source!r} has no config.json: give a directory saved by save_pretrained") from None
+
+
+def architectures_of(key: str, source: str, config: Mapping, error: type[Exception]) -> list[str]:
+    """The model classes config.json names (``[]``: none)."""
+    architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise error(f"{key}={source!r}: its config.json's architectures is {shown(architectures)}, not a list of "
+                    "class names")
+    return architectures
+
+
+def check_weights(key: str, source: str, directory: Path, error: type[Exception]) -> None:
+    """That ``directory`` holds weights from_pretrained loads, whole: model.safetensors, pytorch_model.bin, or the
+    index of sharded ones with every shard it names (a safetensors file's header is read for its length, so a copy
+    cut short is caught here, not when the model loads)."""
+    directory = Path(directory)
+    found = [directory / name for name in WEIGHTS if (directory / name).is_file()]
+    for name in WEIGHTS:
+        index = directory / (name + INDEX)
+        if not found and index.is_file():
+            weight_map = read_json_object(index, f"{key}={source!r}: its {index.name}", error).get("weight_map")
+            if not isinstance(weight_map, Mapping) or not weight_map:
+                raise error(f"{key}={source!r}: its {index.name} has no weight_map naming its shards")
+            shards = sorted({str(v) for v in weight_map.values()})
+            missing = [shard for shard in shards if not (directory / shard).is_file()]
+            if missing:
+                raise error(f"{key}={source!r}: its {index.name} names {len(missing)} shard(s) that are not there "
+                            f"({missing[0]}, ...): copy the whole directory")
+            found = [directory / shard for shard in shards]
+    if not found:
+        raise error(f"{key}={source!r} has a config.json but no weights ({', '.join(WEIGHTS)}, or a sharded "
+                    f"*{INDEX}): give a directory saved by save_pretrained, whole")
+    for file in found:
+        problem = _safetensors_problem(file) if file.suffix == ".safetensors" else (
+            "is empty" if file.stat().st_size == 0 else None)
+        if problem:
+            raise error(f"{key}={source!r}: its {file.name} {problem}: copy or save it again")
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """What is wrong with a safetensors file's frame (an 8-byte header length, a JSON header, the data it
+    describes), or None; the tensors themselves are not read."""
+    size = file.stat().st_size
+    with file.open("rb") as f:
+        head = f.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < length <= min(size - 8, SAFETENSORS_MAX_HEADER):
+            return f"is not a safetensors file or is cut short ({size} bytes)"
+        try:
+            header = json.loads(f.read(length))
+            end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+            return "has no readable safetensors header"
+    if 8 + length + end > size:
+        return f"is cut short ({size} bytes, its header describes {8 + length + end})"
+    return None
+
+
+def check_tokenizer(key: str, source: str, directory: Path, error: type[Exception], fix: str) -> None:
+    """That ``directory`` holds a tokenizer AutoTokenizer can find, its tokenizer_config.json (if any) a JSON object;
+    ``fix``: what the message suggests instead."""
+    directory = Path(directory)
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise error(f"{key}={source!r} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): {fix}")
+    if (directory / "tokenizer_config.json").is_file():
+        read_json_object(directory / "tokenizer_config.json", f"{key}={source!r}: its tokenizer_config.json", error)
 
 
 class RewardModel:

@@ -68,7 +68,16 @@ def check_same_run(run_dir: Path, cfg: Any) -> None:
     path = Path(run_dir) / CHECKPOINTS / STARTED_WITH
     if not path.exists():
         return
-    before, now = _flat(OmegaConf.load(path)), _flat(cfg)
+    try:
+        started = OmegaConf.load(path)
+    except Exception as exc:  # noqa: BLE001 - YAML's, the decoder's or the file system's error: one line naming the file
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ResumeError(f"{path} cannot be read ({why}): it records the config this run directory was started "
+                          "with; restore it, or pick a new output directory") from None
+    if not OmegaConf.is_dict(started):
+        raise ResumeError(f"{path} holds no config (a YAML mapping): it records the config this run directory was "
+                          "started with; restore it, or pick a new output directory")
+    before, now = _flat(started), _flat(cfg)
     changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
     if changed:
         shown = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed[:5])

@@ -53,7 +53,7 @@ def validate(cfg: Any) -> None:
         check_optimizer(cfg.optimizer)
         check_logger(cfg.logger)
         need_columns = data_columns(mix)
-        columns = precheck_files(cfg.data, "ground_truth" in need_columns, need_columns)
+        columns = precheck_files(cfg.data, "ground_truth" in need_columns, need_columns).columns
         check_across(cfg, mix_terms, columns)
     except ValueError as exc:  # each check's one line (RewardError, DataError, BackendError, ConfigError ...)
         raise ConfigError(str(exc)) from None
