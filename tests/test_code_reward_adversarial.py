@@ -1,16 +1,24 @@
-"""Adversarial completions for the code reward: programs written to earn reward without solving the task.
+"""Adversarial completions for the code reward: programs written to earn reward without solving the task,
+and programs that attack the machine they run on.
 
-Each attack program scores 0 (against tests that an honest program passes, see the positive cases), and
-the last case documents what the reward cannot see: hard-coding the visible tests' answers.
+Each attack program scores 0 (against tests that an honest program passes, see the positive cases); the
+sandbox's own attacks (reading the host's files, root's powers under isolation=rlimits) each fail; the
+hard-coding case documents what the reward cannot see: the visible tests' answers.
 """
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from grpo_sweep.rewards import REWARDS
-from grpo_sweep.rewards.sandbox import Limits, decode, execute, plan_snippet
+from grpo_sweep.rewards.sandbox import Limits, check_isolation, decode, execute, plan_snippet
+
+from .conftest import ROOT
 
 code_reward = REWARDS["code"]
 
@@ -185,3 +193,85 @@ def test_hard_coding_the_visible_tests_is_not_detected():
     table = "def add(a, b):\n    return {(1, 2): 3, (-1, 1): 0, (2, 2): 4}[(a, b)]"
     assert score(table, ADD) == 1.0
     assert score(table, ["assert add(5, 5) == 10"]) == 0.0  # held-out tests are the cure
+
+
+# ---- the sandbox against the machine it runs on ----------------------------------------------------------------
+
+SEES = "import os\ndef sees(path):\n    return os.path.exists(path)"
+
+
+def unseen(paths: list[str], isolation: str = "namespaces") -> dict[str, bool]:
+    """For each path: True when the sandboxed program cannot tell it exists."""
+    result = execute(SEES, [f"assert not sees({path!r})" for path in paths], Limits(timeout_s=5), isolation)
+    assert result.status == "ok", result
+    return dict(zip(paths, result.passed))
+
+
+@pytest.fixture(params=["tmp", "checkout"])
+def dataset(request, tmp_path):
+    """The run's data.path, with its expected outputs: under a temp dir, or inside the checkout (data/...)."""
+    with tempfile.TemporaryDirectory(dir=tmp_path if request.param == "tmp" else ROOT, prefix=".data-") as where:
+        path = Path(where) / "mbpp.jsonl"
+        path.write_text('{"prompt": "add", "tests": ["assert add(1, 2) == 3"]}\n')
+        yield str(path)
+
+
+def test_the_program_sees_none_of_the_hosts_files(dataset):
+    paths = [dataset, str(ROOT), str(ROOT / ".git"), str(ROOT / "pyproject.toml"), "/etc/passwd", "/etc", "/home"]
+    if sys.prefix != sys.base_prefix:
+        paths.append(sys.prefix)  # the project's venv: its site-packages are not the program's to import
+    assert unseen(paths) == {path: True for path in paths}
+
+
+ORDINARY = """
+import bisect, collections, datetime, decimal, fractions, functools, hashlib, heapq, itertools, json, math, random, re
+import statistics, string
+words = input().split()
+with open("/tmp/scratch.json", "w") as f:
+    json.dump(collections.Counter(words), f)
+with open("/tmp/scratch.json") as f:
+    counts = json.load(f)
+print(max(counts, key=counts.get), math.isqrt(len(words) ** 2), sorted(heapq.nsmallest(2, map(len, words))))
+"""
+
+
+def test_ordinary_programs_still_run():
+    """The standard library imports, /tmp is writable, stdout comes back."""
+    assert score(ORDINARY, [{"input": "a bb a ccc", "output": "a 4 [1, 1]"}]) == 1.0
+
+
+# What root may do and nobody may not. Under isolation=rlimits as root each worked before the sandbox
+# became nobody (uid 65534); under namespaces root has always become nobody.
+PROBE = "grpo-sandbox-probe-written"
+ROOT_ATTACKS = {
+    "write /etc": f"open('/etc/{PROBE}', 'w').write('x')",
+    "write the checkout": f"open({str(ROOT / PROBE)!r}, 'w').write('x')",
+    "set the hostname (to itself)": "import socket\nsocket.sethostname(socket.gethostname())",
+    "read a file only root may read": "open({secret!r}).read()",
+    "signal a process of root's": "import os\nos.kill({pid}, 0)",
+    "fork past max_procs (16)": "import os, time\nfor _ in range(200):\n    if os.fork() == 0:\n        time.sleep(2)\n        os._exit(0)",
+}
+
+
+def attack_program(action: str) -> str:
+    """`attack()` is True when `action` ran to its end, False when the system refused it."""
+    body = "\n".join("        " + line for line in action.splitlines())
+    return f"def attack():\n    try:\n{body}\n        return True\n    except OSError:\n        return False"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's powers: only root has them to lose")
+@pytest.mark.parametrize("isolation", ["rlimits", "namespaces"])
+@pytest.mark.parametrize("name", ROOT_ATTACKS)
+def test_root_runs_generated_code_as_nobody(name, isolation, tmp_path):
+    check_isolation(isolation)
+    secret = tmp_path / "only-root"
+    secret.write_text("x")
+    secret.chmod(0o600)
+    program = attack_program(ROOT_ATTACKS[name].format(secret=str(secret), pid=os.getpid()))
+    try:
+        result = execute(program, ["assert not attack()"], Limits(timeout_s=5, per_test_s=4), isolation)
+        assert (result.status, result.passed) == ("ok", [True])
+        assert not (ROOT / PROBE).exists() and not Path("/etc", PROBE).exists()
+    finally:
+        for path in (ROOT / PROBE, Path("/etc", PROBE)):
+            path.unlink(missing_ok=True)

@@ -59,6 +59,7 @@ HARNESS = (Path(__file__).with_name("_sandbox_harness.py")).read_text()
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024 + 4096  # the harness's cap on its report, plus the token
 # Python start-up and namespace set-up, on top of the program's own time budget.
 STARTUP_SLACK_S = 2.0
+NOBODY = 65534  # whom root runs generated code as (uid 0 ignores RLIMIT_NPROC, writes /etc, sets the hostname)
 CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -91,7 +92,8 @@ class Execution:
 
 
 def _command(isolation: str) -> list[str]:
-    python = [sys.executable, "-I", "-S", "-c", HARNESS]
+    # The interpreter itself, not a venv's link to it: the venv is no part of what the program is shown.
+    python = [os.path.realpath(sys.executable), "-I", "-S", "-c", HARNESS]
     if isolation == "rlimits":
         return python
     unshare = shutil.which("unshare")
@@ -108,14 +110,17 @@ def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = 
     started = time.perf_counter()
     sent, judges = zip(*(_prepare(test) for test in tests)) if tests else ((), ())
     token = secrets.token_hex(16)
+    root = os.geteuid() == 0
     workdir = "/tmp" if isolation == "namespaces" else tempfile.mkdtemp(prefix="grpo-sandbox-")
+    if root and isolation == "rlimits":
+        os.chown(workdir, NOBODY, NOBODY)
     payload = {
         "token": token,
         "code": code,
         "tests": list(sent),
         "limits": asdict(limits),
         "isolate": isolation == "namespaces",
-        "real_root": os.geteuid() == 0,
+        "drop_to": NOBODY if root else None,
         "workdir": workdir,
     }
     try:
