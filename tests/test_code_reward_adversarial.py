@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -231,13 +233,15 @@ with open("/tmp/scratch.json", "w") as f:
     json.dump(collections.Counter(words), f)
 with open("/tmp/scratch.json") as f:
     counts = json.load(f)
-print(max(counts, key=counts.get), math.isqrt(len(words) ** 2), sorted(heapq.nsmallest(2, map(len, words))))
+print(max(counts, key=counts.get), math.isqrt(len(words) ** 2), sorted(heapq.nsmallest(2, map(len, words))),
+      "é".encode("cp1252"))
 """
 
 
-def test_ordinary_programs_still_run():
-    """The standard library imports, /tmp is writable, stdout comes back."""
-    assert score(ORDINARY, [{"input": "a bb a ccc", "output": "a 4 [1, 1]"}]) == 1.0
+@pytest.mark.parametrize("isolation", ["namespaces", "rlimits"])
+def test_ordinary_programs_still_run(isolation):
+    """The standard library imports (a codec too), /tmp is writable, stdout comes back."""
+    assert score(ORDINARY, [{"input": "a bb a ccc", "output": "a 4 [1, 1] b'\\xe9'"}], isolation=isolation) == 1.0
 
 
 # What root may do and nobody may not. Under isolation=rlimits as root each worked before the sandbox
@@ -275,3 +279,12 @@ def test_root_runs_generated_code_as_nobody(name, isolation, tmp_path):
     finally:
         for path in (ROOT / PROBE, Path("/etc", PROBE)):
             path.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="root without CAP_SETUID (setpriv)")
+def test_root_that_cannot_become_nobody_is_refused_in_one_line():
+    check = ("from grpo_sweep.rewards.sandbox import SandboxUnavailable, check_isolation\n"
+             "try:\n    check_isolation('rlimits')\nexcept SandboxUnavailable as exc:\n    print(exc)")
+    out = subprocess.run(["setpriv", "--bounding-set=-setuid,-setgid", "--", sys.executable, "-c", check],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.count("\n") == 1 and "cannot drop from root to uid 65534 (nobody)" in out.stdout, out

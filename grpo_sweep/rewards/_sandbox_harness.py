@@ -108,9 +108,14 @@ def imports_by_descriptor():
     """Keep the standard library importable for a user who cannot reach it by path (an interpreter under
     /root, mode 0700): its directories are opened now and imported through /proc/self/fd, which a process may
     always follow for itself."""
-    for i, entry in enumerate(sys.path):
-        if os.path.isdir(entry):
-            sys.path[i] = f"/proc/self/fd/{os.open(entry, os.O_PATH | os.O_DIRECTORY)}"
+    moved = {entry: f"/proc/self/fd/{os.open(entry, os.O_PATH | os.O_DIRECTORY)}" for entry in sys.path
+             if os.path.isdir(entry)}
+    sys.path[:] = [moved.get(entry, entry) for entry in sys.path]
+    for module in list(sys.modules.values()):  # packages imported already (encodings) import submodules later
+        path = getattr(module, "__path__", None)
+        if isinstance(path, list):
+            path[:] = [next((fd + item[len(entry):] for entry, fd in moved.items() if item.startswith(entry + "/")),
+                            item) for item in path]
 
 
 def drop_privileges(drop_to, isolated):
@@ -124,7 +129,8 @@ def drop_privileges(drop_to, isolated):
             os.setgid(drop_to)
             os.setuid(drop_to)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot drop from root to uid {drop_to}: {exc.strerror}") from None
+            raise OSError(exc.errno, f"cannot drop from root to uid {drop_to} (nobody): {exc.strerror}; allow it "
+                                     "(CAP_SETUID, CAP_SETGID) or run as another user") from None
     elif isolated:
         _check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
 

@@ -5,11 +5,19 @@ Each execution is one short-lived process tree:
 - ``isolation="namespaces"`` (default): util-linux ``unshare`` puts it in new **network** (no interface but a
   down loopback: nothing reachable), **PID** (it sees only itself; when it ends or is killed the kernel kills
   every process it started) and **mount** namespaces (``--map-root-user`` adds a user namespace when not run
-  as root). Inside, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh size-capped tmpfs (the throw-away
-  working directory is ``/tmp``), every other mount is remounted read-only, and then privileges go: root
-  becomes ``nobody`` (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user namespace.
-- ``isolation="rlimits"``: only what follows. Opt-in, with a logged warning, for machines where namespaces
-  cannot be created: the program can then reach the network and write wherever the user can.
+  as root). Inside, the harness builds a new root on a tmpfs, pivots into it and detaches the host's: the
+  program sees, read-only, the interpreter, the standard library (all of ``sys.path`` under ``-I -S``: no
+  site-packages, no project venv) and the shared-library directories (``/usr/lib``, ``/lib``, ...); a fresh
+  size-capped ``/tmp`` (its working directory) and ``/dev/shm``; ``/dev/null``, ``zero``, ``full``,
+  ``random``, ``urandom``; the ``/proc`` of its PID namespace. Nothing else of the host: no ``/etc``, no
+  ``/home``, no checkout, no dataset with its expected outputs. Then privileges go: root becomes ``nobody``
+  (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user namespace.
+- ``isolation="rlimits"``: only what follows, and root becomes ``nobody`` too (as root it would write
+  ``/etc``, set the hostname, signal any process and fork past ``RLIMIT_NPROC``). The standard library stays
+  importable through ``/proc/self/fd`` where nobody cannot reach it by path (an interpreter under ``/root``);
+  where root may not change uid, the check refuses in one line. Opt-in, with a logged warning, for machines
+  where namespaces cannot be created: the program can then reach the network, read what its user can and
+  write where its user can.
 
 Always: its own session and process group (killed as a group at the wall-time limit), rlimits on CPU time,
 address space, file size, open files, processes and core dumps, an environment with nothing of the parent's
@@ -386,7 +394,8 @@ def check_isolation(isolation: str = "namespaces") -> None:
         detail = result.detail.strip().splitlines()[-1] if result.detail.strip() else result.status
         raise SandboxUnavailable(f"a trivial program did not run under isolation={isolation} ({detail})")
     if isolation == "rlimits":
+        user = f"nobody (uid {NOBODY})" if os.geteuid() == 0 else "this user"
         log.warning(
-            "code reward: isolation=rlimits: generated code runs with resource limits only; it can reach the "
-            "network and write wherever this user can"
+            "code reward: isolation=rlimits: generated code runs as %s with resource limits only; it can reach the "
+            "network, read what that user can and write where it can", user
         )
