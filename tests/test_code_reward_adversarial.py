@@ -244,6 +244,43 @@ def test_ordinary_programs_still_run(isolation):
     assert score(ORDINARY, [{"input": "a bb a ccc", "output": "a 4 [1, 1] b'\\xe9'"}], isolation=isolation) == 1.0
 
 
+def test_the_program_sees_none_of_the_hosts_shared_memory():
+    """System V IPC is per IPC namespace: a segment anyone may open on the host is not there inside."""
+    import ctypes
+    import secrets
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = secrets.randbits(30) + 1
+    segment = libc.shmget(key, 4096, 0o1000 | 0o666)  # IPC_CREAT, readable and writable by all
+    assert segment != -1, os.strerror(ctypes.get_errno())
+    try:
+        program = f"import ctypes\ndef sees():\n    return ctypes.CDLL(None).shmget({key}, 0, 0) != -1"
+        assert execute(program, ["assert not sees()"], Limits(timeout_s=5)).passed == [True]
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+
+
+def test_a_user_other_than_root_sees_the_same_minimal_root(dataset):
+    """Not root: the user namespace path (mounts locked by the kernel, a nested user namespace at the end)."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or python is None:
+        pytest.skip("needs root (to become another user), setpriv and a system python3")
+    paths = [dataset, str(ROOT), "/etc/passwd", "/home"]
+    script = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('sandbox', {str(ROOT / 'grpo_sweep/rewards/sandbox.py')!r})\n"
+              "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\nspec.loader.exec_module(sandbox)\n"
+              f"tests = [f'assert not sees({{path!r}})' for path in {paths!r}] + ['assert sees(\"/tmp\")']\n"
+              f"result = sandbox.execute({SEES!r}, tests, sandbox.Limits(timeout_s=5))\n"
+              "print(result.status, result.passed, result.detail.strip().splitlines()[-1:])")
+    os.chmod(Path(dataset).parent, 0o755)  # readable by that user too: what hides it is the sandbox
+    Path(dataset).chmod(0o644)
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", python, "-I", "-c", script],
+                         capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    if "Permission denied" in out.stderr:
+        pytest.skip(f"the checkout is not readable by uid 65534 ({out.stderr.strip().splitlines()[-1]})")
+    assert out.stdout.strip() == f"ok {[True] * (len(paths) + 1)} []", out
+
+
 # What root may do and nobody may not. Under isolation=rlimits as root each worked before the sandbox
 # became nobody (uid 65534); under namespaces root has always become nobody.
 PROBE = "grpo-sandbox-probe-written"

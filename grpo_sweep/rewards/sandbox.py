@@ -3,15 +3,16 @@
 Each execution is one short-lived process tree:
 
 - ``isolation="namespaces"`` (default): util-linux ``unshare`` puts it in new **network** (no interface but a
-  down loopback: nothing reachable), **PID** (it sees only itself; when it ends or is killed the kernel kills
-  every process it started) and **mount** namespaces (``--map-root-user`` adds a user namespace when not run
-  as root). Inside, the harness builds a new root on a tmpfs, pivots into it and detaches the host's: the
-  program sees, read-only, the interpreter, the standard library (all of ``sys.path`` under ``-I -S``: no
-  site-packages, no project venv) and the shared-library directories (``/usr/lib``, ``/lib``, ...); a fresh
-  size-capped ``/tmp`` (its working directory) and ``/dev/shm``; ``/dev/null``, ``zero``, ``full``,
-  ``random``, ``urandom``; the ``/proc`` of its PID namespace. Nothing else of the host: no ``/etc``, no
-  ``/home``, no checkout, no dataset with its expected outputs. Then privileges go: root becomes ``nobody``
-  (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user namespace.
+  down loopback: nothing reachable), **IPC** (no System V shared memory or queue of the host's), **PID** (it sees
+  only itself; when it ends or is killed the kernel kills every process it started) and **mount** namespaces
+  (``--map-root-user`` adds a user namespace when not run as root). Inside, the harness builds a new root on a
+  tmpfs, pivots into it and detaches the host's: the program sees, read-only, the interpreter, the standard
+  library (all of ``sys.path`` under ``-I -S``: no site-packages, no project venv) and the shared-library
+  directories (``/usr/lib``, ``/lib``, ...); a fresh size-capped ``/tmp`` (its working directory) and
+  ``/dev/shm``; ``/dev/null``, ``zero``, ``full``, ``random``, ``urandom``; the ``/proc`` of its PID namespace.
+  Nothing else of the host: no ``/etc``, no ``/home``, no checkout, no dataset with its expected outputs. Then
+  privileges go: root becomes ``nobody`` (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user
+  namespace.
 - ``isolation="rlimits"``: only what follows, and root becomes ``nobody`` too (as root it would write
   ``/etc``, set the hostname, signal any process and fork past ``RLIMIT_NPROC``). The standard library stays
   importable through ``/proc/self/fd`` where nobody cannot reach it by path (an interpreter under ``/root``);
@@ -108,7 +109,7 @@ def _command(isolation: str) -> list[str]:
     if unshare is None:
         raise SandboxUnavailable("the `unshare` command (util-linux) is not installed")
     user = [] if os.geteuid() == 0 else ["--map-root-user"]
-    return [unshare, *user, "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--", *python]
+    return [unshare, *user, "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--", *python]
 
 
 def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = "namespaces") -> Execution:
