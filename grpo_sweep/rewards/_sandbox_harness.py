@@ -54,8 +54,10 @@ def _mounts():
 def shown():
     """The host directories generated code may read: the interpreter, the standard library (the only entries
     of `sys.path` under -I -S: no site-packages, no project venv), the libraries mapped into this process
-    (libpython) and the system's shared libraries. Real paths, none inside another."""
-    paths = {os.path.dirname(sys.executable), *sys.path, *SYSTEM_LIBS}
+    (libpython), the interpreter prefix's lib (what lib-dynload links in a relocatable build: conda's zlib,
+    libssl) and the system's shared libraries. Real paths, none inside another."""
+    prefixes = {os.path.join(prefix, "lib") for prefix in (sys.base_prefix, sys.base_exec_prefix)}
+    paths = {os.path.dirname(sys.executable), *sys.path, *prefixes, *SYSTEM_LIBS}
     with open("/proc/self/maps") as maps:
         mapped = (line.split(None, 5)[5:] for line in maps)
         paths |= {os.path.dirname(name[0].rstrip("\n")) for name in mapped if name and name[0].startswith("/")}
