@@ -318,10 +318,26 @@ def test_root_runs_generated_code_as_nobody(name, isolation, tmp_path):
             path.unlink(missing_ok=True)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="root without CAP_SETUID (setpriv)")
-def test_root_that_cannot_become_nobody_is_refused_in_one_line():
+def refusal_without(capabilities: str, isolation: str) -> str:
+    """What check_isolation refuses with, run as root without `capabilities` (dropped by setpriv)."""
     check = ("from grpo_sweep.rewards.sandbox import SandboxUnavailable, check_isolation\n"
-             "try:\n    check_isolation('rlimits')\nexcept SandboxUnavailable as exc:\n    print(exc)")
-    out = subprocess.run(["setpriv", "--bounding-set=-setuid,-setgid", "--", sys.executable, "-c", check],
+             f"try:\n    check_isolation({isolation!r})\nexcept SandboxUnavailable as exc:\n    print(exc)")
+    out = subprocess.run(["setpriv", f"--bounding-set={capabilities}", "--", sys.executable, "-c", check],
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert out.stdout.count("\n") == 1 and "cannot drop from root to uid 65534 (nobody)" in out.stdout, out
+    assert out.stdout.count("\n") == 1, out  # one line
+    return out.stdout
+
+
+needs_setpriv = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                                   reason="root, and setpriv to drop capabilities")
+
+
+@needs_setpriv
+def test_root_that_cannot_become_nobody_is_refused_in_one_line():
+    assert "cannot drop from root to uid 65534 (nobody)" in refusal_without("-setuid,-setgid", "rlimits")
+
+
+@needs_setpriv
+def test_where_namespaces_cannot_be_created_the_refusal_says_why():
+    """A container without CAP_SYS_ADMIN (Docker's default): unshare's own reason, not just `crashed`."""
+    assert "unshare failed: Operation not permitted" in refusal_without("-sys_admin", "namespaces")

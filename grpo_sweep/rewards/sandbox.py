@@ -100,16 +100,26 @@ class Execution:
         return sum(self.passed) / self.tests if self.tests else 0.0
 
 
-def _command(isolation: str) -> list[str]:
-    # The interpreter itself, not a venv's link to it: the venv is no part of what the program is shown.
-    python = [os.path.realpath(sys.executable), "-I", "-S", "-c", HARNESS]
-    if isolation == "rlimits":
-        return python
+def _namespaces() -> list[str]:
+    """The `unshare` command line that starts a program in the sandbox's namespaces."""
     unshare = shutil.which("unshare")
     if unshare is None:
         raise SandboxUnavailable("the `unshare` command (util-linux) is not installed")
     user = [] if os.geteuid() == 0 else ["--map-root-user"]
-    return [unshare, *user, "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--", *python]
+    return [unshare, *user, "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--"]
+
+
+def _command(isolation: str) -> list[str]:
+    # The interpreter itself, not a venv's link to it: the venv is no part of what the program is shown.
+    python = [os.path.realpath(sys.executable), "-I", "-S", "-c", HARNESS]
+    return python if isolation == "rlimits" else [*_namespaces(), *python]
+
+
+def _unshare_error() -> str | None:
+    """What `unshare` says when it cannot create the namespaces (the sandbox's own stderr goes nowhere)."""
+    probe = subprocess.run([*_namespaces(), os.path.realpath(sys.executable), "-I", "-S", "-c", ""],
+                           capture_output=True, text=True, timeout=30, env=CLEAN_ENV)
+    return probe.stderr.strip().splitlines()[-1] if probe.returncode and probe.stderr.strip() else None
 
 
 def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = "namespaces") -> Execution:
@@ -392,7 +402,8 @@ def check_isolation(isolation: str = "namespaces") -> None:
     except (OSError, SandboxUnavailable) as exc:
         raise SandboxUnavailable(str(exc)) from None
     if result.passed != [True]:
-        detail = result.detail.strip().splitlines()[-1] if result.detail.strip() else result.status
+        lines = result.detail.strip().splitlines()
+        detail = lines[-1] if lines else (isolation == "namespaces" and _unshare_error()) or result.status
         raise SandboxUnavailable(f"a trivial program did not run under isolation={isolation} ({detail})")
     if isolation == "rlimits":
         user = f"nobody (uid {NOBODY})" if os.geteuid() == 0 else "this user"
