@@ -38,9 +38,10 @@ def _check(result, what):
         raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
-def _mount(source, target, fstype, flags, data=None):
+def _mount(source, target, fstype, flags, data=None, name=None):
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {source or ''} {target}")
+    what = f"mount {name or source or fstype or 'again'} on {target}"
+    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), what)
 
 
 def _mounts():
@@ -84,7 +85,7 @@ def build_root(limits):
             os.makedirs(new + path, exist_ok=True)
         # recursive: a non-recursive bind of a tree with locked submounts (a GPU driver's files bound into
         # /usr/lib by a container runtime) is refused in a user namespace; each submount is made read-only below
-        _mount(f"/proc/self/fd/{fd}", new + path, None, MS_BIND | MS_REC)
+        _mount(f"/proc/self/fd/{fd}", new + path, None, MS_BIND | MS_REC, name=path)
         os.close(fd)  # a descriptor of a host directory left open would lead out of the new root
     for path, target in links.items():
         os.symlink(target, new + path)
