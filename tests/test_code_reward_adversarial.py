@@ -199,14 +199,24 @@ def test_hard_coding_the_visible_tests_is_not_detected():
 
 # ---- the sandbox against the machine it runs on ----------------------------------------------------------------
 
-SEES = "import os\ndef sees(path):\n    return os.path.exists(path)"
+SEES = ("import os\ndef seen(path):\n    if not os.path.exists(path):\n        return 0\n    try:\n"
+        "        os.listdir(path) if os.path.isdir(path) else open(path, 'rb').close()\n        return 2\n"
+        "    except OSError:\n        return 1")
 
 
 def unseen(paths: list[str], isolation: str = "namespaces") -> dict[str, bool]:
-    """For each path: True when the sandboxed program cannot tell it exists."""
-    result = execute(SEES, [f"assert not sees({path!r})" for path in paths], Limits(timeout_s=5), isolation)
+    """For each path: True when the sandboxed program cannot read it (namespaces: cannot even tell it exists)."""
+    most = 0 if isolation == "namespaces" else 1
+    result = execute(SEES, [f"assert seen({path!r}) <= {most}" for path in paths], Limits(timeout_s=5), isolation)
     assert result.status == "ok", result
     return dict(zip(paths, result.passed))
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock version (landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION), 0 for none."""
+    import ctypes
+
+    return max(0, ctypes.CDLL(None).syscall(444, None, 0, 1))
 
 
 @pytest.fixture(params=["tmp", "checkout"])
@@ -218,20 +228,24 @@ def dataset(request, tmp_path):
         yield str(path)
 
 
-def test_the_program_sees_none_of_the_hosts_files(dataset):
+@pytest.mark.parametrize("isolation", ["namespaces", "rlimits"])
+def test_the_program_sees_none_of_the_hosts_files(dataset, isolation):
+    if isolation == "rlimits" and not landlock_abi():
+        pytest.skip("isolation=rlimits confines reads with Landlock, which this kernel does not have")
     paths = [dataset, str(ROOT), str(ROOT / ".git"), str(ROOT / "pyproject.toml"), "/etc/passwd", "/etc", "/home"]
     if sys.prefix != sys.base_prefix:
         paths.append(sys.prefix)  # the project's venv: its site-packages are not the program's to import
-    assert unseen(paths) == {path: True for path in paths}
+    assert unseen(paths, isolation) == {path: True for path in paths}
 
 
 ORDINARY = """
 import bisect, collections, datetime, decimal, fractions, functools, hashlib, heapq, itertools, json, math, random, re
-import statistics, string
+import os, statistics, string, tempfile
 words = input().split()
-with open("/tmp/scratch.json", "w") as f:
+scratch = os.path.join(tempfile.gettempdir(), "scratch.json")  # /tmp; under rlimits its own directory
+with open(scratch, "w") as f:
     json.dump(collections.Counter(words), f)
-with open("/tmp/scratch.json") as f:
+with open(scratch) as f:
     counts = json.load(f)
 print(max(counts, key=counts.get), math.isqrt(len(words) ** 2), sorted(heapq.nsmallest(2, map(len, words))),
       "é".encode("cp1252"))
@@ -240,7 +254,7 @@ print(max(counts, key=counts.get), math.isqrt(len(words) ** 2), sorted(heapq.nsm
 
 @pytest.mark.parametrize("isolation", ["namespaces", "rlimits"])
 def test_ordinary_programs_still_run(isolation):
-    """The standard library imports (a codec too), /tmp is writable, stdout comes back."""
+    """The standard library imports (a codec too), the temp dir is writable, stdout comes back."""
     assert score(ORDINARY, [{"input": "a bb a ccc", "output": "a 4 [1, 1] b'\\xe9'"}], isolation=isolation) == 1.0
 
 
@@ -260,6 +274,21 @@ def test_the_program_sees_none_of_the_hosts_shared_memory():
         libc.shmctl(segment, 0, None)  # IPC_RMID
 
 
+def test_rlimits_refuses_tcp_where_landlock_can():
+    import socket
+
+    if landlock_abi() < 4:
+        pytest.skip("this kernel's Landlock has no TCP rules (Linux 6.7+)")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.5)
+        port = server.getsockname()[1]
+        program = (f"import socket\ndef reached():\n    try:\n        socket.create_connection(('127.0.0.1', {port}), 1)\n"
+                   "        return True\n    except OSError:\n        return False")
+        assert execute(program, ["assert not reached()"], Limits(timeout_s=5), "rlimits").passed == [True]
+        with pytest.raises(socket.timeout):
+            server.accept()
+
+
 def test_a_user_other_than_root_sees_the_same_minimal_root(dataset):
     """Not root: the user namespace path (mounts locked by the kernel, a nested user namespace at the end)."""
     python = shutil.which("python3", path="/usr/bin:/bin")
@@ -269,7 +298,7 @@ def test_a_user_other_than_root_sees_the_same_minimal_root(dataset):
     script = ("import importlib.util, sys\n"
               f"spec = importlib.util.spec_from_file_location('sandbox', {str(ROOT / 'grpo_sweep/rewards/sandbox.py')!r})\n"
               "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\nspec.loader.exec_module(sandbox)\n"
-              f"tests = [f'assert not sees({{path!r}})' for path in {paths!r}] + ['assert sees(\"/tmp\")']\n"
+              f"tests = [f'assert seen({{path!r}}) == 0' for path in {paths!r}] + ['assert seen(\"/tmp\") == 2']\n"
               f"result = sandbox.execute({SEES!r}, tests, sandbox.Limits(timeout_s=5))\n"
               "print(result.status, result.passed, result.detail.strip().splitlines()[-1:])")
     os.chmod(Path(dataset).parent, 0o755)  # readable by that user too: what hides it is the sandbox

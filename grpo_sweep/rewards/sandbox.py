@@ -13,12 +13,14 @@ Each execution is one short-lived process tree:
   Nothing else of the host: no ``/etc``, no ``/home``, no checkout, no dataset with its expected outputs. Then
   privileges go: root becomes ``nobody`` (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user
   namespace.
-- ``isolation="rlimits"``: only what follows, and root becomes ``nobody`` too (as root it would write
-  ``/etc``, set the hostname, signal any process and fork past ``RLIMIT_NPROC``). The standard library stays
-  importable through ``/proc/self/fd`` where nobody cannot reach it by path (an interpreter under ``/root``);
-  where root may not change uid, the check refuses in one line. Opt-in, with a logged warning, for machines
-  where namespaces cannot be created: the program can then reach the network, read what its user can and
-  write where its user can.
+- ``isolation="rlimits"``: what follows, and root becomes ``nobody`` too (as root it would write ``/etc``, set
+  the hostname, signal any process and fork past ``RLIMIT_NPROC``). The standard library stays importable
+  through ``/proc/self/fd`` where nobody cannot reach it by path (an interpreter under ``/root``); where root
+  may not change uid, the check refuses in one line. Where the kernel has Landlock (Linux 5.13+), reads are
+  kept to what the namespaces' root would show and writes to its own working directory (also ``$TMPDIR`` and
+  ``$HOME``); from Linux 6.7 TCP is refused, from 6.12 signals and abstract sockets outside it. Opt-in, with a
+  logged warning, for machines where namespaces cannot be created: UDP still leaves, and without Landlock
+  the program reads what its user can and writes where its user can.
 
 Always: its own session and process group (killed as a group at the wall-time limit), rlimits on CPU time,
 address space, file size, open files, processes and core dumps, an environment with nothing of the parent's
@@ -149,7 +151,7 @@ def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = 
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.DEVNULL,
-                env={**CLEAN_ENV, "HOME": workdir},
+                env={**CLEAN_ENV, "HOME": workdir, "TMPDIR": workdir},
                 cwd=workdir if isolation == "rlimits" else "/",
                 start_new_session=True,
                 close_fds=True,
@@ -394,6 +396,9 @@ def _prepare(test) -> tuple[dict, object]:
     return {"kind": "script", "code": test}, _judge_script
 
 
+LISTS_ROOT = "import os\ndef lists_root():\n    try:\n        return os.listdir('/') is not None\n    except OSError:\n        return False"
+
+
 @lru_cache(maxsize=None)
 def check_isolation(isolation: str = "namespaces") -> None:
     """Raise SandboxUnavailable (naming the cause) unless a trivial program runs and passes its test here."""
@@ -407,7 +412,9 @@ def check_isolation(isolation: str = "namespaces") -> None:
         raise SandboxUnavailable(f"a trivial program did not run under isolation={isolation} ({detail})")
     if isolation == "rlimits":
         user = f"nobody (uid {NOBODY})" if os.geteuid() == 0 else "this user"
-        log.warning(
-            "code reward: isolation=rlimits: generated code runs as %s with resource limits only; it can reach the "
-            "network, read what that user can and write where it can", user
-        )
+        landlock = execute(LISTS_ROOT, ["assert not lists_root()"], Limits(timeout_s=10), isolation).passed == [True]
+        reach = ("Landlock keeps its reads to the interpreter's files, its writes to its own directory (and, from "
+                 "Linux 6.7, refuses TCP)" if landlock
+                 else "it can read what that user can and write where it can (this kernel has no Landlock)")
+        log.warning("code reward: isolation=rlimits: generated code runs as %s with resource limits only, in the "
+                    "host's network and process namespaces; %s", user, reach)
