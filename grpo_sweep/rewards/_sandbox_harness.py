@@ -24,7 +24,8 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "
 # What the new root holds of the host: the shared-library directories (the dynamic loader's default search
 # path, and what lib-dynload's modules link), a few harmless devices, and the interpreter (see `shown`).
 SYSTEM_LIBS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32")
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+WRITTEN_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
+DEVICES = (*WRITTEN_DEVICES, "/dev/random", "/dev/urandom")
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
              "stderr": "/proc/self/fd/2"}
 SCRATCH = ("/tmp", "/dev/shm")
@@ -167,10 +168,10 @@ def landlock_rules(readable, writable):
 
 def confine(rules):
     """Where the kernel has Landlock: reads only beneath the readable paths, writes only beneath the writable
-    ones, and (by ABI) no TCP, no signal or abstract socket outside the sandbox. The ABI it had, 0 for none."""
+    ones, and (by ABI version) no TCP, no signal or abstract socket outside the sandbox; else nothing."""
     abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
     if abi < 1:
-        return 0
+        return
     fs = FS_RIGHTS[max(v for v in FS_RIGHTS if v <= abi)]
     ruleset = _Ruleset(fs, NET_TCP if abi >= 4 else 0, SCOPES if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
@@ -184,7 +185,6 @@ def confine(rules):
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     _check(libc.syscall(LANDLOCK_RESTRICT_SELF, fd, 0), "landlock_restrict_self")
     os.close(fd)
-    return abi
 
 
 def limit(limits):
@@ -288,7 +288,7 @@ def main():
             build_root(payload["limits"])
         else:  # no new root: Landlock, where the kernel has it, shows about as little
             devices = [device for device in DEVICES if os.path.exists(device)]
-            rules = landlock_rules(shown() + devices, [payload["workdir"], *devices[:3]])
+            rules = landlock_rules(shown() + devices, [payload["workdir"], *set(devices) & set(WRITTEN_DEVICES)])
         os.chdir(payload["workdir"])
         drop_privileges(payload["drop_to"], payload["isolate"])
         if not payload["isolate"]:
