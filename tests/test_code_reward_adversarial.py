@@ -1,16 +1,26 @@
-"""Adversarial completions for the code reward: programs written to earn reward without solving the task.
+"""Adversarial completions for the code reward: programs written to earn reward without solving the task,
+and programs that attack the machine they run on.
 
-Each attack program scores 0 (against tests that an honest program passes, see the positive cases), and
-the last case documents what the reward cannot see: hard-coding the visible tests' answers.
+Each attack program scores 0 (against tests that an honest program passes, see the positive cases); the
+sandbox's own attacks (reading the host's files, root's powers under isolation=rlimits) each fail; the
+hard-coding case documents what the reward cannot see: the visible tests' answers.
 """
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from grpo_sweep.rewards import REWARDS
-from grpo_sweep.rewards.sandbox import Limits, decode, execute, plan_snippet
+from grpo_sweep.rewards.sandbox import Limits, check_isolation, decode, execute, plan_snippet
+
+from .conftest import ROOT
 
 code_reward = REWARDS["code"]
 
@@ -185,3 +195,178 @@ def test_hard_coding_the_visible_tests_is_not_detected():
     table = "def add(a, b):\n    return {(1, 2): 3, (-1, 1): 0, (2, 2): 4}[(a, b)]"
     assert score(table, ADD) == 1.0
     assert score(table, ["assert add(5, 5) == 10"]) == 0.0  # held-out tests are the cure
+
+
+# ---- the sandbox against the machine it runs on ----------------------------------------------------------------
+
+SEES = ("import os\ndef seen(path):\n    if not os.path.exists(path):\n        return 0\n    try:\n"
+        "        os.listdir(path) if os.path.isdir(path) else open(path, 'rb').close()\n        return 2\n"
+        "    except OSError:\n        return 1")
+
+
+def unseen(paths: list[str], isolation: str = "namespaces") -> dict[str, bool]:
+    """For each path: True when the sandboxed program cannot read it (namespaces: cannot even tell it exists)."""
+    most = 0 if isolation == "namespaces" else 1
+    result = execute(SEES, [f"assert seen({path!r}) <= {most}" for path in paths], Limits(timeout_s=5), isolation)
+    assert result.status == "ok", result
+    return dict(zip(paths, result.passed))
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock version (landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION), 0 for none."""
+    import ctypes
+
+    return max(0, ctypes.CDLL(None).syscall(444, None, 0, 1))
+
+
+@pytest.fixture(params=["tmp", "checkout"])
+def dataset(request, tmp_path):
+    """The run's data.path, with its expected outputs: under a temp dir, or inside the checkout (data/...)."""
+    with tempfile.TemporaryDirectory(dir=tmp_path if request.param == "tmp" else ROOT, prefix=".data-") as where:
+        path = Path(where) / "mbpp.jsonl"
+        path.write_text('{"prompt": "add", "tests": ["assert add(1, 2) == 3"]}\n')
+        yield str(path)
+
+
+@pytest.mark.parametrize("isolation", ["namespaces", "rlimits"])
+def test_the_program_sees_none_of_the_hosts_files(dataset, isolation):
+    if isolation == "rlimits" and not landlock_abi():
+        pytest.skip("isolation=rlimits confines reads with Landlock, which this kernel does not have")
+    paths = [dataset, str(ROOT), str(ROOT / ".git"), str(ROOT / "pyproject.toml"), "/etc/passwd", "/etc", "/home"]
+    if sys.prefix != sys.base_prefix:
+        paths.append(sys.prefix)  # the project's venv: its site-packages are not the program's to import
+    assert unseen(paths, isolation) == {path: True for path in paths}
+
+
+ORDINARY = """
+import bisect, collections, datetime, decimal, fractions, functools, hashlib, heapq, itertools, json, math, random, re
+import os, statistics, string, tempfile
+words = input().split()
+scratch = os.path.join(tempfile.gettempdir(), "scratch.json")  # /tmp; under rlimits its own directory
+with open(scratch, "w") as f:
+    json.dump(collections.Counter(words), f)
+with open(scratch) as f:
+    counts = json.load(f)
+print(max(counts, key=counts.get), math.isqrt(len(words) ** 2), sorted(heapq.nsmallest(2, map(len, words))),
+      "é".encode("cp1252"))
+"""
+
+
+@pytest.mark.parametrize("isolation", ["namespaces", "rlimits"])
+def test_ordinary_programs_still_run(isolation):
+    """The standard library imports (a codec too), the temp dir is writable, stdout comes back."""
+    assert score(ORDINARY, [{"input": "a bb a ccc", "output": "a 4 [1, 1] b'\\xe9'"}], isolation=isolation) == 1.0
+
+
+def test_the_program_sees_none_of_the_hosts_shared_memory():
+    """System V IPC is per IPC namespace: a segment anyone may open on the host is not there inside."""
+    import ctypes
+    import secrets
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = secrets.randbits(30) + 1
+    segment = libc.shmget(key, 4096, 0o1000 | 0o666)  # IPC_CREAT, readable and writable by all
+    assert segment != -1, os.strerror(ctypes.get_errno())
+    try:
+        program = f"import ctypes\ndef sees():\n    return ctypes.CDLL(None).shmget({key}, 0, 0) != -1"
+        assert execute(program, ["assert not sees()"], Limits(timeout_s=5)).passed == [True]
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+
+
+def test_rlimits_refuses_tcp_where_landlock_can():
+    import socket
+
+    if landlock_abi() < 4:
+        pytest.skip("this kernel's Landlock has no TCP rules (Linux 6.7+)")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.5)
+        port = server.getsockname()[1]
+        program = (f"import socket\ndef reached():\n    try:\n        socket.create_connection(('127.0.0.1', {port}), 1)\n"
+                   "        return True\n    except OSError:\n        return False")
+        assert execute(program, ["assert not reached()"], Limits(timeout_s=5), "rlimits").passed == [True]
+        with pytest.raises(socket.timeout):
+            server.accept()
+
+
+def test_a_user_other_than_root_sees_the_same_minimal_root(dataset):
+    """Not root: the user namespace path (mounts locked by the kernel, a nested user namespace at the end)."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or python is None:
+        pytest.skip("needs root (to become another user), setpriv and a system python3")
+    paths = [dataset, str(ROOT), "/etc/passwd", "/home"]
+    script = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('sandbox', {str(ROOT / 'grpo_sweep/rewards/sandbox.py')!r})\n"
+              "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\nspec.loader.exec_module(sandbox)\n"
+              f"tests = [f'assert seen({{path!r}}) == 0' for path in {paths!r}] + ['assert seen(\"/tmp\") == 2']\n"
+              f"result = sandbox.execute({SEES!r}, tests, sandbox.Limits(timeout_s=5))\n"
+              "print(result.status, result.passed, result.detail.strip().splitlines()[-1:])")
+    os.chmod(Path(dataset).parent, 0o755)  # readable by that user too: what hides it is the sandbox
+    Path(dataset).chmod(0o644)
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", python, "-I", "-c", script],
+                         capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    if "Permission denied" in out.stderr:
+        pytest.skip(f"the checkout is not readable by uid 65534 ({out.stderr.strip().splitlines()[-1]})")
+    assert out.stdout.strip() == f"ok {[True] * (len(paths) + 1)} []", out
+
+
+# What root may do and nobody may not. Under isolation=rlimits as root each worked before the sandbox
+# became nobody (uid 65534); under namespaces root has always become nobody.
+PROBE = "grpo-sandbox-probe-written"
+ROOT_ATTACKS = {
+    "write /etc": f"open('/etc/{PROBE}', 'w').write('x')",
+    "write the checkout": f"open({str(ROOT / PROBE)!r}, 'w').write('x')",
+    "set the hostname (to itself)": "import socket\nsocket.sethostname(socket.gethostname())",
+    "read a file only root may read": "open({secret!r}).read()",
+    "signal a process of root's": "import os\nos.kill({pid}, 0)",
+    "fork past max_procs (16)": "import os, time\nfor _ in range(200):\n    if os.fork() == 0:\n        time.sleep(2)\n        os._exit(0)",
+}
+
+
+def attack_program(action: str) -> str:
+    """`attack()` is True when `action` ran to its end, False when the system refused it."""
+    body = "\n".join("        " + line for line in action.splitlines())
+    return f"def attack():\n    try:\n{body}\n        return True\n    except OSError:\n        return False"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's powers: only root has them to lose")
+@pytest.mark.parametrize("isolation", ["rlimits", "namespaces"])
+@pytest.mark.parametrize("name", ROOT_ATTACKS)
+def test_root_runs_generated_code_as_nobody(name, isolation, tmp_path):
+    check_isolation(isolation)
+    secret = tmp_path / "only-root"
+    secret.write_text("x")
+    secret.chmod(0o600)
+    program = attack_program(ROOT_ATTACKS[name].format(secret=str(secret), pid=os.getpid()))
+    try:
+        result = execute(program, ["assert not attack()"], Limits(timeout_s=5, per_test_s=4), isolation)
+        assert (result.status, result.passed) == ("ok", [True])
+        assert not (ROOT / PROBE).exists() and not Path("/etc", PROBE).exists()
+    finally:
+        for path in (ROOT / PROBE, Path("/etc", PROBE)):
+            path.unlink(missing_ok=True)
+
+
+def refusal_without(capabilities: str, isolation: str) -> str:
+    """What check_isolation refuses with, run as root without `capabilities` (dropped by setpriv)."""
+    check = ("from grpo_sweep.rewards.sandbox import SandboxUnavailable, check_isolation\n"
+             f"try:\n    check_isolation({isolation!r})\nexcept SandboxUnavailable as exc:\n    print(exc)")
+    out = subprocess.run(["setpriv", f"--bounding-set={capabilities}", "--", sys.executable, "-c", check],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.count("\n") == 1, out  # one line
+    return out.stdout
+
+
+needs_setpriv = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                                   reason="root, and setpriv to drop capabilities")
+
+
+@needs_setpriv
+def test_root_that_cannot_become_nobody_is_refused_in_one_line():
+    assert "cannot drop from root to uid 65534 (nobody)" in refusal_without("-setuid,-setgid", "rlimits")
+
+
+@needs_setpriv
+def test_where_namespaces_cannot_be_created_the_refusal_says_why():
+    """A container without CAP_SYS_ADMIN (Docker's default): unshare's own reason, not just `crashed`."""
+    assert "unshare failed: Operation not permitted" in refusal_without("-sys_admin", "namespaces")

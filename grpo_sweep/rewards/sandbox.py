@@ -3,13 +3,24 @@
 Each execution is one short-lived process tree:
 
 - ``isolation="namespaces"`` (default): util-linux ``unshare`` puts it in new **network** (no interface but a
-  down loopback: nothing reachable), **PID** (it sees only itself; when it ends or is killed the kernel kills
-  every process it started) and **mount** namespaces (``--map-root-user`` adds a user namespace when not run
-  as root). Inside, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh size-capped tmpfs (the throw-away
-  working directory is ``/tmp``), every other mount is remounted read-only, and then privileges go: root
-  becomes ``nobody`` (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user namespace.
-- ``isolation="rlimits"``: only what follows. Opt-in, with a logged warning, for machines where namespaces
-  cannot be created: the program can then reach the network and write wherever the user can.
+  down loopback: nothing reachable), **IPC** (no System V shared memory or queue of the host's), **PID** (it sees
+  only itself; when it ends or is killed the kernel kills every process it started) and **mount** namespaces
+  (``--map-root-user`` adds a user namespace when not run as root). Inside, the harness builds a new root on a
+  tmpfs, pivots into it and detaches the host's: the program sees, read-only, the interpreter, the standard
+  library (all of ``sys.path`` under ``-I -S``: no site-packages, no project venv) and the shared-library
+  directories (``/usr/lib``, ``/lib``, ...); a fresh size-capped ``/tmp`` (its working directory) and
+  ``/dev/shm``; ``/dev/null``, ``zero``, ``full``, ``random``, ``urandom``; the ``/proc`` of its PID namespace.
+  Nothing else of the host: no ``/etc``, no ``/home``, no checkout, no dataset with its expected outputs. Then
+  privileges go: root becomes ``nobody`` (uid 0 ignores ``RLIMIT_NPROC``), anyone else enters a nested user
+  namespace.
+- ``isolation="rlimits"``: what follows, and root becomes ``nobody`` too (as root it would write ``/etc``, set
+  the hostname, signal any process and fork past ``RLIMIT_NPROC``). The standard library stays importable
+  through ``/proc/self/fd`` where nobody cannot reach it by path (an interpreter under ``/root``); where root
+  may not change uid, the check refuses in one line. Where the kernel has Landlock (Linux 5.13+), reads are
+  kept to what the namespaces' root would show and writes to its own working directory (also ``$TMPDIR`` and
+  ``$HOME``); from Linux 6.7 TCP is refused, from 6.12 signals and abstract sockets outside it. Opt-in, with a
+  logged warning, for machines where namespaces cannot be created: UDP still leaves, and without Landlock
+  the program reads what its user can and writes where its user can.
 
 Always: its own session and process group (killed as a group at the wall-time limit), rlimits on CPU time,
 address space, file size, open files, processes and core dumps, an environment with nothing of the parent's
@@ -59,6 +70,7 @@ HARNESS = (Path(__file__).with_name("_sandbox_harness.py")).read_text()
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024 + 4096  # the harness's cap on its report, plus the token
 # Python start-up and namespace set-up, on top of the program's own time budget.
 STARTUP_SLACK_S = 2.0
+NOBODY = 65534  # whom root runs generated code as (uid 0 ignores RLIMIT_NPROC, writes /etc, sets the hostname)
 CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -90,15 +102,26 @@ class Execution:
         return sum(self.passed) / self.tests if self.tests else 0.0
 
 
-def _command(isolation: str) -> list[str]:
-    python = [sys.executable, "-I", "-S", "-c", HARNESS]
-    if isolation == "rlimits":
-        return python
+def _namespaces() -> list[str]:
+    """The `unshare` command line that starts a program in the sandbox's namespaces."""
     unshare = shutil.which("unshare")
     if unshare is None:
         raise SandboxUnavailable("the `unshare` command (util-linux) is not installed")
     user = [] if os.geteuid() == 0 else ["--map-root-user"]
-    return [unshare, *user, "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--", *python]
+    return [unshare, *user, "--net", "--ipc", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--"]
+
+
+def _command(isolation: str) -> list[str]:
+    # The interpreter itself, not a venv's link to it: the venv is no part of what the program is shown.
+    python = [os.path.realpath(sys.executable), "-I", "-S", "-c", HARNESS]
+    return python if isolation == "rlimits" else [*_namespaces(), *python]
+
+
+def _unshare_error() -> str | None:
+    """What `unshare` says when it cannot create the namespaces (the sandbox's own stderr goes nowhere)."""
+    probe = subprocess.run([*_namespaces(), os.path.realpath(sys.executable), "-I", "-S", "-c", ""],
+                           capture_output=True, text=True, timeout=30, env=CLEAN_ENV)
+    return probe.stderr.strip().splitlines()[-1] if probe.returncode and probe.stderr.strip() else None
 
 
 def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = "namespaces") -> Execution:
@@ -108,14 +131,17 @@ def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = 
     started = time.perf_counter()
     sent, judges = zip(*(_prepare(test) for test in tests)) if tests else ((), ())
     token = secrets.token_hex(16)
+    root = os.geteuid() == 0
     workdir = "/tmp" if isolation == "namespaces" else tempfile.mkdtemp(prefix="grpo-sandbox-")
+    if root and isolation == "rlimits":
+        os.chown(workdir, NOBODY, NOBODY)
     payload = {
         "token": token,
         "code": code,
         "tests": list(sent),
         "limits": asdict(limits),
         "isolate": isolation == "namespaces",
-        "real_root": os.geteuid() == 0,
+        "drop_to": NOBODY if root else None,
         "workdir": workdir,
     }
     try:
@@ -125,7 +151,7 @@ def execute(code: str, tests: list, limits: Limits = Limits(), isolation: str = 
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.DEVNULL,
-                env={**CLEAN_ENV, "HOME": workdir},
+                env={**CLEAN_ENV, "HOME": workdir, "TMPDIR": workdir},
                 cwd=workdir if isolation == "rlimits" else "/",
                 start_new_session=True,
                 close_fds=True,
@@ -370,6 +396,9 @@ def _prepare(test) -> tuple[dict, object]:
     return {"kind": "script", "code": test}, _judge_script
 
 
+LISTS_ROOT = "import os\ndef lists_root():\n    try:\n        return os.listdir('/') is not None\n    except OSError:\n        return False"
+
+
 @lru_cache(maxsize=None)
 def check_isolation(isolation: str = "namespaces") -> None:
     """Raise SandboxUnavailable (naming the cause) unless a trivial program runs and passes its test here."""
@@ -378,10 +407,14 @@ def check_isolation(isolation: str = "namespaces") -> None:
     except (OSError, SandboxUnavailable) as exc:
         raise SandboxUnavailable(str(exc)) from None
     if result.passed != [True]:
-        detail = result.detail.strip().splitlines()[-1] if result.detail.strip() else result.status
+        lines = result.detail.strip().splitlines()
+        detail = lines[-1] if lines else (isolation == "namespaces" and _unshare_error()) or result.status
         raise SandboxUnavailable(f"a trivial program did not run under isolation={isolation} ({detail})")
     if isolation == "rlimits":
-        log.warning(
-            "code reward: isolation=rlimits: generated code runs with resource limits only; it can reach the "
-            "network and write wherever this user can"
-        )
+        user = f"nobody (uid {NOBODY})" if os.geteuid() == 0 else "this user"
+        landlock = execute(LISTS_ROOT, ["assert not lists_root()"], Limits(timeout_s=10), isolation).passed == [True]
+        reach = ("Landlock keeps its reads to the interpreter's files, its writes to its own directory (and, from "
+                 "Linux 6.7, refuses TCP)" if landlock
+                 else "it can read what that user can and write where it can (this kernel has no Landlock)")
+        log.warning("code reward: isolation=rlimits: generated code runs as %s with resource limits only, in the "
+                    "host's network and process namespaces; %s", user, reach)

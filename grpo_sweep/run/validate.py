@@ -264,7 +264,8 @@ def check_machine(cfg: Any) -> None:
             try:
                 check_isolation(isolation)
             except SandboxUnavailable as exc:
+                fallback = "" if isolation == "rlimits" else (f"; set reward_mix.{term.name}.params.isolation=rlimits to "
+                                                              "run it with resource limits only (no network isolation)")
                 raise ConfigError(
-                    f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here ({exc}); "
-                    f"set reward_mix.{term.name}.params.isolation=rlimits to run it with resource limits only (no network isolation)"
+                    f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here ({exc}){fallback}"
                 ) from None
