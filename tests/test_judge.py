@@ -242,7 +242,7 @@ def test_bad_judge_settings_are_refused_in_one_line_naming_the_term(args, messag
 def test_an_api_key_put_in_config_is_refused_without_echoing_it():
     key = "sk-proj-abcdef0123456789"
     term = {"factory": FACTORY, "factory_args": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "key_env": key}}
-    with pytest.raises(RewardError, match="must name the environment variable that holds the API key") as info:
+    with pytest.raises(RewardError, match="must be the NAME of an environment variable that holds the API key") as info:
         check_mix({"j": term})
     assert key not in str(info.value)
 

@@ -156,9 +156,8 @@ def _env_name(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
-        # not echoed: this may be the key itself
-        raise RewardError("factory_args.key_env must name the environment variable that holds the API key "
-                          "(letters, digits, _), not hold the key")
+        raise RewardError("factory_args.key_env must be the NAME of an environment variable that holds the API key "
+                          "(letters, digits, _; the value given looks like a key itself; it is not shown)")
     if not os.environ.get(value):
         raise RewardError(f"factory_args.key_env={value}: environment variable {value} is not set (export it "
                           "where the run trains; the key never goes in config)")
