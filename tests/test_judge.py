@@ -224,7 +224,7 @@ def test_a_server_that_429s_forever_scores_none_within_the_bound():
 
 
 def test_a_reply_past_max_reply_bytes_fails_unread_and_is_not_cached(caplog):
-    with JudgeServer(huge(20)) as server:  # 20 MB of text: a runaway judge
+    with JudgeServer(huge(2)) as server:  # 2 MB of text, 32 times the cap: a runaway judge
         fn, metrics = guarded(make(server, max_reply_bytes=64 * 1024, max_retries=0), "j"), {}
         for _ in range(2):
             assert returns(lambda: ask(fn, ["a", "b"], metrics=metrics), 60) == [None, None]
