@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -262,8 +263,23 @@ def test_a_judge_that_is_down_costs_one_connection_a_call_and_is_asked_again_onc
     lines = caplog.text.splitlines()
     assert not [line for line in lines if "Retrying request" in line or "HTTP Request" in line]  # counted instead
     assert sum("could not score 3 of 3 samples (3 unreachable)" in line for line in lines) == 3
-    assert sum("refused every connection" in line for line in lines) == 1
+    assert sum("took no connection" in line for line in lines) == 1
     assert sum("answers again" in line for line in lines) == 1
+
+
+def test_a_judge_whose_connections_time_out_is_asked_once_a_call_too():
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        held = socket.create_connection(full.getsockname())  # the backlog is full: every later SYN is dropped
+        port = full.getsockname()[1]
+        fn = guarded(llm_judge(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout=0.3, max_retries=1,
+                               term_name="j"), "j")
+        metrics = {}
+        for _ in range(2):
+            assert returns(lambda: ask(fn, ["a", "b"], metrics=metrics), 30) == [None, None]
+        held.close()
+    assert metrics["judge/j/requests"] == [2.0, 1.0] and metrics["judge/j/retries"] == [2.0, 0.0]
 
 
 # ---- settings, checked before anything trains ----------------------------------------------------------------
@@ -446,4 +462,4 @@ def test_a_judge_that_is_down_fails_every_sample_in_reward_failures_at_little_co
     lines = (out.stdout + out.stderr).splitlines()
     assert not [line for line in lines if "Retrying request" in line]
     assert sum("judge 'judge' could not score 8 of 8 samples (8 unreachable)" in line for line in lines) == 6
-    assert sum("refused every connection" in line for line in lines) == 1
+    assert sum("took no connection" in line for line in lines) == 1

@@ -17,8 +17,9 @@ prompts within the batch make one request), and the rest are sent at most ``max_
 attempt ends ``timeout`` seconds after it was sent however slowly its bytes trickle in, and a reply past
 ``max_reply_bytes`` is abandoned unread; the client retries 429s, 5xx and timeouts ``max_retries`` times with
 backoff (honouring Retry-After), and whatever is not answered ``deadline`` seconds after the call began is
-cancelled. An endpoint that refused every connection of a call is asked once (no retries) at the next call before
-anything else is sent: a judge that is down costs one connection a call, not every sample's retries. A sample the
+cancelled. An endpoint that took no connection of a call (refused, or not answered within ``timeout``) is asked
+once (no retries) at the next call before anything else is sent: a judge that is down costs one connection a call,
+not every sample's retries. A sample the
 judge could not score (timeout, error, a reply with no score or a score outside ``score_range``) gets the guard's
 ``FAILED``: ``None`` to TRL, and counted in the run's ``reward_failures``.
 """
@@ -306,7 +307,7 @@ class LLMJudge:
         self._semaphore: asyncio.Semaphore | None = None
         self._sent: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # HTTP request -> loop time sent
         self._attempts = self._first_attempts = 0  # over the run, counted on the judge's loop
-        self._down = ""  # why the endpoint refused every connection of the last call; "" while it answers
+        self._down = ""  # why the endpoint took no connection of the last call; "" while it answers
         self._pattern = re.compile(settings.score_regex or (GROUP_LINE if settings.group else NUMBER))
         # the columns it reads are read off its signature (the mix checks the data has them)
         params = [inspect.Parameter("completions", inspect.Parameter.KEYWORD_ONLY),
@@ -442,7 +443,7 @@ class LLMJudge:
                 wanted[prompt] = None
         attempts, first_attempts = self._attempts, self._first_attempts
         tasks: dict[str, asyncio.Task] = {}
-        if wanted and self._down:  # it refused every connection last time: one try, without retries, first
+        if wanted and self._down:  # it took no connection last time: one try, without retries, first
             probe = next(iter(wanted))
             tasks[probe] = asyncio.ensure_future(self._request(client.with_options(max_retries=0), probe))
             await asyncio.wait(tasks.values(), timeout=ends - loop.time())
@@ -477,7 +478,7 @@ class LLMJudge:
                 replies.append(self._replies[(model, prompt)])
                 continue
             task = tasks.get(prompt)
-            if task is None:  # not sent: the endpoint refused the call's first try
+            if task is None:  # not sent: the endpoint took no connection at the call's first try
                 replies.append(_Failure("unreachable"))
             elif task.cancelled():
                 replies.append(_Failure("timeout"))
@@ -488,13 +489,13 @@ class LLMJudge:
         return replies, stats
 
     def _note_reachability(self, tasks: dict[str, asyncio.Task], error: str) -> None:
-        """Whether the endpoint refused every connection this call (then the next call tries one request first)."""
+        """Whether the endpoint took no connection this call (then the next call tries one request first)."""
         ended = [task for task in tasks.values() if not task.cancelled()]
         if not ended:
             return
         if all(_failed_as(task) == "unreachable" for task in ended):
             if not self._down:
-                log.warning("judge %r: %s refused every connection (%s); each later call tries one request, "
+                log.warning("judge %r: %s took no connection (%s); each later call tries one request, "
                             "without retries, before sending the rest", self.settings.name, self.settings.base_url,
                             error)
             self._down = error
@@ -619,12 +620,12 @@ def _kind(exc: BaseException) -> str:
     names = [type(e).__name__ for e in chain]
     if any(isinstance(e, ReplyTooLarge) for e in chain):
         return "too large"
+    if "ConnectError" in names or "ConnectTimeout" in names:  # refused, no route, or the SYN dropped
+        return "unreachable"
     if any("Timeout" in name for name in names):
         return "timeout"
     status = getattr(exc, "status_code", None)
-    if status:
-        return f"http {status}"
-    return "unreachable" if "ConnectError" in names else "error"
+    return f"http {status}" if status else "error"
 
 
 def _failed_as(task: asyncio.Task) -> str | None:
