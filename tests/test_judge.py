@@ -190,7 +190,7 @@ def test_a_server_returning_garbage_scores_none_counted_as_failures(body, conten
     with JudgeServer(garbage) as server:
         metrics = {}
         assert ask(make(server, max_retries=0), ["a", "b"], metrics=metrics) == [None, None]
-    assert metrics["judge/j/failures"] == [2.0]
+    assert metrics["judge/j/failures"] == metrics["reward_failures/j"] == [2.0]
 
 
 @pytest.mark.parametrize("body", [{"detail": "Server is pinned to 'tiny'; requested 'judge-model'."},
