@@ -4,8 +4,9 @@ and stopped after.
 `tiny_model_server`: transformers' own server (`transformers serve`, FastAPI + uvicorn) serving the shipped tiny
 model on CPU, the library's real endpoint rather than one written here. `JudgeServer`: a small aiohttp app
 (aiohttp is already installed with datasets) whose replies the test chooses (a score computed from the
-completion, a hang, garbage, 429s); it counts requests and the most it had in flight, and keeps each request's
-Authorization header and prompt.
+completion, a hang, garbage, 429s, a reply of many megabytes, one that trickles in a byte at a time); it counts
+requests and the most it had in flight, and keeps each request's Authorization header and prompt. `free_port()`
+with nothing started on it is a judge that is down.
 """
 from __future__ import annotations
 
@@ -89,13 +90,15 @@ Handler = Callable[["JudgeServer", int, str], Awaitable[web.StreamResponse]]
 class JudgeServer:
     """An aiohttp chat-completions endpoint in a thread of its own; ``with JudgeServer(handler) as server:``."""
 
-    def __init__(self, handler: Handler):
+    def __init__(self, handler: Handler, port: int = 0):
         self.handler = handler
+        self.port = port
         self.requests = 0
         self.in_flight = self.max_in_flight = 0
         self.authorizations: list[str | None] = []
         self.prompts: list[str] = []
         self.times: list[float] = []
+        self._live: dict[int, web.Request] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -114,10 +117,16 @@ class JudgeServer:
         self.prompts.append(prompt)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self._live[number] = request
         try:
             return await self.handler(self, number, prompt)
         finally:
             self.in_flight -= 1
+            del self._live[number]
+
+    def request_of(self, number: int) -> web.Request:
+        """Request ``number``, for a handler that streams its response (``StreamResponse.prepare``)."""
+        return self._live[number]
 
     async def _start(self) -> None:
         app = web.Application()
@@ -125,7 +134,8 @@ class JudgeServer:
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
 
@@ -173,5 +183,37 @@ def rate_limited(times: int, retry_after: str = "0.1", then: Handler | None = No
             return web.json_response({"error": {"message": "rate limited", "type": "rate_limit"}}, status=429,
                                      headers={"Retry-After": retry_after})
         return await then(server, number, prompt)
+
+    return handle
+
+
+def chat_body(text: str) -> bytes:
+    """A chat completion's JSON, as chat_reply sends it."""
+    return chat_reply(text).body
+
+
+def huge(megabytes: float, score: str = "Score: 7") -> Handler:
+    """A well-formed reply whose text is ``megabytes`` MB of words, ending in ``score`` (a runaway judge)."""
+    text = "very " * int(megabytes * 1e6 / 5) + score
+
+    async def handle(server, number, prompt):
+        return chat_reply(text, prompt)
+
+    return handle
+
+
+def trickle(every_s: float, text: str = "Score: 7") -> Handler:
+    """A well-formed reply sent one byte every ``every_s`` seconds (an overloaded proxy): each read is quick, the
+    whole takes len(body) * every_s."""
+
+    async def handle(server, number, prompt):
+        body = chat_body(text)
+        response = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": str(len(body))})
+        await response.prepare(server.request_of(number))
+        for i in range(len(body)):
+            await response.write(body[i:i + 1])
+            await asyncio.sleep(every_s)
+        await response.write_eof()
+        return response
 
     return handle

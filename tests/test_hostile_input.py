@@ -220,7 +220,22 @@ CREDENTIALS: list[Case] = [
 ]
 
 # --- The judge under faults ----------------------------------------------------------------------------------------
+# The faults of a judge that answers badly (a reply of megabytes, one that trickles in, a score of 1000000) are
+# tests/test_judge.py's, against servers that misbehave so; a judge that is down, a run: tests/test_judge.py too.
+def judge(*factory_args: str) -> Callable[[Path], list[str]]:
+    return args("+reward_mix.judge.factory=grpo_sweep.rewards.judge.llm_judge", "+reward_mix.judge.factory_args.model=m",
+                *(f"+reward_mix.judge.factory_args.{a}" for a in factory_args))
+
+
 JUDGE: list[Case] = [
+    ("a judge URL whose port is 99999", judge("base_url=http://127.0.0.1:99999/v1"),
+     Refused("factory_args.base_url='http://127.0.0.1:99999/v1': the port must be a number from 1 to 65535")),
+    ("a judge URL that is not http(s)", judge("base_url=ftp://judge:21/v1"),
+     Refused("factory_args.base_url='ftp://judge:21/v1': give the endpoint's URL")),
+    ("an API key pasted as key_env", judge("base_url=http://127.0.0.1:8000/v1", "key_env=sk-abcdef1234567890abcdef"),
+     Refused("factory_args.key_env must be the NAME of an environment variable")),
+    ("a reply cap too small for a score", judge("base_url=http://127.0.0.1:8000/v1", "max_reply_bytes=100"),
+     Refused("factory_args.max_reply_bytes=100: give a whole number >= 1024")),
 ]
 
 # --- What Hydra and the process itself print: type errors, a killed rank, an interrupted factory -----------------

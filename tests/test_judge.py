@@ -1,14 +1,17 @@
 """LLM-as-a-judge reward terms (rewards/judge.py) against real OpenAI-compatible servers on loopback: transformers'
-server with the tiny model, and aiohttp endpoints that score, hang, return garbage or rate-limit."""
+server with the tiny model, aiohttp endpoints that score, hang, return garbage, rate-limit, reply with megabytes or
+trickle a byte at a time, and a port nothing listens on."""
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -16,11 +19,12 @@ pytest.importorskip("openai", reason="the judge's client: pip install -e '.[dev]
 
 from grpo_sweep.rewards import RewardError  # noqa: E402
 from grpo_sweep.rewards import judge as judge_module  # noqa: E402
+from grpo_sweep.rewards.guard import guarded  # noqa: E402
 from grpo_sweep.rewards.judge import llm_judge  # noqa: E402
 from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns  # noqa: E402
 
-from bench.judge_servers import (TINY_MODEL, JudgeServer, chat_reply, hang, rate_limited, read_json_lines,  # noqa: E402
-                                  scored, tiny_model_server)
+from bench.judge_servers import (TINY_MODEL, JudgeServer, chat_reply, free_port, hang, huge,  # noqa: E402
+                                  rate_limited, read_json_lines, scored, tiny_model_server, trickle)
 
 from .conftest import FAST, ROOT, launch_here, run_launch  # noqa: E402
 
@@ -36,6 +40,7 @@ def ask(judge, texts: list[str], questions: list[str] | None = None, metrics: di
     """Call the reward as TRL does: conversational prompts and completions, log_metric collecting into metrics."""
     questions = questions or [f"What is {i} + 1?" for i in range(len(texts))]
     log = (lambda name, value: metrics.setdefault(name, []).append(value)) if metrics is not None else None
+    judge = judge if hasattr(judge, "failures") else guarded(judge, "j")  # as the mix builds it: FAILED -> None
     return judge(prompts=[chat(q) for q in questions], completions=[[{"role": "assistant", "content": t}] for t in texts],
                  completion_ids=[[1]] * len(texts), trainer_state=None, log_metric=log, **columns)
 
@@ -52,11 +57,21 @@ def completion_of(prompt: str) -> str:
 
 
 def test_the_score_is_the_last_number_of_the_reply_mapped_from_the_score_range_to_0_1():
-    replies = {"good": "Clear and right: 8/10", "bad": "Score: 2", "long": "7 steps... final score 15",
-               "neg": "-3", "none": "I cannot tell."}
+    replies = {"good": "Clear and right: 8/10", "bad": "Score: 2", "top": "7 steps... final score 10",
+               "zero": "0", "none": "I cannot tell."}
     with JudgeServer(scored(lambda prompt: replies[completion_of(prompt)])) as server:
         scores = ask(make(server), list(replies))
-    assert scores == [0.8, 0.2, 1.0, 0.0, None]  # 15 and -3 clipped; a reply with no number: None
+    assert scores == [0.8, 0.2, 1.0, 0.0, None]  # a reply with no number: None
+
+
+def test_a_score_outside_the_score_range_is_a_failure_not_full_reward(caplog):
+    replies = {"huge": "Score: 1000000", "over": "10.5", "neg": "-3", "ok": "Score: 5"}
+    with JudgeServer(scored(lambda prompt: replies[completion_of(prompt)])) as server:
+        fn, metrics = guarded(make(server), "j"), {}
+        assert ask(fn, list(replies), metrics=metrics) == [None, None, None, 0.5]
+    assert fn.failures == 3 and fn.samples == 4  # counted in reward_failures, reward_errors=raise as it is
+    assert metrics["reward_failures/j"] == [3.0] and metrics["judge/j/failures"] == [3.0]
+    assert "could not score 3 of 4 samples (3 out of score_range)" in caplog.text
 
 
 def test_a_score_regex_picks_the_score_and_a_score_range_scales_it():
@@ -175,7 +190,7 @@ def test_a_server_returning_garbage_scores_none_counted_as_failures(body, conten
     with JudgeServer(garbage) as server:
         metrics = {}
         assert ask(make(server, max_retries=0), ["a", "b"], metrics=metrics) == [None, None]
-    assert metrics["judge/j/failures"] == [2.0]
+    assert metrics["judge/j/failures"] == metrics["reward_failures/j"] == [2.0]
 
 
 @pytest.mark.parametrize("body", [{"detail": "Server is pinned to 'tiny'; requested 'judge-model'."},
@@ -209,6 +224,64 @@ def test_a_server_that_429s_forever_scores_none_within_the_bound():
     assert server.requests == 1
 
 
+def test_a_reply_past_max_reply_bytes_fails_unread_and_is_not_cached(caplog):
+    with JudgeServer(huge(2)) as server:  # 2 MB of text, 32 times the cap: a runaway judge
+        fn, metrics = guarded(make(server, max_reply_bytes=64 * 1024, max_retries=0), "j"), {}
+        for _ in range(2):
+            assert returns(lambda: ask(fn, ["a", "b"], metrics=metrics), 60) == [None, None]
+    assert server.requests == 4 and fn.failures == fn.samples == 4  # not cached: the next call asks again
+    assert metrics["judge/j/failures"] == [2.0, 2.0]
+    assert "(2 too large)" in caplog.text and "longer than max_reply_bytes=65536" in caplog.text
+    with JudgeServer(huge(0.05)) as server:  # 50 kB: under the cap, scored
+        assert ask(make(server, max_reply_bytes=64 * 1024), ["a"]) == [0.7]
+
+
+def test_a_reply_that_trickles_in_is_cut_at_timeout_however_often_a_byte_arrives():
+    """Each byte comes well within the HTTP library's timeout per read; the attempt as a whole is what is bounded."""
+    with JudgeServer(trickle(0.05)) as server:  # the reply's ~250 bytes would take ~12 s
+        fn = guarded(make(server, timeout=0.3, max_retries=1, deadline=60), "j")
+        started = time.monotonic()
+        assert returns(lambda: ask(fn, ["a"]), 30) == [None]
+        took = time.monotonic() - started
+    assert server.requests == 2 and took < 6, took  # two attempts of 0.3 s, the client's backoff between
+    assert fn.failures == 1
+
+
+def test_a_judge_that_is_down_costs_one_connection_a_call_and_is_asked_again_once_it_is_up(caplog):
+    port = free_port()  # nothing listens there: every connection refused
+    fn = guarded(llm_judge(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=2, term_name="j"), "j")
+    metrics = {}
+    with caplog.at_level("INFO"):
+        for _ in range(3):
+            assert returns(lambda: ask(fn, ["a", "b", "c"], metrics=metrics), 60) == [None] * 3
+        assert metrics["judge/j/requests"] == [3.0, 1.0, 1.0]  # then one try a call, without retries
+        assert metrics["judge/j/retries"] == [6.0, 0.0, 0.0]
+        assert fn.failures == fn.samples == 9 and metrics["reward_failures/j"] == [3.0] * 3
+        with JudgeServer(scored(lambda prompt: "Score: 7"), port=port) as server:
+            assert ask(fn, ["a", "b", "c"], metrics=metrics) == [0.7] * 3
+    assert server.requests == 3 and fn.failures == 9
+    lines = caplog.text.splitlines()
+    assert not [line for line in lines if "Retrying request" in line or "HTTP Request" in line]  # counted instead
+    assert sum("could not score 3 of 3 samples (3 unreachable)" in line for line in lines) == 3
+    assert sum("took no connection" in line for line in lines) == 1
+    assert sum("answers again" in line for line in lines) == 1
+
+
+def test_a_judge_whose_connections_time_out_is_asked_once_a_call_too():
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        held = socket.create_connection(full.getsockname())  # the backlog is full: every later SYN is dropped
+        port = full.getsockname()[1]
+        fn = guarded(llm_judge(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout=0.3, max_retries=1,
+                               term_name="j"), "j")
+        metrics = {}
+        for _ in range(2):
+            assert returns(lambda: ask(fn, ["a", "b"], metrics=metrics), 30) == [None, None]
+        held.close()
+    assert metrics["judge/j/requests"] == [2.0, 1.0] and metrics["judge/j/retries"] == [2.0, 0.0]
+
+
 # ---- settings, checked before anything trains ----------------------------------------------------------------
 
 BAD = [
@@ -221,6 +294,11 @@ BAD = [
     ({"template": "Rate this"}, "factory_args.template has no {completion}"),
     ({"template": "Rate {completion} {"}, "factory_args.template: Single '{' encountered in format string"),
     ({"base_url": "localhost:8000"}, "factory_args.base_url='localhost:8000': give the endpoint's URL"),
+    ({"base_url": "ftp://judge:21/v1"}, "factory_args.base_url='ftp://judge:21/v1': give the endpoint's URL"),
+    ({"base_url": "http://127.0.0.1:99999/v1"}, "factory_args.base_url='http://127.0.0.1:99999/v1': the port must be "
+     "a number from 1 to 65535"),
+    ({"base_url": "http://u:hunter2@judge:0/v1"}, "factory_args.base_url='http://u:***@judge:0/v1': the port must"),
+    ({"max_reply_bytes": 100}, "factory_args.max_reply_bytes=100: give a whole number >= 1024"),
     ({"key_env": "NO_SUCH_JUDGE_KEY_VAR"}, "factory_args.key_env=NO_SUCH_JUDGE_KEY_VAR: environment variable "
      "NO_SUCH_JUDGE_KEY_VAR is not set"),
     ({"score_range": [10, 0]}, "factory_args.score_range=[10, 0]: the lowest score must be below the highest"),
@@ -242,7 +320,7 @@ def test_bad_judge_settings_are_refused_in_one_line_naming_the_term(args, messag
 def test_an_api_key_put_in_config_is_refused_without_echoing_it():
     key = "sk-proj-abcdef0123456789"
     term = {"factory": FACTORY, "factory_args": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "key_env": key}}
-    with pytest.raises(RewardError, match="must name the environment variable that holds the API key") as info:
+    with pytest.raises(RewardError, match="must be the NAME of an environment variable that holds the API key") as info:
         check_mix({"j": term})
     assert key not in str(info.value)
 
@@ -289,6 +367,11 @@ def test_validating_a_judge_term_imports_no_torch_nor_the_client_and_opens_no_co
 # ---- training ------------------------------------------------------------------------------------------------
 
 
+# what the judge scores in a FAST run of 2 steps: 2 training batches and 4 evaluations (validation at steps 0 and 2,
+# the test set greedy and sampled) of 8 completions each
+DOWN_SAMPLES = 6 * 8
+
+
 def judge_term(name: str, base_url: str, *args: str) -> list[str]:
     return [f"+reward_mix.{name}.factory={FACTORY}", f"+reward_mix.{name}.factory_args.base_url={base_url}",
             *(f"+reward_mix.{name}.factory_args.{a}" for a in args)]
@@ -316,15 +399,17 @@ def test_a_judge_served_by_transformers_serve_with_the_tiny_model_trains(tmp_pat
 
 
 def test_training_goes_on_when_the_judge_hangs(tmp_path):
-    """Every sample None (TRL logs the step's reward as None): the run finishes, each call cut at the deadline."""
+    """Every sample None (TRL logs the step's reward as None), each call cut at the deadline: training goes on to its
+    last step, and every sample is a failure of the term in reward_failures (a term that never scored ends the run
+    failed: tests/test_hostile_input.py)."""
     with JudgeServer(hang) as server:
         out = launch_here(["reward_mix=none", *judge_term("judge", server.base_url, "model=m", "timeout=5",
                                                           "deadline=0.3"), *FAST, "trainer.max_steps=2",
                            "trainer.save_steps=2"], tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["test_rewards"]["judge"] is None
+    assert summary["steps"] == 2 and summary["test_rewards"]["judge"] is None, out.stderr[-3000:]
+    assert summary["reward_failures"]["judge"] == DOWN_SAMPLES
     assert 0.6 <= summary["reward_cost"]["judge"]["seconds"] < 2  # two calls of 0.3 s
     rows = [r for r in read_json_lines(run_dir / "metrics.jsonl") if "judge/judge/failures" in r]
     assert [r["judge/judge/failures"] for r in rows] == [8.0, 8.0] and all(r["reward"] is None for r in rows)
@@ -360,3 +445,21 @@ def test_a_judge_only_reward_rises_in_training_and_its_key_is_in_no_file(tmp_pat
     assert any(r.get("judge/judge/cache_hit_rate", 0) > 0 for r in rows)
     leaked = [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     assert not leaked and key not in out.stdout + out.stderr, leaked
+
+
+def test_a_judge_that_is_down_fails_every_sample_in_reward_failures_at_little_cost(tmp_path):
+    """docs/validation.md's hostile input "a judge that is down" (a port nothing listens on): every sample a
+    failure, what the run's end reads to call it failed; its first call pays the client's retries, each later one
+    a refused connection, and the log has a line per call, not one per retry."""
+    out = launch_here(["reward_mix=none", *judge_term("judge", f"http://127.0.0.1:{free_port()}/v1", "model=m"), *FAST,
+                       "trainer.max_steps=2", "trainer.save_steps=2"], tmp_path)
+    [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["reward_failures"]["judge"] == DOWN_SAMPLES, out.stderr[-3000:]
+    # the first call (the step-0 evaluation) waits out the retries' backoff, ~3.5 s; the training steps' calls
+    # came after it: a refused connection each (before: 3.3 s each)
+    assert summary["reward_cost"]["judge"]["seconds"] < 1
+    lines = (out.stdout + out.stderr).splitlines()
+    assert not [line for line in lines if "Retrying request" in line]
+    assert sum("judge 'judge' could not score 8 of 8 samples (8 unreachable)" in line for line in lines) == 6
+    assert sum("took no connection" in line for line in lines) == 1

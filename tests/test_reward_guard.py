@@ -6,7 +6,7 @@ import math
 import pytest
 
 from grpo_sweep.run.files import read_jsonl
-from grpo_sweep.rewards.guard import RewardFailure, guarded
+from grpo_sweep.rewards.guard import FAILED, ON_ERROR, RewardFailure, guarded
 from grpo_sweep.rewards.mix import build_mix
 
 from .conftest import FAST, compose
@@ -42,8 +42,25 @@ def test_skip_mode_scores_none_counts_and_logs():
     fn = guarded(breaks_on("BAD"), "my_reward", on_error="skip")
     values = fn(completions=COMPLETIONS, ground_truth=["1"] * 4, log_metric=lambda k, v: logged.append((k, v)))
     assert values == [0.0, 0.0, None, 0.0]
-    assert fn.failures == 1 and logged == [("reward_failures/my_reward", 1.0)]
+    assert fn.failures == 1 and fn.samples == 4 and logged == [("reward_failures/my_reward", 1.0)]
     assert fn.__name__ == "my_reward"
+
+
+@pytest.mark.parametrize("on_error", ON_ERROR)
+def test_a_sample_the_reward_could_not_score_is_none_and_a_failure_in_either_mode(on_error, caplog):
+    """FAILED (a judge that is down) does not stop the run, even in raise mode; it counts, and the metric is logged
+    from the first failure on; the reward says why itself, the guard adds no warning."""
+    logged = []
+    fn = guarded(returns([FAILED, 0.5, FAILED]), "r", on_error)
+    log = lambda k, v: logged.append((k, v))  # noqa: E731
+    assert fn(completions=["a", "b", "c"], log_metric=log) == [None, 0.5, None]
+    fn(completions=["a", "b", "c"], log_metric=log)
+    assert fn.failures == 4 and fn.samples == 6  # failures == samples would be a reward that never scored
+    assert logged == [("reward_failures/r", 2.0)] * 2
+    quiet = guarded(returns([0.5]), "q", on_error)
+    quiet(completions=["a"], log_metric=log)
+    assert quiet.failures == 0 and quiet.samples == 1 and len(logged) == (3 if on_error == "skip" else 2)
+    assert "reward 'r'" not in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,11 @@ index and the (truncated) completion; ``"skip"``: that sample gets ``None`` from
 and the failures are counted (``failures`` on the wrapper, and TRL's ``log_metric`` as
 ``reward_failures/<name>``: failures per batch, averaged over the logging interval).
 Either way a wrong-length list is an error, and so is a NaN/inf/non-numeric value in ``raise`` mode
-(``skip`` mode turns it into ``None`` and counts it).
+(``skip`` mode turns it into ``None`` and counts it). A reward that could not score a sample for a reason of its
+own (a judge that is down, a reply with no score) returns ``FAILED`` for it: ``None`` to TRL and a failure
+counted in either mode, so ``failures`` is the one count of "this reward failed on this completion"; the reward
+says why itself. ``samples`` counts the completions scored over the same calls as ``failures`` (training and
+evaluations alike): ``failures == samples > 0`` is a reward that never scored one.
 
 Each wrapper also times what its reward costs in training: ``seconds`` (wall time inside the call, the per-sample
 retry of a failing batch included) and ``calls`` (batches scored), summed over the calls TRL makes. The
@@ -77,25 +81,27 @@ def guarded(fn, name: str, on_error: str = "raise"):
         if not isinstance(values, (list, tuple)) or len(values) != n:
             got = f"{len(values)} values" if isinstance(values, (list, tuple)) else f"a {type(values).__name__}"
             raise RewardFailure(f"reward {name!r} returned {got} for {n} completions; return one score per completion")
-        values, failed = list(values), 0
+        values, failed, found = list(values), 0, 0
         for i, value in enumerate(values):
-            if value is _FAILED:
+            if value is FAILED:  # the reward's own verdict, explained by the reward itself
                 values[i], failed = None, failed + 1
                 continue
-            problem = _bad_value(value)
+            problem = "raised" if value is _RAISED else _bad_value(value)
             if problem is None:
                 continue
             if on_error == "raise":
                 raise RewardFailure(f"reward {name!r} returned {problem} for sample {i}; completion {_shown(completions[i])}")
-            values[i], failed = None, failed + 1
+            values[i], failed, found = None, failed + 1, found + 1
         values = [None if v is None else float(v) for v in values]
-        if on_error == "skip":
-            with lock:
-                call.failures += failed
-            if callable(log_metric):
-                log_metric(f"reward_failures/{name}", float(failed))
-            if failed:
-                log.warning("reward %r failed on %d of %d samples (scored None)", name, failed, n)
+        with lock:
+            call.failures += failed
+            call.samples += n
+            failed_before = call.failures > failed
+        # in raise mode only FAILED fails without stopping the run: its metric starts with the first failure
+        if callable(log_metric) and (on_error == "skip" or failed or failed_before):
+            log_metric(f"reward_failures/{name}", float(failed))
+        if found:
+            log.warning("reward %r failed on %d of %d samples (scored None)", name, found, n)
         return values
 
     def _per_sample(completions, kwargs, batch_exc):
@@ -110,21 +116,27 @@ def guarded(fn, name: str, on_error: str = "raise"):
                     raise RewardFailure(
                         f"reward {name!r} raised {type(exc).__name__}: {exc} on sample {i}; completion {_shown(completions[i])}"
                     ) from exc
-                values.append(_FAILED)
+                values.append(_RAISED)
         if on_error == "raise":  # every sample passed alone: the batch as a whole is the problem
             raise RewardFailure(f"reward {name!r} raised {type(batch_exc).__name__}: {batch_exc} on a batch of {n}") from batch_exc
         return values
 
     functools.update_wrapper(call, fn)
     call.__name__ = call.__qualname__ = name
-    call.failures = 0
+    call.failures = call.samples = 0
     call.seconds, call.calls = 0.0, 0
     return call
 
 
-class _Failed:
+class _Marker:
+    def __init__(self, name: str):
+        self.name = name
+
     def __repr__(self) -> str:
-        return "<failed>"
+        return f"<{self.name}>"
 
 
-_FAILED = _Failed()
+FAILED = _Marker("failed")
+"""What a reward returns for a sample it could not score (a service down, a reply with no score): ``None`` to
+TRL, counted in ``failures`` whatever ``reward_errors`` says. The reward logs why."""
+_RAISED = _Marker("raised")  # a sample whose call raised, in skip mode

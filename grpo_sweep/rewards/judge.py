@@ -14,14 +14,19 @@ client's connections open from step to step (a loop per call would have to rebui
 
 Per call: every prompt is rendered, looked up in the cache (keyed by judge model and rendered prompt; identical
 prompts within the batch make one request), and the rest are sent at most ``max_concurrency`` at a time; each
-attempt times out after ``timeout`` seconds, the client retries 429s, 5xx and timeouts ``max_retries`` times with
+attempt ends ``timeout`` seconds after it was sent however slowly its bytes trickle in, and a reply past
+``max_reply_bytes`` is abandoned unread; the client retries 429s, 5xx and timeouts ``max_retries`` times with
 backoff (honouring Retry-After), and whatever is not answered ``deadline`` seconds after the call began is
-cancelled. A sample the judge could not score (timeout, error, a reply with no score) gets ``None``, which TRL
-skips.
+cancelled. An endpoint that took no connection of a call (refused, or not answered within ``timeout``) is asked
+once (no retries) at the next call before anything else is sent: a judge that is down costs one connection a call,
+not every sample's retries. A sample the
+judge could not score (timeout, error, a reply with no score or a score outside ``score_range``) gets the guard's
+``FAILED``: ``None`` to TRL, and counted in the run's ``reward_failures``.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import inspect
 import logging
@@ -29,14 +34,18 @@ import math
 import os
 import re
 import string
+import sys
 import threading
 import time
+import urllib.parse
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import RewardError
 from ._text import completion_text
 from .args import flag, non_negative, seconds, whole_number
+from .guard import FAILED
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +67,8 @@ DEFAULT_GROUP_TEMPLATE = (
 PLACEHOLDERS = ("question", "completion", "ground_truth")
 GROUP_PLACEHOLDERS = ("question", "completions", "n", "ground_truth")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a score reply is a few hundred bytes of JSON; a reasoning judge's, at a few thousand tokens, some ten KiB
+MAX_REPLY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,7 @@ class JudgeSettings:
     deadline: float
     temperature: float
     max_tokens: int
+    max_reply_bytes: int
     cache: bool
     name: str
 
@@ -98,6 +110,7 @@ def llm_judge(
     deadline: float = 120.0,
     temperature: float = 0.0,
     max_tokens: int = 256,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
     cache: bool = True,
     term_name: str = "judge",
 ) -> "LLMJudge":
@@ -110,8 +123,10 @@ def llm_judge(
     ``{completion}`` and ``{ground_truth}``; with ``group=True`` (RULER-style: the completions of one prompt scored
     together in one request) ``{completions}`` (numbered ``Answer 1:`` …) and ``{n}`` instead of ``{completion}``.
     The score is the last number of the reply (or the last match of ``score_regex``: its first group if it has
-    one; in group mode two groups, answer number and score), mapped from ``score_range`` to [0, 1] and clipped.
-    ``deadline`` bounds one reward call (seconds); ``timeout`` one HTTP attempt, retried ``max_retries`` times.
+    one; in group mode two groups, answer number and score), mapped from ``score_range`` to [0, 1]; a score
+    outside the range is no score.
+    ``deadline`` bounds one reward call (seconds); ``timeout`` one HTTP attempt, retried ``max_retries`` times;
+    ``max_reply_bytes`` one reply.
     ``term_name`` is bound by the mix to the term's name: the metrics are ``judge/<term>/...``."""
     if importlib.util.find_spec("openai") is None:
         raise RewardError('the LLM judge needs the openai package: pip install -e ".[judge]" (or pip install openai)')
@@ -131,6 +146,7 @@ def llm_judge(
         deadline=seconds("factory_args.deadline", deadline),
         temperature=non_negative("factory_args.temperature", temperature),
         max_tokens=whole_number("factory_args.max_tokens", max_tokens, 1),
+        max_reply_bytes=whole_number("factory_args.max_reply_bytes", max_reply_bytes, 1024),
         cache=flag("factory_args.cache", cache),
         name=str(term_name),
     )
@@ -141,8 +157,21 @@ def llm_judge(
 
 
 def _url(value: Any) -> str:
-    if not isinstance(value, str) or not re.match(r"https?://[^/\s]+", value):
-        raise RewardError(f"factory_args.base_url={value!r}: give the endpoint's URL, e.g. http://localhost:8000/v1")
+    example = "give the endpoint's URL, e.g. http://localhost:8000/v1"
+    try:
+        parts = urllib.parse.urlsplit(value) if isinstance(value, str) else None
+    except ValueError:  # "http://[::1"
+        parts = None
+    # a password in the URL is not printed in the refusal
+    shown = value.replace(f":{parts.password}@", ":***@", 1) if parts is not None and parts.password else value
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or re.search(r"\s", value):
+        raise RewardError(f"factory_args.base_url={shown!r}: {example}")
+    try:
+        port = parts.port
+    except ValueError:  # past 65535, or not a number
+        port = 0
+    if port == 0:
+        raise RewardError(f"factory_args.base_url={shown!r}: the port must be a number from 1 to 65535")
     return value
 
 
@@ -156,9 +185,8 @@ def _env_name(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
-        # not echoed: this may be the key itself
-        raise RewardError("factory_args.key_env must name the environment variable that holds the API key "
-                          "(letters, digits, _), not hold the key")
+        raise RewardError("factory_args.key_env must be the NAME of an environment variable that holds the API key "
+                          "(letters, digits, _; the value given looks like a key itself; it is not shown)")
     if not os.environ.get(value):
         raise RewardError(f"factory_args.key_env={value}: environment variable {value} is not set (export it "
                           "where the run trains; the key never goes in config)")
@@ -231,7 +259,11 @@ class _Reply:
 
 @dataclass(frozen=True)
 class _Failure:
-    kind: str  # "timeout", "http 429", "error"
+    kind: str  # "timeout", "http 429", "unreachable", "too large", "error"
+
+
+class ReplyTooLarge(Exception):
+    """A reply longer than ``max_reply_bytes``: abandoned where it passed the cap, never parsed nor cached."""
 
 
 @dataclass
@@ -241,7 +273,8 @@ class CallStats:
     lookups: int = 0
     cache_hits: int = 0
     requests: int = 0
-    failures: int = 0  # samples scored None
+    retries: int = 0  # attempts beyond each request's first
+    failures: int = 0  # samples the judge could not score (FAILED: None to TRL, counted by the guard)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -249,11 +282,15 @@ class CallStats:
     first_error: str = ""  # the first failed request's error, for the log
 
     def add(self, other: "CallStats") -> None:
-        for name in ("lookups", "cache_hits", "requests", "failures", "prompt_tokens", "completion_tokens"):
+        for name in ("lookups", "cache_hits", "requests", "retries", "failures", "prompt_tokens",
+                     "completion_tokens"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.latencies += other.latencies
         for kind, count in other.errors.items():
-            self.errors[kind] = self.errors.get(kind, 0) + count
+            self.failed(kind, count)
+
+    def failed(self, kind: str, samples: int) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + samples
 
 
 class LLMJudge:
@@ -268,6 +305,9 @@ class LLMJudge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._sent: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # HTTP request -> loop time sent
+        self._attempts = self._first_attempts = 0  # over the run, counted on the judge's loop
+        self._down = ""  # why the endpoint took no connection of the last call; "" while it answers
         self._pattern = re.compile(settings.score_regex or (GROUP_LINE if settings.group else NUMBER))
         # the columns it reads are read off its signature (the mix checks the data has them)
         params = [inspect.Parameter("completions", inspect.Parameter.KEYWORD_ONLY),
@@ -281,25 +321,26 @@ class LLMJudge:
     def __repr__(self) -> str:
         return f"<LLM judge {self.settings.model} at {self.settings.base_url}>"
 
-    def __call__(self, completions, prompts=None, ground_truth=None, log_metric=None, **kwargs) -> list[float | None]:
+    def __call__(self, completions, prompts=None, ground_truth=None, log_metric=None, **kwargs) -> list:
+        """A score in [0, 1] per completion, or ``FAILED`` where the judge gave none."""
         n = len(completions)
         texts = [completion_text(c) for c in completions]
         questions = [_question(p) for p in prompts] if prompts is not None else [""] * n
         truths = [("" if t is None else str(t)) for t in ground_truth] if ground_truth is not None else [""] * n
         units = self._units(questions, texts, truths)
         replies, stats = self._run(self._ask([prompt for prompt, _ in units]))
-        scores: list[float | None] = [None] * n
+        scores: list = [FAILED] * n
         for (prompt, members), reply in zip(units, replies):
-            if isinstance(reply, str):
-                values = self._parse(reply, len(members))
-                if values is None:
-                    stats.errors["unparseable"] = stats.errors.get("unparseable", 0) + len(members)
+            values = None if isinstance(reply, _Failure) else self._parse(reply, len(members))
+            if values is None:
+                stats.failed(reply.kind if isinstance(reply, _Failure) else "unparseable", len(members))
+                continue
+            for i, value in zip(members, values):
+                if value is None:
+                    stats.failed("out of score_range", 1)
                 else:
-                    for i, value in zip(members, values):
-                        scores[i] = value
-            else:
-                stats.errors[reply.kind] = stats.errors.get(reply.kind, 0) + len(members)
-        stats.failures = sum(score is None for score in scores)
+                    scores[i] = value
+        stats.failures = sum(score is FAILED for score in scores)
         with self._lock:
             self.totals.add(stats)
         self._report(stats, n, log_metric)
@@ -324,7 +365,8 @@ class LLMJudge:
                       completions="\n\n".join(f"Answer {k}:\n{texts[i]}" for k, i in enumerate(run, 1))), run)
                 for run in runs]
 
-    def _parse(self, reply: str, size: int) -> list[float] | None:
+    def _parse(self, reply: str, size: int) -> list[float | None] | None:
+        """Each member's score in [0, 1] (None: outside ``score_range``), or None for a reply without them all."""
         if not self.settings.group:
             matches = list(self._pattern.finditer(reply))
             if not matches:
@@ -341,9 +383,11 @@ class LLMJudge:
             return None
         return [self._normalise(by_answer[k]) for k in range(1, size + 1)]
 
-    def _normalise(self, value: float) -> float:
+    def _normalise(self, value: float) -> float | None:
+        """``value`` mapped from ``score_range`` to [0, 1]; outside the range it is no score (a judge that says
+        1000000 on a 0-10 scale has not given the best one)."""
         low, high = self.settings.low, self.settings.high
-        return min(1.0, max(0.0, (value - low) / (high - low)))
+        return (value - low) / (high - low) if low <= value <= high else None
 
     # -- asking: on the judge's own loop
 
@@ -357,33 +401,64 @@ class LLMJudge:
 
     def _open(self):
         if self._client is None:
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
             s = self.settings
             key = os.environ.get(s.key_env, "") if s.key_env else "EMPTY"
+            http = DefaultAsyncHttpxClient(
+                # identity: the size cap then counts the reply's own bytes, not a compressed form of them
+                headers={"Accept-Encoding": "identity"},
+                event_hooks={"request": [self._on_attempt], "response": [self._bound_reply]},
+            )
             # given explicitly: the client would otherwise send OPENAI_API_KEY to whatever base_url says
             self._client = AsyncOpenAI(base_url=s.base_url, api_key=key or "EMPTY", timeout=s.timeout,
-                                       max_retries=s.max_retries)
+                                       max_retries=s.max_retries, http_client=http)
             self._semaphore = asyncio.Semaphore(s.max_concurrency)
+            _quiet_client_logs(s.base_url)
         return self._client
+
+    async def _on_attempt(self, request) -> None:
+        self._attempts += 1
+        self._sent[request] = asyncio.get_running_loop().time()
+
+    async def _bound_reply(self, response) -> None:
+        """The attempt's body is read against its wall clock (the HTTP library's timeout is per read: a byte now
+        and then resets it) and the size cap."""
+        now = asyncio.get_running_loop().time()
+        ends = self._sent.get(response.request, now) + self.settings.timeout
+        response.stream = _bounded(response, ends, self.settings.max_reply_bytes)
 
     async def _ask(self, prompts: list[str]) -> tuple[list[str | _Failure], CallStats]:
         """The reply to each prompt, or why there is none."""
         stats = CallStats(lookups=len(prompts))
         client = self._open()
         model = self.settings.model
-        tasks: dict[str, asyncio.Task] = {}
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + self.settings.deadline
+        wanted: dict[str, None] = {}
         for prompt in prompts:
-            if (model, prompt) in self._replies or prompt in tasks:
+            if (model, prompt) in self._replies or prompt in wanted:
                 stats.cache_hits += 1
             else:
+                wanted[prompt] = None
+        attempts, first_attempts = self._attempts, self._first_attempts
+        tasks: dict[str, asyncio.Task] = {}
+        if wanted and self._down:  # it took no connection last time: one try, without retries, first
+            probe = next(iter(wanted))
+            tasks[probe] = asyncio.ensure_future(self._request(client.with_options(max_retries=0), probe))
+            await asyncio.wait(tasks.values(), timeout=ends - loop.time())
+            if _failed_as(tasks[probe]) == "unreachable":
+                wanted = {probe: None}
+        for prompt in wanted:
+            if prompt not in tasks:
                 tasks[prompt] = asyncio.ensure_future(self._request(client, prompt))
         stats.requests = len(tasks)
         if tasks:
-            _, pending = await asyncio.wait(tasks.values(), timeout=self.settings.deadline)
+            _, pending = await asyncio.wait(tasks.values(), timeout=max(0.0, ends - loop.time()))
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        stats.retries = max(0, (self._attempts - attempts) - (self._first_attempts - first_attempts))
         for prompt, task in tasks.items():
             if task.cancelled():
                 continue
@@ -395,14 +470,17 @@ class LLMJudge:
                 if self.settings.cache:
                     self._replies[(model, prompt)] = outcome.text
             elif not stats.first_error:
-                stats.first_error = self._redacted(f"{type(outcome).__name__}: {_first_line(outcome)}")
+                stats.first_error = self._redacted(_described(outcome))
+        self._note_reachability(tasks, stats.first_error)
         replies: list[str | _Failure] = []
         for prompt in prompts:
             if (model, prompt) in self._replies:
                 replies.append(self._replies[(model, prompt)])
                 continue
             task = tasks.get(prompt)
-            if task is None or task.cancelled():
+            if task is None:  # not sent: the endpoint took no connection at the call's first try
+                replies.append(_Failure("unreachable"))
+            elif task.cancelled():
                 replies.append(_Failure("timeout"))
             elif task.exception() is not None:
                 replies.append(_Failure(_kind(task.exception())))
@@ -410,9 +488,25 @@ class LLMJudge:
                 replies.append(task.result().text)
         return replies, stats
 
+    def _note_reachability(self, tasks: dict[str, asyncio.Task], error: str) -> None:
+        """Whether the endpoint took no connection this call (then the next call tries one request first)."""
+        ended = [task for task in tasks.values() if not task.cancelled()]
+        if not ended:
+            return
+        if all(_failed_as(task) == "unreachable" for task in ended):
+            if not self._down:
+                log.warning("judge %r: %s took no connection (%s); each later call tries one request, "
+                            "without retries, before sending the rest", self.settings.name, self.settings.base_url,
+                            error)
+            self._down = error
+        elif self._down:
+            log.warning("judge %r: %s answers again", self.settings.name, self.settings.base_url)
+            self._down = ""
+
     async def _request(self, client, prompt: str) -> _Reply:
         async with self._semaphore:
             started = time.perf_counter()
+            self._first_attempts += 1
             response = await client.chat.completions.create(
                 model=self.settings.model, messages=[{"role": "user", "content": prompt}],
                 temperature=self.settings.temperature, max_tokens=self.settings.max_tokens,
@@ -434,13 +528,15 @@ class LLMJudge:
     def _report(self, stats: CallStats, n: int, log_metric: Callable | None) -> None:
         if stats.failures:
             kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(stats.errors.items()))
-            log.warning("judge %r could not score %d of %d samples (%s): scored None%s", self.settings.name,
-                        stats.failures, n, kinds, f"; first error: {stats.first_error}" if stats.first_error else "")
+            log.warning("judge %r could not score %d of %d samples (%s): scored None%s%s", self.settings.name,
+                        stats.failures, n, kinds, f", {stats.retries} retries" if stats.retries else "",
+                        f"; first error: {stats.first_error}" if stats.first_error else "")
         if not callable(log_metric):
             return
         prefix = f"judge/{self.settings.name}/"
         metrics = {
             "requests": stats.requests,
+            "retries": stats.retries,
             "failures": stats.failures,
             "cache_hit_rate": stats.cache_hits / stats.lookups if stats.lookups else 0.0,
             "prompt_tokens": stats.prompt_tokens,
@@ -453,12 +549,99 @@ class LLMJudge:
             log_metric(prefix + name, float(value))
 
 
+def _bounded(response, ends: float, max_bytes: int):
+    """``response``'s body as a stream that raises the HTTP library's ReadTimeout at loop time ``ends`` (the client
+    retries it as it does any timeout) and ReplyTooLarge past ``max_bytes``."""
+    http = sys.modules[type(response).__module__.partition(".")[0]]  # the client's own: httpx2 (openai 3) or httpx
+    return _bounded_stream_type(http.AsyncByteStream)(response.stream, ends, max_bytes, http.ReadTimeout)
+
+
+@functools.cache
+def _bounded_stream_type(base: type) -> type:
+    class BoundedStream(base):
+        def __init__(self, inner, ends: float, max_bytes: int, timeout_error: type[Exception]):
+            self.inner, self.ends, self.max_bytes, self.timeout_error = inner, ends, max_bytes, timeout_error
+
+        async def __aiter__(self):
+            loop = asyncio.get_running_loop()
+            chunks, received = self.inner.__aiter__(), 0
+            try:
+                while True:
+                    try:
+                        chunk = await asyncio.wait_for(chunks.__anext__(), max(0.0, self.ends - loop.time()))
+                    except StopAsyncIteration:
+                        return
+                    except asyncio.TimeoutError:
+                        raise self.timeout_error("the reply was not complete within timeout") from None
+                    received += len(chunk)
+                    if received > self.max_bytes:
+                        raise ReplyTooLarge(f"the reply is longer than max_reply_bytes={self.max_bytes}")
+                    yield chunk
+            finally:
+                if hasattr(chunks, "aclose"):
+                    await chunks.aclose()
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return BoundedStream
+
+
+class _OwnRequests(logging.Filter):
+    """Leaves out the HTTP library's line per request (``HTTP Request: POST <url> ...``) to one endpoint."""
+
+    def __init__(self, base_url: str):
+        super().__init__()
+        self.base_url = base_url.rstrip("/")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(str(arg).startswith(self.base_url) for arg in args)
+
+
+def _quiet_client_logs(base_url: str) -> None:
+    """The judge counts its retries and logs one line a call on what failed; the client's own INFO lines, one per
+    retry and one per request, would say the same thousands of times in the run's log."""
+    logging.getLogger("openai").setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).addFilter(_OwnRequests(base_url))
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
 def _kind(exc: BaseException) -> str:
-    name = type(exc).__name__
-    if "Timeout" in name:
+    chain = _causes(exc)
+    names = [type(e).__name__ for e in chain]
+    if any(isinstance(e, ReplyTooLarge) for e in chain):
+        return "too large"
+    if "ConnectError" in names or "ConnectTimeout" in names:  # refused, no route, or the SYN dropped
+        return "unreachable"
+    if any("Timeout" in name for name in names):
         return "timeout"
     status = getattr(exc, "status_code", None)
     return f"http {status}" if status else "error"
+
+
+def _failed_as(task: asyncio.Task) -> str | None:
+    """The kind of failure a finished request ended in; None while it runs, if it was cancelled or answered."""
+    if not task.done() or task.cancelled() or task.exception() is None:
+        return None
+    return _kind(task.exception())
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: first line``, and what caused it where the client's own error says only "Connection error."."""
+    text = f"{type(exc).__name__}: {_first_line(exc)}"
+    cause = exc.__cause__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" ({type(cause).__name__}: {_first_line(cause)})"
+    return text
 
 
 def _first_line(exc: BaseException) -> str:
