@@ -67,6 +67,25 @@ def test_no_committed_result_or_model_file_changes_under_the_patterns():
     assert not changed
 
 
+def test_what_the_run_process_prints_is_masked(monkeypatch):
+    """What a reward prints (to stdout or stderr, as a warning does) reaches the terminal, and under SLURM the job's
+    log file: masked there too."""
+    import contextlib
+    import io
+    import sys
+
+    from grpo_sweep.run.redact import install_log_redaction
+
+    monkeypatch.setenv("MY_API_KEY", SECRETS["MY_API_KEY"])
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        install_log_redaction()  # what every run's process does first (app.run_task)
+        prints_secrets(["a completion"])
+        print(f"judge at http://judge:{PASSWORD}@host/v1", file=sys.stderr)
+    assert "using key *** and" in out.getvalue() and "judge at http://judge:***@host/v1" in err.getvalue()
+    assert SECRETS["MY_API_KEY"] not in out.getvalue() + err.getvalue() and PASSWORD not in err.getvalue()
+
+
 def test_a_refused_sweep_does_not_echo_the_credential(tmp_path):
     """A sweep's refusal names the job by its overrides as typed (Hydra-quoted: ``http\\://judge\\:pw@``): the token
     and the password in them are masked."""
@@ -98,6 +117,8 @@ def test_real_runs_write_no_secrets(tmp_path):
     needles = {**SECRETS, "the judge's password": PASSWORD}
     leaked = [f"{name} in {p}" for p in files for name, value in needles.items() if value.encode() in p.read_bytes()]
     assert not leaked and len(files) > 40, leaked
+    printed = [name for name, value in needles.items() if value in out.stdout + out.stderr]
+    assert not printed, printed  # what the rewards printed included
     summaries = {p.parent.name: json.loads(p.read_text()) for p in tmp_path.rglob("summary.json")}
     assert summaries["0"]["status"] == "failed" and "auth failed for key ***" in summaries["0"]["error"]
     done = summaries["1"]

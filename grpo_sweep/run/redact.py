@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from typing import Any
 
 # Environment variable names: any of these words anywhere (GITHUB_AUTH, AWS_SECRET_ACCESS_KEY) — masking a value
@@ -106,8 +107,29 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class MaskedStream:
+    """``sys.stdout``/``sys.stderr`` with secrets masked in each write: what a reward prints or warns reaches a
+    terminal, and under SLURM a log file in the sweep's directory. ``print`` writes each argument on its own, so
+    a key printed as one is masked whole."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: Any) -> int:
+        self.stream.write(redact(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, flush, encoding …: the stream's own
+        return getattr(self.stream, name)
+
+
 def install_log_redaction() -> None:
-    """Put the filter on every handler of the root logger (Hydra's console and launch.log handlers)."""
+    """Put the filter on every handler of the root logger (Hydra's console and launch.log handlers), and mask what
+    the process prints."""
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, MaskedStream):
+            setattr(sys, name, MaskedStream(stream))
