@@ -216,7 +216,23 @@ SEARCH: list[Case] = [
 ]
 
 # --- Credentials: never on disk, never echoed ---------------------------------------------------------------------
+JUDGE = "+reward_mix.judge.factory=grpo_sweep.rewards.judge.llm_judge"
+JUDGE_MODEL = "+reward_mix.judge.factory_args.model=m"
 CREDENTIALS: list[Case] = [
+    # the refusal shows the URL with its password masked (the value named, the secret not)
+    ("password in a judge's base_url",
+     args(JUDGE, JUDGE_MODEL, "+reward_mix.judge.factory_args.base_url=http://judge:s3cretpw@127.0.0.1:18080/v1"),
+     Refused("reward_mix.judge.factory_args.base_url=http://judge:***@127.0.0.1:18080/v1: a password in a URL is "
+             "written into the run's files; put the URL in an environment variable and write ${oc.env:JUDGE_URL}")),
+    ("password in a URL in a list", args("logger.tags=[run-a,http://me:hunter2pw@tracker.example/x]"),
+     Refused("logger.tags.1=http://me:***@tracker.example/x: a password in a URL is written into the run's files")),
+    ("token pasted as the judge's key_env",
+     args(JUDGE, JUDGE_MODEL, "+reward_mix.judge.factory_args.base_url=http://127.0.0.1:1/v1",
+          "+reward_mix.judge.factory_args.key_env=sk-abcdef1234567890abcdef"),
+     Refused("factory_args.key_env must name the environment variable that holds the API key")),
+    ("token in any config value", args("logger.notes=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"),
+     Refused("logger.notes=***: an API token is written into the run's files; put the token in an environment "
+             "variable and write ${oc.env:LOGGER_TOKEN}")),
 ]
 
 # --- The judge under faults ----------------------------------------------------------------------------------------

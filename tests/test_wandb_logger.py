@@ -357,3 +357,40 @@ def test_group_choices_come_from_hydra_and_a_trial_overrides_its_own(tmp_path):
                         choices={"reward_mix": "smoke", "lora": "wide"})
     trial = worker.for_trial(tmp_path / "trials/0", ["reward_mix=format", "optimizer.learning_rate=1e-4"])
     assert trial.choices == {"reward_mix": "format", "lora": "wide"} and worker.choices["reward_mix"] == "smoke"
+
+
+def test_what_a_reward_prints_is_not_in_the_wandb_run_whose_logs_are_the_masked_run_log(tmp_path, monkeypatch):
+    """A reward that prints, warns and logs a key: W&B's console capture would keep it unmasked in output.log and
+    the .wandb file; the run's log (masked) is the W&B run's output.log instead. Every file under wandb/ is read."""
+    import logging
+    import warnings
+
+    from grpo_sweep.run.redact import install_log_redaction
+    from grpo_sweep.tracking import open_logger
+
+    from .conftest import compose
+
+    key = "not-shaped-like-any-token-" + "5ec7e7" * 4  # masked as MY_API_KEY's value, not by its shape
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("MY_API_KEY", key)
+    run_dir = tmp_path / "0"
+    run_dir.mkdir()
+    handler = logging.FileHandler(run_dir / "launch.log")  # as Hydra's job logging has it
+    root = logging.getLogger()
+    root.addHandler(handler)
+    install_log_redaction()
+    try:
+        tracker = open_logger(compose(["logger=wandb"]), RunContext(run_dir, ["reward_mix=format"]))
+        print("reward sees", os.environ["MY_API_KEY"])
+        print("reward sees", os.environ["MY_API_KEY"], file=sys.stderr)
+        warnings.warn(f"reward sees {os.environ['MY_API_KEY']}")
+        logging.getLogger("a_reward").warning("reward sees %s", os.environ["MY_API_KEY"])
+        tracker.finish(RunSummary("completed", objective=0.5))
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+    written = [p for p in (run_dir / "wandb").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in written), written
+    assert not [p for p in written if key.encode() in p.read_bytes()]
+    [offline] = offline_run_dirs(run_dir)
+    assert "reward sees ***" in (offline / "files" / "output.log").read_text()

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from .files import read_jsonl, write_jsonl_atomic, write_text_atomic
+from .redact import redact
 from .results import METRICS
 
 CHECKPOINTS = "checkpoints"
@@ -77,7 +78,8 @@ def check_same_run(run_dir: Path, cfg: Any) -> None:
     if not OmegaConf.is_dict(started):
         raise ResumeError(f"{path} holds no config (a YAML mapping): it records the config this run directory was "
                           "started with; restore it, or pick a new output directory")
-    before, now = _flat(started), _flat(cfg)
+    # compared as stored: masked (a URL's password is not kept in the record, see remember_config)
+    before, now = redact(_flat(started)), redact(_flat(cfg))
     changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
     if changed:
         shown = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed[:5])
@@ -92,7 +94,8 @@ def remember_config(run_dir: Path, cfg: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("hydra", None)
-    write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(resolved)))  # the ownership record: never half-written
+    # the ownership record: never half-written, and no URL's password or token in it
+    write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(redact(resolved))))
 
 
 def trim_metrics(run_dir: Path, step: int) -> int:

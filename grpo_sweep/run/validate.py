@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer
 from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks
 from .vllm_serving import check_server_settings, server_gpus
-from .redact import is_secret_key
+from .redact import credential_in, is_secret_key, redact
 from .results import BEST_PREFIX, measured_periodically, without_best
 from .record import VAL_ACCURACY
 from ..backends.gpu_stack import BackendError, check_backend, check_cpu_fallback, gpu_refusal, visible_gpu_ids
@@ -176,15 +176,30 @@ def _no_secrets_in(cfg: Any) -> None:
 
     def walk(node: Any, path: str) -> None:
         for key, value in node.items():
-            if isinstance(value, dict):
-                walk(value, f"{path}{key}.")
+            if isinstance(value, (dict, list)):
+                walk(value if isinstance(value, dict) else dict(enumerate(value)), f"{path}{key}.")
             elif is_secret_key(key) and isinstance(value, str) and value and "${" not in value and value != "???":
                 raise ConfigError(
                     f"{path}{key}=<hidden>: credentials must not go into the config (it is saved with the run); "
                     "set them in the environment instead (HF_TOKEN, WANDB_API_KEY)"
                 )
+            elif isinstance(value, str) and (kind := credential_in(value)):
+                # Refused, not masked: Hydra writes the config and the overrides as typed into .hydra/ before any
+                # of our code runs, so only the gate can keep them off disk; ${oc.env:...} stays unresolved there
+                # (and the run's own files mask the resolved URL, see redact.py).
+                what = "URL" if kind.endswith("URL") else "token"
+                raise ConfigError(
+                    f"{path}{key}={redact(value, [])}: {kind} is written into the run's files; put the {what} in an "
+                    f"environment variable and write ${{oc.env:{_env_name_for(f'{path}{key}', what)}}}"
+                )
 
     walk(container, "")
+
+
+def _env_name_for(key: str, what: str) -> str:
+    """A name for the variable to suggest: ``JUDGE_URL`` for reward_mix.judge.factory_args.base_url."""
+    parts = [p for p in key.split(".")[:-1] if p not in ("factory_args", "args", "params") and not p.isdigit()]
+    return f"{(parts[-1] if parts else key.split('.')[-1]).upper()}_{what.upper()}"
 
 
 def gpu_available() -> bool:

@@ -27,6 +27,7 @@ from ..backends.gpu_stack import engine_in_process
 from .hub import resolve_hub
 from ..run.resume import ResumeError, check_same_run
 from ..run.distributed import check_world
+from ..run.redact import redact
 from ..run.validate import ConfigError, check_machine, validate
 
 
@@ -55,7 +56,7 @@ def check_run(cfg: Any, run_dir: Path | None, trains_here: bool) -> None:
 
 def stop(exc: ConfigError) -> NoReturn:
     """Leave the launch with the refusal's one line (exit status 1)."""
-    text = str(exc)
+    text = redact(str(exc))  # a refusal may quote what was typed: a token where a name belongs, a URL's password
     raise SystemExit(text if text.startswith("grpo-sweep: ") else f"grpo-sweep: {text}") from None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from .gate import check_config, check_run
+from .gate import check_config, check_run, stop
 from ..run.validate import ConfigError
 
 
@@ -47,7 +47,7 @@ class Preflight(Callback):
         try:
             check_run(_job_config(config), Path(config.hydra.run.dir), trains_here=True)
         except ConfigError as exc:
-            raise SystemExit(f"grpo-sweep: {exc}") from None
+            stop(exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if _gates_its_sweep(config):
@@ -57,4 +57,4 @@ class Preflight(Callback):
         try:
             check_config(_job_config(config), trains_here=False)
         except ConfigError as exc:
-            raise SystemExit(f"grpo-sweep: {exc}") from None
+            stop(exc)

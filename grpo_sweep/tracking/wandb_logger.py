@@ -23,6 +23,7 @@ from transformers import TrainerCallback
 
 from ..adapters.trl import latest_completions
 from ..run.context import RunContext
+from ..run.files import write_text_atomic
 from ..run.tracker import RunLogger
 from .wandb_setup import choose_mode, default_group
 from ..run.redact import redact, secret_values
@@ -32,6 +33,7 @@ from ..run.record import HEADLINE_FIELDS, RunSummary
 log = logging.getLogger(__name__)
 
 RUN_ID_FILE = "wandb_run_id"
+OUTPUT_LOG = "output.log"  # the name W&B gives its console capture and shows as the run's logs
 STEP_KEY = "train/global_step"  # the x-axis transformers' own W&B integration uses
 # Overrides that say where or how a run is logged, not what it trains: left out of names and tags.
 NOT_IN_NAME = ("hydra", "logger", "output_root", "task_name")
@@ -174,7 +176,10 @@ class WandbLogger(RunLogger):
         import wandb
 
         # quiet: our own end-of-run line says where the run is; no prompt can appear (no login is ever asked).
-        return wandb.Settings(init_timeout=float(self.cfg.init_timeout), quiet=True, save_code=False)
+        # console off: W&B's capture takes what reaches the terminal as it is, a reward's print of a key or a
+        # warning quoting one included, into output.log and the .wandb file; the run's masked log goes there
+        # instead (``_save_log``).
+        return wandb.Settings(init_timeout=float(self.cfg.init_timeout), quiet=True, save_code=False, console="off")
 
     def report_to(self) -> list[str]:
         # transformers' WandbCallback starts a run of its own (project "huggingface", online) when none is active
@@ -197,6 +202,7 @@ class WandbLogger(RunLogger):
             return
         fields = summary_fields(summary)
         run.summary.update(redact(fields))
+        _save_log(run, self.run_dir)
         run.finish(exit_code=1 if fields["status"] == "failed" else 0)  # a pruned trial ended as asked
         if self.mode == "offline":
             where = Path(run.settings.sync_dir)
@@ -205,6 +211,21 @@ class WandbLogger(RunLogger):
             print(f"W&B: offline run {self.run_id} saved in {where}\n  upload it with: wandb sync {target}")
         elif getattr(run, "url", None):
             print(f"W&B: run {run.url}")
+
+
+def _save_log(run: Any, run_dir: Path) -> None:
+    """The run's log file (Hydra's launch.log: every record masked on its way there, run/redact.py) as the W&B
+    run's ``output.log``, the file W&B shows as the run's logs. An Optuna worker's trials share the worker's log."""
+    files = [Path(h.baseFilename) for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    files = sorted((f for f in files if f.is_file()), key=lambda f: f.parent != run_dir)  # the run's own first
+    if not files:
+        return
+    target = Path(run.dir) / OUTPUT_LOG
+    try:
+        write_text_atomic(target, redact(files[0].read_text(errors="replace")))
+        run.save(str(target), base_path=run.dir, policy="now", glob=False)
+    except OSError as exc:  # logging must never cost the training run
+        log.warning("W&B: the run's log was not saved to the W&B run (%s)", exc)
 
 
 def summary_fields(summary: dict | RunSummary) -> dict:
