@@ -209,11 +209,26 @@ class _Rows:
         return [row.get(column) for row in self.rows]
 
 
-def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> list[str] | None:
+class Columns(list):
+    """The columns the rewards will get, and ``train_rows``: the rows of the train split as the gate counts them
+    (before the over-long prompts are dropped; None: not counted here)."""
+
+    train_rows: int | None = None
+
+
+def _counted(columns: list[str], train_rows: int, data_cfg: Any) -> Columns:
+    out = Columns(columns)
+    limit = data_cfg.max_train_samples
+    out.train_rows = min(train_rows, limit) if limit else train_rows
+    return out
+
+
+def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, Any] | None = None) -> Columns | None:
     """The data group's check, before any training: a known source, the data has what the rewards need and the
     splits can be made, checked without ``datasets`` (stdlib and pyarrow readers).
 
-    Returns the columns the rewards will get, or None where they cannot be known here (hub data, large files).
+    Returns the columns the rewards will get (with the train split's rows counted), or None where they cannot be
+    known here (hub data, large files).
     """
     need_columns = need_columns or {}
     if data_cfg.source not in SOURCES:
@@ -224,7 +239,7 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
             if a[key] < 1:
                 raise DataError(f"data.arithmetic.{key}={a[key]}: every split needs at least 1 question")
         _check_reward_columns(list(ARITHMETIC_COLUMNS), data_cfg, need_columns, "train")
-        return reward_columns(list(ARITHMETIC_COLUMNS), data_cfg)
+        return _counted(reward_columns(list(ARITHMETIC_COLUMNS), data_cfg), a.n_train, data_cfg)
     if data_cfg.source == "hub":
         for split, (size, key) in _carve_sizes(data_cfg, {"validation": data_cfg.validation_split,
                                                            "test": data_cfg.test_split}).items():
@@ -243,8 +258,8 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
         _check_columns(rows, data_cfg.prompt_column, data_cfg.ground_truth_column, need_truth, split)
         _check_reward_columns(rows.column_names, data_cfg, need_columns, split)
         if split == "train":
-            columns = reward_columns(rows.column_names, data_cfg)
-            carved_counts(len(rows), _carve_sizes(data_cfg, sources), source.name())
+            carved = carved_counts(len(rows), _carve_sizes(data_cfg, sources), source.name())
+            columns = _counted(reward_columns(rows.column_names, data_cfg), len(rows) - sum(carved.values()), data_cfg)
     return columns
 
 

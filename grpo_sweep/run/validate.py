@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer
-from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks
+from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import is_secret_key
 from .results import BEST_PREFIX, measured_periodically, without_best
@@ -72,7 +72,35 @@ def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> 
     _check_objective(str(cfg.optimized_metric))
     _check_accuracy_reward(cfg, mix_terms, columns)
     _check_prompt_asks_for_tags(cfg, mix_terms)
+    _check_train_split_fills_a_generation(cfg, getattr(columns, "train_rows", None))
     _no_secrets_in(cfg)
+
+
+def _check_train_split_fills_a_generation(cfg: Any, train_rows: int | None) -> None:
+    """TRL's sampler takes the generation batch's distinct prompts from the train split and drops a batch it cannot
+    fill: with fewer train rows than one generation's prompts, an epoch has no batch and the run trains 0 steps.
+    ``train_rows``: the train split's rows where the gate counts them (None: hub data, a large file). The processes
+    are distributed.nproc_per_node's (null: at least 1; the machine's check sees the rest)."""
+    if train_rows is None:
+        return
+    trainer = cfg.trainer
+    processes = cfg.distributed.nproc_per_node or 1
+    steps = trainer.steps_per_generation or trainer.gradient_accumulation_steps
+    given = trainer.args.get("generation_batch_size")
+    batch = given or trainer.per_device_train_batch_size * processes * steps
+    prompts = batch // trainer.num_generations
+    if prompts <= train_rows:
+        return
+    made = ("trainer.args.generation_batch_size" if given else
+            f"trainer.per_device_train_batch_size x {'processes x ' if processes > 1 else ''}steps_per_generation = "
+            f"{trainer.per_device_train_batch_size} x {f'{processes} x ' if processes > 1 else ''}{steps}")
+    source = "data.arithmetic.n_train" if cfg.data.source == "arithmetic" else "data.path"
+    raise ConfigError(
+        f"{made} = {batch} completions a generation, {prompts} prompts of trainer.num_generations="
+        f"{trainer.num_generations} each, but the train split has {train_rows} ({source}): TRL drops a batch it "
+        f"cannot fill, so the run would train 0 steps; lower trainer.per_device_train_batch_size (at most "
+        f"{max(1, train_rows * trainer.num_generations // (processes * steps))}) or give more training rows"
+    )
 
 
 def _tag_default(fn: Any, param: str) -> Any:
@@ -227,6 +255,18 @@ def machine_world(cfg: Any, gpus: int) -> tuple[int, int]:
     return int(cfg.distributed.nproc_per_node), 1
 
 
+def _check_cores(cfg: Any, processes: int) -> None:
+    """A CPU run's processes, all started on this machine, each need a core: ranks beyond the cores this process may
+    use only take turns, and each collective waits for the slowest. (A GPU run's are checked against its GPUs.)"""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if processes > cores:
+        raise ConfigError(
+            f"distributed.nproc_per_node={cfg.distributed.nproc_per_node}: {processes} processes on a CPU machine "
+            f"with {cores} cores for this process (os.sched_getaffinity); set distributed.nproc_per_node to at most "
+            f"{cores}, or run on GPUs"
+        )
+
+
 def check_machine(cfg: Any) -> None:
     """What only the machine that trains can answer: a GPU for GPU-only settings, the backend's packages,
     the code reward's sandbox, the run's processes against its GPUs. Run where training runs (run_task), not on the
@@ -236,10 +276,13 @@ def check_machine(cfg: Any) -> None:
     # GPU, gpu_refusal below names trainer.use_vllm with the rest)
     if cfg.distributed.strategy != "none" or (gpu and server_gpus(cfg)):
         gpus = gpu_count() if gpu else 0
+        world = machine_world(cfg, gpus)
         try:
-            check_world(cfg, *machine_world(cfg, gpus), gpus_per_node=gpus)
+            check_world(cfg, *world, gpus_per_node=gpus)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if not gpu and spawns_here(cfg):
+            _check_cores(cfg, world[0])
         if cfg.distributed.strategy in DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(f"distributed={cfg.distributed.strategy} needs the deepspeed package, which is not "
                               "installed here (pip install deepspeed); or use distributed=ddp")
