@@ -91,10 +91,13 @@ def _check_train_split_fills_a_generation(cfg: Any, train_rows: int | None) -> N
     prompts = batch // trainer.num_generations
     if prompts <= train_rows:
         return
+    across = processes > 1
     made = ("trainer.args.generation_batch_size" if given else
-            f"trainer.per_device_train_batch_size x {'processes x ' if processes > 1 else ''}steps_per_generation = "
-            f"{trainer.per_device_train_batch_size} x {f'{processes} x ' if processes > 1 else ''}{steps}")
-    source = "data.arithmetic.n_train" if cfg.data.source == "arithmetic" else "data.path"
+            f"trainer.per_device_train_batch_size x {'distributed.nproc_per_node x ' if across else ''}"
+            f"steps_per_generation = {trainer.per_device_train_batch_size} x {f'{processes} x ' if across else ''}{steps}")
+    limit = cfg.data.max_train_samples
+    source = ("data.max_train_samples" if limit and limit == train_rows else
+              "data.arithmetic.n_train" if cfg.data.source == "arithmetic" else "data.path, less the carved splits")
     raise ConfigError(
         f"{made} = {batch} completions a generation, {prompts} prompts of trainer.num_generations="
         f"{trainer.num_generations} each, but the train split has {train_rows} ({source}): TRL drops a batch it "
