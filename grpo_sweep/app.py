@@ -10,12 +10,12 @@ from typing import Any
 
 from .run.context import RunContext, from_hydra
 from .run.lifecycle import run_one
-from .run.record import RunSummary
+from .run.record import RunFailed, RunSummary
 from .sweeps.tables import number
 from .tracking import open_logger
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
-from .run.results import EvaluationFailed, read_run_summary
+from .run.results import read_run_summary
 from .run.distributed import in_slurm_job_of_many_tasks, join_slurm_job
 from .run.validate import ConfigError, check_machine
 
@@ -41,7 +41,7 @@ def run_task(cfg: Any) -> float | None:
     gate = check_machine if context.multirun else None
     try:
         summary = run_one(cfg, context, gate=gate, open_tracker=open_logger)
-    except (ConfigError, EvaluationFailed) as exc:  # recorded in the run's summary.json; one line, not a traceback
+    except (ConfigError, RunFailed) as exc:  # recorded in the run's summary.json; one line, not a traceback
         if not context.multirun:
             raise SystemExit(f"grpo-sweep: {exc}") from None  # no job failure to Hydra: it stops the process
         log.error("run %s%s: %s", context.run_dir, " refused" if isinstance(exc, ConfigError) else "", exc)

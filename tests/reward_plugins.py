@@ -94,3 +94,8 @@ def make_positional_reward():
 def make_failing_reward(n):
     """A factory that refuses its argument with a multi-line message."""
     raise ValueError(f"n={n} is too big\nsee the docs")
+
+
+def always_raises(completions, **kwargs):
+    """A reward broken on every sample (with reward_errors=skip each is scored None and counted)."""
+    raise ValueError("this reward cannot score anything")

@@ -27,7 +27,8 @@ def options(group: str) -> list[str]:
 def test_every_option_composes_and_validates(group, option, tmp_path):
     overrides = [f"{group}={option}"]
     if group == "data" and option == "file":
-        (tmp_path / "x.jsonl").write_text('{"prompt": "1+1?", "ground_truth": "2"}\n' * 3)
+        # 20 rows: 16 to train on after the carved validation and test, a generation's 2 prompts
+        (tmp_path / "x.jsonl").write_text('{"prompt": "1+1?", "ground_truth": "2"}\n' * 20)
         overrides.append(f"data.path={tmp_path / 'x.jsonl'}")
     if group == "reward_mix" and option == "none":
         overrides.append("+reward_mix.mine.fn=xmlcount")  # the empty mix is the start of one's own, not a mix

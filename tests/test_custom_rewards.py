@@ -195,7 +195,7 @@ def test_reward_mix_none_takes_added_rewards():
 
 
 def test_dropping_the_default_mixs_weight_zero_term(tmp_path):
-    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 3)
+    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 6)  # 4 train rows: a generation's 2 prompts
     base = ["data=file", f"data.path={path}", f"+reward_mix.mine.fn={PLUGINS}.prefix_reward",
             f"trainer.eval.accuracy_reward={PLUGINS}.prefix_reward", "reward_mix.correct.weight=0"]
     with pytest.raises(ConfigError, match=r"reward_mix.correct needs a ground truth; .* ~reward_mix.correct \(weight 0"):
@@ -207,7 +207,7 @@ def test_dropping_the_default_mixs_weight_zero_term(tmp_path):
 
 def test_val_accuracy_on_data_without_ground_truth(tmp_path):
     """val_accuracy needs trainer.eval.accuracy_reward's columns: refused while it is the objective."""
-    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 3)
+    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?"}] * 6)
     base = ["data=file", f"data.path={path}", "reward_mix=none", f"+reward_mix.mine.fn={PLUGINS}.prefix_reward"]
     with pytest.raises(ConfigError, match="optimized_metric=val_rewards.mine"):
         validate(compose(base))

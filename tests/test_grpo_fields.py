@@ -87,3 +87,29 @@ def test_a_searched_field_grpo_config_lacks_is_refused_before_any_worker(tmp_pat
         "grpo-sweep: hydra.sweeper.params.trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; "
         "did you mean hydra.sweeper.params.trainer.args.scale_rewards?; no worker was started"
     )
+
+
+def test_every_domain_is_of_a_numeric_grpo_config_field_and_holds_its_default():
+    """The domains name GRPOConfig's own numeric fields, and TRL's defaults lie in them (a domain that refused a
+    default would refuse what TRL itself trains with)."""
+    from trl import GRPOConfig
+
+    fields = grpo_fields.snapshot()["fields"]
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    for name, domain in grpo_fields.DOMAINS.items():
+        assert {"int", "float"} & set(fields[name]), name
+        default = defaults[name]
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and name != "max_steps":  # TRL: -1
+            assert domain.holds(default), (name, default)
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"repetition_penalty": 0.0}, "trainer.args.repetition_penalty=0.0: must be > 0"),
+    ({"min_p": 1.5}, "trainer.args.min_p=1.5: must be in [0, 1]"),
+    ({"epsilon": float("nan")}, "trainer.args.epsilon=nan: must be a finite number"),
+    ({"vllm_server_port": 70000}, "trainer.args.vllm_server_port=70000: must be in [1, 65535]"),
+])
+def test_values_outside_a_fields_domain_are_named_in_one_line(args, message):
+    with pytest.raises(ValueError) as info:
+        check_args(args, "trl")
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)

@@ -16,6 +16,7 @@ interpreter's start-up.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -62,8 +63,61 @@ def jsonl_text(rows: list) -> str:
     return "".join(json.dumps(row) + "\n" for row in rows)
 
 
+def more_processes_than_cores(inputs: Path) -> list[str]:
+    # one more than this machine has for the test, whatever it has; a batch of 8 keeps the train split filled
+    cores = len(os.sched_getaffinity(0))
+    return ["distributed=ddp", f"distributed.nproc_per_node={cores + 1}", "trainer.per_device_train_batch_size=8"]
+
+
+OVERLONG = "+reward_mix.o.factory=trl.rewards.get_soft_overlong_punishment"
+REPETITION = "+reward_mix.r.factory=trl.rewards.get_repetition_penalty_reward"
+TEN_ROWS = jsonl_text([{"prompt": f"{i} + 1?", "ground_truth": str(i + 1)} for i in range(10)])
+
 # --- Values: trainer, optimizer, processes, factory arguments; runs that would train nothing --------------------
 VALUES: list[Case] = [
+    ("batch of more prompts than the train split",
+     args("trainer.per_device_train_batch_size=1024", "trainer.max_steps=1"),
+     Refused("trainer.per_device_train_batch_size x steps_per_generation = 1024 x 1 = 1024 completions a generation, "
+             "128 prompts of trainer.num_generations=8 each, but the train split has 115 (data.arithmetic.n_train)")),
+    ("processes x batch more prompts than the train split",
+     args("distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_train_batch_size=512"),
+     Refused("trainer.per_device_train_batch_size x distributed.nproc_per_node x steps_per_generation = 512 x 2 x 1")),
+    ("file data's train split smaller than a generation's prompts",
+     with_file("d.jsonl", TEN_ROWS, "data=file", "data.path={inputs}/d.jsonl", "trainer.per_device_train_batch_size=80"),
+     Refused("10 prompts of trainer.num_generations=8 each, but the train split has 8 (data.path, less the carved")),
+    ("per_device_train_batch_size=0", args("trainer.per_device_train_batch_size=0"),
+     Refused("trainer.per_device_train_batch_size=0: must be >= 1")),
+    ("gradient_accumulation_steps=0", args("trainer.gradient_accumulation_steps=0"),
+     Refused("trainer.gradient_accumulation_steps=0: must be >= 1")),
+    ("learning_rate=nan", args("optimizer.learning_rate=nan"),
+     Refused("optimizer.learning_rate=nan: must be a finite number")),
+    ("adam_beta1=2.0", args("optimizer.adam_beta1=2.0"), Refused("optimizer.adam_beta1=2.0: must be in [0, 1)")),
+    ("weight_decay<0", args("optimizer.weight_decay=-0.1"), Refused("optimizer.weight_decay=-0.1: must be >= 0")),
+    ("temperature=-1.0", args("trainer.temperature=-1.0"), Refused("trainer.temperature=-1.0: must be > 0")),
+    ("top_p=0.0", args("trainer.top_p=0.0"), Refused("trainer.top_p=0.0: must be in (0, 1]")),
+    ("trainer.args.epsilon=-1.0", args("+trainer.args.epsilon=-1.0"),
+     Refused("trainer.args.epsilon=-1.0: must be >= 0")),
+    ("trainer.args.epsilon_high=inf", args("+trainer.args.epsilon_high=inf"),
+     Refused("trainer.args.epsilon_high=inf: must be a finite number")),
+    ("trainer.args.num_iterations=0", args("+trainer.args.num_iterations=0"),
+     Refused("trainer.args.num_iterations=0: must be >= 1")),
+    ("more CPU processes than cores", more_processes_than_cores, Refused("processes on a CPU machine with")),
+    ("factory argument of the wrong type",
+     args(OVERLONG, "+reward_mix.o.factory_args.max_completion_len=abc", "+reward_mix.o.factory_args.soft_punish_cache=4"),
+     Refused("reward_mix.o.factory_args.max_completion_len='abc': trl.rewards.get_soft_overlong_punishment's "
+             "max_completion_len takes int, not str")),
+    ("factory argument outside its domain", args(REPETITION, "+reward_mix.r.factory_args.ngram_size=0"),
+     Refused("reward_mix.r.factory_args.ngram_size=0: must be >= 1")),
+    ("reward param of the wrong type",
+     args("+reward_mix.x.fn=length", "+reward_mix.x.weight=0.1", "+reward_mix.x.params.max_completion_length=abc"),
+     Refused("reward_mix.x.params.max_completion_length='abc': reward length's max_completion_length takes int, not str")),
+    ("factory raising while it is built",
+     args("+reward_mix.f.factory=tests.reward_plugins.make_failing_reward", "+reward_mix.f.factory_args.n=9"),
+     Refused("calling it with {'n': 9} raised ValueError: n=9 is too big")),
+    ("reward failing on every sample",
+     args("reward_errors=skip", "+reward_mix.bad.fn=tests.reward_plugins.always_raises", "+reward_mix.bad.weight=0.5",
+          "trainer.max_steps=2", "trainer.save_steps=2"),
+     Failed("reward_mix.bad failed on every sample of training")),
 ]
 
 # --- Files the gate reads: data files, reward-model directories -------------------------------------------------

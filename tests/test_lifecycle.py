@@ -10,7 +10,7 @@ from grpo_sweep.run.context import RunContext
 from grpo_sweep.run.distributed import Rank
 from grpo_sweep.run.lifecycle import run_one
 from grpo_sweep.run.results import EvaluationFailed, read_run_summary, write_summary
-from grpo_sweep.run.record import RunSummary
+from grpo_sweep.run.record import RunFailed, RunSummary, training_failure
 from grpo_sweep.run.validate import ConfigError
 
 from .conftest import compose
@@ -111,3 +111,33 @@ def test_a_rank_torchrun_started_leaves_the_record_to_the_process_that_started_i
         run_one(cfg, run.for_rank(Rank(0, 0, 2), parent_records=True), train_fn=raising(RuntimeError("boom")))
     assert not (run.run_dir / "summary.json").exists()
     assert not (run.run_dir / "ranks").exists()
+
+
+@pytest.mark.parametrize("steps, means, failures, named", [
+    (0, {"correct": None}, {"correct": 0}, "training made 0 optimizer steps"),
+    (4, {"correct": 0.5, "judge": None}, {"correct": 0, "judge": 32}, "reward_mix.judge failed on every sample"),
+])
+def test_a_training_that_trained_nothing_is_a_failure_named_in_one_line(steps, means, failures, named):
+    why = training_failure(steps, means, failures)
+    assert why.startswith(named) and "\n" not in why
+
+
+def test_a_training_that_trained_is_no_failure():
+    # a term with some failures that scored the rest, and a term that scores None without failing (no ground truth
+    # to judge): both trained or were honest about it
+    assert training_failure(4, {"correct": 0.25, "maybe": None}, {"correct": 3, "maybe": 0}) is None
+
+
+def test_a_run_that_trained_nothing_ends_failed_with_its_record_and_no_objective(tmp_path):
+    """More prompts a generation than train rows (the gate refuses it; train() itself is not gated): TRL finds no
+    full batch and makes 0 steps. The run ends failed, says why in one line, and reports no objective."""
+    from .conftest import FAST
+
+    cfg = compose([*FAST, "trainer.per_device_train_batch_size=1024", "trainer.max_steps=1", "trainer.save_steps=1"])
+    context = RunContext(tmp_path / "run", ["trainer.per_device_train_batch_size=1024"])
+    with pytest.raises(RunFailed, match="^training made 0 optimizer steps") as info:
+        run_one(cfg, context)
+    summary = summary_of(context.run_dir)
+    assert (summary["status"], summary["steps"], summary["failed_in"]) == ("failed", 0, "training")
+    assert summary["objective"] is None and summary["error"] == str(info.value)
+    assert info.value.summary.status == "failed"

@@ -219,7 +219,8 @@ def test_bad_input_fails_with_a_message_naming_it(name, setup, message, tmp_path
 def test_valid_inputs_pass(tmp_path):
     """A file dataset with the code reward's column, and the code reward: every check passes, and they do look at
     this config (the same config with one value spoiled is refused, naming it)."""
-    cfg = compose(["data=file", f"data.path={jsonl(tmp_path / 'd.jsonl', CODE)}", "+reward_mix.code.weight=0.5"])
+    # 6 rows: 4 to train on after the carved validation and test, a generation's 2 prompts
+    cfg = compose(["data=file", f"data.path={jsonl(tmp_path / 'd.jsonl', CODE * 2)}", "+reward_mix.code.weight=0.5"])
     refused = {}
     for check in (validate, check_machine):  # check_machine builds the sandbox for real here
         try:

@@ -7,9 +7,10 @@ the process world in ``run/distributed.py``), once a run, on the machine that la
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
-from .grpo_fields import check_args
+from .grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS, check_args, check_values
 
 # model.dtype (models.check_model), a reward model's model_args.dtype
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -27,9 +28,17 @@ def check_lora(lora: Any) -> None:
         raise ConfigError(f"lora.r={lora.r}: LoRA rank must be > 0 (or lora=none for full fine-tuning)")
 
 
+def _check_fields(group: Any, names: tuple[str, ...], where: str) -> None:
+    """The group's GRPOConfig fields against their domains (``grpo_fields.DOMAINS``): what GRPOConfig and torch's
+    optimizer would refuse, or crash on, at the first step on the compute node."""
+    try:
+        check_values({name: group[name] for name in names}, where)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def check_optimizer(optimizer: Any) -> None:
-    if optimizer.learning_rate <= 0:
-        raise ConfigError(f"optimizer.learning_rate={optimizer.learning_rate}: must be > 0")
+    _check_fields(optimizer, OPTIMIZER_FIELDS, "optimizer")
 
 
 def check_logger(logger: Any) -> None:
@@ -46,9 +55,17 @@ def check_trainer(trainer: Any, args: Mapping[str, Any], backend: str) -> None:
         raise ConfigError(
             f"trainer.num_generations={trainer.num_generations}: GRPO compares completions within a group, use >= 2"
         )
-    if trainer.max_steps <= 0:
-        raise ConfigError(f"trainer.max_steps={trainer.max_steps}: must be > 0")
+    _check_fields(trainer, TRAINER_FIELDS, "trainer")
+    if trainer.torch_threads is not None and trainer.torch_threads < 1:
+        raise ConfigError(f"trainer.torch_threads={trainer.torch_threads}: must be >= 1 (null: torch's default)")
     ev = trainer.eval
+    for key in ("batch_size", "max_new_tokens"):
+        if ev[key] is not None and ev[key] < 1:
+            raise ConfigError(f"trainer.eval.{key}={ev[key]}: must be >= 1")
+    if ev.num_samples < 0:
+        raise ConfigError(f"trainer.eval.num_samples={ev.num_samples}: must be >= 0 (0: no samples.jsonl rows)")
+    if not math.isfinite(ev.temperature) or ev.temperature < 0:
+        raise ConfigError(f"trainer.eval.temperature={ev.temperature}: must be a finite number >= 0")
     if ev.every_steps < 0:
         raise ConfigError(f"trainer.eval.every_steps={ev.every_steps}: must be >= 0 (0: evaluate only before and after training)")
     if ev.k < 0:

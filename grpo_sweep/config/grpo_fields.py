@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import types
 import typing
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 SNAPSHOT = Path(__file__).with_name("grpo_fields.json")
 KINDS = ("bool", "int", "float", "str", "list", "dict", "none", "any")
@@ -74,6 +75,89 @@ NOT_OFFERED = {
     name: "FSDP splits the weights across the processes, and rank 0 evaluates and saves the whole model alone; use "
           "distributed=ddp or zero2"
     for name in ("fsdp", "fsdp_config")
+}
+
+
+class Domain(NamedTuple):
+    """The values a numeric GRPOConfig field can work with: from ``low`` to ``high`` (None: unbounded), each end
+    included (``[`` / ``]``) or not (``(`` / ``)``), and what the field is, for the message."""
+
+    low: float | None
+    high: float | None = None
+    ends: str = "[]"
+    what: str = ""
+
+    def holds(self, value: float) -> bool:
+        low_ok = self.low is None or (value >= self.low if self.ends[0] == "[" else value > self.low)
+        high_ok = self.high is None or (value <= self.high if self.ends[1] == "]" else value < self.high)
+        return low_ok and high_ok
+
+    def text(self) -> str:
+        if self.high is None:
+            return f"must be {'>=' if self.ends[0] == '[' else '>'} {self.low:g}"
+        if self.low is None:
+            return f"must be {'<=' if self.ends[1] == ']' else '<'} {self.high:g}"
+        return f"must be in {self.ends[0]}{self.low:g}, {self.high:g}{self.ends[1]}"
+
+
+def _count(what: str) -> Domain:
+    return Domain(1, what=what)
+
+
+# GRPOConfig's fields whose values have a domain, as TRL, transformers and torch use them: a value outside it passes
+# GRPOConfig(**kwargs) (whose __post_init__ checks only the batch arithmetic) and crashes at the first step or
+# silently trains something else (a negative clip range, a negative grad-norm bound that flips the gradient).
+# torch's optimizer checks: lr >= 0 (0 trains nothing here), eps >= 0, betas in [0, 1), weight_decay >= 0.
+DOMAINS: dict[str, Domain] = {
+    "per_device_train_batch_size": _count("completions a process takes a micro-batch"),
+    "per_device_eval_batch_size": _count("completions a process takes an evaluation batch"),
+    "gradient_accumulation_steps": _count("micro-batches an optimizer step"),
+    "steps_per_generation": _count("micro-batches a generation"),
+    "generation_batch_size": _count("completions a generation"),
+    "num_generations_eval": _count("completions a prompt in TRL's evaluation"),
+    "num_iterations": _count("optimizer passes over a generation"),
+    "max_completion_length": _count("tokens a completion"),
+    "max_steps": Domain(0, ends="(]"),
+    "save_steps": Domain(0, ends="(]", what="steps between checkpoints, or a ratio of max_steps"),
+    "logging_steps": Domain(0, ends="(]", what="steps between logged rows, or a ratio of max_steps"),
+    "eval_steps": Domain(0, ends="(]", what="steps between evaluations, or a ratio of max_steps"),
+    "eval_accumulation_steps": _count("evaluation steps"),
+    "torch_empty_cache_steps": _count("steps between emptying the CUDA cache"),
+    "ref_model_sync_steps": _count("steps between reference-model syncs"),
+    "pad_to_multiple_of": _count("tokens"),
+    "dataloader_num_workers": Domain(0, what="0: load in the training process"),
+    "dataloader_prefetch_factor": _count("batches each worker loads ahead"),
+    "learning_rate": Domain(0, ends="(]"),
+    "adam_beta1": Domain(0, 1, "[)", "Adam's first-moment decay"),
+    "adam_beta2": Domain(0, 1, "[)", "Adam's second-moment decay"),
+    "adam_epsilon": Domain(0, what="Adam's denominator term"),
+    "weight_decay": Domain(0),
+    "max_grad_norm": Domain(0, what="0: no clipping; a negative bound flips the gradient"),
+    "warmup_steps": Domain(0, what="steps, or a ratio of max_steps below 1"),
+    "beta": Domain(0, what="the KL coefficient; 0: no reference model"),
+    "epsilon": Domain(0, what="the lower clipping range of the ratio"),
+    "epsilon_high": Domain(0, what="the upper clipping range of the ratio"),
+    "delta": Domain(0, ends="(]", what="the two-sided clipping bound"),
+    "temperature": Domain(0, ends="(]", what="the sampling temperature; it divides the logits"),
+    "top_p": Domain(0, 1, "(]", what="the nucleus' probability mass; 1: off"),
+    "top_k": Domain(0, what="0: off"),
+    "min_p": Domain(0, 1, what="a share of the likeliest token's probability"),
+    "repetition_penalty": Domain(0, ends="(]", what="1: off"),
+    "top_entropy_quantile": Domain(0, 1, what="the share of tokens kept by entropy"),
+    "ref_model_mixup_alpha": Domain(0, 1),
+    "sapo_temperature_neg": Domain(0, ends="(]", what="a temperature"),
+    "sapo_temperature_pos": Domain(0, ends="(]", what="a temperature"),
+    "off_policy_mask_threshold": Domain(0, ends="(]"),
+    "vllm_importance_sampling_clip_min": Domain(0),
+    "vllm_importance_sampling_clip_max": Domain(0, ends="(]"),
+    "vllm_gpu_memory_utilization": Domain(0, 1, "(]", "a share of the GPU's memory"),
+    "vllm_tensor_parallel_size": _count("GPUs"),
+    "vllm_max_model_length": _count("tokens"),
+    "vllm_server_timeout": Domain(0, ends="(]", what="seconds"),
+    "vllm_server_port": Domain(1, 65535, what="a TCP port"),
+    "vllm_group_port": Domain(1, 65535, what="a TCP port"),
+    "label_smoothing_factor": Domain(0, 1),
+    "neftune_noise_alpha": Domain(0),
 }
 
 
@@ -160,9 +244,28 @@ def check_args(args: Mapping[str, Any], backend: str, where: str = "trainer.args
             raise ValueError(f"{where}.{name}: TRL {snapshot()['trl']}'s GRPOConfig has no such field{hint}")
         accepted, kind = known[name], value_kind(value)
         if "any" in accepted or kind in accepted or (kind == "int" and "float" in accepted):
+            check_value(name, value, f"{where}.{name}")
             continue
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         raise ValueError(f"{where}.{name}={shown}: GRPOConfig's {name} takes {' or '.join(accepted)}, not {kind}")
+
+
+def check_value(name: str, value: Any, where: str) -> None:
+    """A one-line ValueError when ``value`` of GRPOConfig's field ``name`` (set as ``where``) is a number it cannot
+    work with: not finite (any float field), or outside the field's ``DOMAINS`` entry."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise ValueError(f"{where}={value}: must be a finite number")
+    domain = DOMAINS.get(name)
+    if domain is not None and not domain.holds(value):
+        raise ValueError(f"{where}={value}: {domain.text()}" + (f" ({domain.what})" if domain.what else ""))
+
+
+def check_values(values: Mapping[str, Any], where: str) -> None:
+    """``check_value`` for each GRPOConfig field of ``values`` (a config group's values, set as ``where.<name>``)."""
+    for name, value in values.items():
+        check_value(name, value, f"{where}.{name}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from . import (REWARDS, RewardError, RewardFn, bind_reward, check_signature, imp
                resolve_reward)
 from . import needs as needs_of
 from . import reward_model
+from .args import check_arguments
 from .guard import ON_ERROR, guarded
 from .sandbox import ISOLATIONS
 
@@ -181,6 +182,7 @@ def make_reward(term: Term) -> RewardFn:
                           f"+reward_mix.{term.name}.factory_args.<argument>=<value>") from None
     except ValueError:
         pass  # no signature to read (a builtin): the call below says what is wrong
+    check_arguments(factory, term.factory_args, f"reward_mix.{term.name}.factory_args", term.target)
     try:
         fn = factory(**args)
     except RewardError as exc:  # the factory checked its arguments and says which is wrong
@@ -239,6 +241,7 @@ def check_mix(mix: Mapping[str, Any], reward_errors: str = "raise", trainer_args
     for term in mix_terms:
         fn = term_reward(term)
         bind_reward(term.name, fn, term.params)  # raises on unknown names / bad imports
+        check_arguments(fn, term.params, f"reward_mix.{term.name}.params", f"reward {term.target}")
         if term.weight < 0:
             raise RewardError(f"reward_mix.{term.name}.weight={term.weight}: weights must be >= 0")
         for column in _term_needs(term):

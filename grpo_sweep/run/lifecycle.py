@@ -7,8 +7,8 @@ Every way out of a run is recorded here, once:
 
 - completed or pruned: training wrote summary.json; an Optuna trial's block joins it;
 - refused (``gate`` raised ConfigError): summary.json says ``refused: <why>`` (rank 0's, on SLURM's tasks);
-- failed in its evaluation after training (EvaluationFailed): training wrote the fuller record (what it trained,
-  the saved adapter, the error), kept as it is;
+- failed after training (RunFailed: it made no optimizer step, a reward term scored nothing, its evaluation
+  raised): training wrote the fuller record (what it trained, the saved adapter, the error), kept as it is;
 - failed: ``results.record_failure`` (the error, its traceback, the time). On a SLURM task of a multi-process run a
   rank other than 0 leaves its error where rank 0 looks (``record_rank_failure``), and rank 0 names it as the run's
   cause (``peer_failure``); a rank that torchrun's engine started leaves the record to the process that started
@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 from .context import RunContext
 from .distributed import RankFailed, launch_here, peer_failure, record_rank_failure, spawns_here
-from .results import EvaluationFailed, record_failure, write_summary
-from .record import TRIAL_STATES, RunSummary
+from .results import record_failure, write_summary
+from .record import TRIAL_STATES, RunFailed, RunSummary
 from .validate import ConfigError, gpu_count, machine_world
 
 
@@ -82,9 +82,9 @@ def _with_trial(context: RunContext, summary: RunSummary, trial: dict) -> RunSum
 
 
 def _record_end(context: RunContext, exc: Exception, seconds: float, trial: dict | None) -> None:
-    """The record of a run that raised: refused (the gate's ConfigError), failed in its evaluation (training wrote
+    """The record of a run that raised: refused (the gate's ConfigError), failed after training (training wrote
     the fuller record), or failed."""
-    if isinstance(exc, EvaluationFailed):
+    if isinstance(exc, RunFailed):
         if trial is not None:
             _with_trial(context, exc.summary, trial)
         return

@@ -262,6 +262,31 @@ def _val_fields(val: ValReport) -> dict:
     return out
 
 
+class RunFailed(RuntimeError):
+    """A run that ended ``failed`` with its record, ``summary``, written (it trained nothing, a reward term scored
+    nothing, its evaluation raised): the caller shows the message in one line, keeps the record as it is."""
+
+    def __init__(self, message: str, summary: RunSummary):
+        super().__init__(message)
+        self.summary = summary
+
+
+def training_failure(steps: int, train_rewards: dict, failures: dict) -> str | None:
+    """Why a run that trained to its end did not do what it claims, from its training record: no optimizer step
+    (``steps``, asked for max_steps > 0), or a reward term whose every sample failed (``failures``: its counted
+    failures; ``train_rewards``: its training mean, None when no training sample was scored); None when neither."""
+    if not steps:
+        return ("training made 0 optimizer steps (TRL found no full batch of prompts in the train split, e.g. more "
+                "prompts a generation than train rows, or every prompt longer than trainer.max_prompt_length); "
+                "nothing was trained, so nothing is reported")
+    dead = [name for name, failed in failures.items() if failed and train_rewards.get(name) is None]
+    if dead:
+        return (f"reward_mix.{dead[0]} failed on every sample of training ({failures[dead[0]]} failures counted, "
+                f"none scored), so the run did not train on it; its warnings in the log say why; fix it, or drop it "
+                f"with ~reward_mix.{dead[0]}")
+    return None
+
+
 # What W&B's run table shows of a run (tracking/wandb_logger.summary_fields), in its order, beside the per-reward,
 # cost and trial keys it adds.
 HEADLINE_FIELDS = ("status", "objective", "optimized_metric", "val_accuracy", "val_accuracy_before",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .files import iter_jsonl, write_json_atomic, write_jsonl_atomic
-from .record import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARDS, RunSummary
+from .record import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARDS, RunFailed, RunSummary
 
 SUMMARY = SUMMARY_NAME
 METRICS = "metrics.jsonl"
@@ -82,12 +82,8 @@ def read_outcomes(run_dir: Path, name: str, field: str = "accuracy") -> dict[str
     return out
 
 
-class EvaluationFailed(RuntimeError):
+class EvaluationFailed(RunFailed):
     """The evaluation after training raised; the run's adapter is saved and its record, ``summary``, written, says so."""
-
-    def __init__(self, message: str, summary: RunSummary):
-        super().__init__(message)
-        self.summary = summary
 
 
 def record_failure(run_dir: Path, error: str, overrides: Iterable[str], traceback_text: str = "",

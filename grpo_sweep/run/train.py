@@ -25,7 +25,7 @@ from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, sele
 from .cost import reward_cost, run_cost
 from .files import append_jsonl, read_jsonl
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
-from .record import RunSummary, TestReport, ValReport, trained_summary
+from .record import RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
@@ -285,7 +285,7 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> RunSummary |
     try:
         with contextlib.ExitStack() as server:  # a vLLM server the run starts stops however the run ends
             summary = _train_tracked(cfg, context, monitor, tracker, backend, trainer_class, clock, server)
-    except EvaluationFailed as exc:
+    except RunFailed as exc:
         _close_failed(tracker, exc.summary)  # the record train wrote: the training, the saved adapter, the error
         raise
     except Exception as exc:
@@ -316,7 +316,8 @@ def _close_failed(tracker: RunLogger, summary: RunSummary) -> None:
 def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
                    clock: _Clock, server: contextlib.ExitStack) -> RunSummary | None:
     """The run's steps: prepare the process, set up, train, save, evaluate, record. Returns the record, written
-    (None on a rank other than 0, which trains only); an evaluation that fails raises EvaluationFailed with it."""
+    (None on a rank other than 0, which trains only); a training that did not train (``record.training_failure``)
+    raises RunFailed with it, an evaluation that fails EvaluationFailed."""
     _prepare_process(cfg, context)
     run = _set_up(cfg, context, monitor, tracker, backend, trainer_class, server)
     clock.lap("setup")  # model, data, rewards, trainer
@@ -332,6 +333,11 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     if monitor is not None and monitor.pruned:
         # Pruned: keep the partial record, skip the final evaluations so the worker is free at once.
         return _record(cfg, context, run, clock, monitor, "pruned", adapter)
+    failure = _training_failure(cfg, context, run)
+    if failure:  # nothing to evaluate: the weights are the ones training started from, or a term taught nothing
+        summary = _record(cfg, context, run, clock, monitor, "failed", adapter, error=failure, failed_in="training",
+                          objective=None)
+        raise RunFailed(failure, summary)
     clock.restart()
     try:
         val, test, reported_adapter = final_evaluations(cfg, context.run_dir, run.trainer.model, run.periodic,
@@ -344,6 +350,13 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         raise EvaluationFailed(f"{error} (the trained adapter is saved in {adapter})", summary) from exc
     clock.lap("eval")
     return _record(cfg, context, run, clock, monitor, "completed", reported_adapter, val, test)
+
+
+def _training_failure(cfg: Any, context: RunContext, run: _Run) -> str | None:
+    """``record.training_failure`` of the training that just ended: its steps, each term's training mean and failures."""
+    history = [row for row in read_jsonl(context.run_dir / METRICS) if "reward" in row]
+    means = {name: reward_trajectory(history, f"rewards/{name}/mean")[1] for name in cfg.reward_mix}
+    return training_failure(run.trainer.state.global_step, means, {fn.__name__: fn.failures for fn in run.reward_funcs})
 
 
 def _prepare_process(cfg: Any, context: RunContext) -> None:

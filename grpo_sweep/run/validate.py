@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer
-from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks
+from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import credential_in, is_secret_key, redact
 from .results import BEST_PREFIX, measured_periodically, without_best
@@ -53,15 +53,16 @@ def validate(cfg: Any) -> None:
         check_optimizer(cfg.optimizer)
         check_logger(cfg.logger)
         need_columns = data_columns(mix)
-        columns = precheck_files(cfg.data, "ground_truth" in need_columns, need_columns).columns
-        check_across(cfg, mix_terms, columns)
+        data = precheck_files(cfg.data, "ground_truth" in need_columns, need_columns)
+        check_across(cfg, mix_terms, data.columns, data.train_rows)
     except ValueError as exc:  # each check's one line (RewardError, DataError, BackendError, ConfigError ...)
         raise ConfigError(str(exc)) from None
 
 
-def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:
+def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None, train_rows: int | None = None) -> None:
     """What spans groups: the prompt and completion within the model's length, the objective, the accuracy reward
-    against the data, the system prompt against the rewards' tags, and no credential anywhere in the config."""
+    against the data, the system prompt against the rewards' tags, a train split that fills a generation, and no
+    credential anywhere in the config."""
     trainer = cfg.trainer
     prompt_budget = trainer.max_prompt_length or 0
     if prompt_budget + trainer.max_completion_length > cfg.model.max_seq_length:
@@ -72,7 +73,38 @@ def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> 
     _check_objective(str(cfg.optimized_metric))
     _check_accuracy_reward(cfg, mix_terms, columns)
     _check_prompt_asks_for_tags(cfg, mix_terms)
+    _check_train_split_fills_a_generation(cfg, train_rows)
     _no_secrets_in(cfg)
+
+
+def _check_train_split_fills_a_generation(cfg: Any, train_rows: int | None) -> None:
+    """TRL's sampler takes the generation batch's distinct prompts from the train split and drops a batch it cannot
+    fill: with fewer train rows than one generation's prompts, an epoch has no batch and the run trains 0 steps.
+    ``train_rows``: the train split's rows where the gate counts them (None: hub data, a large file). The processes
+    are distributed.nproc_per_node's (null: at least 1; the machine's check sees the rest)."""
+    if train_rows is None:
+        return
+    trainer = cfg.trainer
+    processes = cfg.distributed.nproc_per_node or 1
+    steps = trainer.steps_per_generation or trainer.gradient_accumulation_steps
+    given = trainer.args.get("generation_batch_size")
+    batch = given or trainer.per_device_train_batch_size * processes * steps
+    prompts = batch // trainer.num_generations
+    if prompts <= train_rows:
+        return
+    across = processes > 1
+    made = ("trainer.args.generation_batch_size" if given else
+            f"trainer.per_device_train_batch_size x {'distributed.nproc_per_node x ' if across else ''}"
+            f"steps_per_generation = {trainer.per_device_train_batch_size} x {f'{processes} x ' if across else ''}{steps}")
+    limit = cfg.data.max_train_samples
+    source = ("data.max_train_samples" if limit and limit == train_rows else
+              "data.arithmetic.n_train" if cfg.data.source == "arithmetic" else "data.path, less the carved splits")
+    raise ConfigError(
+        f"{made} = {batch} completions a generation, {prompts} prompts of trainer.num_generations="
+        f"{trainer.num_generations} each, but the train split has {train_rows} ({source}): TRL drops a batch it "
+        f"cannot fill, so the run would train 0 steps; lower trainer.per_device_train_batch_size (at most "
+        f"{max(1, train_rows * trainer.num_generations // (processes * steps))}) or give more training rows"
+    )
 
 
 def _tag_default(fn: Any, param: str) -> Any:
@@ -242,6 +274,18 @@ def machine_world(cfg: Any, gpus: int) -> tuple[int, int]:
     return int(cfg.distributed.nproc_per_node), 1
 
 
+def _check_cores(cfg: Any, processes: int) -> None:
+    """A CPU run's processes, all started on this machine, each need a core: ranks beyond the cores this process may
+    use only take turns, and each collective waits for the slowest. (A GPU run's are checked against its GPUs.)"""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if processes > cores:
+        raise ConfigError(
+            f"distributed.nproc_per_node={cfg.distributed.nproc_per_node}: {processes} processes on a CPU machine "
+            f"with {cores} cores for this process (os.sched_getaffinity); set distributed.nproc_per_node to at most "
+            f"{cores}, or run on GPUs"
+        )
+
+
 def check_machine(cfg: Any) -> None:
     """What only the machine that trains can answer: a GPU for GPU-only settings, the backend's packages,
     the code reward's sandbox, the run's processes against its GPUs. Run where training runs (run_task), not on the
@@ -251,10 +295,13 @@ def check_machine(cfg: Any) -> None:
     # GPU, gpu_refusal below names trainer.use_vllm with the rest)
     if cfg.distributed.strategy != "none" or (gpu and server_gpus(cfg)):
         gpus = gpu_count() if gpu else 0
+        world = machine_world(cfg, gpus)
         try:
-            check_world(cfg, *machine_world(cfg, gpus), gpus_per_node=gpus)
+            check_world(cfg, *world, gpus_per_node=gpus)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if not gpu and spawns_here(cfg):
+            _check_cores(cfg, world[0])
         if cfg.distributed.strategy in DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(f"distributed={cfg.distributed.strategy} needs the deepspeed package, which is not "
                               "installed here (pip install deepspeed); or use distributed=ddp")
