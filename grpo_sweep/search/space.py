@@ -237,7 +237,7 @@ def distribution(key: str, spec: Mapping) -> Any:
     if kind == "categorical":
         choices = spec.get("choices")
         if not isinstance(choices, Sequence) or isinstance(choices, str) or not choices:
-            raise SearchSpaceError(f"{name}.choices={choices!r}: categorical needs a non-empty `choices` list")
+            raise SearchSpaceError(f"{name}.choices={choices!r}: categorical needs a non-empty list of choices")
         bad = [c for c in choices if c is not None and not isinstance(c, (bool, int, float, str))]
         if bad:
             raise SearchSpaceError(f"{name}.choices: {bad[0]!r} is not a single value (a number, a string, true/false or "
@@ -261,7 +261,7 @@ def distribution(key: str, spec: Mapping) -> Any:
             warnings.simplefilter("ignore")  # a high that is no whole number of steps: taken down to the last step
             return (IntDistribution if kind == "int" else FloatDistribution)(**args)
     except ValueError as exc:  # Optuna's own: step > 0, low > 0 (or >= 1) with log, step with log
-        raise SearchSpaceError(f"{name}={dict(spec)}: {str(exc).rstrip('.')}") from None
+        raise SearchSpaceError(f"{name}={dict(spec)}: {str(exc).replace('`', '').rstrip('.')}") from None
 
 
 def stick_breaking(u: list[float]) -> list[float]:

@@ -159,8 +159,9 @@ class OptunaSweeperImpl(Sweeper):
         for combination in itertools.product(*options):
             label = list(combination)
             try:
-                cfg = compose(label)
-                check_config(cfg, self._trains_here())
+                cfg = compose(label) if label else job_cfg  # no group searched: the base config, checked already
+                if label:
+                    check_config(cfg, self._trains_here())
                 if engine_choice and cfg.backend.name == "unsloth":
                     label.append("backend.fast_inference=true")
                     cfg = OmegaConf.merge(cfg, {"backend": {"fast_inference": True}})

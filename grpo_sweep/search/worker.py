@@ -84,7 +84,8 @@ def study_failed(study, max_failures: int) -> str | None:
     failed trials within ``max_failures`` are a search's normal cost)."""
     failed = _failed(study)
     if failed and len(failed) == len(study.trials):
-        return f"every one of the {len(failed)} trials failed (Optuna study {study.study_name!r}); {_last_error(failed)}"
+        which = f"every one of the {len(failed)} trials" if len(failed) > 1 else "the only trial"
+        return f"{which} failed (Optuna study {study.study_name!r}); {_last_error(failed)}"
     return too_many_failures(study, max_failures)
 
 
