@@ -266,7 +266,53 @@ FILES: list[Case] = [
 ]
 
 # --- The Optuna search: its space, its storage, a study whose every trial fails --------------------------------
+def space(param: str, *overrides: str) -> Callable[[Path], list[str]]:
+    """A study (hparams_search=bad, from {inputs}) whose space is the one parameter ``param`` (a YAML line)."""
+    text = ("# @package _global_\ndefaults:\n  - /hparams_search/common/study_dir\n  - override /hydra/sweeper: grpo_optuna\n"
+            f"hydra:\n  sweeper:\n    study_name: bad\n    n_trials: 2\n    params:\n      {param}\n")
+    return with_file("hparams_search/bad.yaml", text, "-m", "--config-dir", "{inputs}", "hparams_search=bad", *overrides)
+
+
+def study(*overrides: str) -> Callable[[Path], list[str]]:
+    return args("-m", "hparams_search=lr", *overrides)
+
+
+LR = "hydra.sweeper.params.optimizer.learning_rate"
 SEARCH: list[Case] = [
+    ("an int log range from 0", space("trainer.max_steps: {type: int, low: 0, high: 8, log: true}"),
+     Refused("hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 0, 'high': 8, 'log': True}: low >= 1 "
+             "must hold for log=True")),
+    ("a range to .inf", space("optimizer.learning_rate: {type: float, low: 1e-4, high: .inf}"),
+     Refused(f"{LR}.high=inf: a float range needs a finite number here")),
+    ("a learning-rate range [-1, -0.5]", space("optimizer.learning_rate: {type: float, low: -1, high: -0.5}"),
+     Refused("hydra.sweeper.params: optimizer.learning_rate=-1 is refused: optimizer.learning_rate=-1: must be > 0")),
+    ("a range from low: abc", space("optimizer.learning_rate: {type: float, low: abc, high: 1e-2}"),
+     Refused(f"{LR}.low='abc': a float range needs a finite number here")),
+    ("low above high", space("optimizer.learning_rate: {type: float, low: 1e-2, high: 1e-4}"),
+     Refused(f"{LR}: float needs low < high, got low=0.01, high=0.0001")),
+    ("step 0", space("trainer.max_steps: {type: int, low: 2, high: 8, step: 0}"),
+     Refused("hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 2, 'high': 8, 'step': 0}: step > 0 must hold")),
+    ("a categorical with no choices", space("lora.r: {type: categorical, choices: []}"),
+     Refused("hydra.sweeper.params.lora.r.choices=[]: categorical needs a non-empty list of choices")),
+    ("a choice its key cannot take", space("lora.r: {type: categorical, choices: [8, -4]}"),
+     Refused("hydra.sweeper.params: lora.r=-4 is refused: lora.r=-4: LoRA rank must be > 0")),
+    ("a misspelt setting of a range", space("lora.r: {type: int, lo: 2, high: 8}"),
+     Refused("hydra.sweeper.params.lora.r.lo: not a setting of a parameter of type int")),
+    ("a study whose every trial fails in training",
+     # (hydra.mode=MULTIRUN: the case's arguments follow FAST's overrides, where -m cannot stand)
+     args("hydra.mode=MULTIRUN", "hparams_search=lr", "hydra.sweeper.n_trials=1", "+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5",
+           "+reward_mix.flaky.params.fail=true"),
+     Failed("the only trial failed (Optuna study 'lr'); last error: RewardFailure: reward 'flaky' raised")),
+    ("a PostgreSQL URL with a password, server down", study("hydra.sweeper.storage=postgresql://u:secretpw@127.0.0.1:1/optuna"),
+     Refused("hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna': a password in the URL would be saved")),
+    ("a MySQL URL with a password, server down", study("hydra.sweeper.storage=mysql://u:pw@127.0.0.1:1/x"),
+     Refused("hydra.sweeper.storage='mysql://u:***@127.0.0.1:1/x': a password in the URL would be saved")),
+    ("a PostgreSQL URL, server down", study("hydra.sweeper.storage=postgresql://u@127.0.0.1:1/optuna"),
+     Refused("hydra.sweeper.storage='postgresql://u@127.0.0.1:1/optuna' cannot be opened")),
+    ("a storage that is no URL", study("hydra.sweeper.storage=notaurl"),
+     Refused("hydra.sweeper.storage='notaurl' cannot be opened: ArgumentError")),
+    ("an SQLite file where none can be made", study("hydra.sweeper.storage=sqlite:////proc/nope/x.db"),
+     Refused("hydra.sweeper.storage='sqlite:////proc/nope/x.db' cannot be opened")),
 ]
 
 # --- Credentials: never on disk, never echoed ---------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_space_keeps_only_compatible_generation_counts_without_adjusting():
 @pytest.mark.parametrize(
     "params, weights, message",
     [
-        ({"optimizer.learning_rate": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}, None, "log-scaled range needs low > 0"),
+        ({"optimizer.learning_rate": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}, None, "low > 0 must hold for log=True"),
         ({"optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2}}, None, "'optimizer.lr' is not a config key"),
         ({"lora.r": {"type": "choice", "choices": [8]}}, None, "type='choice'"),
         ({}, {"rewards": ["xmlcount", "nope"]}, "\\['nope'\\] not in reward_mix"),
@@ -84,6 +84,76 @@ def test_bad_search_spaces_fail_clearly(params, weights, message):
 def test_unopenable_storage_is_named(tmp_path):
     with pytest.raises(ValueError, match="hydra.sweeper.storage='postgresql://nobody@127.0.0.1:1/x' cannot be opened"):
         check_storage_url("postgresql://nobody@127.0.0.1:1/x")
+
+
+def test_the_gate_checks_each_parameter_at_the_ends_of_what_it_samples():
+    cfg = compose()  # learning rate 1e-4, num_generations 8 and 2 prompts a step (batch 16), lora.r 64
+    space = SearchSpace.from_config(
+        {"optimizer.learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
+         "lora.r": {"type": "int", "low": 4, "high": 30, "step": 8},
+         "trainer.num_generations": {"type": "categorical", "choices": [2, 8], "adjust_batch": True}}, None, cfg)
+    corners = [(key, value, point) for key, value, point in space.corners(cfg)]
+    assert [(key, value) for key, value, _ in corners] == [
+        ("optimizer.learning_rate", 1e-5), ("optimizer.learning_rate", 1e-3),
+        ("lora.r", 4), ("lora.r", 28),  # the last step below high, as Optuna samples it
+        ("trainer.num_generations", 2), ("trainer.num_generations", 8)]
+    # the other parameters at the config's own values, where their range has them (lora.r 64: its low end)
+    assert corners[0][2] == {"optimizer.learning_rate": 1e-5, "lora.r": 4, "trainer.num_generations": 8,
+                             "trainer.per_device_train_batch_size": 16}
+    inside = SearchSpace.from_config({"trainer.beta": {"type": "float", "low": 0.1, "high": 0.2},
+                                      "lora.r": {"type": "int", "low": 32, "high": 128}}, None, cfg)
+    assert next(inside.corners(cfg)) == ("trainer.beta", 0.1, {"trainer.beta": 0.1, "lora.r": 64})
+    # the batch follows num_generations as in a trial
+    assert corners[-2][2]["trainer.per_device_train_batch_size"] == 4
+    assert space.apply(cfg, corners[-2][2]).trainer.num_generations == 2 and cfg.trainer.num_generations == 8
+
+
+def test_a_study_whose_every_trial_failed_ends_in_one_line(tmp_path):
+    from grpo_sweep.search.worker import study_failed
+
+    def value_of(lr, seed):
+        raise RuntimeError("no GPU left\n(second line)")
+
+    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
+                                  value_of, seeds_per_trial=1)
+    study.optimize(objective, n_trials=3, catch=(Exception,))
+    assert study_failed(study, max_failures=5) == (
+        "every one of the 3 trials failed (Optuna study 'fake'); last error: RuntimeError: no GPU left (each trial's "
+        "summary.json has its traceback)")
+    # some trials failed, within max_failures: the search's normal cost, no failure of the study
+    study.optimize(fake_study(tmp_path / "ok", {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
+                              lambda lr, seed: 0.5, seeds_per_trial=1)[1], n_trials=1)
+    assert study_failed(study, max_failures=5) is None
+    assert study_failed(study, max_failures=2).startswith("Optuna study 'fake' stopped: 3 trials failed, more than "
+                                                          "hydra.sweeper.max_failures=2")
+
+
+def test_a_storage_url_from_the_environment_stays_there(tmp_path, monkeypatch):
+    """The URL (and a password in it) is given through the environment: every file the study writes holds the
+    interpolation, and a refusal masks the password."""
+    from .conftest import launch_here
+
+    url = f"sqlite:///{tmp_path / 'elsewhere' / 'study.db'}"
+    (tmp_path / "out").mkdir()
+    (tmp_path / "refused").mkdir()
+    out = launch_here(["-m", "hparams_search=lr", "hydra.sweeper.n_trials=0", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"],
+                      tmp_path / "out", env={"OPTUNA_STORAGE": url})
+    assert out.returncode == 0, out.stderr[-3000:]
+    study_dir = tmp_path / "out" / "grpo" / "studies" / "lr"
+    assert json.loads((study_dir / "study.json").read_text())["storage"] == "${oc.env:OPTUNA_STORAGE}"
+    assert "storage: ${oc.env:OPTUNA_STORAGE}" in (study_dir / "multirun.yaml").read_text()
+    assert not [p for p in study_dir.rglob("*") if p.is_file() and str(tmp_path / "elsewhere") in p.read_text(errors="replace")]
+    assert 'optuna-dashboard "$OPTUNA_STORAGE"' in out.stdout
+    monkeypatch.setenv("OPTUNA_STORAGE", url)
+    assert study_trials(study_dir) == []  # study.json's storage opens, resolved from the environment
+
+    secret = "postgresql://u:secretpw@127.0.0.1:1/optuna"
+    out = launch_here(["-m", "hparams_search=lr", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"], tmp_path / "refused",
+                      env={"OPTUNA_STORAGE": secret})
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert out.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("grpo-sweep: hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna' cannot be opened")
+    assert "secretpw" not in lines[0] and not list((tmp_path / "refused").iterdir())
 
 
 def run_study(out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -115,7 +185,7 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     assert "FAIL" in states, states  # ...a failing trial is recorded, not fatal...
     assert "COMPLETE" in states, states  # ...and the study completed
     failed = next(t for t in trials if t.state.name == "FAIL")
-    assert "exceeds model.max_seq_length" in failed.user_attrs["error"]
+    assert "flaky reward exploded" in failed.user_attrs["error"]
 
     pruned = next(t for t in trials if t.state.name == "PRUNED")
     summary = json.loads((study_dir / "trials" / str(pruned.number) / "seed42" / "summary.json").read_text())

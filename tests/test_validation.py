@@ -179,7 +179,7 @@ CASES = [
     ("Optuna storage: directory cannot be made", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'f', [])}/optuna.db"), "cannot be opened"),
     ("Optuna storage: not an SQLite file", lambda t, m: check_storage_url(f"sqlite:///{jsonl(t / 'x.db', [{'a': 1}])}"), "cannot be opened: DatabaseError"),
     ("Optuna storage: driver/dialect missing", lambda t, m: check_storage_url("nosuchdb://user@localhost/optuna"), "hydra.sweeper.storage='nosuchdb://user@localhost/optuna' cannot be opened: NoSuchModuleError"),
-    ("Optuna storage: server unreachable", lambda t, m: check_storage_url("postgresql://u:p@127.0.0.1:1/optuna"), "hydra.sweeper.storage='postgresql://u:p@127.0.0.1:1/optuna' cannot be opened"),
+    ("Optuna storage: server unreachable", lambda t, m: check_storage_url("postgresql://u:p@127.0.0.1:1/optuna"), "hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna' cannot be opened"),
     ("a credential in the config", bad(["+trainer.args.hub_token=hf_abcdefgh"]), "trainer.args.hub_token=<hidden>: credentials must not go into the config"),
     ("a field TRL's GRPOConfig does not have", bad(["+trainer.args.scale_reward=batch"]), "trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; did you mean trainer.args.scale_rewards?"),
     ("a GRPOConfig field given the wrong kind of value", bad(["+trainer.args.epsilon=high"]), "trainer.args.epsilon='high': GRPOConfig's epsilon takes float, not str"),

@@ -15,7 +15,7 @@ from ..sweeps.stats import test_interval
 from ..sweeps.tables import markdown_table, number, seed_block
 from .config import TRIALS_DIR
 from .space import merge_overrides, override_key
-from .storage import open_storage
+from .storage import dashboard_argument, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         written = _plots(study, sweep_dir, multi=multi)
         if written:
             lines.append(f"Plots: {', '.join(str(p) for p in written)}")
-    lines.append(f"Browse it: optuna-dashboard {info['storage'].replace('journal:', '')}")
+    lines.append(f"Browse it: optuna-dashboard {dashboard_argument(info['storage'])}")
     text = "\n".join(lines)
     write_text_atomic(sweep_dir / "study.md", text + "\n")
     return text

@@ -14,7 +14,7 @@ No heavy imports: the sweeper composes these on the submitting node.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 PARAM_TYPES = ("float", "int", "categorical")
 # GRPOConfig fields outside the schema pass through this open dict (train.py hands it to GRPOConfig)
@@ -53,12 +53,7 @@ class SearchSpace:
             kind = spec.get("type")
             if kind not in PARAM_TYPES:
                 raise SearchSpaceError(f"hydra.sweeper.params.{key}.type={kind!r}; use one of {PARAM_TYPES}")
-            if kind == "categorical" and not spec.get("choices"):
-                raise SearchSpaceError(f"hydra.sweeper.params.{key}: categorical needs a non-empty `choices` list")
-            if kind in ("float", "int") and not ("low" in spec and "high" in spec and spec["low"] < spec["high"]):
-                raise SearchSpaceError(f"hydra.sweeper.params.{key}: {kind} needs low < high, got {spec}")
-            if kind == "float" and spec.get("log") and spec["low"] <= 0:
-                raise SearchSpaceError(f"hydra.sweeper.params.{key}: a log-scaled range needs low > 0, got {spec['low']}")
+            distribution(key, spec)
             if key in groups:
                 if kind != "categorical":
                     raise SearchSpaceError(
@@ -133,10 +128,11 @@ class SearchSpace:
         values: dict[str, Any] = {}
         for key, spec in self.params.items():
             kind = spec["type"]
+            step = {"step": spec["step"]} if spec.get("step") is not None else {}
             if kind == "float":
-                values[key] = trial.suggest_float(key, spec["low"], spec["high"], log=bool(spec.get("log", False)))
+                values[key] = trial.suggest_float(key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step)
             elif kind == "int":
-                values[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log", False)))
+                values[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step)
             else:
                 values[key] = trial.suggest_categorical(key, list(spec["choices"]))
         names, prefix = self.simplex, "simplex."
@@ -152,6 +148,18 @@ class SearchSpace:
             values["trainer.per_device_train_batch_size"] = prompts_per_step * int(values["trainer.num_generations"])
         return values
 
+    def apply(self, cfg: Any, values: Mapping[str, Any]) -> Any:
+        """A copy of ``cfg`` with a point's values set (a config-group choice is no value: it is composed)."""
+        import copy
+
+        from omegaconf import OmegaConf
+
+        cfg = copy.deepcopy(cfg)
+        for key, value in values.items():
+            if key not in self.groups:
+                OmegaConf.update(cfg, key, value, merge=False, force_add=key in self.added)
+        return cfg
+
     def as_overrides(self, values: Mapping[str, Any]) -> list[str]:
         """Command-line overrides for a point: group choices first (``reward_mix=format``), then values."""
         first = [f"{key}={values[key]}" for key in self.groups if key in values]
@@ -160,6 +168,100 @@ class SearchSpace:
             for key, value in values.items() if key not in self.groups
         ]
         return first + rest
+
+
+    def corners(self, cfg: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+        """``(key, value, point)`` for each value at the edge of what a plain parameter can take (a range's ends, each
+        choice), the other parameters at their base value (or their range's low end / first choice), as
+        ``suggest`` makes the point: what the gate must pass for no trial to fail on the space itself."""
+        for key, spec in self.params.items():
+            if key in self.groups:  # composed and checked choice by choice by the sweeper
+                continue
+            edges = list(spec["choices"]) if spec["type"] == "categorical" else [spec["low"], _high_end(spec)]
+            for value in dict.fromkeys(edges):
+                yield key, value, self.suggest(_Corner(self.params, cfg, {key: value}), cfg)
+
+
+class _Corner:
+    """A trial that answers ``pick`` for its keys and, for the others, the config's own value where the parameter can
+    take it (else the low end or the first choice); a simplex weight gets the middle."""
+
+    def __init__(self, params: Mapping[str, dict], cfg: Any, pick: Mapping[str, Any]):
+        self.params, self.cfg, self.pick = params, cfg, pick
+
+    def _value(self, name: str, can_take: Callable[[Any], bool], default: Any) -> Any:
+        if name in self.pick:
+            return self.pick[name]
+        base = _select(self.cfg, name)
+        return base if base is not _MISSING and can_take(base) else default
+
+    def suggest_float(self, name, low, high, log=False, step=None):
+        if name.startswith("simplex."):
+            return 0.5
+        return self._value(name, lambda v: _number(v) and low <= v <= high, low)
+
+    def suggest_int(self, name, low, high, log=False, step=1):
+        return self._value(name, lambda v: _number(v) and low <= v <= high, low)
+
+    def suggest_categorical(self, name, choices):
+        return self._value(name, lambda v: v in list(choices), list(choices)[0])
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _high_end(spec: dict) -> Any:
+    """The highest value a range samples: ``high``, or the last step below it (as Optuna takes it)."""
+    return distribution("", spec).high
+
+
+RANGE_KEYS = {"float": ("type", "low", "high", "log", "step", "grid"), "int": ("type", "low", "high", "log", "step", "grid"),
+              "categorical": ("type", "choices", "adjust_batch")}
+
+
+def distribution(key: str, spec: Mapping) -> Any:
+    """The Optuna distribution of a parameter's spec; a one-line SearchSpaceError naming the parameter and the value
+    when the spec is not one (Optuna's own checks, and values it would take but no trial could sample)."""
+    import math
+    import warnings
+
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    name = f"hydra.sweeper.params.{key}"
+    kind = spec.get("type")
+    unknown = [k for k in spec if k not in RANGE_KEYS.get(kind, ())]
+    if unknown:
+        raise SearchSpaceError(f"{name}.{unknown[0]}: not a setting of a parameter of type {kind} (it takes "
+                               f"{', '.join(RANGE_KEYS[kind][1:])})")
+    if kind == "categorical":
+        choices = spec.get("choices")
+        if not isinstance(choices, Sequence) or isinstance(choices, str) or not choices:
+            raise SearchSpaceError(f"{name}.choices={choices!r}: categorical needs a non-empty list of choices")
+        bad = [c for c in choices if c is not None and not isinstance(c, (bool, int, float, str))]
+        if bad:
+            raise SearchSpaceError(f"{name}.choices: {bad[0]!r} is not a single value (a number, a string, true/false or "
+                                   "null); to search a group of settings, make it a config group's option")
+        return CategoricalDistribution(list(choices))
+    for end in ("low", "high"):
+        value = spec.get(end)
+        if not _number(value) or not math.isfinite(value) or (kind == "int" and value != int(value)):
+            what = "a whole number" if kind == "int" else "a finite number"
+            raise SearchSpaceError(f"{name}.{end}={value!r}: a {kind} range needs {what} here")
+    step = spec.get("step")
+    if step is not None and (not _number(step) or not math.isfinite(step)):
+        raise SearchSpaceError(f"{name}.step={step!r}: must be a positive number")
+    if not spec["low"] < spec["high"]:
+        raise SearchSpaceError(f"{name}: {kind} needs low < high, got low={spec['low']}, high={spec['high']}")
+    args = {"low": spec["low"], "high": spec["high"], "log": bool(spec.get("log", False))}
+    if step is not None:
+        args["step"] = step
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a high that is no whole number of steps: taken down to the last step
+            return (IntDistribution if kind == "int" else FloatDistribution)(**args)
+    except ValueError as exc:  # Optuna's own: step > 0, low > 0 (or >= 1) with log, step with log
+        raise SearchSpaceError(f"{name}={dict(spec)}: {str(exc).replace('`', '').rstrip('.')}") from None
 
 
 def stick_breaking(u: list[float]) -> list[float]:

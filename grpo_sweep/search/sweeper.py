@@ -5,7 +5,6 @@ It runs on the submitting (login) node: Optuna and SQLAlchemy only, no torch.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any, List
 
@@ -16,7 +15,7 @@ from ..config.grpo_fields import check_args
 from ..run.context import OPTUNA_WORKER, ROLE_ENV
 from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
 from .space import PASSTHROUGH, SearchSpace, SearchSpaceError, merge_overrides
-from .storage import check_storage_url, resolve_url
+from .storage import check_no_password, check_storage_url, open_storage, resolve_url, saved, shown
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,10 @@ class OptunaSweeperImpl(Sweeper):
         s = self.settings
         sweep_dir = Path(self.config.hydra.sweep.dir)
         job_cfg = self._compose(arguments)
+        # the setting as written: an interpolation (${oc.env:...}) stays one in every file the study saves
+        given = OmegaConf.to_container(self.config.hydra.sweeper, resolve=False).get("storage")
         try:
+            check_no_password(given)
             check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
             check_study_processes(job_cfg, self.launcher)
             check_config(job_cfg, self._trains_here())
@@ -79,30 +81,27 @@ class OptunaSweeperImpl(Sweeper):
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise SearchSpaceError(f"hydra.sweeper.seed_key={s.seed_key!r}: the config's value there is {seed!r}, "
                                        "not a whole number (the first replica's seed)")
-            objectives_and_directions(s, job_cfg.optimized_metric)
+            objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
+            url = resolve_url(s.storage, sweep_dir)
+            check_storage_url(url)  # last: the default SQLite file is made in the study's directory
+            study = optuna.create_study(
+                study_name=s.study_name, storage=open_storage(url), directions=directions, load_if_exists=True
+            )
+            have = [d.name.lower() for d in study.directions]
+            if have != directions:
+                raise ValueError(f"hydra.sweeper.direction={directions if len(directions) > 1 else directions[0]}: "
+                                 f"study {s.study_name!r} in {shown(url)} was made to {', '.join(have)}; keep its "
+                                 "direction or give another hydra.sweeper.study_name")
         except (ConfigError, SearchSpaceError, ValueError) as exc:
             stop(ConfigError(f"{exc}; no worker was started"))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
-        url = resolve_url(s.storage, sweep_dir)
-        check_storage_url(url)
-        from .storage import open_storage
-
-        study = optuna.create_study(
-            study_name=s.study_name, storage=open_storage(url), directions=directions, load_if_exists=True
-        )
-        have = [d.name.lower() for d in study.directions]
-        if have != directions:
-            stop(ConfigError(f"hydra.sweeper.direction={directions if len(directions) > 1 else directions[0]}: study "
-                             f"{s.study_name!r} in {url} was made to {', '.join(have)}; keep its direction or give "
-                             "another hydra.sweeper.study_name; no worker was started"))
         done = len(study.trials)
         write_study_file(
             sweep_dir,
             {
                 "study_name": s.study_name,
-                "storage": url,
+                "storage": saved(given, url),
                 "objectives": objectives,
                 "directions": directions,
                 "n_trials": s.n_trials,
@@ -114,7 +113,7 @@ class OptunaSweeperImpl(Sweeper):
         )
         log.info(
             "Optuna study %r (%s): %d trials so far, budget %d, %d worker(s) -> %s",
-            s.study_name, url, done, s.n_trials, s.n_workers, sweep_dir,
+            s.study_name, shown(url), done, s.n_trials, s.n_workers, sweep_dir,
         )
         returns = []
         if done < s.n_trials:
@@ -131,12 +130,11 @@ class OptunaSweeperImpl(Sweeper):
             log.info("study %r already has %d trials (budget %d): nothing to run", s.study_name, done, s.n_trials)
 
         print_study_report(sweep_dir)
-        from .worker import too_many_failures
+        from .worker import study_failed
 
-        message = too_many_failures(optuna.load_study(study_name=s.study_name, storage=open_storage(url)), s.max_failures)
-        if message:
-            print(message, file=sys.stderr)
-            raise RuntimeError(message)
+        message = study_failed(optuna.load_study(study_name=s.study_name, storage=open_storage(url)), s.max_failures)
+        if message:  # after the report: the trials' table says which failed and why
+            stop(ConfigError(message))
         return returns
 
     def _check_space(self, arguments: List[str], job_cfg: DictConfig) -> SearchSpace:
@@ -161,15 +159,22 @@ class OptunaSweeperImpl(Sweeper):
         for combination in itertools.product(*options):
             label = list(combination)
             try:
-                cfg = compose(label)
-                check_config(cfg, self._trains_here())
+                cfg = compose(label) if label else job_cfg  # no group searched: the base config, checked already
+                if label:
+                    check_config(cfg, self._trains_here())
                 if engine_choice and cfg.backend.name == "unsloth":
                     label.append("backend.fast_inference=true")
                     cfg = OmegaConf.merge(cfg, {"backend": {"fast_inference": True}})
                 check_study_engine(cfg, s.n_trials, s.seeds_per_trial)
             except Exception as exc:  # composition errors (Hydra's) as well as ConfigError: each would fail trials
-                first = (str(exc).strip().splitlines() or [""])[0]
-                raise SearchSpaceError(f"hydra.sweeper.params: {' '.join(label)} is refused: {first}") from None
+                raise _refused(label, exc) from None
+        # each plain parameter's ends and choices, the others at their base values: a value no run can take
+        # (learning_rate=-1) would fail every trial that samples it
+        for key, value, point in space.corners(job_cfg):
+            try:
+                check_config(space.apply(job_cfg, point), self._trains_here())
+            except Exception as exc:
+                raise _refused([f"{key}={value}"], exc) from None
         return space
 
     def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
@@ -177,6 +182,11 @@ class OptunaSweeperImpl(Sweeper):
         plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
         single = self._compose(plain, with_hydra_overrides=False)
         return plain + diff_overrides(single, job_cfg)
+
+
+def _refused(label: List[str], exc: Exception) -> SearchSpaceError:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return SearchSpaceError(f"hydra.sweeper.params: {' '.join(label)} is refused: {first}")
 
 
 def diff_overrides(base: DictConfig, target: DictConfig) -> list[str]:

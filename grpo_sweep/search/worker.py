@@ -5,8 +5,8 @@ from config: Optuna does not store them, and a worker that guessed would silentl
 """
 from __future__ import annotations
 
-import copy
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,17 +59,68 @@ def build_pruner(spec: Any, multi_objective: bool, max_steps: int, every: int):
     return optuna.pruners.HyperbandPruner(min_resource=every, max_resource=max_steps, reduction_factor=3)
 
 
-def too_many_failures(study, max_failures: int) -> str | None:
+def _failed(study) -> list:
     import optuna
 
-    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    return [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+
+
+def _last_error(failed: list) -> str:
+    error = failed[-1].user_attrs.get("error") or "its worker died (failed by heartbeat)"
+    return f"last error: {error.strip().splitlines()[0]} (each trial's summary.json has its traceback)"
+
+
+def too_many_failures(study, max_failures: int) -> str | None:
+    """Why the study must stop, in one line: more than ``max_failures`` trials failed."""
+    failed = _failed(study)
     if len(failed) <= max_failures:
         return None
-    last = failed[-1].user_attrs.get("error", "see the trial's summary.json")
-    return (
-        f"Optuna study {study.study_name!r} stopped: {len(failed)} trials failed, more than "
-        f"hydra.sweeper.max_failures={max_failures}; last error: {last}"
-    )
+    return (f"Optuna study {study.study_name!r} stopped: {len(failed)} trials failed, more than "
+            f"hydra.sweeper.max_failures={max_failures}; {_last_error(failed)}")
+
+
+def study_failed(study, max_failures: int) -> str | None:
+    """Why a study that ended failed, in one line: every trial failed, or more than ``max_failures`` did (a few
+    failed trials within ``max_failures`` are a search's normal cost)."""
+    failed = _failed(study)
+    if failed and len(failed) == len(study.trials):
+        which = f"every one of the {len(failed)} trials" if len(failed) > 1 else "the only trial"
+        return f"{which} failed (Optuna study {study.study_name!r}); {_last_error(failed)}"
+    return too_many_failures(study, max_failures)
+
+
+class _OneLine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+class _Stderr(logging.StreamHandler):
+    """The stderr of the moment (a test may redirect it after the handler is made)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
+_OPTUNA_HANDLER = _Stderr()
+_OPTUNA_HANDLER.setFormatter(logging.Formatter("[%(levelname)1.1s %(asctime)s] %(message)s"))  # Optuna's own
+_OPTUNA_HANDLER.addFilter(_OneLine())
+
+
+def log_trials_in_one_line() -> None:
+    """Optuna logs a failed trial with its traceback, a screenful per trial; the run's summary.json keeps that
+    traceback (run_one), so the terminal gets Optuna's one line: the trial, its parameters, the error."""
+    import optuna
+
+    optuna.logging.disable_default_handler()
+    logger = logging.getLogger("optuna")  # the library's root logger (optuna.logging)
+    if _OPTUNA_HANDLER not in logger.handlers:
+        logger.addHandler(_OPTUNA_HANDLER)
 
 
 def config_groups(config_loader, choices) -> dict[str, list[str]]:
@@ -102,10 +153,7 @@ class Objective:
             # a group choice replaces a whole subtree (and may bring defaults of its own): compose it as the
             # command line would, so the trial's config is exactly what its reproduce command gives
             return self.compose(overrides)
-        cfg = copy.deepcopy(self.cfg)
-        for key, value in values.items():
-            OmegaConf.update(cfg, key, value, merge=False, force_add=key in self.space.added)
-        return cfg
+        return self.space.apply(self.cfg, values)
 
     def __call__(self, trial):
         import optuna
@@ -293,6 +341,7 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
             log.error(message)
             study.stop()
 
+    log_trials_in_one_line()
     marker = Path(hydra_cfg.runtime.output_dir) / WORKER_MARKER
     write_json_atomic(marker, {"worker": worker_index, "study": s.study_name, "state": "running"})
     try:
