@@ -22,6 +22,11 @@ REFUSAL = ("grpo-sweep: job 1 (trainer.num_generations=3): trainer.num_generatio
 ENV = {"PYTHONPATH": str(ROOT)}
 
 
+def left_on_disk(root: Path) -> list[str]:
+    """Everything under ``root``: a refused launch leaves nothing (no multirun.yaml, no .submitit/)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
 def started_runs(root: Path) -> list[Path]:
     """What a started run leaves: Hydra's .hydra/ in its run dir, its log, training's metrics."""
     return [p for pattern in ("**/metrics.jsonl", "**/.hydra", "**/launch.log", "**/summary.json", "**/.submitit")
@@ -51,6 +56,8 @@ def test_a_grid_with_one_bad_job_starts_no_run(tmp_path, launcher):
     assert out.returncode == 1, out.stderr[-3000:]
     assert_one_line_refusal(out.stderr, REFUSAL)
     assert started_runs(tmp_path) == [], "a run started although another job of the grid was bad"
+    if "hydra/sweeper=basic" not in launcher:  # Hydra's own sweeper writes its multirun.yaml before the launcher gates
+        assert left_on_disk(tmp_path) == [], "a refused sweep left files"
 
 
 def test_a_slurm_grid_with_one_bad_job_submits_nothing(tmp_path, fake_sbatch):  # noqa: F811
@@ -60,6 +67,8 @@ def test_a_slurm_grid_with_one_bad_job_submits_nothing(tmp_path, fake_sbatch):  
     assert_one_line_refusal(out.stderr, REFUSAL)
     assert list(scripts.iterdir()) == []  # nothing reached sbatch
     assert started_runs(tmp_path) == []
+    assert [p for p in left_on_disk(tmp_path) if p.split("/")[0] not in ("bin", "sbatch_scripts")] == [], \
+        "a refused sweep left files"  # the stand-in sbatch's own folders aside
 
 
 def test_an_optuna_study_with_a_bad_base_config_starts_no_worker(tmp_path):
@@ -145,10 +154,12 @@ def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
         # recognise this class object: set what __init__ and setup() set
         sweeper = object.__new__(GrpoBasicSweeper)
         sweeper.config, sweeper.launcher, sweeper.hydra_context, sweeper.batch_index = master, launcher, context, 0
+        sweeper.params, sweeper.max_batch_size = {}, 1
+        sweeper.plan_sweep(["lora.r=8,16"])  # before the first batch: the gate plans both
+        assert composed == [["lora.r=8"], ["lora.r=16"]]
         sweeper.overrides = GrpoBasicSweeper.split_arguments(OverridesParser.create().parse_overrides(["lora.r=8,16"]), 1)
         first = sweeper.get_job_batch()
-        sweeper.validate_batch_is_legal(first)  # the first batch: the gate plans both
-        assert composed == [["lora.r=8"], ["lora.r=16"]]
+        sweeper.validate_batch_is_legal(first)
         dirs = launcher.plan(first, 0)
         second = sweeper.get_job_batch()
         sweeper.validate_batch_is_legal(second)
