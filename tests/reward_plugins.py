@@ -94,3 +94,29 @@ def make_positional_reward():
 def make_failing_reward(n):
     """A factory that refuses its argument with a multi-line message."""
     raise ValueError(f"n={n} is too big\nsee the docs")
+
+
+def make_interrupting_reward():
+    """A factory that raises KeyboardInterrupt itself (no Ctrl-C was pressed)."""
+    raise KeyboardInterrupt
+
+
+def make_exiting_reward():
+    """A factory that ends the process itself."""
+    raise SystemExit(3)
+
+
+def make_ctrl_c_reward():
+    """A factory during which the user presses Ctrl-C (SIGINT reaches the process)."""
+    import signal
+
+    signal.raise_signal(signal.SIGINT)
+    return prefix_reward
+
+
+def ctrl_c_in_training(completions, **kwargs):
+    """A reward during whose first call the user presses Ctrl-C: the run is training then."""
+    import signal
+
+    signal.raise_signal(signal.SIGINT)
+    return [0.0] * len(completions)

@@ -14,7 +14,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from .gate import check_config, check_run
+from .gate import check_config, check_run, telling_interrupts_apart, unexpected
 from ..run.validate import ConfigError
 
 
@@ -44,17 +44,28 @@ class Preflight(Callback):
             raise SystemExit(f"grpo-sweep: hydra/launcher={launcher} starts the runs of a sweep (-m); add -m to run "
                              f"this one there (python launch.py -m hydra/launcher={launcher} ...), or drop "
                              "hydra/launcher to train it here")
-        try:
-            check_run(_job_config(config), Path(config.hydra.run.dir), trains_here=True)
-        except ConfigError as exc:
-            raise SystemExit(f"grpo-sweep: {exc}") from None
+        job = _job_config(config)
+        _gate(lambda: check_run(job, Path(config.hydra.run.dir), trains_here=True), job)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if _gates_its_sweep(config):
             return
         # another sweeper: its runs are its own to make up (each batch still passes the gate in grpo-sweep's
         # launchers); the base config they start from must be valid
+        job = _job_config(config)
+        _gate(lambda: check_config(job, trains_here=False), job)
+
+
+def _gate(check: Any, job: DictConfig) -> None:
+    """``check()``, its refusal (or anything else it raised but the user's Ctrl-C, ``gate.unexpected``) leaving as
+    one line."""
+    with telling_interrupts_apart() as pressed:
         try:
-            check_config(_job_config(config), trains_here=False)
+            check()
         except ConfigError as exc:
             raise SystemExit(f"grpo-sweep: {exc}") from None
+        except BaseException as exc:
+            failure = unexpected(exc, "", job, pressed)
+            if failure is exc:
+                raise
+            raise SystemExit(failure) from None
