@@ -303,3 +303,24 @@ def test_which_launchers_give_each_run_its_own_process():
         GrpoBasicLauncher, GrpoPoolLauncher, BasicLauncher, JoblibLauncher)}
     assert own == {"GrpoLocalLauncher": True, "GrpoSlurmLauncher": True, "LocalLauncher": True, "SlurmLauncher": True,
                    "GrpoBasicLauncher": False, "GrpoPoolLauncher": False, "BasicLauncher": False, "JoblibLauncher": False}
+
+
+def test_a_gate_that_raises_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    """Anything the gate raises that is not a refusal (a bug, a file it could not read) ends the launch in one line
+    naming the run and the error, for a single run and a sweep; HYDRA_FULL_ERROR=1 shows the trace."""
+    from grpo_sweep.sweeps import gate, preflight
+
+    def broken(cfg, run_dir, trains_here):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(gate, "check_run", broken)
+    monkeypatch.setattr(preflight, "check_run", broken)
+    bug = "KeyError: 'a bug' (a bug: please report; HYDRA_FULL_ERROR=1 shows the trace)"
+    for args, line in [([], f"grpo-sweep: the gate failed: {bug}"),
+                       (["-m", "lora.r=8,16"], f"grpo-sweep: the gate failed on job 0 (lora.r=8): {bug}; no run was started")]:
+        out = launch_here(args, tmp_path)
+        assert out.returncode == 1, out.stderr[-3000:]
+        assert [entry for entry in (out.stdout + out.stderr).splitlines() if entry.strip()] == [line], out.stderr[-3000:]
+        assert left_on_disk(tmp_path) == []
+    with pytest.raises(KeyError, match="a bug"):  # out of the launch: the interpreter prints its trace
+        launch_here(["-m", "lora.r=8,16"], tmp_path, env={"HYDRA_FULL_ERROR": "1"})
