@@ -17,7 +17,7 @@ from .tracking import open_logger
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
 from .run.results import EvaluationFailed, read_run_summary
-from .run.distributed import in_slurm_job_of_many_tasks, join_slurm_job
+from .run.distributed import RankFailed, in_slurm_job_of_many_tasks, join_slurm_job
 from .run.validate import ConfigError, check_machine
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def run_task(cfg: Any) -> float | None:
         summary = run_one(cfg, context, gate=gate, open_tracker=open_logger)
     except KeyboardInterrupt:
         interrupted(context)
-    except (ConfigError, EvaluationFailed) as exc:  # recorded in the run's summary.json; one line, not a traceback
+    except (ConfigError, EvaluationFailed, RankFailed) as exc:  # recorded in the run's summary.json; one line
         if not context.multirun:
             raise SystemExit(f"grpo-sweep: {exc}") from None  # no job failure to Hydra: it stops the process
         log.error("run %s%s: %s", context.run_dir, " refused" if isinstance(exc, ConfigError) else "", exc)
