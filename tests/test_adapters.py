@@ -217,9 +217,11 @@ def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypa
     from hydra import compose, initialize_config_dir
 
     from grpo_sweep.adapters.hydra import one_line_errors
+    from grpo_sweep.configstore import register_configs
 
     from .conftest import CONF
 
+    register_configs()
     where = f"{_version('hydra-core')} (adapters/hydra.py)"
     assert list(inspect.signature(utils.run_and_report).parameters) == ["func"], where
 
