@@ -110,6 +110,16 @@ TOP: list[Case] = [
              "gate; no run was started")),
     ("a reward factory raising SystemExit(3)", args("+reward_mix.stop.factory=tests.reward_plugins.make_exiting_reward", STOP),
      Refused("reward_mix.stop.factory=tests.reward_plugins.make_exiting_reward raised SystemExit: 3 at the gate")),
+    ("an interpolation that fails, hydra.run.dir=${oops}", args("hydra.run.dir=${{oops}}"),
+     Refused("hydra.run.dir: Interpolation key 'oops' not found")),
+    ("-m with an interpolation that fails, lora.r=${oops}", args("-m", "lora.r=${{oops}}"),
+     Refused("lora.r: Interpolation key 'oops' not found; no run was started")),
+    ("-m with a sweep type the sweeper lacks, lora.r=interval(1,3)", args("-m", "lora.r=interval(1,3)"),
+     Refused("BasicSweeper does not support sweep type : INTERVAL_SWEEP")),
+    ("-m hydra.sweeper.max_batch_size=0", args("-m", "lora.r=8,16", "hydra.sweeper.max_batch_size=0"),
+     Refused("hydra.sweeper.max_batch_size=0: a batch holds at least one run")),
+    ("-m hydra/launcher=nope", args("-m", "hydra/launcher=nope", "lora.r=8,16"),
+     Refused("Could not find 'hydra/launcher/nope'; options: basic, grpo_basic")),
 ]
 
 TABLES = {"Values": VALUES, "Files": FILES, "Search": SEARCH, "Credentials": CREDENTIALS, "Judge": JUDGE, "Top": TOP}

@@ -85,7 +85,7 @@ def store_over_plugin(group: str, name: str, node: Any, provider: str) -> None:
 
 
 def compose_error_line(exc: BaseException) -> str:
-    """One line of Hydra's words for a composition error (a CompactHydraException): its message, the first line
+    """One line of Hydra's words for a composition error (a HydraException): its message, the first line
     of OmegaConf's cause (the rest is the node's key and types), the options of a group where it lists them (not
     the config search path), and the override a parse error is about (its message does not name it)."""
     from hydra.errors import MissingConfigException, OverrideParseException
@@ -109,11 +109,11 @@ def compose_error_line(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def one_line_errors(prefix: str) -> Iterator[None]:
-    """While it lasts, a composition error that Hydra's ``run_and_report`` would print in 5 to 17 lines ends the
-    process with ``prefix`` and ``compose_error_line`` (exit status 1). With HYDRA_FULL_ERROR=1 Hydra reports it
+    """While it lasts, a composition error (any HydraException) that Hydra's ``run_and_report`` would print in 5
+    to 17 lines, or as a traceback, ends the process with ``prefix`` and ``compose_error_line`` (exit status 1). With HYDRA_FULL_ERROR=1 Hydra reports it
     as it does (the whole trace); any other exception is Hydra's to report."""
     from hydra._internal import utils
-    from hydra.errors import CompactHydraException
+    from hydra.errors import HydraException
 
     report = utils.run_and_report
 
@@ -121,7 +121,7 @@ def one_line_errors(prefix: str) -> Iterator[None]:
         def compact() -> Any:
             try:
                 return func()
-            except CompactHydraException as exc:
+            except HydraException as exc:  # Hydra's word for what it was given (a sweep type its sweeper lacks...)
                 if os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
                 line = compose_error_line(exc)

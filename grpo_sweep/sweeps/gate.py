@@ -123,6 +123,20 @@ def unexpected(exc: BaseException, where: str, cfg: Any, pressed: Pressed) -> Ba
             "HYDRA_FULL_ERROR=1 shows the trace)")
 
 
+_OMEGACONF_DETAIL = re.compile(r"(full_key|reference_type|object_type)[:=]\s*(.*)")
+
+
+def one_line(exc: BaseException) -> str:
+    """A refusal's text on one line: OmegaConf's messages (raised, or quoted in a ConfigError) give the node's key
+    and types on lines of their own (the key leads the line instead), and no message may leave a line break in it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    details = {m.group(1): m.group(2) for m in map(_OMEGACONF_DETAIL.fullmatch, lines) if m}
+    kept = [line for line in lines if not _OMEGACONF_DETAIL.fullmatch(line)]
+    text = "; ".join(kept)
+    key = details.get("full_key") or getattr(exc, "full_key", None)
+    return f"{key}: {text}" if key and not text.startswith(f"{key}") else text
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0]
 
@@ -261,8 +275,8 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
                 check_run(cfg, run_dir, trains_here)
                 if gated:
                     check_world(cfg, *launcher.run_world(cfg))
-            except (ConfigError, ValueError) as exc:
-                raise Refused(f"grpo-sweep: {where}: {exc}; no run was started") from None
+            except (ConfigError, ValueError) as exc:  # OmegaConf's errors in a value are ValueErrors too
+                raise Refused(f"grpo-sweep: {where}: {one_line(exc)}; no run was started") from None
             except BaseException as exc:
                 failure = unexpected(exc, where, cfg, pressed)
                 if failure is exc:

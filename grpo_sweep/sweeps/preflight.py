@@ -13,8 +13,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from .gate import check_config, check_run, telling_interrupts_apart, unexpected
+from .gate import check_config, check_run, one_line, telling_interrupts_apart, unexpected
 from ..run.validate import ConfigError
 
 
@@ -35,8 +36,10 @@ def _gates_its_sweep(config: DictConfig) -> bool:
 class Preflight(Callback):
     # Hydra turns a callback's Exception into a warning and carries on; SystemExit stops the launch.
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        asked = [o for o in OmegaConf.select(config, "hydra.overrides.hydra", default=[]) or []
-                 if str(o).split("=", 1)[0].lstrip("+~") == "hydra/launcher"]
+        given = OmegaConf.select(config, "hydra.overrides.hydra", default=None)
+        # as typed: an override's value may hold an interpolation (hydra.run.dir=${...}), the gate's to check
+        given = OmegaConf.to_container(given, resolve=False) if given is not None else []
+        asked = [o for o in given if str(o).split("=", 1)[0].lstrip("+~") == "hydra/launcher"]
         launcher = str(asked[-1]).split("=", 1)[1] if asked else None
         if launcher and launcher not in ("local", "grpo_basic", "basic"):
             # Hydra starts a launcher only for -m: without it this run would train here, not where the command says
@@ -62,8 +65,8 @@ def _gate(check: Any, job: DictConfig) -> None:
     with telling_interrupts_apart() as pressed:
         try:
             check()
-        except ConfigError as exc:
-            raise SystemExit(f"grpo-sweep: {exc}") from None
+        except (ConfigError, OmegaConfBaseException) as exc:  # a value of the config: an interpolation that fails
+            raise SystemExit(f"grpo-sweep: {one_line(exc)}") from None
         except BaseException as exc:
             failure = unexpected(exc, "", job, pressed)
             if failure is exc:

@@ -158,6 +158,9 @@ class GrpoBasicSweeper(BasicSweeper):
         from grpo_sweep.sweeps.gate import Refused, plan_runs, stop
 
         try:
+            if self.max_batch_size is not None and self.max_batch_size < 1:
+                raise Refused(f"hydra.sweeper.max_batch_size={self.max_batch_size}: a batch holds at least one run; "
+                              "use >= 1, or null for the whole sweep in one batch")
             plan_runs(self.launcher, sweep_jobs(self, arguments), 0, config=self.config,
                       loader=self.hydra_context.config_loader)
         except Refused as exc:
