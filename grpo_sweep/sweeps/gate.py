@@ -3,15 +3,18 @@ checked) before any run starts, whichever launcher starts them.
 
 Who calls it: every grpo-sweep launcher (``GatedLauncher``: hydra/launcher=local, pool, submitit_local, slurm)
 before it starts or submits its batch, so a bad run in the batch stops all of it; the ``grpo_basic`` sweeper for
-the whole sweep before its first batch (a sweep in several batches must not run batch 1 when batch 2 is bad), and
-hands that plan to the launcher so that no run is composed twice; the Optuna sweeper for its base config and
+the whole sweep before Hydra writes anything for it (a refused sweep leaves nothing on disk; a sweep in several
+batches must not run batch 1 when batch 2 is bad), and hands that plan to the launcher so that no run is composed
+twice; the Optuna sweeper for its base config and
 every config-group choice of its space (``check_config``), and the Optuna workers for every trial
 (``check_run``); the Preflight callback for a single run, and the training process itself (``app.run_task``) for
 what only the machine that trains can answer.
 
 A refusal is one line naming the run and the bad value: ``plan_runs`` raises ``Refused``, and where Hydra would
 print it (launchers, sweepers) it leaves as SystemExit with that line: Hydra adds a line of its own to an
-exception, even a CompactHydraException. No torch is imported here.
+exception, even a CompactHydraException. Anything else the gate's checks raise is one line too (``unexpected``):
+a reward term's own code that raised, named as the term, or the gate's bug; the user's Ctrl-C
+(``telling_interrupts_apart``) stops the launch. No torch is imported here.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
-from hydra.errors import CompactHydraException
+from hydra.errors import CompactHydraException, HydraException
 from omegaconf import OmegaConf, open_dict
 
 from ..adapters.hydra import is_config_group
@@ -112,7 +115,7 @@ def unexpected(exc: BaseException, where: str, cfg: Any, pressed: Pressed) -> Ba
     term's code that raised (even KeyboardInterrupt or SystemExit) named as the term, anything else as the gate's
     bug. No input of the user's gets a traceback."""
     own_exit = isinstance(exc, SystemExit) and str(exc.code).startswith("grpo-sweep: ")
-    if (own_exit or isinstance(exc, (CompactHydraException, GeneratorExit)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
+    if (own_exit or isinstance(exc, (HydraException, GeneratorExit)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
             or (isinstance(exc, KeyboardInterrupt) and pressed.pressed)):
         return exc
     what = f"{type(exc).__name__}: {_first_line(exc)}" if str(exc).strip() else type(exc).__name__
