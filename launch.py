@@ -7,6 +7,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from grpo_sweep.adapters.hydra import one_line_errors
 from grpo_sweep.configstore import register_configs
 from grpo_sweep.sweeps.sweep_end import FAILED_RUNS
 
@@ -21,6 +22,13 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with one_line_errors("grpo-sweep: "):  # a typo'd key, a wrong type, an unknown option: one line
+            main()
+    except KeyboardInterrupt:  # the user's Ctrl-C before a run started (one that trains says more: app.interrupted)
+        from grpo_sweep.app import INTERRUPTED
+
+        print("grpo-sweep: interrupted", file=sys.stderr)
+        sys.exit(INTERRUPTED)
     # a sweep goes on past a failed run and prints the table; its exit status still says something failed
     sys.exit(1 if FAILED_RUNS else 0)

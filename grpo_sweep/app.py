@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from .run.context import RunContext, from_hydra
 from .run.lifecycle import run_one
@@ -16,12 +17,14 @@ from .tracking import open_logger
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
 from .run.results import read_run_summary
-from .run.distributed import in_slurm_job_of_many_tasks, join_slurm_job
+from .run.distributed import RankFailed, in_slurm_job_of_many_tasks, join_slurm_job
 from .run.validate import ConfigError, check_machine
 
 log = logging.getLogger(__name__)
 # what the end-of-run lines show for a figure the run did not measure
 NA = "n/a"
+# the exit status of a launch the user interrupted (Ctrl-C), as a shell gives a process that SIGINT ended
+INTERRUPTED = 130
 
 
 def run_task(cfg: Any) -> float | None:
@@ -41,7 +44,9 @@ def run_task(cfg: Any) -> float | None:
     gate = check_machine if context.multirun else None
     try:
         summary = run_one(cfg, context, gate=gate, open_tracker=open_logger)
-    except (ConfigError, RunFailed) as exc:  # recorded in the run's summary.json; one line, not a traceback
+    except KeyboardInterrupt:
+        interrupted(context)
+    except (ConfigError, RunFailed, RankFailed) as exc:  # recorded in the run's summary.json; one line, not a traceback
         if not context.multirun:
             raise SystemExit(f"grpo-sweep: {exc}") from None  # no job failure to Hydra: it stops the process
         log.error("run %s%s: %s", context.run_dir, " refused" if isinstance(exc, ConfigError) else "", exc)
@@ -57,6 +62,19 @@ def run_task(cfg: Any) -> float | None:
         return None
     print(format_summary(summary))
     return summary.objective
+
+
+def interrupted(context: RunContext) -> NoReturn:
+    """The user's Ctrl-C while a run trained: lifecycle leaves the run as it is (its checkpoints, no failure
+    recorded), so that the same command in its directory goes on from its last checkpoint; the launch stops, with
+    one line saying how, and the exit status of an interrupt (130)."""
+    if context.multirun:
+        line = (f"interrupted in run {context.run_dir}; the same sweep with hydra.sweep.dir={context.run_dir.parent} "
+                "continues it from its last checkpoint")
+    else:
+        line = f"interrupted; the same command with hydra.run.dir={context.run_dir} continues the run from its last checkpoint"
+    print(f"grpo-sweep: {line}", file=sys.stderr)
+    raise SystemExit(INTERRUPTED) from None
 
 
 def task_context(cfg: Any) -> RunContext:

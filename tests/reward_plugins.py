@@ -99,3 +99,40 @@ def make_failing_reward(n):
 def always_raises(completions, **kwargs):
     """A reward broken on every sample (with reward_errors=skip each is scored None and counted)."""
     raise ValueError("this reward cannot score anything")
+
+
+def make_interrupting_reward():
+    """A factory that raises KeyboardInterrupt itself (no Ctrl-C was pressed)."""
+    raise KeyboardInterrupt
+
+
+def make_exiting_reward():
+    """A factory that ends the process itself."""
+    raise SystemExit(3)
+
+
+def make_ctrl_c_reward():
+    """A factory during which the user presses Ctrl-C (SIGINT reaches the process)."""
+    import signal
+
+    signal.raise_signal(signal.SIGINT)
+    return prefix_reward
+
+
+def ctrl_c_in_training(completions, **kwargs):
+    """A reward during whose first call the user presses Ctrl-C: the run is training then."""
+    import signal
+
+    signal.raise_signal(signal.SIGINT)
+    return [0.0] * len(completions)
+
+
+def killed_on_rank(completions, rank=1, **kwargs):
+    """SIGKILLs its own process in one rank of a multi-process run (its RANK), as the OOM killer would; scores 0 in
+    the others."""
+    import os
+    import signal
+
+    if os.environ.get("RANK") == str(rank):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return [0.0] * len(completions)

@@ -119,7 +119,7 @@ def test_hydra_loader_repository_and_basic_sweeper_batches_are_there(tmp_path):
 
     from hydra.core.config_store import ConfigStore
 
-    from grpo_sweep.adapters.hydra import is_config_group, store_over_plugin, sweep_jobs_at_first_batch
+    from grpo_sweep.adapters.hydra import is_config_group, store_over_plugin, sweep_jobs
 
     from .conftest import CONF
 
@@ -129,13 +129,15 @@ def test_hydra_loader_repository_and_basic_sweeper_batches_are_there(tmp_path):
 
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF)))
     assert is_config_group(loader, "reward_mix") and not is_config_group(loader, "trainer.max_steps"), where
-    # BasicSweeper sets `overrides` (the sweep split into batches) and `batch_index` (incremented before each batch
-    # is checked) as it hands out batches; that a real sweep's second batch is gated with its first is
-    # test_gate.py's test_a_grid_with_one_bad_job_starts_no_run[local-batches]
-    sweeper = SimpleNamespace(overrides=[[["a=1"], ["a=2"]], [["a=3"]]], batch_index=1)
-    assert sweep_jobs_at_first_batch(sweeper) == [["a=1"], ["a=2"], ["a=3"]]
-    sweeper.batch_index = 2
-    assert sweep_jobs_at_first_batch(sweeper) is None
+    # a BasicSweeper's jobs, its params (hydra.sweeper.params) first, in the order of its batches; that a real
+    # sweep's second batch is gated with its first is test_gate.py's
+    # test_a_grid_with_one_bad_job_starts_no_run[local-batches]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    sweeper = object.__new__(BasicSweeper)
+    sweeper.params, sweeper.max_batch_size = {"b": "x,y"}, 1
+    sweeper.hydra_context = SimpleNamespace(config_loader=loader)
+    assert sweep_jobs(sweeper, ["a=1,2"]) == [["b=x", "a=1"], ["b=x", "a=2"], ["b=y", "a=1"], ["b=y", "a=2"]], where
     # after the plugin scan, the stored entry is ours
     store_over_plugin("hydra/launcher", "guard_entry", {"x": 1}, provider="test")
     assert ConfigStore.instance().load("hydra/launcher/guard_entry.yaml").node.x == 1, where
@@ -205,6 +207,54 @@ def test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget(tmp_p
     assert study_trials_made_by_racing_workers(tmp_path, workers=4, n_trials=60) == 60, where
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'o.db'}")
     assert has_trial_number(study, 59) and not has_trial_number(study, 60), where
+
+
+def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypatch, capsys):
+    """What Hydra's run_and_report prints for an override it cannot compose, as one line; HYDRA_FULL_ERROR=1 still
+    gives the trace; any other exception is Hydra's to report."""
+    import pytest
+    from hydra._internal import utils
+    from hydra import compose, initialize_config_dir
+
+    from grpo_sweep.adapters.hydra import one_line_errors
+    from grpo_sweep.configstore import register_configs
+
+    from .conftest import CONF
+
+    register_configs()
+    where = f"{_version('hydra-core')} (adapters/hydra.py)"
+    assert list(inspect.signature(utils.run_and_report).parameters) == ["func"], where
+
+    def composing(override):
+        def run():
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                compose(config_name="config", overrides=[override])
+        return lambda: utils.run_and_report(run)
+
+    lines = {
+        "lora.r=two": "Error merging override lora.r=two: Value 'two' of type 'str' could not be converted to Integer",
+        "lora.rr=3": "Could not override 'lora.rr': Key 'rr' not in 'LoraConfig'; To append to your config use +lora.rr=3",
+        "lora=nope": "In 'config': Could not find 'lora/nope'; options: default, none, wide",
+        "lora.r=[": "lora.r=[: no viable alternative at input '['; See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details",
+    }
+    with one_line_errors("grpo-sweep: "):
+        for override, line in lines.items():
+            with pytest.raises(SystemExit) as stopped:
+                composing(override)()
+            assert stopped.value.code == f"grpo-sweep: {line}", where
+        monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+        with pytest.raises(Exception, match="Could not override 'lora.rr'"):
+            composing("lora.rr=3")()
+        monkeypatch.delenv("HYDRA_FULL_ERROR")
+
+        def bug():
+            raise RuntimeError("a bug")
+        with pytest.raises(SystemExit) as stopped:  # Hydra's own report: a traceback, exit status 1
+            utils.run_and_report(bug)
+        assert stopped.value.code == 1 and "RuntimeError: a bug" in capsys.readouterr().err, where
+    with pytest.raises(SystemExit) as stopped:  # afterwards Hydra reports as it did
+        composing("lora.r=two")()
+    assert stopped.value.code == 1, where
 
 
 def test_no_private_api_of_another_library_outside_adapters():

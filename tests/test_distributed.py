@@ -75,6 +75,24 @@ def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
     assert "\n" not in error and str(summary_path.parent / "ranks") in error
 
 
+# two processes that import torch and train (~60 s on 2 cores)
+@pytest.mark.slow
+def test_a_killed_rank_fails_the_run_in_one_line(tmp_path):
+    """A rank SIGKILLed (the OOM killer, a kill -9): the launch ends with one line naming the rank and the signal,
+    not torchrun's report and Hydra's traceback, and the run's record names the failure."""
+    kill = ["+reward_mix.kill.fn=tests.reward_plugins.killed_on_rank", "+reward_mix.kill.weight=0.5"]
+    out = run_launch([*FAST, *TWO, *kill], tmp_path, env=ENV)
+    assert out.returncode == 1, out.stderr[-3000:]
+    [run_dir] = list(tmp_path.glob("grpo/runs/*"))
+    line = f"rank 1 of 2 was killed (SIGKILL, exit code -9; its log: {run_dir / 'ranks'})"
+    printed = [entry for entry in (out.stdout + out.stderr).splitlines() if entry.strip()]
+    assert printed[-1] == f"grpo-sweep: {line}", printed[-30:]
+    # what the run itself printed before (rank 0's lines) is all there is besides
+    assert [entry for entry in printed[:-1] if not entry.startswith("[rank0]:")] == [], printed
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == ("failed", f"RankFailed: {line}")
+
+
 TORCHRUN_REFUSAL = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts "
                     "a run's processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
 

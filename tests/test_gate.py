@@ -22,6 +22,11 @@ REFUSAL = ("grpo-sweep: job 1 (trainer.num_generations=3): trainer.num_generatio
 ENV = {"PYTHONPATH": str(ROOT)}
 
 
+def left_on_disk(root: Path) -> list[str]:
+    """Everything under ``root``: a refused launch leaves nothing (no multirun.yaml, no .submitit/)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
 def started_runs(root: Path) -> list[Path]:
     """What a started run leaves: Hydra's .hydra/ in its run dir, its log, training's metrics."""
     return [p for pattern in ("**/metrics.jsonl", "**/.hydra", "**/launch.log", "**/summary.json", "**/.submitit")
@@ -51,6 +56,8 @@ def test_a_grid_with_one_bad_job_starts_no_run(tmp_path, launcher):
     assert out.returncode == 1, out.stderr[-3000:]
     assert_one_line_refusal(out.stderr, REFUSAL)
     assert started_runs(tmp_path) == [], "a run started although another job of the grid was bad"
+    if "hydra/sweeper=basic" not in launcher:  # Hydra's own sweeper writes its multirun.yaml before the launcher gates
+        assert left_on_disk(tmp_path) == [], "a refused sweep left files"
 
 
 def test_a_slurm_grid_with_one_bad_job_submits_nothing(tmp_path, fake_sbatch):  # noqa: F811
@@ -60,6 +67,8 @@ def test_a_slurm_grid_with_one_bad_job_submits_nothing(tmp_path, fake_sbatch):  
     assert_one_line_refusal(out.stderr, REFUSAL)
     assert list(scripts.iterdir()) == []  # nothing reached sbatch
     assert started_runs(tmp_path) == []
+    assert [p for p in left_on_disk(tmp_path) if p.split("/")[0] not in ("bin", "sbatch_scripts")] == [], \
+        "a refused sweep left files"  # the stand-in sbatch's own folders aside
 
 
 def test_an_optuna_study_with_a_bad_base_config_starts_no_worker(tmp_path):
@@ -145,10 +154,12 @@ def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
         # recognise this class object: set what __init__ and setup() set
         sweeper = object.__new__(GrpoBasicSweeper)
         sweeper.config, sweeper.launcher, sweeper.hydra_context, sweeper.batch_index = master, launcher, context, 0
+        sweeper.params, sweeper.max_batch_size = {}, 1
+        sweeper.plan_sweep(["lora.r=8,16"])  # before the first batch: the gate plans both
+        assert composed == [["lora.r=8"], ["lora.r=16"]]
         sweeper.overrides = GrpoBasicSweeper.split_arguments(OverridesParser.create().parse_overrides(["lora.r=8,16"]), 1)
         first = sweeper.get_job_batch()
-        sweeper.validate_batch_is_legal(first)  # the first batch: the gate plans both
-        assert composed == [["lora.r=8"], ["lora.r=16"]]
+        sweeper.validate_batch_is_legal(first)
         dirs = launcher.plan(first, 0)
         second = sweeper.get_job_batch()
         sweeper.validate_batch_is_legal(second)
@@ -292,3 +303,24 @@ def test_which_launchers_give_each_run_its_own_process():
         GrpoBasicLauncher, GrpoPoolLauncher, BasicLauncher, JoblibLauncher)}
     assert own == {"GrpoLocalLauncher": True, "GrpoSlurmLauncher": True, "LocalLauncher": True, "SlurmLauncher": True,
                    "GrpoBasicLauncher": False, "GrpoPoolLauncher": False, "BasicLauncher": False, "JoblibLauncher": False}
+
+
+def test_a_gate_that_raises_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    """Anything the gate raises that is not a refusal (a bug, a file it could not read) ends the launch in one line
+    naming the run and the error, for a single run and a sweep; HYDRA_FULL_ERROR=1 shows the trace."""
+    from grpo_sweep.sweeps import gate, preflight
+
+    def broken(cfg, run_dir, trains_here):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(gate, "check_run", broken)
+    monkeypatch.setattr(preflight, "check_run", broken)
+    bug = "KeyError: 'a bug' (a bug: please report; HYDRA_FULL_ERROR=1 shows the trace)"
+    for args, line in [([], f"grpo-sweep: the gate failed: {bug}"),
+                       (["-m", "lora.r=8,16"], f"grpo-sweep: the gate failed on job 0 (lora.r=8): {bug}; no run was started")]:
+        out = launch_here(args, tmp_path)
+        assert out.returncode == 1, out.stderr[-3000:]
+        assert [entry for entry in (out.stdout + out.stderr).splitlines() if entry.strip()] == [line], out.stderr[-3000:]
+        assert left_on_disk(tmp_path) == []
+    with pytest.raises(KeyError, match="a bug"):  # out of the launch: the interpreter prints its trace
+        launch_here(["-m", "lora.r=8,16"], tmp_path, env={"HYDRA_FULL_ERROR": "1"})

@@ -355,7 +355,43 @@ JUDGE: list[Case] = [
 ]
 
 # --- What Hydra and the process itself print: type errors, a killed rank, an interrupted factory -----------------
+STOP = "+reward_mix.stop.weight=1"
 TOP: list[Case] = [
+    ("distributed.nproc_per_node=two", args("distributed.nproc_per_node=two"),
+     Refused("Error merging override distributed.nproc_per_node=two: Value 'two' of type 'str' could not be converted to Integer")),
+    ("distributed.nproc_per_node=1.5", args("distributed.nproc_per_node=1.5"),
+     Refused("Error merging override distributed.nproc_per_node=1.5: Value '1.5' of type 'float' could not be converted to Integer")),
+    ("trainer.max_steps=1e9", args("trainer.max_steps=1e9"),
+     Refused("Error merging override trainer.max_steps=1e9: Value '1000000000.0' of type 'float' could not be converted to Integer")),
+    ("unknown key lora.rr=3", args("lora.rr=3"),
+     Refused("Could not override 'lora.rr': Key 'rr' not in 'LoraConfig'; To append to your config use +lora.rr=3")),
+    ("unknown group option reward_mix=nope", args("reward_mix=nope"),
+     Refused("Could not find 'reward_mix/nope'; options: correct, format, format_correct, length, none, smoke")),
+    ("bad override syntax lora.r=[", args("lora.r=["), Refused("lora.r=[: no viable alternative at input '['")),
+    ("-m with a wrong-typed sweep value lora.r=two,3", args("-m", "lora.r=two,3"),
+     Refused("Error merging override lora.r=two: Value 'two' of type 'str' could not be converted to Integer")),
+    ("-m with an unknown key lora.rr=3,4", args("-m", "lora.rr=3,4"), Refused("Could not override 'lora.rr'")),
+    ("-m trainer.num_generations=1 (a refused sweep)", args("-m", "trainer.num_generations=1"),
+     Refused("trainer.num_generations=1: GRPO compares completions within a group, use >= 2; no run was started")),
+    ("a reward factory raising KeyboardInterrupt",
+     args("+reward_mix.stop.factory=tests.reward_plugins.make_interrupting_reward", STOP),
+     Refused("reward_mix.stop.factory=tests.reward_plugins.make_interrupting_reward raised KeyboardInterrupt at the gate")),
+    ("-m with a reward factory raising KeyboardInterrupt",
+     args("-m", "+reward_mix.stop.factory=tests.reward_plugins.make_interrupting_reward", STOP),
+     Refused("reward_mix.stop.factory=tests.reward_plugins.make_interrupting_reward raised KeyboardInterrupt at the "
+             "gate; no run was started")),
+    ("a reward factory raising SystemExit(3)", args("+reward_mix.stop.factory=tests.reward_plugins.make_exiting_reward", STOP),
+     Refused("reward_mix.stop.factory=tests.reward_plugins.make_exiting_reward raised SystemExit: 3 at the gate")),
+    ("an interpolation that fails, hydra.run.dir=${oops}", args("hydra.run.dir=${{oops}}"),
+     Refused("hydra.run.dir: Interpolation key 'oops' not found")),
+    ("-m with an interpolation that fails, lora.r=${oops}", args("-m", "lora.r=${{oops}}"),
+     Refused("lora.r: Interpolation key 'oops' not found; no run was started")),
+    ("-m with a sweep type the sweeper lacks, lora.r=interval(1,3)", args("-m", "lora.r=interval(1,3)"),
+     Refused("BasicSweeper does not support sweep type : INTERVAL_SWEEP")),
+    ("-m hydra.sweeper.max_batch_size=0", args("-m", "lora.r=8,16", "hydra.sweeper.max_batch_size=0"),
+     Refused("hydra.sweeper.max_batch_size=0: a batch holds at least one run")),
+    ("-m hydra/launcher=nope", args("-m", "hydra/launcher=nope", "lora.r=8,16"),
+     Refused("Could not find 'hydra/launcher/nope'; options: basic, grpo_basic")),
 ]
 
 TABLES = {"Values": VALUES, "Files": FILES, "Search": SEARCH, "Credentials": CREDENTIALS, "Judge": JUDGE, "Top": TOP}

@@ -61,3 +61,32 @@ def test_grid_runs_every_combination_and_prints_a_table(grid_sweep):
     assert len(rows) == 4
     assert "+reward_mix.flaky.params.fail=False reward_mix=correct" in table
     assert "rewards/format" in table and "rewards/correct" in table
+
+
+def test_ctrl_c_at_the_gate_stops_the_launch_in_one_line(tmp_path):
+    """The user's Ctrl-C (a real SIGINT, while a reward factory runs at the gate) is no refusal of the factory: the
+    launch stops with one line and the exit status of an interrupt, and nothing is written."""
+    from .conftest import launch_here
+
+    out = launch_here(["-m", "+reward_mix.stop.factory=tests.reward_plugins.make_ctrl_c_reward",
+                       "+reward_mix.stop.weight=1"], tmp_path)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert (out.returncode, lines) == (130, ["grpo-sweep: interrupted"]), out.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow  # a run that starts training (~20 s with torch's import)
+def test_ctrl_c_while_training_stops_the_sweep_and_keeps_the_run(tmp_path):
+    """Ctrl-C while a run of a sweep trains: the sweep stops (the next run does not start), with one line saying how to
+    go on; the run is not recorded as failed (the same sweep in its directory continues it)."""
+    from .conftest import FAST, launch_here
+
+    out = launch_here(["-m", *FAST, "+reward_mix.stop.fn=tests.reward_plugins.ctrl_c_in_training",
+                       "+reward_mix.stop.weight=1", "lora.r=8,16"], tmp_path)
+    [sweep_dir] = tmp_path.glob("grpo/multiruns/*")
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert out.returncode == 130, out.stderr[-3000:]
+    assert lines[-1] == (f"grpo-sweep: interrupted in run {sweep_dir / '0'}; the same sweep with "
+                         f"hydra.sweep.dir={sweep_dir} continues it from its last checkpoint"), lines[-3:]
+    assert "Traceback" not in out.stdout + out.stderr
+    assert not (sweep_dir / "0" / "summary.json").exists() and not (sweep_dir / "1").exists()

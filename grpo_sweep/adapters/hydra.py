@@ -6,16 +6,20 @@
 - ``BasicLauncher``/``BasicSweeper`` (and their configs): the stock launcher and sweeper that the gated ones extend.
 - ``joblib_execute_job``: the joblib launcher's per-job function, which the pool runs in its workers.
 - ``is_config_group``: whether a name is a config group, asked of the config loader's repository.
-- ``sweep_jobs_at_first_batch``: every job of a BasicSweeper's sweep, read from its split batches, when it is about
-  to check its first batch.
+- ``sweep_jobs``: every job of a BasicSweeper's sweep, as its ``sweep()`` will split the sweep into batches (it
+  writes the sweep's ``multirun.yaml`` before it checks a batch).
 - ``store_over_plugin``: put a ConfigStore entry over one a plugin module stores under the same name.
+- ``one_line_errors``: Hydra's report of a composition error (``run_and_report``: the message, OmegaConf's detail
+  lines, the options, the search path, a hint about ``HYDRA_FULL_ERROR``) as one line.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+from typing import Any, Iterator
 
-__all__ = ["apply_overrides", "is_config_group", "joblib_execute_job", "overrides_dirname", "store_over_plugin",
-           "sweep_jobs_at_first_batch"]
+__all__ = ["apply_overrides", "compose_error_line", "is_config_group", "joblib_execute_job", "one_line_errors",
+           "overrides_dirname", "store_over_plugin", "sweep_jobs"]
 
 _CORE_PLUGINS = {
     "BasicLauncher": "hydra._internal.core_plugins.basic_launcher",
@@ -59,12 +63,14 @@ def is_config_group(loader: Any, name: str) -> bool:
     return bool(loader.repository.group_exists(name))
 
 
-def sweep_jobs_at_first_batch(sweeper: Any) -> list | None:
-    """Every job of a BasicSweeper's sweep (``sweeper.overrides``: its batches of jobs) when it is checking its
-    first batch (``batch_index`` is 1 then: it counts the batches handed out); None for a later batch."""
-    if sweeper.batch_index != 1 or sweeper.overrides is None:
-        return None
-    return [job for jobs in sweeper.overrides for job in jobs]
+def sweep_jobs(sweeper: Any, arguments: list[str]) -> list[list[str]]:
+    """Every job of the sweep a BasicSweeper (set up: ``params``, ``max_batch_size``, ``hydra_context``) runs for
+    the command line's ``arguments``, in order, each as its overrides; its batches split them as this joins them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+    overrides = parser.parse_overrides([*sweeper._parse_config(), *arguments])
+    return [job for batch in sweeper.split_arguments(overrides, sweeper.max_batch_size) for job in batch]
 
 
 def store_over_plugin(group: str, name: str, node: Any, provider: str) -> None:
@@ -76,3 +82,55 @@ def store_over_plugin(group: str, name: str, node: Any, provider: str) -> None:
 
     Plugins.instance()
     ConfigStore.instance().store(group=group, name=name, node=node, provider=provider)
+
+
+def compose_error_line(exc: BaseException) -> str:
+    """One line of Hydra's words for a composition error (a HydraException): its message, the first line
+    of OmegaConf's cause (the rest is the node's key and types), the options of a group where it lists them (not
+    the config search path), and the override a parse error is about (its message does not name it)."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    text = str(exc)
+    options = getattr(exc, "options", None) if isinstance(exc, MissingConfigException) else None
+    if isinstance(exc, MissingConfigException):
+        text = text.split("\n\n", 1)[0]  # then the options and the search path, one a line
+    lines = [line.strip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]
+    head = lines[0].rstrip(".")
+    if isinstance(exc, OverrideParseException) and exc.override:
+        head = f"{exc.override}: {head}"
+    if isinstance(exc.__cause__, OmegaConfBaseException) and str(exc.__cause__).strip():
+        head = f"{head}: {str(exc.__cause__).strip().splitlines()[0]}"
+    rest = [line.rstrip(".") for line in lines[1:]]
+    if options:
+        rest.append(f"options: {', '.join(options)}")
+    return "; ".join([head, *rest])
+
+
+@contextlib.contextmanager
+def one_line_errors(prefix: str) -> Iterator[None]:
+    """While it lasts, a composition error (any HydraException) that Hydra's ``run_and_report`` would print in 5
+    to 17 lines, or as a traceback, ends the process with ``prefix`` and ``compose_error_line`` (exit status 1). With HYDRA_FULL_ERROR=1 Hydra reports it
+    as it does (the whole trace); any other exception is Hydra's to report."""
+    from hydra._internal import utils
+    from hydra.errors import HydraException
+
+    report = utils.run_and_report
+
+    def run_and_report(func: Any) -> Any:
+        def compact() -> Any:
+            try:
+                return func()
+            except HydraException as exc:  # Hydra's word for what it was given (a sweep type its sweeper lacks...)
+                if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                line = compose_error_line(exc)
+                raise SystemExit(line if line.startswith(prefix) else prefix + line) from None
+
+        return report(compact)
+
+    utils.run_and_report = run_and_report
+    try:
+        yield
+    finally:
+        utils.run_and_report = report

@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -103,23 +104,59 @@ def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., 
     # a pool worker: loky made its own start method the process's default, and a spawned rank, which is told the
     # parent's default, cannot find it
     foreign_method = method not in (None, "spawn", "fork", "forkserver")
+    _start_resource_tracker_quiet_about_leaks()
+    quiet = [logging.getLogger(name) for name in _ENGINE_LOGGERS]
+    levels = [logger.level for logger in quiet]
     try:
         if foreign_method:
             multiprocessing.set_start_method("spawn", force=True)
+        for logger in quiet:
+            logger.setLevel(logging.CRITICAL)
         results = elastic_launch(config, _rank_main)(run_rank, container, context, kwargs)
     except ChildFailedError as exc:
-        rank, failure = min(exc.failures.items())
-        if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
-            message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
-            lines = message.strip().splitlines()
-            why = lines[-1] if lines else f"exit code {failure.exitcode}"
-        else:  # it died before or without raising (a signal, a crash in native code, an import that failed)
-            why = f"exit code {failure.exitcode}" + (f" ({failure.signal_name()})" if failure.exitcode < 0 else "")
-        raise RankFailed(f"rank {rank} of {processes} failed: {why} (its log: {logs})") from None
+        raise rank_failed(exc, processes, logs) from None
     finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
         if foreign_method:
             multiprocessing.set_start_method(method, force=True)
     return results.get(0)
+
+
+# torchrun's engine reports a rank that died in its own lines (a traceback of its poll loop, the SIGTERM to the
+# others) on the terminal; RankFailed says the same in one line, and the rank's own output is in its log
+_ENGINE_LOGGERS = ("torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn")
+
+
+def rank_failed(exc: Any, processes: int, logs: Path) -> RankFailed:
+    """The first failed rank of torchrun's ChildFailedError ``exc``, in one line: its own error, or the signal that
+    killed it."""
+    rank, failure = min(exc.failures.items())
+    if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
+        message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+        lines = message.strip().splitlines()
+        return RankFailed(f"rank {rank} of {processes} failed: {lines[-1] if lines else f'exit code {failure.exitcode}'}"
+                          f" (its log: {logs})")
+    if failure.exitcode < 0:  # a signal: the OOM killer, a kill -9, a crash in native code (SIGSEGV)
+        return RankFailed(f"rank {rank} of {processes} was killed ({failure.signal_name()}, exit code {failure.exitcode};"
+                          f" its log: {logs})")
+    # it ended before or without raising (an import that failed, os._exit)
+    return RankFailed(f"rank {rank} of {processes} failed: exit code {failure.exitcode} (its log: {logs})")
+
+
+def _start_resource_tracker_quiet_about_leaks() -> None:
+    """Start this process's multiprocessing resource tracker, which the ranks share, ignoring its warning about
+    leaked semaphores: a rank that was killed could not release its own, the tracker releases them at exit, and
+    RankFailed has said what happened (the warning would be two more lines after it). A tracker already running
+    stays as it is."""
+    from multiprocessing import resource_tracker
+
+    quiet = "ignore:resource_tracker:UserWarning"
+    sys.warnoptions.append(quiet)  # the tracker's interpreter is started with this process's -W options
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(quiet)
 
 
 def _attempt() -> str:

@@ -3,23 +3,30 @@ checked) before any run starts, whichever launcher starts them.
 
 Who calls it: every grpo-sweep launcher (``GatedLauncher``: hydra/launcher=local, pool, submitit_local, slurm)
 before it starts or submits its batch, so a bad run in the batch stops all of it; the ``grpo_basic`` sweeper for
-the whole sweep before its first batch (a sweep in several batches must not run batch 1 when batch 2 is bad), and
-hands that plan to the launcher so that no run is composed twice; the Optuna sweeper for its base config and
+the whole sweep before Hydra writes anything for it (a refused sweep leaves nothing on disk; a sweep in several
+batches must not run batch 1 when batch 2 is bad), and hands that plan to the launcher so that no run is composed
+twice; the Optuna sweeper for its base config and
 every config-group choice of its space (``check_config``), and the Optuna workers for every trial
 (``check_run``); the Preflight callback for a single run, and the training process itself (``app.run_task``) for
 what only the machine that trains can answer.
 
 A refusal is one line naming the run and the bad value: ``plan_runs`` raises ``Refused``, and where Hydra would
 print it (launchers, sweepers) it leaves as SystemExit with that line: Hydra adds a line of its own to an
-exception, even a CompactHydraException. No torch is imported here.
+exception, even a CompactHydraException. Anything else the gate's checks raise is one line too (``unexpected``):
+a reward term's own code that raised, named as the term, or the gate's bug; the user's Ctrl-C
+(``telling_interrupts_apart``) stops the launch. No torch is imported here.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import threading
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
-from hydra.errors import CompactHydraException
+from hydra.errors import CompactHydraException, HydraException
 from omegaconf import OmegaConf, open_dict
 
 from ..adapters.hydra import is_config_group
@@ -54,9 +61,93 @@ def check_run(cfg: Any, run_dir: Path | None, trains_here: bool) -> None:
             raise ConfigError(str(exc)) from None
 
 
-def stop(exc: ConfigError) -> NoReturn:
+class Pressed:
+    """Whether the user pressed Ctrl-C (SIGINT reached this process) while it lasted."""
+    pressed = False
+
+
+@contextlib.contextmanager
+def telling_interrupts_apart() -> Iterator[Pressed]:
+    """While the gate runs: a KeyboardInterrupt is the user's only if SIGINT came (then it stops the launch); one
+    that code the gate calls raised itself (a reward factory) is that code's failure. Python's own handler, plus
+    the record; in the main thread only (where signals are handled)."""
+    seen = Pressed()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        seen.pressed = True
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _raised_in(exc: BaseException) -> str:
+    """``module.function`` of the innermost frame that raised ``exc``."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    return f"{tb.tb_frame.f_globals.get('__name__', '?')}.{tb.tb_frame.f_code.co_name}"
+
+
+def _term_raising(exc: BaseException, cfg: Any) -> str | None:
+    """The reward term (``reward_mix.<name>``) whose own code (its fn, factory or model) raised ``exc``."""
+    origin = _raised_in(exc)
+    mix = OmegaConf.select(cfg, "reward_mix", default=None) if cfg is not None else None
+    for name, term in (mix.items() if mix is not None else ()):
+        for kind in ("factory", "fn", "model"):
+            target = OmegaConf.select(term, kind, default=None) if OmegaConf.is_config(term) else None
+            if isinstance(target, str) and target.replace(":", ".") == origin:
+                return f"reward_mix.{name}.{kind}={target}"
+    return None
+
+
+def unexpected(exc: BaseException, where: str, cfg: Any, pressed: Pressed) -> BaseException | str:
+    """What the gate leaves with when something it called raised other than a refusal (ConfigError): the user's
+    Ctrl-C, grpo-sweep's own one-line exit and Hydra's one-line errors go on as they are (so does everything with
+    HYDRA_FULL_ERROR=1, for the trace); otherwise the refusal's line (``where``: the run, or empty): a reward
+    term's code that raised (even KeyboardInterrupt or SystemExit) named as the term, anything else as the gate's
+    bug. No input of the user's gets a traceback."""
+    own_exit = isinstance(exc, SystemExit) and str(exc.code).startswith("grpo-sweep: ")
+    if (own_exit or isinstance(exc, (HydraException, GeneratorExit)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
+            or (isinstance(exc, KeyboardInterrupt) and pressed.pressed)):
+        return exc
+    what = f"{type(exc).__name__}: {_first_line(exc)}" if str(exc).strip() else type(exc).__name__
+    term = _term_raising(exc, cfg)
+    if term:
+        return f"grpo-sweep: {where + ': ' if where else ''}{term} raised {what} at the gate"
+    return (f"grpo-sweep: the gate failed{' on ' + where if where else ''}: {what} (a bug: please report; "
+            "HYDRA_FULL_ERROR=1 shows the trace)")
+
+
+_OMEGACONF_DETAIL = re.compile(r"(full_key|reference_type|object_type)[:=]\s*(.*)")
+
+
+def one_line(exc: BaseException) -> str:
+    """A refusal's text on one line: OmegaConf's messages (raised, or quoted in a ConfigError) give the node's key
+    and types on lines of their own (the key leads the line instead), and no message may leave a line break in it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    details = {m.group(1): m.group(2) for m in map(_OMEGACONF_DETAIL.fullmatch, lines) if m}
+    kept = [line for line in lines if not _OMEGACONF_DETAIL.fullmatch(line)]
+    text = "; ".join(kept)
+    key = details.get("full_key") or getattr(exc, "full_key", None)
+    return f"{key}: {text}" if key and not text.startswith(f"{key}") else text
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0]
+
+
+def stop(exc: BaseException) -> NoReturn:
     """Leave the launch with the refusal's one line (exit status 1)."""
-    text = redact(str(exc))  # a refusal may quote what was typed: a token where a name belongs, a URL's password
+    text = redact(one_line(exc))  # a refusal may quote what was typed: a token where a name belongs, a URL's password
     raise SystemExit(text if text.startswith("grpo-sweep: ") else f"grpo-sweep: {text}") from None
 
 
@@ -175,18 +266,27 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
     shown = varying_overrides([list(o) for o in job_overrides])
     run_dirs: list[Path] = []
     sweep_dirs: dict = {}
-    for key, cfg, swept in zip(keys, compose_runs(loader, config, job_overrides), shown):
-        num = key[0]
-        run_dir = numbered_run_dir(cfg, num, sweep_dirs)
-        try:
-            if shared:
-                check_one_engine(cfg, _launcher_name(cfg, launcher), runs)
-            check_run(cfg, run_dir, trains_here)
-            if gated:
-                check_world(cfg, *launcher.run_world(cfg))
-        except (ConfigError, ValueError) as exc:
-            raise Refused(f"grpo-sweep: job {num} ({' '.join(swept) or 'defaults'}): {exc}; no run was started") from None
-        run_dirs.append(run_dir)
+    runs_cfgs = compose_runs(loader, config, job_overrides)
+    with telling_interrupts_apart() as pressed:
+        for key, swept in zip(keys, shown):
+            num, cfg = key[0], None
+            where = f"job {num} ({' '.join(swept) or 'defaults'})"
+            try:
+                cfg = next(runs_cfgs)
+                run_dir = numbered_run_dir(cfg, num, sweep_dirs)
+                if shared:
+                    check_one_engine(cfg, _launcher_name(cfg, launcher), runs)
+                check_run(cfg, run_dir, trains_here)
+                if gated:
+                    check_world(cfg, *launcher.run_world(cfg))
+            except (ConfigError, ValueError) as exc:  # OmegaConf's errors in a value are ValueErrors too
+                raise Refused(f"grpo-sweep: {where}: {one_line(exc)}; no run was started") from None
+            except BaseException as exc:
+                failure = unexpected(exc, where, cfg, pressed)
+                if failure is exc:
+                    raise
+                raise Refused(f"{failure}; no run was started") from None
+            run_dirs.append(run_dir)
     if gated:
         launcher._gate_planned = {**planned, **dict(zip(keys, run_dirs))}
     return run_dirs

@@ -13,8 +13,10 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from .gate import check_config, check_run, stop
+from .gate import check_config, check_run, stop, telling_interrupts_apart, unexpected
+from ..run.redact import redact
 from ..run.validate import ConfigError
 
 
@@ -35,8 +37,10 @@ def _gates_its_sweep(config: DictConfig) -> bool:
 class Preflight(Callback):
     # Hydra turns a callback's Exception into a warning and carries on; SystemExit stops the launch.
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        asked = [o for o in OmegaConf.select(config, "hydra.overrides.hydra", default=[]) or []
-                 if str(o).split("=", 1)[0].lstrip("+~") == "hydra/launcher"]
+        given = OmegaConf.select(config, "hydra.overrides.hydra", default=None)
+        # as typed: an override's value may hold an interpolation (hydra.run.dir=${...}), the gate's to check
+        given = OmegaConf.to_container(given, resolve=False) if given is not None else []
+        asked = [o for o in given if str(o).split("=", 1)[0].lstrip("+~") == "hydra/launcher"]
         launcher = str(asked[-1]).split("=", 1)[1] if asked else None
         if launcher and launcher not in ("local", "grpo_basic", "basic"):
             # Hydra starts a launcher only for -m: without it this run would train here, not where the command says
@@ -44,17 +48,28 @@ class Preflight(Callback):
             raise SystemExit(f"grpo-sweep: hydra/launcher={launcher} starts the runs of a sweep (-m); add -m to run "
                              f"this one there (python launch.py -m hydra/launcher={launcher} ...), or drop "
                              "hydra/launcher to train it here")
-        try:
-            check_run(_job_config(config), Path(config.hydra.run.dir), trains_here=True)
-        except ConfigError as exc:
-            stop(exc)
+        job = _job_config(config)
+        _gate(lambda: check_run(job, Path(config.hydra.run.dir), trains_here=True), job)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if _gates_its_sweep(config):
             return
         # another sweeper: its runs are its own to make up (each batch still passes the gate in grpo-sweep's
         # launchers); the base config they start from must be valid
+        job = _job_config(config)
+        _gate(lambda: check_config(job, trains_here=False), job)
+
+
+def _gate(check: Any, job: DictConfig) -> None:
+    """``check()``, its refusal (or anything else it raised but the user's Ctrl-C, ``gate.unexpected``) leaving as
+    one line."""
+    with telling_interrupts_apart() as pressed:
         try:
-            check_config(_job_config(config), trains_here=False)
-        except ConfigError as exc:
+            check()
+        except (ConfigError, OmegaConfBaseException) as exc:  # a value of the config: an interpolation that fails
             stop(exc)
+        except BaseException as exc:
+            failure = unexpected(exc, "", job, pressed)
+            if failure is exc:
+                raise
+            raise SystemExit(redact(failure)) from None

@@ -16,8 +16,8 @@ The local one (``hydra/launcher=submitit_local``: a subprocess per run) gets the
 at once, and 16 runs on 2 cores each took 64 s just to start (BENCHMARKS.md, scaling).
 
 ``GrpoBasicSweeper`` (the default ``hydra/sweeper=grpo_basic``) is Hydra's BasicSweeper whose check of each batch
-is the gate, over the whole sweep before its first batch (Hydra's only composes each batch to see that it
-composes); it hands the plan to the launcher, so each run is composed once.
+is the gate, over the whole sweep before Hydra writes anything (Hydra's only composes each batch to see that it
+composes, after writing the sweep's multirun.yaml); it hands the plan to the launcher, so each run is composed once.
 
 Hydra only instantiates launchers found under the ``hydra_plugins`` namespace, hence this package.
 Imports stay light: Hydra imports every plugin module at start-up, on login nodes too.
@@ -32,8 +32,7 @@ from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 
-from grpo_sweep.adapters.hydra import (BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf,
-                                       sweep_jobs_at_first_batch)
+from grpo_sweep.adapters.hydra import BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf, sweep_jobs
 from grpo_sweep.adapters.submitit import executor_kind
 from grpo_sweep.sweeps.gate import GatedLauncher
 
@@ -144,22 +143,33 @@ class GrpoBasicSweeperConf(BasicSweeperConf):
 
 
 class GrpoBasicSweeper(BasicSweeper):
-    # the whole sweep passes the gate before its first batch (the Preflight callback leaves sweeps to the sweeper)
+    # the whole sweep passes the gate before Hydra writes its multirun.yaml (the Preflight callback leaves sweeps
+    # to the sweeper)
     gates_sweep = True
 
-    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        # Hydra composes each batch here only to see that it composes, then drops it (a compose a run), and a later
-        # batch only after the earlier ones ran. The gate plans every batch before the first (the first call), and
-        # the launcher, when it is one of grpo-sweep's, keeps that plan and composes nothing again.
-        every = sweep_jobs_at_first_batch(self)
-        if every is None:
-            return
+    def sweep(self, arguments: list[str]) -> Any:
+        self.plan_sweep(arguments)
+        return super().sweep(arguments)
+
+    def plan_sweep(self, arguments: list[str]) -> None:
+        """Every run of the sweep through the gate, before the first batch and before anything is written (a refused
+        sweep leaves no directory); the launcher, when it is one of grpo-sweep's, keeps the plan and composes
+        nothing again."""
         from grpo_sweep.sweeps.gate import Refused, plan_runs, stop
 
         try:
-            plan_runs(self.launcher, every, 0, config=self.config, loader=self.hydra_context.config_loader)
+            if self.max_batch_size is not None and self.max_batch_size < 1:
+                raise Refused(f"hydra.sweeper.max_batch_size={self.max_batch_size}: a batch holds at least one run; "
+                              "use >= 1, or null for the whole sweep in one batch")
+            plan_runs(self.launcher, sweep_jobs(self, arguments), 0, config=self.config,
+                      loader=self.hydra_context.config_loader)
         except Refused as exc:
             stop(exc)
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        # Hydra composes each batch here only to see that it composes, then drops it (a compose a run): plan_sweep
+        # composed and checked every batch already
+        pass
 
 
 ConfigStore.instance().store(
