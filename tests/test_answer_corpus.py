@@ -10,7 +10,7 @@ sentence), expecting the row's `correct` score. Rows without a box must earn no 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from grpo_sweep.rewards import REWARDS
@@ -127,6 +127,7 @@ VALUES = st.sampled_from(["72", "-5", "0.75", "1,250", "\\frac{3}{4}"])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(VALUES, st.lists(st.sampled_from(WRAPPERS), min_size=1, max_size=3, unique=True), st.sampled_from(["13", "$13$", "**13**", "thirteen"]),
        st.sampled_from([" or {}", ", not {}", " ({})", " and {}", " maybe"]))
+@example("72", ["{} (the total)", "The answer is {}.", "Therefore {}."], "13", " maybe")  # `72 (the total)..`, found once
 def test_any_wrapping_of_one_value_pays_and_a_second_value_never_does(value, wrappers, other, second):
     truth = value.replace(",", "")
     text = value
