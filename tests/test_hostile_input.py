@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from bench.judge_servers import free_port
 
 from .conftest import FAST, ROOT, launch_here
 
@@ -34,6 +36,8 @@ class Refused:
 @dataclass(frozen=True)
 class Failed:
     text: str
+    # what else the case's run must show: also(out, run_dir, summary) asserts it
+    also: Callable | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -299,8 +303,7 @@ SEARCH: list[Case] = [
     ("a misspelt setting of a range", space("lora.r: {type: int, lo: 2, high: 8}"),
      Refused("hydra.sweeper.params.lora.r.lo: not a setting of a parameter of type int")),
     ("a study whose every trial fails in training",
-     # (hydra.mode=MULTIRUN: the case's arguments follow FAST's overrides, where -m cannot stand)
-     args("hydra.mode=MULTIRUN", "hparams_search=lr", "hydra.sweeper.n_trials=1", "+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5",
+     args("-m", "hparams_search=lr", "hydra.sweeper.n_trials=1", "+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5",
            "+reward_mix.flaky.params.fail=true"),
      Failed("the only trial failed (Optuna study 'lr'); last error: RewardFailure: reward 'flaky' raised")),
     ("a PostgreSQL URL with a password, server down", study("hydra.sweeper.storage=postgresql://u:secretpw@127.0.0.1:1/optuna"),
@@ -316,20 +319,20 @@ SEARCH: list[Case] = [
 ]
 
 # --- Credentials: never on disk, never echoed ---------------------------------------------------------------------
-JUDGE = "+reward_mix.judge.factory=grpo_sweep.rewards.judge.llm_judge"
-JUDGE_MODEL = "+reward_mix.judge.factory_args.model=m"
+def judge(*factory_args: str) -> Callable[[Path], list[str]]:
+    """An LLM-judge term given ``factory_args`` (``key=value`` each)."""
+    return args("+reward_mix.judge.factory=grpo_sweep.rewards.judge.llm_judge", "+reward_mix.judge.factory_args.model=m",
+                *(f"+reward_mix.judge.factory_args.{a}" for a in factory_args))
+
+
 CREDENTIALS: list[Case] = [
     # the refusal shows the URL with its password masked (the value named, the secret not)
     ("password in a judge's base_url",
-     args(JUDGE, JUDGE_MODEL, "+reward_mix.judge.factory_args.base_url=http://judge:s3cretpw@127.0.0.1:18080/v1"),
+     judge("base_url=http://judge:s3cretpw@127.0.0.1:18080/v1"),
      Refused("reward_mix.judge.factory_args.base_url=http://judge:***@127.0.0.1:18080/v1: a password in a URL is "
              "written into the run's files; put the URL in an environment variable and write ${oc.env:JUDGE_URL}")),
     ("password in a URL in a list", args("logger.tags=[run-a,http://me:hunter2pw@tracker.example/x]"),
      Refused("logger.tags.1=http://me:***@tracker.example/x: a password in a URL is written into the run's files")),
-    ("token pasted as the judge's key_env",
-     args(JUDGE, JUDGE_MODEL, "+reward_mix.judge.factory_args.base_url=http://127.0.0.1:1/v1",
-          "+reward_mix.judge.factory_args.key_env=sk-abcdef1234567890abcdef"),
-     Refused("factory_args.key_env must name the environment variable that holds the API key")),
     ("token in any config value", args("logger.notes=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"),
      Refused("logger.notes=***: an API token is written into the run's files; put the token in an environment "
              "variable and write ${oc.env:LOGGER_TOKEN}")),
@@ -338,11 +341,6 @@ CREDENTIALS: list[Case] = [
 # --- The judge under faults ----------------------------------------------------------------------------------------
 # The faults of a judge that answers badly (a reply of megabytes, one that trickles in, a score of 1000000) are
 # tests/test_judge.py's, against servers that misbehave so; a judge that is down, a run: tests/test_judge.py too.
-def judge(*factory_args: str) -> Callable[[Path], list[str]]:
-    return args("+reward_mix.judge.factory=grpo_sweep.rewards.judge.llm_judge", "+reward_mix.judge.factory_args.model=m",
-                *(f"+reward_mix.judge.factory_args.{a}" for a in factory_args))
-
-
 JUDGE: list[Case] = [
     ("a judge URL whose port is 99999", judge("base_url=http://127.0.0.1:99999/v1"),
      Refused("factory_args.base_url='http://127.0.0.1:99999/v1': the port must be a number from 1 to 65535")),
@@ -352,7 +350,22 @@ JUDGE: list[Case] = [
      Refused("factory_args.key_env must be the NAME of an environment variable")),
     ("a reply cap too small for a score", judge("base_url=http://127.0.0.1:8000/v1", "max_reply_bytes=100"),
      Refused("factory_args.max_reply_bytes=100: give a whole number >= 1024")),
+    ("a judge that is down (a closed port)",
+     lambda inputs: [*judge(f"base_url=http://127.0.0.1:{free_port()}/v1")(inputs), "trainer.max_steps=2", "trainer.save_steps=2"],
+     Failed("reward_mix.judge failed on every sample of training", also=lambda *run: down_judge_cost(*run))),
 ]
+
+
+def down_judge_cost(out, run_dir: Path, summary: dict) -> None:
+    """A judge that is down: every sample it was asked (the step-0 validation, 2 training batches of 8) a counted
+    failure; only the first call waits out the client's retries (~3.5 s, before its time in training), each later
+    one is a refused connection (before: 3.3 s each), and the log has a line per call, not one per retry."""
+    assert summary["steps"] == 2 and summary["reward_failures"]["judge"] == 3 * 8, summary
+    assert summary["reward_cost"]["judge"]["seconds"] < 1
+    lines = (out.stdout + out.stderr).splitlines()
+    assert not [line for line in lines if "Retrying request" in line]
+    assert sum("judge 'judge' could not score 8 of 8 samples (8 unreachable)" in line for line in lines) == 3
+    assert sum("took no connection" in line for line in lines) == 1
 
 # --- What Hydra and the process itself print: type errors, a killed rank, an interrupted factory -----------------
 STOP = "+reward_mix.stop.weight=1"
@@ -398,6 +411,10 @@ TABLES = {"Values": VALUES, "Files": FILES, "Search": SEARCH, "Credentials": CRE
 ALL = [case for cases in TABLES.values() for case in cases]
 
 
+# The credentials the cases type: none may be printed, whatever the outcome.
+TYPED_SECRETS = ("s3cretpw", "hunter2pw", "secretpw", "sk-abcdef1234567890abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567")
+
+
 def output_lines(out) -> list[str]:
     return [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
 
@@ -406,6 +423,7 @@ def check(out, expected, out_dir: Path) -> None:
     lines = output_lines(out)
     text = "\n".join(lines)
     assert "Traceback" not in text, text
+    assert not [secret for secret in TYPED_SECRETS if secret in text], text
     if isinstance(expected, Refused):
         assert out.returncode not in (0, None), text
         assert len(lines) == 1 and lines[0].startswith("grpo-sweep: "), text
@@ -415,8 +433,11 @@ def check(out, expected, out_dir: Path) -> None:
     elif isinstance(expected, Failed):
         assert out.returncode not in (0, None), text
         assert lines and lines[-1].startswith("grpo-sweep: ") and expected.text in lines[-1], text
-        statuses = [json.loads(p.read_text())["status"] for p in out_dir.rglob("summary.json")]
-        assert statuses and set(statuses) == {"failed"}, statuses
+        summaries = {p.parent: json.loads(p.read_text()) for p in out_dir.rglob("summary.json")}
+        assert summaries and {s["status"] for s in summaries.values()} == {"failed"}, summaries
+        if expected.also:
+            for run_dir, summary in summaries.items():
+                expected.also(out, run_dir, summary)
     else:
         assert out.returncode in (0, None), text
         summaries = [json.loads(p.read_text()) for p in out_dir.rglob("summary.json")]
@@ -430,7 +451,8 @@ def test_hostile_input(name, setup, expected, tmp_path):
     out_dir.mkdir()
     launch_args = setup(inputs)
     if not isinstance(expected, Refused):
-        launch_args = [*FAST, *launch_args]
+        flags = [a for a in launch_args if a.startswith("-")]  # -m stands before the overrides
+        launch_args = [*flags, *FAST, *(a for a in launch_args if a not in flags)]
     check(launch_here(launch_args, out_dir), expected, out_dir)
 
 

@@ -367,9 +367,9 @@ def test_validating_a_judge_term_imports_no_torch_nor_the_client_and_opens_no_co
 # ---- training ------------------------------------------------------------------------------------------------
 
 
-# what the judge scores in a FAST run of 2 steps: 2 training batches and 4 evaluations (validation at steps 0 and 2,
-# the test set greedy and sampled) of 8 completions each
-DOWN_SAMPLES = 6 * 8
+# what a judge that never scores is asked in a FAST run of 2 steps, which then ends failed (no final evaluations):
+# the step-0 validation and 2 training batches, of 8 completions each
+DOWN_SAMPLES = 3 * 8
 
 
 def judge_term(name: str, base_url: str, *args: str) -> list[str]:
@@ -408,7 +408,7 @@ def test_training_goes_on_when_the_judge_hangs(tmp_path):
                            "trainer.save_steps=2"], tmp_path)
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["test_rewards"]["judge"] is None, out.stderr[-3000:]
+    assert summary["steps"] == 2 and summary["status"] == "failed", out.stderr[-3000:]
     assert summary["reward_failures"]["judge"] == DOWN_SAMPLES
     assert 0.6 <= summary["reward_cost"]["judge"]["seconds"] < 2  # two calls of 0.3 s
     rows = [r for r in read_json_lines(run_dir / "metrics.jsonl") if "judge/judge/failures" in r]
@@ -447,19 +447,3 @@ def test_a_judge_only_reward_rises_in_training_and_its_key_is_in_no_file(tmp_pat
     assert not leaked and key not in out.stdout + out.stderr, leaked
 
 
-def test_a_judge_that_is_down_fails_every_sample_in_reward_failures_at_little_cost(tmp_path):
-    """docs/validation.md's hostile input "a judge that is down" (a port nothing listens on): every sample a
-    failure, what the run's end reads to call it failed; its first call pays the client's retries, each later one
-    a refused connection, and the log has a line per call, not one per retry."""
-    out = launch_here(["reward_mix=none", *judge_term("judge", f"http://127.0.0.1:{free_port()}/v1", "model=m"), *FAST,
-                       "trainer.max_steps=2", "trainer.save_steps=2"], tmp_path)
-    [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["reward_failures"]["judge"] == DOWN_SAMPLES, out.stderr[-3000:]
-    # the first call (the step-0 evaluation) waits out the retries' backoff, ~3.5 s; the training steps' calls
-    # came after it: a refused connection each (before: 3.3 s each)
-    assert summary["reward_cost"]["judge"]["seconds"] < 1
-    lines = (out.stdout + out.stderr).splitlines()
-    assert not [line for line in lines if "Retrying request" in line]
-    assert sum("judge 'judge' could not score 8 of 8 samples (8 unreachable)" in line for line in lines) == 6
-    assert sum("took no connection" in line for line in lines) == 1
