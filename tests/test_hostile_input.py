@@ -11,12 +11,14 @@ returns the launch's arguments (``str.format``-ed with ``inputs=``). ``expected`
 - ``Trains()``: the run completes and trains (exit status 0, at least one optimizer step).
 
 The launches run in this process (``conftest.launch_here``): a refusal costs the compose and the gate, not an
-interpreter's start-up.
+interpreter's start-up. The Values and Files refusals are checked at the single-run gate itself (``AT_THE_GATE``);
+the cases that train are the slow stage's (``slow``).
 """
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,7 +27,10 @@ import pytest
 
 from bench.judge_servers import free_port
 
-from .conftest import FAST, ROOT, launch_here
+from grpo_sweep.run.validate import ConfigError
+from grpo_sweep.sweeps.gate import check_run, stop
+
+from .conftest import FAST, ROOT, compose, launch_here
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,15 @@ def with_file(name: str, text: str, *overrides: str) -> Callable[[Path], list[st
         return args(*overrides)(inputs)
 
     return setup
+
+
+# the cases that train (several seconds each): the slow stage's, beside the end-to-end tests of whole sweeps
+SLOW_CASES: set[str] = set()
+
+
+def slow(case: Case) -> Case:
+    SLOW_CASES.add(case[0])
+    return case
 
 
 def jsonl_text(rows: list) -> str:
@@ -302,10 +316,10 @@ SEARCH: list[Case] = [
      Refused("hydra.sweeper.params: lora.r=-4 is refused: lora.r=-4: LoRA rank must be > 0")),
     ("a misspelt setting of a range", space("lora.r: {type: int, lo: 2, high: 8}"),
      Refused("hydra.sweeper.params.lora.r.lo: not a setting of a parameter of type int")),
-    ("a study whose every trial fails in training",
+    slow(("a study whose every trial fails in training",
      args("-m", "hparams_search=lr", "hydra.sweeper.n_trials=1", "+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5",
            "+reward_mix.flaky.params.fail=true"),
-     Failed("the only trial failed (Optuna study 'lr'); last error: RewardFailure: reward 'flaky' raised")),
+     Failed("the only trial failed (Optuna study 'lr'); last error: RewardFailure: reward 'flaky' raised"))),
     ("a PostgreSQL URL with a password, server down", study("hydra.sweeper.storage=postgresql://u:secretpw@127.0.0.1:1/optuna"),
      Refused("hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna': a password in the URL would be saved")),
     ("a MySQL URL with a password, server down", study("hydra.sweeper.storage=mysql://u:pw@127.0.0.1:1/x"),
@@ -350,9 +364,9 @@ JUDGE: list[Case] = [
      Refused("factory_args.key_env must be the NAME of an environment variable")),
     ("a reply cap too small for a score", judge("base_url=http://127.0.0.1:8000/v1", "max_reply_bytes=100"),
      Refused("factory_args.max_reply_bytes=100: give a whole number >= 1024")),
-    ("a judge that is down (a closed port)",
+    slow(("a judge that is down (a closed port)",
      lambda inputs: [*judge(f"base_url=http://127.0.0.1:{free_port()}/v1")(inputs), "trainer.max_steps=2", "trainer.save_steps=2"],
-     Failed("reward_mix.judge failed on every sample of training", also=lambda *run: down_judge_cost(*run))),
+     Failed("reward_mix.judge failed on every sample of training", also=lambda *run: down_judge_cost(*run)))),
 ]
 
 
@@ -408,7 +422,12 @@ TOP: list[Case] = [
 ]
 
 TABLES = {"Values": VALUES, "Files": FILES, "Search": SEARCH, "Credentials": CREDENTIALS, "Judge": JUDGE, "Top": TOP}
-ALL = [case for cases in TABLES.values() for case in cases]
+ALL = [(title, case) for title, cases in TABLES.items() for case in cases]
+# The refusals of these tables are the gate's checks of one run's values and files: they are checked as the
+# single-run gate (the Preflight callback) runs them, on the config launch.py composes, without the launch around
+# them (a launch composes twice, ~0.4 s). That a launch prints the gate's line alone and writes nothing, whatever
+# the launcher, is the Top table's and tests/test_gate.py's.
+AT_THE_GATE = ("Values", "Files")
 
 
 # The credentials the cases type: none may be printed, whatever the outcome.
@@ -444,12 +463,32 @@ def check(out, expected, out_dir: Path) -> None:
         assert summaries and all(s["status"] == "completed" and s["steps"] > 0 for s in summaries), summaries
 
 
-@pytest.mark.parametrize("name, setup, expected", ALL, ids=[c[0] for c in ALL])
-def test_hostile_input(name, setup, expected, tmp_path):
+def gate_refusal(launch_args: list[str]) -> str | None:
+    """The line the single-run gate leaves with for ``python launch.py ARGS`` (None: it lets the run start)."""
+    run_dir = next((Path(a.split("=", 1)[1]) for a in launch_args if a.startswith("hydra.run.dir=")), None)
+    cfg = compose([a for a in launch_args if not a.startswith("hydra.")])
+    try:
+        check_run(cfg, run_dir, trains_here=True)
+    except ConfigError as exc:
+        with pytest.raises(SystemExit) as stopped:
+            stop(exc)
+        return str(stopped.value.code)
+    return None
+
+
+@pytest.mark.parametrize("table, name, setup, expected", [
+    pytest.param(title, *case, id=case[0], marks=[pytest.mark.slow] if case[0] in SLOW_CASES else [])
+    for title, case in ALL])
+def test_hostile_input(table, name, setup, expected, tmp_path):
     inputs, out_dir = tmp_path / "inputs", tmp_path / "out"
     inputs.mkdir()
     out_dir.mkdir()
     launch_args = setup(inputs)
+    if table in AT_THE_GATE and isinstance(expected, Refused):
+        line = gate_refusal(launch_args)
+        assert line is not None, f"the gate let {launch_args} start"
+        check(subprocess.CompletedProcess(launch_args, 1, "", line), expected, out_dir)
+        return
     if not isinstance(expected, Refused):
         flags = [a for a in launch_args if a.startswith("-")]  # -m stands before the overrides
         launch_args = [*flags, *FAST, *(a for a in launch_args if a not in flags)]
