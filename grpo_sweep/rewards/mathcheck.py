@@ -274,8 +274,8 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
     for tok in tokens:
         if tok == _BOUNDARY:
             kinds.append("b")
-        elif not tok.strip(".,;:!?"):
-            kinds.append("p")  # punctuation left alone by a span or a remark: `$72$ .`, `72 (the total)..`
+        elif tok in ".,;:!?":
+            kinds.append("p")  # punctuation left alone by a span: `$72$ .`
         elif _WORD.fullmatch(tok) and len(tok.strip("\"'.,;:!?")) > 1:
             kinds.append("w")
         elif _WORD.fullmatch(tok):
