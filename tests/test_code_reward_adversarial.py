@@ -146,10 +146,16 @@ def test_honest_programs_earn_full_reward(name):
     assert score(program, tests) == 1.0
 
 
+# attacks on the time limit itself: a shorter limit tests the same thing in a third of the time (any other attack
+# keeps the full limit, so that a time-out never hides what it would reach with more time)
+ON_THE_TIME_LIMIT = {"catch the timeout, return garbage", "ignore SIGALRM and loop"}
+
+
 @pytest.mark.parametrize("name", ATTACKS)
 def test_attacks_earn_nothing(name):
     program, tests = ATTACKS[name]
-    assert score(program, tests) == 0.0
+    limits = {"timeout_s": 0.8, "per_test_s": 0.3} if name in ON_THE_TIME_LIMIT else {}
+    assert score(program, tests, **limits) == 0.0
 
 
 def test_python_semantics_of_plain_values_are_kept():

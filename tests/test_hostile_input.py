@@ -68,7 +68,8 @@ def with_file(name: str, text: str, *overrides: str) -> Callable[[Path], list[st
     return setup
 
 
-# the cases that train (several seconds each): the slow stage's, beside the end-to-end tests of whole sweeps
+# the slow stage's (beside the end-to-end tests of whole sweeps): the cases that train, and the study refusals
+# (~1.5 s a launch: Hydra composes the sweep three times) beyond one of each kind that the default run keeps
 SLOW_CASES: set[str] = set()
 
 
@@ -300,22 +301,22 @@ SEARCH: list[Case] = [
     ("an int log range from 0", space("trainer.max_steps: {type: int, low: 0, high: 8, log: true}"),
      Refused("hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 0, 'high': 8, 'log': True}: low >= 1 "
              "must hold for log=True")),
-    ("a range to .inf", space("optimizer.learning_rate: {type: float, low: 1e-4, high: .inf}"),
-     Refused(f"{LR}.high=inf: a float range needs a finite number here")),
+    slow(("a range to .inf", space("optimizer.learning_rate: {type: float, low: 1e-4, high: .inf}"),
+     Refused(f"{LR}.high=inf: a float range needs a finite number here"))),
     ("a learning-rate range [-1, -0.5]", space("optimizer.learning_rate: {type: float, low: -1, high: -0.5}"),
      Refused("hydra.sweeper.params: optimizer.learning_rate=-1 is refused: optimizer.learning_rate=-1: must be > 0")),
-    ("a range from low: abc", space("optimizer.learning_rate: {type: float, low: abc, high: 1e-2}"),
-     Refused(f"{LR}.low='abc': a float range needs a finite number here")),
-    ("low above high", space("optimizer.learning_rate: {type: float, low: 1e-2, high: 1e-4}"),
-     Refused(f"{LR}: float needs low < high, got low=0.01, high=0.0001")),
-    ("step 0", space("trainer.max_steps: {type: int, low: 2, high: 8, step: 0}"),
-     Refused("hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 2, 'high': 8, 'step': 0}: step > 0 must hold")),
-    ("a categorical with no choices", space("lora.r: {type: categorical, choices: []}"),
-     Refused("hydra.sweeper.params.lora.r.choices=[]: categorical needs a non-empty list of choices")),
-    ("a choice its key cannot take", space("lora.r: {type: categorical, choices: [8, -4]}"),
-     Refused("hydra.sweeper.params: lora.r=-4 is refused: lora.r=-4: LoRA rank must be > 0")),
-    ("a misspelt setting of a range", space("lora.r: {type: int, lo: 2, high: 8}"),
-     Refused("hydra.sweeper.params.lora.r.lo: not a setting of a parameter of type int")),
+    slow(("a range from low: abc", space("optimizer.learning_rate: {type: float, low: abc, high: 1e-2}"),
+     Refused(f"{LR}.low='abc': a float range needs a finite number here"))),
+    slow(("low above high", space("optimizer.learning_rate: {type: float, low: 1e-2, high: 1e-4}"),
+     Refused(f"{LR}: float needs low < high, got low=0.01, high=0.0001"))),
+    slow(("step 0", space("trainer.max_steps: {type: int, low: 2, high: 8, step: 0}"),
+     Refused("hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 2, 'high': 8, 'step': 0}: step > 0 must hold"))),
+    slow(("a categorical with no choices", space("lora.r: {type: categorical, choices: []}"),
+     Refused("hydra.sweeper.params.lora.r.choices=[]: categorical needs a non-empty list of choices"))),
+    slow(("a choice its key cannot take", space("lora.r: {type: categorical, choices: [8, -4]}"),
+     Refused("hydra.sweeper.params: lora.r=-4 is refused: lora.r=-4: LoRA rank must be > 0"))),
+    slow(("a misspelt setting of a range", space("lora.r: {type: int, lo: 2, high: 8}"),
+     Refused("hydra.sweeper.params.lora.r.lo: not a setting of a parameter of type int"))),
     slow(("a study whose every trial fails in training",
      args("-m", "hparams_search=lr", "hydra.sweeper.n_trials=1", "+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5",
            "+reward_mix.flaky.params.fail=true"),
@@ -324,12 +325,12 @@ SEARCH: list[Case] = [
      Refused("hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna': a password in the URL would be saved")),
     ("a MySQL URL with a password, server down", study("hydra.sweeper.storage=mysql://u:pw@127.0.0.1:1/x"),
      Refused("hydra.sweeper.storage='mysql://u:***@127.0.0.1:1/x': a password in the URL would be saved")),
-    ("a PostgreSQL URL, server down", study("hydra.sweeper.storage=postgresql://u@127.0.0.1:1/optuna"),
-     Refused("hydra.sweeper.storage='postgresql://u@127.0.0.1:1/optuna' cannot be opened")),
+    slow(("a PostgreSQL URL, server down", study("hydra.sweeper.storage=postgresql://u@127.0.0.1:1/optuna"),
+     Refused("hydra.sweeper.storage='postgresql://u@127.0.0.1:1/optuna' cannot be opened"))),
     ("a storage that is no URL", study("hydra.sweeper.storage=notaurl"),
      Refused("hydra.sweeper.storage='notaurl' cannot be opened: ArgumentError")),
-    ("an SQLite file where none can be made", study("hydra.sweeper.storage=sqlite:////proc/nope/x.db"),
-     Refused("hydra.sweeper.storage='sqlite:////proc/nope/x.db' cannot be opened")),
+    slow(("an SQLite file where none can be made", study("hydra.sweeper.storage=sqlite:////proc/nope/x.db"),
+     Refused("hydra.sweeper.storage='sqlite:////proc/nope/x.db' cannot be opened"))),
 ]
 
 # --- Credentials: never on disk, never echoed ---------------------------------------------------------------------
