@@ -127,7 +127,8 @@ def test_real_runs_write_no_secrets(tmp_path):
     assert re.fullmatch(r"[0-9a-f]{64}", done["base_model_sha256"]) and done["train_rewards"]["judge"] == 0.5
     assert json.dumps(done).count("***") == json.dumps(done).count("judge:***@")
     logs = "".join(p.read_text() for p in tmp_path.rglob("launch.log"))
-    # the secrets were there to leak, and were masked: the judge's requests were made, through the URL's password
-    assert "using token ***" in logs and "POST http://judge:***@127.0.0.1" in logs
+    # the secrets were there to leak, and were masked (the judge's requests went through the URL's password: its
+    # scores are above; the HTTP client's line per request is off for a judge, so a reward quotes the URL here)
+    assert "using token ***" in logs and "judge http://judge:***@127.0.0.1" in logs
     # Hydra's own record of the run keeps the interpolation, not the URL it resolves to
     assert "${oc.env:JUDGE_URL}" in next(tmp_path.glob("grpo/multiruns/*/1/.hydra/config.yaml")).read_text()
