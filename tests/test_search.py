@@ -695,3 +695,14 @@ def test_a_study_made_for_the_other_direction_is_refused_in_one_line(tmp_path):
         "direction or give another hydra.sweeper.study_name; no worker was started"
     )
     assert not list(tmp_path.rglob("trials"))
+
+
+def test_a_searched_key_the_command_line_adds_is_added_by_the_trial_and_the_best_command_too():
+    """A space over a key the study's config or command line adds (``+reward_mix.flaky.params.fail=false``): the
+    trial's value for it must add it too, else Hydra refuses the override (`Could not override`)."""
+    from grpo_sweep.search.space import merge_overrides
+
+    base = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.params.fail=false", "lora.r=8"]
+    merged = merge_overrides(base, ["reward_mix.flaky.params.fail=true", "lora.r=16"])
+    assert merged == ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.params.fail=true", "lora.r=16"]
+    compose(merged)  # composes: the term is there, with the trial's value

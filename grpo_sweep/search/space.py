@@ -293,9 +293,12 @@ def override_key(override: str) -> str:
 
 def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     """``base`` then ``extra``, dropping base overrides of a key that ``extra`` sets: Hydra refuses two
-    values for one config group (``reward_mix=smoke reward_mix=format``), and the later one is meant."""
+    values for one config group (``reward_mix=smoke reward_mix=format``), and the later one is meant. A key that
+    ``base`` adds (``+key=...``) is absent from the config both start from, so ``extra``'s value for it adds it too."""
+    added = {override_key(o) for o in base if o.startswith("+") and not o.startswith("++")}
+    extra = ["+" + o if override_key(o) in added and not o.startswith(("+", "~")) else o for o in extra]
     keys = {override_key(o) for o in extra}
-    return [o for o in base if override_key(o) not in keys] + list(extra)
+    return [o for o in base if override_key(o) not in keys] + extra
 
 
 def _override_value(value: Any) -> str:
