@@ -88,7 +88,8 @@ def test_eight_workers_on_postgres_one_killed_its_trial_failed_by_heartbeat_the_
     assert "error" not in killed.user_attrs
     killed_at = datetime.fromtimestamp(float(marker.read_text()))
     failed_after = (killed.datetime_complete - killed_at).total_seconds()
-    assert failed_after >= GRACE, failed_after
+    # (its last heartbeat came up to HEARTBEAT before the kill: Optuna counts GRACE from that beat)
+    assert failed_after >= GRACE - HEARTBEAT, failed_after
 
     study_dir = tmp_path / "grpo" / "studies" / study_name
     # one worker never came back to say it was done: the killed one
