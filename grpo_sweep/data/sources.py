@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.show import shown
+from ..config.show import first_line, shown
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 # save_to_disk's marker files: a Dataset directory has both of the first two, a DatasetDict directory the third
@@ -102,7 +102,7 @@ def _saved_json(path: Path, key: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError, RecursionError) as exc:  # not JSON, not UTF-8, unreadable
-        raise DataError(f"{key}={str(path.parent)!r}: unreadable {path.name} ({_first_line(exc)})") from None
+        raise DataError(f"{key}={str(path.parent)!r}: unreadable {path.name} ({first_line(exc)})") from None
 
 
 def load(source: Source):
@@ -115,7 +115,7 @@ def load(source: Source):
         else:
             loaded = datasets.load_dataset(source.format, data_files=[str(f) for f in source.files], split="train")
     except Exception as exc:  # any reader's failure on the user's files: one line naming the path
-        raise DataError(f"{source.key}={str(source.path)!r} cannot be read: {_first_line(exc)}") from None
+        raise DataError(f"{source.key}={str(source.path)!r} cannot be read: {first_line(exc)}") from None
     if not isinstance(loaded, datasets.Dataset):
         raise DataError(f"{source.key}={str(source.path)!r} did not load as one dataset but as {type(loaded).__name__}")
     return loaded
@@ -199,7 +199,7 @@ def _not_json(exc: BaseException, where: str) -> DataError:
     if isinstance(exc, json.JSONDecodeError):
         return DataError(f"{where}: not JSON ({exc.msg} at column {exc.colno})")
     # a 5000-digit number, arrays nested thousands deep
-    return DataError(f"{where}: not JSON this reader takes ({type(exc).__name__}: {_first_line(exc)[:80]})")
+    return DataError(f"{where}: not JSON this reader takes ({type(exc).__name__}: {first_line(exc)[:80]})")
 
 
 def _read_json(file: Path) -> tuple[str, list[dict], Any]:
@@ -290,11 +290,7 @@ def _read_table(file: Path, kind: str) -> list[dict]:
             with pa.ipc.open_file(file) as reader:
                 return reader.read_all().to_pylist()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataError(f"{_at(file)} cannot be read as {kind}: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DataError(f"{_at(file)} cannot be read as {kind}: {first_line(exc)}") from None
 
 
 def check_size(value: Any, key: str) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..config.show import first_line
+
 from .files import read_jsonl, write_jsonl_atomic, write_text_atomic
 from .redact import redact
 from .results import METRICS
@@ -72,8 +74,7 @@ def check_same_run(run_dir: Path, cfg: Any) -> None:
     try:
         started = OmegaConf.load(path)
     except Exception as exc:  # noqa: BLE001 - YAML's, the decoder's or the file system's error: one line naming the file
-        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ResumeError(f"{path} cannot be read ({why}): it records the config this run directory was started "
+        raise ResumeError(f"{path} cannot be read ({first_line(exc)}): it records the config this run directory was started "
                           "with; restore it, or pick a new output directory") from None
     if not OmegaConf.is_dict(started):
         raise ResumeError(f"{path} holds no config (a YAML mapping): it records the config this run directory was "

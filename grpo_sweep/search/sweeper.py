@@ -12,6 +12,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from ..config.grpo_fields import check_args
+from ..config.show import first_line
 from ..run.context import OPTUNA_WORKER, ROLE_ENV
 from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
 from .space import PASSTHROUGH, SearchSpace, SearchSpaceError, merge_overrides
@@ -185,8 +186,7 @@ class OptunaSweeperImpl(Sweeper):
 
 
 def _refused(label: List[str], exc: Exception) -> SearchSpaceError:
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return SearchSpaceError(f"hydra.sweeper.params: {' '.join(label)} is refused: {first}")
+    return SearchSpaceError(f"hydra.sweeper.params: {' '.join(label)} is refused: {first_line(exc)}")
 
 
 def diff_overrides(base: DictConfig, target: DictConfig) -> list[str]:

@@ -30,6 +30,7 @@ from hydra.errors import CompactHydraException, HydraException
 from omegaconf import OmegaConf, open_dict
 
 from ..adapters.hydra import is_config_group
+from ..config.show import first_line
 from ..backends.gpu_stack import engine_in_process
 from .hub import resolve_hub
 from ..run.resume import ResumeError, check_same_run
@@ -119,7 +120,7 @@ def unexpected(exc: BaseException, where: str, cfg: Any, pressed: Pressed) -> Ba
     if (own_exit or isinstance(exc, (HydraException, GeneratorExit)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
             or (isinstance(exc, KeyboardInterrupt) and pressed.pressed)):
         return exc
-    what = f"{type(exc).__name__}: {_first_line(exc)}" if str(exc).strip() else type(exc).__name__
+    what = f"{type(exc).__name__}: {first_line(exc)}" if str(exc).strip() else type(exc).__name__
     term = _term_raising(exc, cfg)
     if term:
         return f"grpo-sweep: {where + ': ' if where else ''}{term} raised {what} at the gate"
@@ -139,10 +140,6 @@ def one_line(exc: BaseException) -> str:
     text = "; ".join(kept)
     key = details.get("full_key") or getattr(exc, "full_key", None)
     return f"{key}: {text}" if key and not text.startswith(f"{key}") else text
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0]
 
 
 def stop(exc: BaseException) -> NoReturn:
