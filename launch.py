@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from grpo_sweep.adapters.hydra import one_line_errors
 from grpo_sweep.configstore import register_configs
+from grpo_sweep.run.context import launch_import_path, use_import_path
 from grpo_sweep.sweeps.sweep_end import FAILED_RUNS
 
 register_configs()
@@ -22,6 +23,9 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    # the user's own modules (a reward's fn) import from the launch directory, in this process and every process
+    # the launch starts
+    use_import_path(launch_import_path())
     try:
         with one_line_errors("grpo-sweep: "):  # a typo'd key, a wrong type, an unknown option: one line
             main()

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from . import answer, code, format, length  # noqa: F401  (importing registers the built-ins)
 from ._text import completion_text
 from .answer import equivalent, extract_answer, extract_boxed
-from .registry import REWARDS, Needs, RewardFn, needs
+from .registry import REWARDS, Needs, RewardFn, needs, unimportable
 
 __all__ = [
     "REWARDS",
@@ -76,8 +76,7 @@ def import_callable(path: str, where: str):
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or the module raising while imported
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RewardError(f"{where}: cannot import module {module_name!r} ({first})") from None
+        raise RewardError(f"{where}: {unimportable(module_name, exc)}") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise RewardError(f"{where}: module {module_name!r} has no function {attr!r}")

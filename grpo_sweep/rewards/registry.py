@@ -4,12 +4,19 @@ Kept free of heavy imports: composing and validating a config on a login node lo
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
+
+from ..config.show import first_line
 
 RewardFn = Callable[..., list]
 
 REWARDS: dict[str, RewardFn] = {}
+
+# The directory `python launch.py` was started from, told to every process of the launch (run/context.py): with
+# PYTHONPATH, where a reward's module given by import path is imported from.
+LAUNCH_DIR_ENV = "GRPO_SWEEP_LAUNCH_DIR"
 
 
 @dataclass(frozen=True)
@@ -48,3 +55,18 @@ def reward(name: str, needs: Needs | None = None) -> Callable[[RewardFn], Reward
         return fn
 
     return register
+
+
+def launch_dir() -> str:
+    return os.environ.get(LAUNCH_DIR_ENV) or os.getcwd()
+
+
+def unimportable(module: str, exc: BaseException) -> str:
+    """Why ``module`` (a reward's or a factory's, by import path) did not import, and what would make it import:
+    the module itself not found is a matter of where it is looked for (the launch directory and PYTHONPATH,
+    those of every process of the launch); anything else is the module's own error."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if missing and (module == missing or module.startswith(missing + ".")):
+        return (f"cannot import module {module!r} from the launch directory {launch_dir()} or PYTHONPATH; run from "
+                "the directory that holds it, or add that directory to PYTHONPATH")
+    return f"cannot import module {module!r} ({first_line(exc)})"

@@ -8,9 +8,12 @@ grpo-sweep's Optuna sweeper, ``GRPO_SWEEP_POOL_WORKERS=N`` for runs side by side
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from ..rewards.registry import LAUNCH_DIR_ENV
 
 ROLE_ENV = "GRPO_SWEEP_ROLE"
 OPTUNA_WORKER = "optuna_worker"
@@ -92,3 +95,23 @@ def group_choices(choices) -> dict[str, str]:
     """Hydra's ``runtime.choices`` without its own groups (``hydra/launcher``, ...) and unset ones (``debug: null``)."""
     return {str(group): str(option) for group, option in dict(choices).items()
             if option is not None and not str(group).split("/", 1)[0] == "hydra"}
+
+
+def launch_import_path() -> list[str]:
+    """Where the user's own modules (a reward's ``fn``, a factory) import from in every process of a launch started
+    here: the launch directory (the working directory of ``python launch.py``, which ``python -m`` would put on
+    sys.path), then PYTHONPATH's entries, made absolute (a job may start elsewhere)."""
+    paths = [os.getcwd(), *(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return list(dict.fromkeys(paths))
+
+
+def use_import_path(paths: list[str]) -> None:
+    """Make ``paths`` (a ``launch_import_path``: the launch directory first) this process's import path and that of
+    every process it starts (pool workers, submitit jobs and a run's ranks inherit its environment): on sys.path
+    after the script's own directory, where PYTHONPATH's entries go, and in PYTHONPATH. Called where a launch
+    starts, and where a submitit job starts with what the launch carried to it (a SLURM job's environment is the
+    scheduler's, which need not be the launch's)."""
+    os.environ[LAUNCH_DIR_ENV] = paths[0]
+    sys.path[1:1] = [p for p in paths if p not in sys.path]
+    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*paths, *given]))

@@ -42,18 +42,25 @@ class OptunaSweeperImpl(Sweeper):
         )
 
     def _compose(self, overrides: List[str], with_hydra_overrides: bool = True) -> DictConfig:
-        """The job config for ``overrides`` (optionally without this sweep's hydra.* overrides)."""
+        """The job config for ``overrides`` (optionally without this sweep's hydra.* overrides but its search path,
+        as a single run would compose it)."""
         if with_hydra_overrides:
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         else:
             from hydra.types import RunMode
 
             cfg = self.hydra_context.config_loader.load_configuration(
-                config_name=self.config.hydra.job.config_name, overrides=list(overrides), run_mode=RunMode.RUN
+                config_name=self.config.hydra.job.config_name, overrides=[*self._searchpath(), *overrides],
+                run_mode=RunMode.RUN,
             )
         with_hydra = OmegaConf.to_container(cfg, resolve=False)
         with_hydra.pop("hydra", None)
         return OmegaConf.create(with_hydra)
+
+    def _searchpath(self) -> list[str]:
+        from .worker import searchpath_overrides
+
+        return searchpath_overrides(self.config.hydra)
 
     def _trains_here(self) -> bool:
         from ..sweeps.gate import GatedLauncher
@@ -147,7 +154,8 @@ class OptunaSweeperImpl(Sweeper):
         from .worker import config_groups
 
         s = self.settings
-        groups = config_groups(self.hydra_context.config_loader, self.config.hydra.runtime.choices)
+        groups = config_groups(self.hydra_context.config_loader, self.config.hydra.runtime.choices,
+                               self.config.hydra.job.config_name, self._searchpath())
         compose = lambda extra: self._compose(merge_overrides(arguments, extra))  # noqa: E731
         space = SearchSpace.from_config(s.params, s.reward_weights, job_cfg, groups=groups, compose=compose)
         for key, spec in space.params.items():  # GRPOConfig fields the space adds are in no composed config
@@ -179,10 +187,11 @@ class OptunaSweeperImpl(Sweeper):
         return space
 
     def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
-        """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept)."""
+        """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept), its
+        search path first: the user's own config directories hold the options it names."""
         plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
         single = self._compose(plain, with_hydra_overrides=False)
-        return plain + diff_overrides(single, job_cfg)
+        return self._searchpath() + plain + diff_overrides(single, job_cfg)
 
 
 def _refused(label: List[str], exc: Exception) -> SearchSpaceError:

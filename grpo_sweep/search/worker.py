@@ -6,6 +6,7 @@ from config: Optuna does not store them, and a worker that guessed would silentl
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,12 +124,34 @@ def log_trials_in_one_line() -> None:
         logger.addHandler(_OPTUNA_HANDLER)
 
 
-def config_groups(config_loader, choices) -> dict[str, list[str]]:
-    """Every config group of the job (``hydra.runtime.choices``) with its options, hydra's own left out."""
+def config_groups(config_loader, choices, config_name: str | None = None, searchpath: list[str] = ()) -> dict[str, list[str]]:
+    """Every config group of the job (``hydra.runtime.choices``) with its options, hydra's own left out; with the
+    sweep's ``searchpath_overrides``, the options in the user's own config directories too."""
     return {
-        str(group): list(config_loader.get_group_options(str(group)))
+        str(group): list(config_loader.get_group_options(str(group), config_name=config_name, overrides=list(searchpath)))
         for group in choices if not str(group).startswith("hydra/")
     }
+
+
+def searchpath_overrides(hydra_cfg) -> list[str]:
+    """The sweep's ``hydra.searchpath`` as an override (none when it has none). Hydra reads the search path afresh
+    from each composition's overrides (or the primary config): every config of a sweep composed outside the
+    launch's own composition (a trial's, the space's mixes, the group options, the reproduce command) needs it, or
+    the user's own directories are not searched. ``--config-dir`` needs nothing: it is in the loader's own
+    search path, restored in every job with Hydra's state."""
+    paths = [str(p) for p in hydra_cfg.searchpath or []]
+    if not paths:
+        return []
+    return [f"hydra.searchpath=[{','.join(map(quoted, paths))}]"]
+
+
+def quoted(value: str) -> str:
+    """``value`` as an element of a list in Hydra's override grammar: as it is where it can be (as a user would type
+    it: file:///home/me/conf), else quoted, where a backslash escapes only a quote or a backslash before one (or
+    before the closing quote)."""
+    if re.fullmatch(r"[A-Za-z0-9_/.:+@-]+", value):
+        return value
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value) + "'"
 
 
 class Objective:
@@ -295,22 +318,22 @@ def configuration_seed_values(trials) -> dict[str, list[float]]:
     return out
 
 
-def hydra_composer(config_name: str):
+def hydra_composer(config_name: str, searchpath: list[str] = ()):
     """Compose job configs with Hydra's compose API: the worker runs inside the Hydra app (every launcher
-    restores its global state), so the search path includes any --config-dir of the sweep."""
+    restores its global state, --config-dir included); ``searchpath``: the sweep's ``searchpath_overrides``."""
 
     def compose(overrides: list[str]):
         from hydra import compose as hydra_compose
 
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+        return hydra_compose(config_name=config_name, overrides=[*searchpath, *overrides])
 
     return compose
 
 
-def hydra_groups(choices) -> dict[str, list[str]]:
+def hydra_groups(choices, config_name: str, searchpath: list[str]) -> dict[str, list[str]]:
     from hydra.core.global_hydra import GlobalHydra
 
-    return config_groups(GlobalHydra.instance().config_loader(), choices)
+    return config_groups(GlobalHydra.instance().config_loader(), choices, config_name, searchpath)
 
 
 def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | None:
@@ -320,9 +343,10 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
     worker_index = int(hydra_cfg.job.num or 0)
     objectives, _ = objectives_and_directions(s, cfg.optimized_metric)
     base_overrides = list(hydra_cfg.overrides.task)
-    compose = hydra_composer(hydra_cfg.job.config_name)
+    searchpath = searchpath_overrides(hydra_cfg)
+    compose = hydra_composer(hydra_cfg.job.config_name, searchpath)
     space = SearchSpace.from_config(
-        s.params, s.reward_weights, cfg, groups=hydra_groups(hydra_cfg.runtime.choices),
+        s.params, s.reward_weights, cfg, groups=hydra_groups(hydra_cfg.runtime.choices, hydra_cfg.job.config_name, searchpath),
         compose=lambda extra: compose(merge_overrides(base_overrides, extra)),
     )
     storage = open_storage(resolve_url(s.storage, sweep_dir), s.heartbeat_interval, s.grace_period)

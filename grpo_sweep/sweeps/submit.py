@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from .gate import Refused
 from ..adapters.submitit import executor_kind, job_arguments, make_executor, requeue, run_job
+from ..run.context import launch_import_path, use_import_path
 from ..run.files import write_json_atomic
 from ..run.results import record_failure
 from .resubmit import JOBS, describe, skipped_runs
@@ -206,18 +207,26 @@ class _BatchJob:
     submitit pickles the callable and its arguments into every job's file: the launcher (its config, the Hydra
     context) and Hydra's singletons are ~85 KB and ~8 ms a job, the same for the whole batch. Pickled once here,
     each job's file carries the bytes; the job unpickles them and runs the stock launcher's __call__.
+
+    It also carries the launch's import path (run/context.launch_import_path), put in place before anything is
+    unpickled: the user's modules import in the job as where the sweep was launched, on submitit_local and on SLURM
+    alike, whatever environment the scheduler gives the job.
     """
 
-    def __init__(self, blob: bytes) -> None:
-        self.blob = blob
+    def __init__(self, blob: bytes, import_path: list[str]) -> None:
+        self.blob, self.import_path = blob, import_path
+
+    def _unpickled(self) -> tuple:
+        use_import_path(self.import_path)
+        return pickle.loads(self.blob)
 
     def __call__(self, *args: Any) -> Any:
-        launcher, state = pickle.loads(self.blob)
+        launcher, state = self._unpickled()
         return run_job(launcher, args, state)
 
     def checkpoint(self, *args: Any) -> Any:
         """Preempted or timed out: requeue as the launcher does (its own job, with the same arguments)."""
-        launcher, state = pickle.loads(self.blob)
+        launcher, state = self._unpickled()
         return requeue(launcher, args, state)
 
 
@@ -242,7 +251,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         log.info("%s", describe(skipped))
     queued = [i for i, num in enumerate(nums) if num not in skipped]
     # the stock launcher copies Hydra's singletons and pickles them with itself once a job; once a batch does
-    job_fn = _BatchJob(cloudpickle.dumps((launcher, Singleton.get_state())))
+    job_fn = _BatchJob(cloudpickle.dumps((launcher, Singleton.get_state())), launch_import_path())
     job_params = []
     for i in queued:
         log.info("\t#%d : %s", nums[i], " ".join(filter_overrides(job_overrides[i])))
