@@ -356,7 +356,7 @@ def counting_reads(monkeypatch, root: Path):
     return opened, compared
 
 
-def multirun_end(sweep_dir: Path) -> None:
+def multirun_end(sweep_dir: Path, logger: dict | None = None) -> None:
     """Hydra's multirun-end callbacks, in the order conf/hydra/default.yaml has Hydra call them."""
     from omegaconf import OmegaConf
 
@@ -364,7 +364,7 @@ def multirun_end(sweep_dir: Path) -> None:
     from grpo_sweep.tracking.sweep_verdicts import WandbVerdicts
 
     config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "launcher": {"detach": False}},
-                               "logger": {"name": "wandb", "mode": "disabled"}})
+                               "task_name": "grpo", "logger": {"name": "wandb", "mode": "disabled", **(logger or {})}})
     SweepTable().on_multirun_end(config)
     WandbVerdicts().on_multirun_end(config)
 
