@@ -333,6 +333,9 @@ SEARCH: list[Case] = [
      Refused("hydra.sweeper.storage='notaurl' cannot be opened: ArgumentError")),
     slow(("an SQLite file where none can be made", study("hydra.sweeper.storage=sqlite:////proc/nope/x.db"),
      Refused("hydra.sweeper.storage='sqlite:////proc/nope/x.db' cannot be opened"))),
+    ("a study its launcher refuses (no study directory left)",
+     args("-m", "hparams_search=lr", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2"),
+     Refused("hydra.launcher.tasks_per_node=2 on submitit_local: a job is one run")),
 ]
 
 # --- Credentials: never on disk, never echoed ---------------------------------------------------------------------
