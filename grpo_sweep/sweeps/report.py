@@ -87,7 +87,7 @@ def seeds_table(results: SweepResults, names: list[str]) -> list[str]:
         group = groups[row.config]
         seeds = ",".join(v for r in group for v in r.seed_values) or str(len(group))
         delta = "0 (reference)" if row.is_best else signed(row.delta)
-        note = f" ({row.note})" if row.note and row.verdict in ("incomplete", "no verdict") else ""
+        note = f" ({row.note})" if row.note and (row.verdict in ("incomplete", "no verdict") or row.tied) else ""
         rows.append(
             [row.config, seeds, _mean_std([r.objective for r in group]), _test_cell(row), delta, ci_text(row),
              row.verdict + note, "-" if row.mde is None else f"{row.mde:.3f}",
