@@ -4,7 +4,8 @@
 value, per-question test outcomes) and returns one ``Comparison`` per configuration, best first:
 
 - **Ranking and reference** come from validation (``rank_value``, normally ``summary.objective`` = val_accuracy);
-  the reference is the best complete configuration.
+  the reference is the best complete configuration (of configurations tied on it, the first in the sweep's
+  order, and its note says they tie: ``Comparison.tied``).
 - **The verdict** (``better`` / ``worse`` / ``indistinguishable``) is about the test counterpart (``value``, and
   ``outcomes`` per question when every run has them). Its interval is a Tukey simultaneous interval over *all pairs*
   of complete configurations, so the chance of any false ``better``/``worse`` in the whole sweep is at most
