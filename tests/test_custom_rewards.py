@@ -120,6 +120,27 @@ def test_arithmetic_data_is_checked_statically():
     )
 
 
+def scores_text(text, **kwargs):
+    """A reward written for the completions under another name (TRL passes them as ``completions``)."""
+    return [float(bool(t)) for t in text]
+
+
+def test_a_reward_without_completions_is_told_its_signature_not_to_map_a_column():
+    fn = f"{__name__}.scores_text"
+    with pytest.raises(ConfigError) as info:
+        validate(compose(["reward_mix=none", f"+reward_mix.mine.fn={fn}"]))
+    assert str(info.value) == (
+        f"reward_mix.mine ({fn}): scores_text(text, **kwargs) has no `completions` parameter, so `text` is read as "
+        "a dataset column, which the train data lacks (columns: prompt, ground_truth); TRL passes the completions "
+        "as `completions` (and prompts, completion_ids, trainer_state and every dataset column, by name): write "
+        "scores_text(completions, **kwargs)"
+    )
+    # mapped to a column, `text` is one the mix means as a column: the column advice stays
+    with pytest.raises(ConfigError, match=r"needs column 'body', which the train data lacks .*; map a column to it "
+                                          r"with reward_mix.mine.columns.text=ground_truth"):
+        validate(compose(["reward_mix=none", f"+reward_mix.mine.fn={fn}", "+reward_mix.mine.columns.text=body"]))
+
+
 def test_file_data_is_checked_from_its_header(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "1+1?", "ground_truth": "2", "topic": "sums"}] * 3)
     cfg = compose(["data=file", f"data.path={path}", f"+reward_mix.mine.fn={PLUGINS}.needs_answer"])

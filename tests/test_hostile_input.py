@@ -137,6 +137,8 @@ VALUES: list[Case] = [
      args("reward_errors=skip", "+reward_mix.bad.fn=tests.reward_plugins.always_raises", "+reward_mix.bad.weight=0.5",
           "trainer.max_steps=2", "trainer.save_steps=2"),
      Failed("reward_mix.bad failed on every sample of training")),
+    ("reward taking no completions parameter", args("reward_mix=none", "+reward_mix.t.fn=tests.test_custom_rewards.scores_text"),
+     Refused("reward_mix.t (tests.test_custom_rewards.scores_text): scores_text(text, **kwargs) has no")),
 ]
 
 # --- Files the gate reads: data files, reward-model directories -------------------------------------------------
@@ -331,6 +333,9 @@ SEARCH: list[Case] = [
      Refused("hydra.sweeper.storage='notaurl' cannot be opened: ArgumentError")),
     slow(("an SQLite file where none can be made", study("hydra.sweeper.storage=sqlite:////proc/nope/x.db"),
      Refused("hydra.sweeper.storage='sqlite:////proc/nope/x.db' cannot be opened"))),
+    ("a study its launcher refuses (no study directory left)",
+     args("-m", "hparams_search=lr", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2"),
+     Refused("hydra.launcher.tasks_per_node=2 on submitit_local: a job is one run")),
 ]
 
 # --- Credentials: never on disk, never echoed ---------------------------------------------------------------------

@@ -356,7 +356,7 @@ def counting_reads(monkeypatch, root: Path):
     return opened, compared
 
 
-def multirun_end(sweep_dir: Path) -> None:
+def multirun_end(sweep_dir: Path, logger: dict | None = None) -> None:
     """Hydra's multirun-end callbacks, in the order conf/hydra/default.yaml has Hydra call them."""
     from omegaconf import OmegaConf
 
@@ -364,7 +364,7 @@ def multirun_end(sweep_dir: Path) -> None:
     from grpo_sweep.tracking.sweep_verdicts import WandbVerdicts
 
     config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "launcher": {"detach": False}},
-                               "logger": {"name": "wandb", "mode": "disabled"}})
+                               "task_name": "grpo", "logger": {"name": "wandb", "mode": "disabled", **(logger or {})}})
     SweepTable().on_multirun_end(config)
     WandbVerdicts().on_multirun_end(config)
 
@@ -414,3 +414,21 @@ def test_the_end_of_a_study_reads_each_run_once_and_compares_once(tmp_path, monk
     assert {f"{r}/summary.json" for r in runs} | {f"{r}/outcomes/test.jsonl" for r in runs} <= set(opened)
     assert max(opened.values()) == 1, opened
     assert len(compared) == 1
+
+
+def test_configurations_tied_on_validation_say_the_reference_is_only_the_first_listed(tmp_path):
+    """Validation cannot pick among tied configurations: the reference is the first listed, and the tables say so."""
+    tied = {("a", 1): 0.5, ("a", 2): 0.5, ("b", 1): 0.4, ("b", 2): 0.6, ("c", 1): 0.5, ("c", 2): 0.5}
+    make_seed_sweep(tmp_path, tied, cost=False)
+    rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Mean ± std over seeds")
+    assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=b", "reward_mix=c"]  # in the sweep's order
+    assert rows[0][6] == ("reference (all 3 configurations tie on validation (0.5): the first listed is the "
+                          "reference, an arbitrary pick)")
+    assert rows[1][6].startswith("indistinguishable")
+    make_seed_sweep(tmp_path / "top", {**tied, ("b", 1): 0.3}, cost=False)  # b below: a and c tie at the top
+    block = sweep_table(tmp_path / "top").split("Per configuration over seeds")[1].splitlines()
+    assert block[1].split()[0] == "reward_mix=a" and block[1].endswith(
+        "reference (tied best on validation with reward_mix=c: the first listed is the reference, an arbitrary pick)")
+    make_seed_sweep(tmp_path / "one", THREE_SEEDS, cost=False)  # no tie: as before
+    assert sweep_table(tmp_path / "one").split("Per configuration over seeds")[1].splitlines()[1].endswith(
+        "reference (best on validation)")

@@ -98,7 +98,7 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
         assert run.config["override.trainer.seed"] == run.config["trainer"]["seed"]
         assert sorted(k for k in run.config if k.startswith("override.")) == ["override.reward_mix",
                                                                             "override.trainer.seed"]
-    assert out.stdout.count("upload it with: wandb sync") == 4
+    assert out.stdout.count("upload it with: wandb sync") == 5  # the four runs, then the sweep's verdicts run
 
 
 @pytest.mark.slow
@@ -394,3 +394,29 @@ def test_what_a_reward_prints_is_not_in_the_wandb_run_whose_logs_are_the_masked_
     assert not [p for p in written if key.encode() in p.read_bytes()]
     [offline] = offline_run_dirs(run_dir)
     assert "reward sees ***" in (offline / "files" / "output.log").read_text()
+
+
+def test_the_reports_command_uploads_every_offline_run_of_the_sweep_the_verdicts_run_included(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """The end of a sweep writes report.md, then logs the `verdicts` run (into <sweep>/wandb): the report's command,
+    run after the sweep, still takes it, beside the runs' own (one of them nested, as an Optuna trial's seeds are)."""
+    from .test_report import make_run, make_seed_sweep, multirun_end
+
+    make_seed_sweep(tmp_path, {("a", 1): 0.2, ("a", 2): 0.4, ("b", 1): 0.9, ("b", 2): 0.7}, cost=False)
+    make_run(tmp_path, "trials/0/seed1", ["reward_mix=c", "trainer.seed=1"], {"objective": 0.1})
+    runs = [tmp_path / str(i) for i in range(4)] + [tmp_path / "trials/0/seed1"]
+    for i, run_dir in enumerate(runs):  # as a training run leaves it offline: wandb sync reads the .wandb file
+        offline = run_dir / f"wandb/offline-run-20260101_000000-run{i}"
+        offline.mkdir(parents=True)
+        (offline / f"run-run{i}.wandb").write_bytes(b"")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    multirun_end(tmp_path, {"mode": "offline", "project": "p", "entity": None, "group": None})
+    out = capsys.readouterr().out
+    [verdicts] = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert f"upload it with: wandb sync {verdicts}" in out  # the verdicts run prints its own, as each run does
+    [command] = [line.strip() for line in (tmp_path / "report.md").read_text().splitlines() if "wandb sync" in line]
+    dry_run = command.replace("wandb sync", "wandb sync --dry-run")
+    listed = subprocess.run(["bash", "-c", dry_run], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert "Would sync 6 run(s)" in listed.stdout + listed.stderr, listed.stdout + listed.stderr
+    assert verdicts.name in listed.stdout + listed.stderr

@@ -72,10 +72,30 @@ class ColumnNeed:
         return fix
 
     def missing(self, column: str, which: str, columns: list[str], has_truth: bool) -> str:
-        return (
-            f"{self.reward} needs column {column!r}, which the {which} data lacks "
-            f"(columns: {', '.join(columns)}); {self.fix(column, has_truth)}"
-        )
+        lacks = f"which the {which} data lacks (columns: {', '.join(columns)})"
+        renamed = self._as_completions()
+        if renamed:  # most likely the completions under another name, not a column
+            return (f"{self.reward}: {renamed[0]} has no `completions` parameter, so `{self.param}` is read as a "
+                    f"dataset column, {lacks}; TRL passes the completions as `completions` (and prompts, "
+                    f"completion_ids, trainer_state and every dataset column, by name): write {renamed[1]}")
+        return f"{self.reward} needs column {column!r}, {lacks}; {self.fix(column, has_truth)}"
+
+    def _as_completions(self) -> tuple[str, str] | None:
+        """(its signature, the same with this parameter named ``completions``) when the reward takes no
+        ``completions`` and the parameter is not one the mix maps to a column; else None."""
+        if self.via_params or self.param in self.term.columns:
+            return None
+        fn = term_reward(self.term)
+        try:
+            signature = inspect.signature(fn).replace(return_annotation=inspect.Signature.empty)
+        except (TypeError, ValueError):
+            return None
+        if "completions" in signature.parameters:
+            return None
+        name = getattr(fn, "__name__", "f")
+        fixed = signature.replace(parameters=[p.replace(name="completions") if p.name == self.param else p
+                                              for p in signature.parameters.values()])
+        return f"{name}{signature}", f"{name}{fixed}"
 
 
 def terms(mix: Mapping[str, Any]) -> list[Term]:

@@ -70,7 +70,7 @@ class OptunaSweeperImpl(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         import optuna
 
-        from ..sweeps.gate import check_config, check_study_engine, check_study_processes, stop
+        from ..sweeps.gate import Refused, check_config, check_study_engine, check_study_processes, plan_runs, stop
         from ..run.validate import ConfigError
 
         s = self.settings
@@ -78,6 +78,8 @@ class OptunaSweeperImpl(Sweeper):
         job_cfg = self._compose(arguments)
         # the setting as written: an interpolation (${oc.env:...}) stays one in every file the study saves
         given = OmegaConf.to_container(self.config.hydra.sweeper, resolve=False).get("storage")
+        # told, not guessed: each worker job knows from its environment (Hydra's env_set) that it trains trials
+        worker_job = [*arguments, f"+hydra.job.env_set.{ROLE_ENV}={OPTUNA_WORKER}"]
         try:
             check_no_password(given)
             check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
@@ -85,6 +87,10 @@ class OptunaSweeperImpl(Sweeper):
             check_config(job_cfg, self._trains_here())
             check_sampler_and_pruner(s, self._check_space(arguments, job_cfg))  # fail here, not in every worker
             check_replicas(s)
+            # the launcher's part of the gate (its resources, a worker's processes) before anything is written: a
+            # refused study leaves no directory; the launcher keeps the plan for its call below
+            plan_runs(self.launcher, [worker_job] * max(1, s.n_workers), 0, config=self.config,
+                      loader=self.hydra_context.config_loader)
             seed = OmegaConf.select(job_cfg, s.seed_key)
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise SearchSpaceError(f"hydra.sweeper.seed_key={s.seed_key!r}: the config's value there is {seed!r}, "
@@ -100,6 +106,8 @@ class OptunaSweeperImpl(Sweeper):
                 raise ValueError(f"hydra.sweeper.direction={directions if len(directions) > 1 else directions[0]}: "
                                  f"study {s.study_name!r} in {shown(url)} was made to {', '.join(have)}; keep its "
                                  "direction or give another hydra.sweeper.study_name")
+        except Refused as exc:  # it names the worker job and says that nothing was started
+            stop(exc)
         except (ConfigError, SearchSpaceError, ValueError) as exc:
             stop(ConfigError(f"{exc}; no worker was started"))
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -126,9 +134,7 @@ class OptunaSweeperImpl(Sweeper):
         returns = []
         if done < s.n_trials:
             workers = max(1, min(s.n_workers, s.n_trials - done))
-            # told, not guessed: each worker job knows from its environment (Hydra's env_set) that it trains trials
-            role = f"+hydra.job.env_set.{ROLE_ENV}={OPTUNA_WORKER}"
-            returns = self.launcher.launch([[*arguments, role]] * workers, initial_job_idx=0)
+            returns = self.launcher.launch([worker_job] * workers, initial_job_idx=0)
             for r in returns:
                 try:
                     _ = r.return_value

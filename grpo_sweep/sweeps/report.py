@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -86,7 +87,7 @@ def seeds_table(results: SweepResults, names: list[str]) -> list[str]:
         group = groups[row.config]
         seeds = ",".join(v for r in group for v in r.seed_values) or str(len(group))
         delta = "0 (reference)" if row.is_best else signed(row.delta)
-        note = f" ({row.note})" if row.note and row.verdict in ("incomplete", "no verdict") else ""
+        note = f" ({row.note})" if row.note and (row.verdict in ("incomplete", "no verdict") or row.tied) else ""
         rows.append(
             [row.config, seeds, _mean_std([r.objective for r in group]), _test_cell(row), delta, ci_text(row),
              row.verdict + note, "-" if row.mde is None else f"{row.mde:.3f}",
@@ -232,6 +233,20 @@ def write_runs_csv(ranked: list[SweepRun], path: Path) -> None:
     write_text_atomic(path, buffer.getvalue())
 
 
+def wandb_section(sweep_dir: Path) -> list[str]:
+    """The command that uploads every offline W&B run under the directory: each run's, and a ``-m`` sweep's
+    ``verdicts`` run (``<sweep>/wandb``), which the sweep's end logs after this report is written, so no list or
+    glob made now could name it (and a glob that matches nothing fails the whole command in zsh). ``find`` looks
+    when the command runs, at any depth (an Optuna study's ``trials/<n>/<seed>``); wandb skips runs already synced."""
+    offline = list(sweep_dir.glob("**/wandb/offline-run-*"))
+    if not offline:
+        return []
+    return ["", "## W&B", "", f"{len(offline)} offline W&B run(s) were written; this uploads every offline run under "
+            "the directory (at the end of a `-m` sweep also its `verdicts` run, logged into `wandb/` after this "
+            "report):", "",
+            f"    find {shlex.quote(str(sweep_dir))} -type d -name 'offline-run-*' -prune -exec wandb sync {{}} +"]
+
+
 def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = True) -> Path:
     """Write report.md (and plots/) into ``sweep_dir``; return the report's path."""
     return write_report(SweepResults.read(sweep_dir, direction), plots)
@@ -302,12 +317,7 @@ def write_report(results: SweepResults, plots: bool = True) -> Path:
                                             for r in failed[:TOP_FAILURES]]
         if len(failed) > TOP_FAILURES:
             lines.append(f"- ... and {len(failed) - TOP_FAILURES} more: [{RUNS_CSV}]({RUNS_CSV}), column `error`")
-    offline = sorted(sweep_dir.glob("**/wandb/offline-run-*"))
-    if offline:
-        one_level = all(len(p.relative_to(sweep_dir).parts) == 3 for p in offline)  # <run>/wandb/offline-run-*
-        target = f"{sweep_dir}/*/wandb/offline-run-*" if one_level and len(offline) > 1 else " ".join(map(str, offline))
-        lines += ["", "## W&B", "", f"{len(offline)} offline W&B run(s) were written; upload them with:", "",
-                  f"    wandb sync {target}"]
+    lines += wandb_section(sweep_dir)
     path = sweep_dir / REPORT
     write_text_atomic(path, "\n".join(lines).rstrip() + "\n")
     return path

@@ -4,7 +4,8 @@
 value, per-question test outcomes) and returns one ``Comparison`` per configuration, best first:
 
 - **Ranking and reference** come from validation (``rank_value``, normally ``summary.objective`` = val_accuracy);
-  the reference is the best complete configuration.
+  the reference is the best complete configuration (of configurations tied on it, the first in the sweep's
+  order, and its note says they tie: ``Comparison.tied``).
 - **The verdict** (``better`` / ``worse`` / ``indistinguishable``) is about the test counterpart (``value``, and
   ``outcomes`` per question when every run has them). Its interval is a Tukey simultaneous interval over *all pairs*
   of complete configurations, so the chance of any false ``better``/``worse`` in the whole sweep is at most
@@ -283,6 +284,7 @@ class Comparison:
     method: str = ""  # how the intervals were made, one sentence for reports
     is_best: bool = False
     n_questions: int | None = None  # questions paired per seed (None: per-run values)
+    tied: tuple = ()  # the reference's: the configurations whose validation mean equals its own
 
 
 def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
@@ -401,7 +403,9 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
         return out
     reference = rows[complete[0]]
     reference.is_best, reference.verdict = True, REFERENCE
-    reference.note = "best on validation"
+    reference.tied = tuple(c for c in complete[1:] if math.isclose(rows[c].rank_mean, reference.rank_mean,
+                                                                    rel_tol=1e-9, abs_tol=1e-12))
+    reference.note = _reference_note(reference, len(complete))
     others = complete[1:]
     if len(design) < 2:
         for c in others:
@@ -516,6 +520,19 @@ def signed(value: float | None) -> str:
 def ci_text(row: Comparison) -> str:
     """``[low, high]`` of the difference from the reference, ``-`` without one (the reference, no verdict)."""
     return "-" if row.low is None or row.high is None else f"[{signed(row.low)}, {signed(row.high)}]"
+
+
+def _reference_note(reference: Comparison, complete: int) -> str:
+    """Why it is the reference. Validation cannot pick among configurations that tie on it: the first in the sweep's
+    order is then the reference, said as such (the intervals are family-wise over all pairs: the verdicts hold
+    whichever of them is the reference)."""
+    if not reference.tied:
+        return "best on validation"
+    if len(reference.tied) == complete - 1:
+        return (f"all {complete} configurations tie on validation ({reference.rank_mean:.3g}): the first listed is "
+                "the reference, an arbitrary pick")
+    return (f"tied best on validation with {', '.join(map(str, reference.tied))}: the first listed is the reference, "
+            "an arbitrary pick")
 
 
 def verdict_text(row: Comparison) -> str:

@@ -15,7 +15,7 @@ from hydra.experimental.callback import Callback
 
 from ..run.context import RunContext
 from ..run.redact import redact
-from .wandb_setup import choose_mode, default_group
+from .wandb_setup import choose_mode, default_group, where_saved
 
 log = logging.getLogger(__name__)
 
@@ -71,3 +71,6 @@ def log_verdicts(cfg: Any, sweep_dir: Path, record: dict) -> None:
     run.summary.update(redact({**verdict_summary(comparisons), "method": method, "why_none": record.get("why_none")}))
     run.finish()
     print(f"W&B: verdicts of {len(comparisons)} configurations logged to group {group}")
+    line = where_saved(run)
+    if line:
+        print(line)

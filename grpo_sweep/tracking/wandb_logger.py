@@ -25,7 +25,7 @@ from ..adapters.trl import latest_completions
 from ..run.context import RunContext
 from ..run.files import write_text_atomic
 from ..run.tracker import RunLogger
-from .wandb_setup import choose_mode, default_group
+from .wandb_setup import choose_mode, default_group, where_saved
 from ..run.redact import redact, secret_values
 from ..run.results import measured_periodically
 from ..run.record import HEADLINE_FIELDS, RunSummary
@@ -204,13 +204,9 @@ class WandbLogger(RunLogger):
         run.summary.update(redact(fields))
         _save_log(run, self.run_dir)
         run.finish(exit_code=1 if fields["status"] == "failed" else 0)  # a pruned trial ended as asked
-        if self.mode == "offline":
-            where = Path(run.settings.sync_dir)
-            parts = sorted(where.parent.glob(f"offline-run-*-{self.run_id}"))  # a resumed run has one per start
-            target = f"{where.parent}/offline-run-*-{self.run_id}" if len(parts) > 1 else str(where)
-            print(f"W&B: offline run {self.run_id} saved in {where}\n  upload it with: wandb sync {target}")
-        elif getattr(run, "url", None):
-            print(f"W&B: run {run.url}")
+        line = where_saved(run)
+        if line:
+            print(line)
 
 
 def _save_log(run: Any, run_dir: Path) -> None:

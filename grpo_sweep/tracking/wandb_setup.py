@@ -51,3 +51,14 @@ def choose_mode(configured: str) -> str:
     if env_mode:
         return {"dryrun": "offline", "run": "online", "shared": "online"}.get(env_mode, env_mode)
     return "online" if _has_credentials() else "offline"
+
+
+def where_saved(run: Any) -> str:
+    """The line a finished W&B run prints: its URL online; offline, where it is and the command that uploads it
+    (every part of a run resumed in the same directory: one ``offline-run-*-<id>`` per start)."""
+    if not run.offline:
+        return f"W&B: run {run.url}" if getattr(run, "url", None) else ""
+    where = Path(run.settings.sync_dir)
+    parts = sorted(where.parent.glob(f"offline-run-*-{run.id}"))
+    target = f"{where.parent}/offline-run-*-{run.id}" if len(parts) > 1 else str(where)
+    return f"W&B: offline run {run.id} saved in {where}\n  upload it with: wandb sync {target}"
