@@ -4,6 +4,7 @@ single-run command that reproduces it, and PNG plots. Works on a finished or a r
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,8 @@ def reproduce_command(study_info: dict, trial, extra: list[str] = (), multirun: 
     """The command that trains ``trial``'s configuration as a plain run (``extra``: e.g. its seed)."""
     overrides = merge_overrides(study_info.get("reproduce_overrides", []), trial.user_attrs.get("overrides", []))
     overrides = merge_overrides(overrides, list(extra))
-    return "python launch.py " + ("-m " if multirun else "") + " ".join(overrides)
+    # quoted for a POSIX shell where needed (``hydra.searchpath=[...]``, a Hydra-quoted string): runs as printed
+    return "python launch.py " + ("-m " if multirun else "") + shlex.join(overrides)
 
 
 def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | None = None) -> str:
