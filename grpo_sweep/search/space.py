@@ -20,6 +20,9 @@ PARAM_TYPES = ("float", "int", "categorical")
 # GRPOConfig fields outside the schema pass through this open dict (train.py hands it to GRPOConfig)
 PASSTHROUGH = "trainer.args."
 MIX = "reward_mix"
+# the Optuna parameters of the simplex: stick-breaking coordinates, not weights (``simplex.<mix>.<reward>`` when the
+# mix is searched)
+SIMPLEX = "simplex."
 
 
 class SearchSpaceError(ValueError):
@@ -135,9 +138,9 @@ class SearchSpace:
                 values[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step)
             else:
                 values[key] = trial.suggest_categorical(key, list(spec["choices"]))
-        names, prefix = self.simplex, "simplex."
+        names, prefix = self.simplex, SIMPLEX
         if self.simplex_by_mix is not None:
-            names, prefix = self.simplex_by_mix[values[MIX]], f"simplex.{values[MIX]}."
+            names, prefix = self.simplex_by_mix[values[MIX]], f"{SIMPLEX}{values[MIX]}."
         if names:
             raw = [trial.suggest_float(f"{prefix}{name}", 0.0, 1.0) for name in names[:-1]]
             for name, weight in zip(names, stick_breaking(raw)):
@@ -196,7 +199,7 @@ class _Corner:
         return base if base is not _MISSING and can_take(base) else default
 
     def suggest_float(self, name, low, high, log=False, step=None):
-        if name.startswith("simplex."):
+        if name.startswith(SIMPLEX):
             return 0.5
         return self._value(name, lambda v: _number(v) and low <= v <= high, low)
 
