@@ -4,8 +4,10 @@ single-run command that reproduces it, and PNG plots. Works on a finished or a r
 from __future__ import annotations
 
 import logging
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..run.files import write_text_atomic
 from ..run.results import lookup, without_best
@@ -14,7 +16,7 @@ from ..sweeps.results import UNREADABLE, SweepResults, read_study_file
 from ..sweeps.stats import test_interval
 from ..sweeps.tables import markdown_table, number, seed_block
 from .config import TRIALS_DIR
-from .space import merge_overrides, override_key
+from .space import MIX, SIMPLEX, merge_overrides, override_key
 from .storage import dashboard_argument, open_storage
 
 log = logging.getLogger(__name__)
@@ -24,7 +26,8 @@ def reproduce_command(study_info: dict, trial, extra: list[str] = (), multirun: 
     """The command that trains ``trial``'s configuration as a plain run (``extra``: e.g. its seed)."""
     overrides = merge_overrides(study_info.get("reproduce_overrides", []), trial.user_attrs.get("overrides", []))
     overrides = merge_overrides(overrides, list(extra))
-    return "python launch.py " + ("-m " if multirun else "") + " ".join(overrides)
+    # quoted for a POSIX shell where needed (``hydra.searchpath=[...]``, a Hydra-quoted string): runs as printed
+    return "python launch.py " + ("-m " if multirun else "") + shlex.join(overrides)
 
 
 def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | None = None) -> str:
@@ -85,7 +88,7 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         lines += ["", f"Reproduce configuration {best.number} (seed {best.seeds[0]}) as a single run:", f"  {command}",
                   f"  (saved with its params, seeds and test figures in {sweep_dir / 'best.yaml'})"]
     if plots:
-        written = _plots(study, sweep_dir, multi=multi)
+        written = _plots(study, sweep_dir, info["objectives"], multi=multi)
         if written:
             lines.append(f"Plots: {', '.join(str(p) for p in written)}")
     lines.append(f"Browse it: optuna-dashboard {dashboard_argument(info['storage'])}")
@@ -252,28 +255,65 @@ def _plain(value):
     return value
 
 
-def _plots(study, sweep_dir: Path, multi: bool) -> list[Path]:
-    import matplotlib
+def weights_study(study):
+    """A copy of ``study`` (in memory, complete trials, the same values) whose trials carry the reward weights they
+    trained with as parameters (``reward_mix.<term>.weight``, continuous on [0, 1]) instead of the simplex coordinates
+    that drew them: k weights come from k-1 stick-breaking coordinates, so importances of the coordinates rank
+    numbers no run was configured with and leave one term out. Optuna's own ``params``/``target`` options of
+    ``plot_param_importances`` choose among a trial's parameters and its objective, not new parameters: hence a copy.
+    The weights sum to 1, so their importances share what one fewer free number explains."""
+    import optuna
+    from optuna.distributions import FloatDistribution
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created in memory" line in the report
+    try:
+        copy = optuna.create_study(directions=study.directions)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        params = {k: v for k, v in t.params.items() if not k.startswith(SIMPLEX)}
+        distributions = {k: t.distributions[k] for k in params}
+        if len(params) < len(t.params):
+            for key, value in _params(t).items():
+                if key.startswith(f"{MIX}.") and key.endswith(".weight") and key not in params:
+                    params[key], distributions[key] = float(value), FloatDistribution(0.0, 1.0)
+        copy.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, values=t.values,
+                                                 intermediate_values=t.intermediate_values,
+                                                 user_attrs=t.user_attrs))
+    return copy
+
+
+def study_plots(study, objectives: list[str], multi: bool) -> list[tuple[str, Callable]]:
+    """(file name, draw) of each plot the study has data for; ``draw()`` returns Optuna's matplotlib Axes, its
+    objective axis named after the study's objective(s), importances over the weights (``weights_study``)."""
     import optuna
     from optuna.visualization import matplotlib as vis
 
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    out = []
     jobs = []
     if complete and not multi:
-        jobs.append(("optimization_history.png", lambda: vis.plot_optimization_history(study)))
+        jobs.append(("optimization_history.png", lambda: vis.plot_optimization_history(study, target_name=objectives[0])))
         if any(t.intermediate_values for t in study.trials):
             jobs.append(("intermediate_values.png", lambda: vis.plot_intermediate_values(study)))
         if len(complete) >= 2 and len({tuple(sorted(t.params.items())) for t in complete}) >= 2:
-            jobs.append(("param_importances.png", lambda: vis.plot_param_importances(study)))
+            jobs.append(("param_importances.png",
+                         lambda: vis.plot_param_importances(weights_study(study), target_name=objectives[0])))
     if multi and len(complete) >= 1:
-        jobs.append(("pareto_front.png", lambda: vis.plot_pareto_front(study)))
+        jobs.append(("pareto_front.png", lambda: vis.plot_pareto_front(study, target_names=list(objectives))))
+    return jobs
+
+
+def _plots(study, sweep_dir: Path, objectives: list[str], multi: bool) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
     import warnings
 
-    for name, plot in jobs:
+    import matplotlib.pyplot as plt
+
+    out = []
+    for name, plot in study_plots(study, objectives, multi):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental

@@ -20,6 +20,9 @@ PARAM_TYPES = ("float", "int", "categorical")
 # GRPOConfig fields outside the schema pass through this open dict (train.py hands it to GRPOConfig)
 PASSTHROUGH = "trainer.args."
 MIX = "reward_mix"
+# the Optuna parameters of the simplex: stick-breaking coordinates, not weights (``simplex.<mix>.<reward>`` when the
+# mix is searched)
+SIMPLEX = "simplex."
 
 
 class SearchSpaceError(ValueError):
@@ -135,9 +138,9 @@ class SearchSpace:
                 values[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step)
             else:
                 values[key] = trial.suggest_categorical(key, list(spec["choices"]))
-        names, prefix = self.simplex, "simplex."
+        names, prefix = self.simplex, SIMPLEX
         if self.simplex_by_mix is not None:
-            names, prefix = self.simplex_by_mix[values[MIX]], f"simplex.{values[MIX]}."
+            names, prefix = self.simplex_by_mix[values[MIX]], f"{SIMPLEX}{values[MIX]}."
         if names:
             raw = [trial.suggest_float(f"{prefix}{name}", 0.0, 1.0) for name in names[:-1]]
             for name, weight in zip(names, stick_breaking(raw)):
@@ -196,7 +199,7 @@ class _Corner:
         return base if base is not _MISSING and can_take(base) else default
 
     def suggest_float(self, name, low, high, log=False, step=None):
-        if name.startswith("simplex."):
+        if name.startswith(SIMPLEX):
             return 0.5
         return self._value(name, lambda v: _number(v) and low <= v <= high, low)
 
@@ -294,11 +297,25 @@ def override_key(override: str) -> str:
 def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     """``base`` then ``extra``, dropping base overrides of a key that ``extra`` sets: Hydra refuses two
     values for one config group (``reward_mix=smoke reward_mix=format``), and the later one is meant. A key that
-    ``base`` adds (``+key=...``) is absent from the config both start from, so ``extra``'s value for it adds it too."""
-    added = {override_key(o) for o in base if o.startswith("+") and not o.startswith("++")}
-    extra = ["+" + o if override_key(o) in added and not o.startswith(("+", "~")) else o for o in extra]
+    ``base`` adds (``+key=...``, or ``++key=...``: added or set) is absent from the config both start from, so
+    ``extra``'s plain value for it takes the same prefix (else Hydra refuses it: ``Could not override``)."""
+    prefix = {override_key(o): o[: len(o) - len(o.lstrip("+"))] for o in base if o.startswith("+")}
+    extra = [prefix.get(override_key(o), "") + o if not o.startswith(("+", "~")) else o for o in extra]
     keys = {override_key(o) for o in extra}
     return [o for o in base if override_key(o) not in keys] + extra
+
+
+def group_overrides(base: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]:
+    """``group=option`` for each config group whose choice differs from ``base`` to ``target`` (``hydra.runtime.choices``),
+    Hydra's own groups and the study's ``hparams_search`` left out: a single run gets the study's mix
+    (``override /reward_mix: mine`` in its hparams_search file) as a group override, which a trial's own choice of the
+    group replaces (``merge_overrides``), instead of leaf edits that would add one mix's terms to another's."""
+    out = []
+    for group, option in target.items():
+        if group.startswith(("hydra", "hparams_search")) or base.get(group, _MISSING) == option:
+            continue
+        out.append(f"{group}={'null' if option is None else option}")
+    return out
 
 
 def _override_value(value: Any) -> str:

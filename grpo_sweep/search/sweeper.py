@@ -15,7 +15,7 @@ from ..config.grpo_fields import check_args
 from ..config.show import first_line
 from ..run.context import OPTUNA_WORKER, ROLE_ENV
 from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
-from .space import PASSTHROUGH, SearchSpace, SearchSpaceError, merge_overrides
+from .space import PASSTHROUGH, SearchSpace, SearchSpaceError, group_overrides, merge_overrides
 from .storage import check_no_password, check_storage_url, open_storage, resolve_url, saved, shown
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,12 @@ class OptunaSweeperImpl(Sweeper):
     def _compose(self, overrides: List[str], with_hydra_overrides: bool = True) -> DictConfig:
         """The job config for ``overrides`` (optionally without this sweep's hydra.* overrides but its search path,
         as a single run would compose it)."""
+        with_hydra = OmegaConf.to_container(self._load(overrides, with_hydra_overrides), resolve=False)
+        with_hydra.pop("hydra", None)
+        return OmegaConf.create(with_hydra)
+
+    def _load(self, overrides: List[str], with_hydra_overrides: bool = True) -> DictConfig:
+        """The config for ``overrides``, its hydra node included (``hydra.runtime.choices``)."""
         if with_hydra_overrides:
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         else:
@@ -53,9 +59,7 @@ class OptunaSweeperImpl(Sweeper):
                 config_name=self.config.hydra.job.config_name, overrides=[*self._searchpath(), *overrides],
                 run_mode=RunMode.RUN,
             )
-        with_hydra = OmegaConf.to_container(cfg, resolve=False)
-        with_hydra.pop("hydra", None)
-        return OmegaConf.create(with_hydra)
+        return cfg
 
     def _searchpath(self) -> list[str]:
         from .worker import searchpath_overrides
@@ -196,6 +200,8 @@ class OptunaSweeperImpl(Sweeper):
         """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept), its
         search path first: the user's own config directories hold the options it names."""
         plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
+        plain += group_overrides(self._load(plain, with_hydra_overrides=False).hydra.runtime.choices,
+                                 self.config.hydra.runtime.choices)
         single = self._compose(plain, with_hydra_overrides=False)
         return self._searchpath() + plain + diff_overrides(single, job_cfg)
 
