@@ -4,7 +4,9 @@ Written after the way Qwen2.5-0.5B/1.5B-Instruct and Llama-3.2-1B-Instruct answe
 bold, LaTeX inline and display, `\boxed{}`, units, currency, percent, thousands separators, `Answer:`-style prefixes,
 parenthesised remarks, fractions, decimals, negatives, symbolic answers), plus rows taken from Math-Verify's own
 tests (huggingface/Math-Verify at 5d148cfaaf99214c2e4ffb4bc497ab042c592a7a, tests/test_all.py; `source` names the
-test and index) and the table of issue 23 §1. Right rows (`correct` 1) and wrong ones (0: an off-by-one value, a
+test and index), the table of issue 23 §1, and issue 32's two classes, each in many forms, right and wrong: a
+currency amount that ends a plain sentence (`The total is $18.`) and a number restated in words in parentheses
+(`18 (eighteen)`, `eighteen (18)`; `18 (twenty)` names another value). Right rows (`correct` 1) and wrong ones (0: an off-by-one value, a
 wrong magnitude, two values, a hedge, a list, an operation left to do) are about half and half.
 
 Each row: (form, answer, truth, correct, boxed, source).
@@ -14,7 +16,8 @@ Each row: (form, answer, truth, correct, boxed, source).
   it (a line of reasoning, then the text, no tags). It is given only for rows whose answer holds a ``\boxed{}``
   (None otherwise: with no box, ``boxed`` must score 0). It differs from ``correct`` only where ``boxed`` by design
   reads the box and not the words around it (`note` in the source column says so).
-- ``source``: "model" (written as the models write), "issue 23" (the issue's table), or the peer test.
+- ``source``: "model" (written as the models write), "issue 23" (the issue's table), "issue 31"/"issue 32" (the
+  forms those issues reported), or the peer test.
 """
 from __future__ import annotations
 
@@ -134,6 +137,47 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("symbolic", "The answer is $2\\pi$.", "2\\pi", 1, None, "model"),
     ("words", "**Evelyn**", "Evelyn", 1, None, "model"),
     ("words", "$\\text{Tuesday}$.", "Tuesday", 1, None, "model"),
+    # --- a currency amount ending a plain sentence (issue 32), right
+    ("currency-sentence", "The total is $18.", "18", 1, None, "issue 32"),
+    ("currency-sentence", "So she pays $18.50.", "18.5", 1, None, "issue 32"),
+    ("currency-sentence", "$1,234.", "1234", 1, None, "issue 32"),
+    ("currency-sentence", "That costs 18 dollars.", "18", 1, None, "issue 32"),
+    ("currency-sentence", "It is €18.", "18", 1, None, "issue 32"),
+    ("currency-sentence", "$18.00.", "18", 1, None, "issue 32"),
+    ("currency-sentence", "The answer is $18.", "18", 1, None, "issue 32"),
+    ("currency-sentence", "Total: $18.", "18", 1, None, "model"),
+    ("currency-sentence", "It costs $0.50.", "0.5", 1, None, "model"),
+    ("currency-sentence", "It costs $.50.", "0.5", 1, None, "model"),
+    ("currency-sentence", "The price is US$18.", "18", 1, None, "model"),
+    ("currency-sentence", "The change in her balance is -$5.", "-5", 1, None, "model"),
+    ("currency-sentence", "Each ticket costs £7.25.", "7.25", 1, None, "model"),
+    ("currency-sentence", "**The total is $18.**", "18", 1, None, "model"),
+    ("currency-sentence", "She earns $18!", "18", 1, None, "model"),
+    ("currency-sentence", "The total cost is $1,250.00.", "1250", 1, None, "model"),
+    ("currency-sentence", "So, Janet makes $18, every day.", "18", 1, None, "model"),
+    # --- a number restated in words in parentheses (issue 32), right: the words name the same value
+    ("restated-words", "18 (eighteen)", "18", 1, None, "issue 32"),
+    ("restated-words", "18 (eighteen).", "18", 1, None, "issue 32"),
+    ("restated-words", "The answer is 18 (eighteen).", "18", 1, None, "issue 32"),
+    ("restated-words", "eighteen (18)", "18", 1, None, "issue 32"),
+    ("restated-words", "72 (seventy-two)", "72", 1, None, "model"),
+    ("restated-words", "1,250 (one thousand two hundred fifty)", "1250", 1, None, "model"),
+    ("restated-words", "She pays $18 (eighteen dollars).", "18", 1, None, "model"),
+    ("restated-words", "**5** (five)", "5", 1, None, "model"),
+    ("restated-words", "The answer is 105 (one hundred and five).", "105", 1, None, "model"),
+    ("restated-words", "Seventy-Two (72)", "72", 1, None, "model"),
+    ("restated-words", "-5 (minus five)", "-5", 1, None, "model"),
+    ("restated-words", "$\\boxed{3}$ (three)", "3", 1, 1, "model"),
+    ("restated-words", "The answer is $40$ (forty).", "40", 1, None, "model"),
+    # --- a number in words alone is the value it names, right
+    ("number-word", "The answer is eighteen.", "18", 1, None, "model"),
+    ("number-word", "seventy-two apples", "72", 1, None, "model"),
+    ("number-word", "negative five", "-5", 1, None, "model"),
+    # --- a run of punctuation after a remark (issue 31's pinned miss), right
+    ("remark", "72 (the total)..", "72", 1, None, "issue 31"),
+    ("remark", "Therefore The answer is 72 (the total)..", "72", 1, None, "issue 31"),
+    ("remark", "72 (the total)?!", "72", 1, None, "model"),
+    ("remark", "The answer is 72 (the number of apples)!!", "72", 1, None, "model"),
     # ===== wrong: each must earn 0
     # --- a wrong value, however well written
     ("bold", "**73**", "72", 0, None, "model"),
@@ -192,7 +236,7 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("thousands", "72,000", "72", 0, None, "model"),
     ("decimal", "7.2", "72", 0, None, "model"),
     ("percent", "0.28%", "28", 0, None, "model"),
-    ("number-word", "12 thousand", "12000", 0, None, "model; a number word is not read (a second value, as in `72 in three days`)"),
+    ("number-word", "12 thousand", "12000", 0, None, "model; digits and a scale word are two numbers (a second value, as in `72 in three days`)"),
     ("decimal", "0.28", "28", 0, None, "model"),
     # --- two values
     ("two-values", "72 or 73", "72", 0, None, "model"),
@@ -237,6 +281,41 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("operation", "\\boxed{20 - 8}", "12", 0, 0, "model"),
     ("repeat", "72 72 72", "72", 0, None, "model"),
     ("repeat", "1 000", "1000", 0, None, MV + "test_number_extraction[2] (a space is no thousands separator)"),
+    # --- a currency amount ending a sentence: a wrong amount, another amount, a decimal point that is not the period
+    ("currency-sentence", "The total is $17.", "18", 0, None, "model"),
+    ("currency-sentence", "So she pays $18.05.", "18.5", 0, None, "model"),
+    ("currency-sentence", "$1,243.", "1234", 0, None, "model"),
+    ("currency-sentence", "It costs $18.", "1.8", 0, None, "model"),
+    ("currency-sentence", "It costs $1,800.", "18", 0, None, "model"),
+    ("currency-sentence", "It costs $18.50.", "18", 0, None, "model"),
+    ("currency-sentence", "The total is $18, and the tax is $2.", "18", 0, None, "model"),
+    ("currency-sentence", "It was $18. Then it was $20.", "18", 0, None, "model"),
+    ("currency-sentence", "The change in her balance is -$5.", "5", 0, None, "model"),
+    ("currency-sentence", "It is $18 and 50 cents.", "18", 0, None, "model"),
+    ("currency-sentence", "The price is US$19.", "18", 0, None, "model"),
+    ("currency-sentence", "It is €81.", "18", 0, None, "model"),
+    # --- a number restated in parentheses as ANOTHER number, or offered as an alternative
+    ("restated-words", "18 (or 20)", "18", 0, None, "issue 32"),
+    ("restated-words", "18 (not 20)", "18", 0, None, "issue 32"),
+    ("restated-words", "18 (twenty)", "18", 0, None, "model"),
+    ("restated-words", "19 (nineteen)", "18", 0, None, "model"),
+    ("restated-words", "eighteen (81)", "18", 0, None, "model"),
+    ("restated-words", "72 (seventy-three)", "72", 0, None, "model"),
+    ("restated-words", "She pays $18 (twenty dollars).", "18", 0, None, "model"),
+    ("restated-words", "18 (one eight)", "18", 0, None, "model; no one number in words"),
+    ("restated-words", "18 (eighteen) or 20", "18", 0, None, "model"),
+    ("restated-words", "eighty (18)", "18", 0, None, "model"),
+    ("restated-words", "**5** (fifty)", "5", 0, None, "model"),
+    ("restated-words", "$\\boxed{3}$ (thirty)", "3", 0, 1, "model; boxed reads only the box"),
+    ("restated-words", "The answer is 105 (one hundred and fifty).", "105", 0, None, "model"),
+    # --- a number in words: a wrong value, a sign, a fraction, digits spelled one by one
+    ("number-word", "The answer is seventeen.", "18", 0, None, "model"),
+    ("number-word", "minus 5", "5", 0, None, "model"),
+    ("number-word", "three fourths", "3", 0, None, "model"),
+    ("number-word", "one two", "12", 0, None, "model"),
+    # --- a remark then a run of punctuation: a wrong value, a second value after it
+    ("remark", "73 (the total)..", "72", 0, None, "model"),
+    ("remark", "72 (the total).. 73", "72", 0, None, "model"),
     # --- malformed
     ("malformed", "1,000.99$", "1000.99", 0, None, MV + "test_number_extraction[12] (a stray $)"),
     ("malformed", "$$72$", "72", 0, None, "model"),

@@ -9,6 +9,8 @@ sentence), expecting the row's `correct` score. Rows without a box must earn no 
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -106,8 +108,14 @@ AMBIGUOUS = [
     ("72 (rounded)", 0),
     # a name given a value: the letter is a name, not a second value
     ("the value of $x$ is $72$", 1),
-    # a number word is a second value, even one that only restates the answer
-    ("72 (seventy-two)", 0),
+    # a number in words is the value it names: restating the answer in words is the answer once more, in either order;
+    # words naming another number are a second value
+    ("72 (seventy-two)", 1),
+    ("seventy-two (72)", 1),
+    ("72 (seventy-three)", 0),
+    ("72 in three days", 0),
+    # a remark then a run of punctuation is still the answer
+    ("Therefore The answer is 72 (the total)..", 1),
 ]
 
 
@@ -125,7 +133,7 @@ VALUES = st.sampled_from(["72", "-5", "0.75", "1,250", "\\frac{3}{4}"])
 
 
 # derandomize: the same 120 stacks on every run, so that CI is decided by the code, not by a draw (the draws found
-# one miss so far, pinned below)
+# one miss so far, `72 (the total)..`, now paid: see AMBIGUOUS)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(VALUES, st.lists(st.sampled_from(WRAPPERS), min_size=1, max_size=3, unique=True), st.sampled_from(["13", "$13$", "**13**", "thirteen"]),
        st.sampled_from([" or {}", ", not {}", " ({})", " and {}", " maybe"]))
@@ -142,9 +150,35 @@ def test_any_wrapping_of_one_value_pays_and_a_second_value_never_does(value, wra
     assert equivalent(text + second.format(other), truth) == 0.0, text + second.format(other)
 
 
-@pytest.mark.xfail(strict=True, reason="a known miss: a run of punctuation after a remark in parentheses ends the "
-                   "value's reading (`72 (the total)..` pays nothing); reading it as punctuation pays 0.016 more "
-                   "validation accuracy in the main job, so it changes the README's figures: left to its own change")
-def test_a_run_of_punctuation_after_a_remark_still_pays():
-    assert equivalent("Therefore The answer is 72 (the total)..", "72") == 1.0
+# --- issue 32's two classes, every form against every sentence: the right amount pays, any other amount does not.
+AMOUNTS = {"$18": "18", "$18.50": "18.5", "$1,234": "1234", "€18": "18", "£7.25": "7.25", "\\$18": "18", "US$18": "18",
+           "$0.50": "0.5", "18 dollars": "18", "-$5": "-5"}
+SENTENCES = ["The total is {}.", "So she pays {}.", "{}.", "The answer is {}.", "It costs {}!", "Total: {}.", "**{}.**",
+             "Therefore, the answer is {}. "]
 
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_a_currency_amount_ending_a_sentence_is_the_amount(sentence):
+    texts = [f"<answer>{sentence.format(amount)}</answer>" for amount in AMOUNTS]
+    assert REWARDS["correct"](completions=texts, ground_truth=list(AMOUNTS.values())) == [1.0] * len(AMOUNTS)
+    others = [str(Fraction(value) * 10) for value in AMOUNTS.values()]  # the decimal point taken for the period
+    assert REWARDS["correct"](completions=texts, ground_truth=others) == [0.0] * len(AMOUNTS)
+
+
+# Numbers and their names as a reader writes them (not derived from the code under test).
+SPELLED = {"0": "zero", "3": "three", "18": "eighteen", "40": "forty", "72": "seventy-two", "99": "ninety nine",
+           "105": "one hundred and five", "1250": "one thousand two hundred fifty", "1000000": "one million",
+           "-5": "minus five"}
+RESTATED = ["{n} ({w})", "{n} ({w}).", "The answer is {n} ({w}).", "{w} ({n})", "**{n}** ({w})", "$\\boxed{{{n}}}$ ({w})",
+            "That is {n} ({w}) in all."]
+
+
+@pytest.mark.parametrize("form", RESTATED)
+def test_a_number_restated_in_words_pays_only_when_the_words_name_it(form):
+    numbers = list(SPELLED)
+    same = [f"<answer>{form.format(n=n, w=SPELLED[n])}</answer>" for n in numbers]
+    assert REWARDS["correct"](completions=same, ground_truth=numbers) == [1.0] * len(numbers)
+    # each number with the next one's name: two values, whichever of them is the truth
+    crossed = [f"<answer>{form.format(n=n, w=SPELLED[m])}</answer>" for n, m in zip(numbers, numbers[1:] + numbers[:1])]
+    assert REWARDS["correct"](completions=crossed, ground_truth=numbers) == [0.0] * len(numbers)
+    assert REWARDS["correct"](completions=crossed, ground_truth=numbers[1:] + numbers[:1]) == [0.0] * len(numbers)

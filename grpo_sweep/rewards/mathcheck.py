@@ -160,7 +160,11 @@ _HEADING = re.compile(r"(?m)^[ \t]{0,3}#{1,6}[ \t]+")
 _SYMBOLS = str.maketrans({"\u2212": "-", "\u00d7": " \\times ", "\u00f7": " \\div ", "\u22c5": " \\cdot ", "\u00b7": " \\cdot ", "\u03c0": "\\pi "})
 # Currency signs next to a number: `\$18`, `US\$ 18`, `€18`, `18 €` (an unescaped `$` is decided in `_math_spans`).
 _CURRENCY = re.compile(r"\\\$\s?(?=[+-]?\.?\d)|[€£¥₹]\s?(?=[+-]?\.?\d)|(?<=\d)\s?[€£¥₹]")
-_DOLLAR_CURRENCY = re.compile(r"(?<![\\\w$])\$(?=\s?[+-]?\d[\d,]*(?:\.\d+)?(?![\d.,$\\^_{}]|\s*[=+*/^-]))")
+# The amount is the whole number after it, ending a sentence or not (`$18.`, `$1,234.`): a `.` or `,` followed by a
+# digit would be more of the number.
+_DOLLAR_CURRENCY = re.compile(
+    r"(?:(?<![\\\w$])|(?<![\w])US)\$(?=\s?[+-]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?!\d|[.,]\d|[$\\^_{}]|\s*[=+*/^-]))"
+)
 _SPAN = re.compile(r"\$\$(.+?)\$\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|(?<!\\)\$((?:[^$\\]|\\.)+?)\$")
 _STRAY_DOLLAR = re.compile(r"(?<!\\)\$")
 # A word standing alone inside a math span is prose (`$18 and $20` paired as one span `18 and `): `$` were currency.
@@ -175,16 +179,40 @@ _DEGREES = re.compile(r"(?<=[\d}])\s*(?:\^\s*\{?\s*\\circ\s*\}?|\u00b0)")
 _UNIT_POWER = re.compile(r"(?<![^\s{])([A-Za-z]{2,})\s*(?:\^\s*\{?\s*[23]\s*\}?|[\u00b2\u00b3])(?![\w])")
 _COLON = re.compile(r"(?<=[A-Za-z]):(?=\S)")
 # Words that hedge, negate, bound or offer an alternative (`maybe 72`, `72, not 73`, `at least 72`, `72 or so`), and
-# number words, a second value (`72 in three days`): the statement is not one exact answer.
+# words that scale or divide a number (`hundreds`, `twice`, `three fourths`): the statement is not one exact answer.
 _HEDGED = re.compile(
     r"(?<![\\A-Za-z])(?:or|not|nor|either|neither|maybe|perhaps|probably|possibly|likely|approx|approximate|approximately"
     r"|about|around|roughly|nearly|almost|estimated?|estimates?|rounded|rounding|nearest|between|unsure|uncertain|guess"
     r"|think|believe|suppose|assume|except|unless|but|wait|instead|alternatively|otherwise|over|under|at\s+(?:least|most)|(?:more|less|fewer|greater)"
-    r"\s+than|up\s+to|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
-    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundreds?"
-    r"|thousands?|millions?|billions?|trillions?|dozens?|half|halves|twice|double|triple|thirds?|quarters?)(?![A-Za-z])",
+    r"\s+than|up\s+to|hundreds|thousands|millions|billions|trillions|dozens?|half|halves|twice|double|triple|thirds?"
+    r"|quarters?|(?:fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|hundredth|thousandth|millionth)s?)(?![A-Za-z])",
     re.IGNORECASE,
 )
+# A number written in words (`eighteen`, `seventy-two`, `one hundred and five`) is the value it names, so it agrees
+# with the same value in digits (`18 (eighteen)`) and disagrees with any other (`18 (twenty)`, `72 in three days`).
+_SMALL_NUMBERS = {
+    word: value
+    for value, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+        " seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {word: 10 * value for value, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_NUMBER_WORD_SET = frozenset([*_SMALL_NUMBERS, *_TENS, "hundred", *_SCALES])
+_NUMBER_WORD = "|".join(sorted(_NUMBER_WORD_SET, key=len, reverse=True))  # `seventeen` before `seven`
+_LETTERS = re.compile(r"[a-z]+")
+_NUMBER_WORDS = re.compile(
+    rf"(?<![\\\w-])(?:{_NUMBER_WORD})(?:(?:\s*[-\u2010\u2011]\s*|\s+(?:and\s+)?)(?:{_NUMBER_WORD}))*(?![\w-])", re.IGNORECASE
+)
+# `the one`, `that one`: a pronoun, not the number 1.
+_PRONOUN_BEFORE = re.compile(
+    r"(?<![A-Za-z])(?:the|this|that|which|each|every|any|no|another|other|right|correct|same|last|first|only)\s+$",
+    re.IGNORECASE,
+)
+_AFTER_NUMBER_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{_NUMBER_WORD})\s*$", re.IGNORECASE)
+# `minus 5`, `negative five` state -5, unless an operand comes before (`12 minus 3`: two values).
+_SIGN_WORD = re.compile(r"(^|[^\w\s.)}\]%]\s*|(?<![\\A-Za-z])[A-Za-z]{2,}\s+)(?:minus|negative)\s+(?=\.?\d)", re.IGNORECASE)
 # A range written with a dash between numbers: `12–13`, `12 — 13`.
 _RANGE = re.compile(r"\d\s*[\u2013\u2014]\s*[-+\d.$\\]")
 _PERCENT_WORD = re.compile(r"(?:percent|pct|percentage)[.,;:!?]*$", re.IGNORECASE)
@@ -197,6 +225,7 @@ _UNIT_LETTERS = frozenset("mgshL")
 _ARTICLES = frozenset("aAI")
 _COMMAND_END = re.compile(r"\\[A-Za-z]+$")
 _TRAILING_PUNCT = re.compile(r"[.,;:!?]+$")
+_PLAIN_VALUE = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _LONE_VARIABLE = re.compile(r"[A-Za-z]")
 _MARK = "\x00"
 _BOUNDARY = "\x01"
@@ -240,17 +269,72 @@ def _boxes(text: str, contents: list[str]) -> str | None:
 
 
 def _explanations(text: str) -> str:
-    """Parentheses holding words (``72 (the total)``, ``(since 8 × 9 = 72)``) are a remark, not part of the math:
-    their brackets become boundaries, so what they hold is read as separate statements."""
+    """Parentheses holding words (``72 (the total)``, ``(since 8 × 9 = 72)``, ``18 (eighteen)``), or a number right
+    after a number in words (``eighteen (18)``), are a remark, not part of the math: their brackets become
+    boundaries, so what they hold is read as separate statements."""
     chars, stack = list(text), []
     for i, ch in enumerate(text):
         if ch == "(":
             stack.append(i)
         elif ch == ")" and stack:
             start = stack.pop()
-            if not stack and _PROSE_WORD.search(text, start, i):
+            if stack:
+                continue
+            restated = _NUMERAL.fullmatch(text[start + 1 : i].strip()) and _AFTER_NUMBER_WORD.search(text, 0, start)
+            if restated or _PROSE_WORD.search(text, start, i):
                 chars[start] = chars[i] = f" {_BOUNDARY} "
     return "".join(chars)
+
+
+def _number_words(text: str) -> str | None:
+    """``text`` with each number in words replaced by its digits (``seventy-two`` -> 72, ``a hundred`` -> 100); None
+    when a run of number words names no one number (``one two``, ``twenty thirty``). ``the one`` is a pronoun."""
+    if _NUMBER_WORD_SET.isdisjoint(_LETTERS.findall(text.casefold())):
+        return text  # most answers hold none: one C-speed scan instead of the run pattern's
+    failed = False
+
+    def digits(match: re.Match) -> str:
+        nonlocal failed
+        words = [w for w in re.split(r"[\s\u2010\u2011-]+", match.group(0).casefold()) if w]
+        if words == ["one"] and _PRONOUN_BEFORE.search(text, 0, match.start()):
+            return match.group(0)
+        value = _cardinal(words)
+        failed = failed or value is None
+        return f" {value} "
+
+    replaced = _NUMBER_WORDS.sub(digits, text)
+    return None if failed else replaced
+
+
+def _cardinal(words: list[str]) -> int | None:
+    """The value English number words name, None when they name none: read, then spelled back (`_spell`), and
+    kept only when the spelling is theirs (an ``and`` only after ``hundred``/``thousand``…)."""
+    if any(w == "and" and (i == 0 or not (words[i - 1] == "hundred" or words[i - 1] in _SCALES)) for i, w in enumerate(words)):
+        return None
+    words = [w for w in words if w != "and"]
+    total = current = 0
+    for word in words:
+        if word == "hundred":
+            current = (current or 1) * 100
+        elif word in _SCALES:
+            total, current = total + (current or 1) * _SCALES[word], 0
+        else:
+            current += _SMALL_NUMBERS.get(word, _TENS.get(word, 0))
+    value = total + current
+    implicit_one = ["one"] if words[0] == "hundred" or words[0] in _SCALES else []  # `a hundred`, `thousand`
+    return value if _spell(value).split() == implicit_one + words else None
+
+
+def _spell(value: int) -> str:
+    if value < 20:
+        return next(w for w, v in _SMALL_NUMBERS.items() if v == value)
+    if value < 100:
+        tens = next(w for w, v in _TENS.items() if v == value // 10 * 10)
+        return tens + (f" {_spell(value % 10)}" if value % 10 else "")
+    if value < 1000:
+        return f"{_spell(value // 100)} hundred" + (f" {_spell(value % 100)}" if value % 100 else "")
+    word, scale = next((w, s) for w, s in reversed(_SCALES.items()) if value >= s)
+    return f"{_spell(value // scale)} {word}" + (f" {_spell(value % scale)}" if value % scale else "")
 
 
 def _values(text: str, depth: int = 0) -> list[str] | None:
@@ -269,13 +353,18 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
     if _HEDGED.search(text):
         return None
     inner: list[list[str] | None] = [_values(c, depth + 1) for c in contents]
-    tokens = _explanations(_COLON.sub(": ", _PER_CENT.sub("percent", text))).split()
+    text = _number_words(_explanations(_COLON.sub(": ", _PER_CENT.sub("percent", text))))
+    if text is None:
+        return None
+    if "minus" in (folded := text.casefold()) or "negative" in folded:
+        text = _SIGN_WORD.sub(r"\1-", text)
+    tokens = text.split()
     kinds = []  # "w" prose word, "m" math, "b" boundary, "p" punctuation alone, "letter" decided below
     for tok in tokens:
         if tok == _BOUNDARY:
             kinds.append("b")
-        elif tok in ".,;:!?":
-            kinds.append("p")  # punctuation left alone by a span: `$72$ .`
+        elif _TRAILING_PUNCT.fullmatch(tok):
+            kinds.append("p")  # punctuation left alone by a span or a remark: `$72$ .`, `72 (the total)..`
         elif _WORD.fullmatch(tok) and len(tok.strip("\"'.,;:!?")) > 1:
             kinds.append("w")
         elif _WORD.fullmatch(tok):
@@ -356,7 +445,7 @@ def statement_value(candidate: str) -> str | None:
     values = _values(text)
     if values is None:
         return None
-    stated = [_SPACES.sub("", v) for v in values if v.strip()]
+    stated = [_stated_as(v) for v in values if v.strip()]
     distinct = list(dict.fromkeys(stated))
     if any(stated.count(v) > 2 for v in distinct):
         return None  # said over and over is not "stated once" (the answer padded with copies of itself)
@@ -367,7 +456,17 @@ def statement_value(candidate: str) -> str | None:
         return text or None
     if len(distinct) > 1:
         return None
-    return next(v for v in values if _SPACES.sub("", v) == distinct[0]).strip()
+    return next(v for v in values if v.strip() and _stated_as(v) == distinct[0]).strip()
+
+
+def _stated_as(value: str) -> str:
+    """What makes two stated values the same one: a plain number by its value (``1,250`` and ``1250``, ``18.00`` and
+    ``18``: a restatement in words reads as digits), anything else by its text without spaces."""
+    value = value.strip()
+    if not _PLAIN_VALUE.fullmatch(value):
+        return _SPACES.sub("", value)
+    value = value.replace(",", "").lstrip("+")
+    return value.rstrip("0").rstrip(".") if "." in value else value
 
 
 def states_a_value(candidate: str) -> bool:
