@@ -199,3 +199,18 @@ def test_labels_keep_the_part_that_tells_configurations_apart():
     assert short("reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003") == "reward_mix=smoke r=32 learning_rate=0.0003"
     clash = plots.abbreviate(["model.lr=1 optimizer.lr=2"])  # two keys end in lr: both stay whole
     assert clash("model.lr=1 optimizer.lr=2") == "model.lr=1 optimizer.lr=2"
+
+
+def test_a_studys_sampled_parameter_is_on_a_continuous_axis_against_the_studys_own_objective(tmp_path, figures):
+    # four trials: few enough values that a grid's parameter would get a slot each; a sampled one has no slots
+    runs = [RunPoint(tmp_path / f"t{i}", {"reward_mix.correct.weight": w, "trainer.learning_rate": lr}, val, val - 0.1)
+            for i, (w, lr, val) in enumerate([(0.12, 1e-6, 0.4), (0.37, 3e-5, 0.5), (0.81, 2e-4, 0.7), (0.55, 9e-6, 0.6)])]
+    metric = ("val_rewards.xmlcount", "test_rewards.xmlcount")
+    title = plots.plot_by_parameter("reward_mix.correct.weight", runs, tmp_path / "w.png", metric=metric, scale="linear")
+    assert title == "val_rewards.xmlcount and test_rewards.xmlcount vs reward_mix.correct.weight (points: runs)"
+    val_ax, test_ax = figures[0].axes
+    assert (val_ax.get_ylabel(), test_ax.get_ylabel()) == metric
+    assert val_ax.get_xscale() == "linear"
+    assert sorted(val_ax.collections[0].get_offsets()[:, 0]) == pytest.approx([0.12, 0.37, 0.55, 0.81])  # the values
+    plots.plot_by_parameter("trainer.learning_rate", runs, tmp_path / "lr.png", metric=metric, scale="log")
+    assert figures[1].axes[0].get_xscale() == "log"

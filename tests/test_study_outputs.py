@@ -90,6 +90,8 @@ def test_the_mix_an_hparams_search_file_picks_is_a_group_override_in_the_reprodu
     info = json.loads((tmp_path / "grpo" / "studies" / "mixed" / "study.json").read_text())
     base = info["reproduce_overrides"]
     assert "reward_mix=format_correct" in base
+    # the report's per-parameter plots draw these on a continuous axis
+    assert info["scales"] == {f"reward_mix.{t}.weight": "linear" for t in ("format", "correct", "plainint")}
     from grpo_sweep.search.space import merge_overrides
 
     trial = ["reward_mix.format.weight=0.2", "reward_mix.correct.weight=0.3", "reward_mix.plainint.weight=0.5"]

@@ -163,6 +163,15 @@ class SearchSpace:
                 OmegaConf.update(cfg, key, value, merge=False, force_add=key in self.added)
         return cfg
 
+    def scales(self) -> dict[str, str]:
+        """``{trial parameter: "log" | "linear"}`` for every numeric parameter a trial samples, the reward weights
+        included (by their config key, as the trials carry them): the axes a plot of the trials draws them on."""
+        out = {key: "log" if spec.get("log") else "linear" for key, spec in self.params.items()
+               if spec["type"] in ("float", "int")}
+        mixes = self.simplex_by_mix.values() if self.simplex_by_mix is not None else [self.simplex]
+        out.update({f"reward_mix.{name}.weight": "linear" for names in mixes for name in names})
+        return out
+
     def as_overrides(self, values: Mapping[str, Any]) -> list[str]:
         """Command-line overrides for a point: group choices first (``reward_mix=format``), then values."""
         first = [f"{key}={values[key]}" for key in self.groups if key in values]

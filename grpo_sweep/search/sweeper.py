@@ -89,7 +89,8 @@ class OptunaSweeperImpl(Sweeper):
             check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
             check_study_processes(job_cfg, self.launcher)
             check_config(job_cfg, self._trains_here())
-            check_sampler_and_pruner(s, self._check_space(arguments, job_cfg))  # fail here, not in every worker
+            space = self._check_space(arguments, job_cfg)
+            check_sampler_and_pruner(s, space)  # fail here, not in every worker
             check_replicas(s)
             # the launcher's part of the gate (its resources, a worker's processes) before anything is written: a
             # refused study leaves no directory; the launcher keeps the plan for its call below
@@ -129,6 +130,7 @@ class OptunaSweeperImpl(Sweeper):
                 "seeds_per_trial": s.seeds_per_trial,
                 "seed_key": s.seed_key,
                 "reproduce_overrides": self._reproduce_overrides(arguments, job_cfg),
+                "scales": space.scales(),  # the report's plots draw sampled values on a continuous axis
             },
         )
         log.info(

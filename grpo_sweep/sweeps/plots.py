@@ -6,9 +6,11 @@
   configurations that use the term as lines (smoothed, mean over seeds with the same band).
 - ``forest.png``: per configuration, its difference from the reference with its interval (``forest_plot``; the
   rows come from the verdict engine).
-- ``accuracy_vs_<param>.png``: validation and test accuracy per value of one swept parameter: each run a point,
-  each value its mean with an interval as an error bar. Values of a categorical parameter are not joined by a line:
-  they have no order.
+- ``accuracy_vs_<param>.png``: the sweep's objective on validation (``val_accuracy`` unless it optimized another
+  metric, e.g. a study's ``val_rewards.<term>``) and its test counterpart per value of one swept parameter: each run
+  a point, each value its mean with an interval as an error bar. Values of a categorical parameter are not joined
+  by a line: they have no order. A parameter a study samples (a weight, a learning rate) is drawn on a continuous
+  axis, log where the space is log.
 
 The band over seeds: a 95 % Student t interval of the mean with 3 or more seeds, the range (min to max) with 2,
 none with 1. Colours follow the configurations' rank (best first) in every figure; at most ``TOP_CONFIGS`` are
@@ -26,7 +28,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..run.files import iter_jsonl
 from ..run.results import METRICS
-from ..run.record import VAL_ACCURACY_LOGGED
+from ..run.record import VAL_ACCURACY, VAL_ACCURACY_LOGGED
 from .stats import t_quantile
 
 TOP_CONFIGS = 6
@@ -418,21 +420,26 @@ def safe_name(name: str) -> str:
 
 
 def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
-                      highlight: Iterable[int] = ()) -> str | None:
+                      highlight: Iterable[int] = (), metric: tuple[str, str | None] = (VAL_ACCURACY, "test_accuracy"),
+                      scale: str | None = None) -> str | None:
     """Validation and test accuracy (two panels, the test one when some run has it) against one swept parameter:
     each run a point (spread sideways, the same on every report), each value's mean and interval (95 % t, min-max
     for 2 runs) an error bar, never a line between values. ``highlight``: indexes into ``runs`` drawn as stars
     (the best runs by validation). Above MAX_SLOTS distinct numeric values the runs are drawn against the value
-    itself, on a log axis when it spans >= 100x."""
+    itself, on a log axis when it spans >= 100x. ``metric``: the names of what ``RunPoint.val``/``.test`` hold.
+    ``scale``: "linear" or "log" for a parameter sampled from a continuous range (study.json's ``scales``): drawn
+    against the value itself on that axis, whatever the number of distinct values."""
     points = [(r.params[param], i, r) for i, r in enumerate(runs) if param in r.params]
     if not points:
         return None
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v, _, _ in points)
     values = sorted({v for v, _, _ in points}, key=lambda v: (v if numeric else str(v)))
-    slots = not numeric or len(values) <= MAX_SLOTS
-    panels = [("val", "validation accuracy")]
-    if any(r.test is not None for _, _, r in points):
-        panels.append(("test", "test accuracy"))
+    slots = not numeric or (scale is None and len(values) <= MAX_SLOTS)
+    val_name, test_name = (("validation accuracy", "test accuracy") if metric[0] == VAL_ACCURACY
+                           else (metric[0], metric[1] or "test"))
+    panels = [("val", val_name)]
+    if metric[1] and any(r.test is not None for _, _, r in points):
+        panels.append(("test", test_name))
     highlight = set(highlight)
     plt = _pyplot()
     width = min(14.0, max(4.5, 0.7 * len(values) + 2.2)) if slots else 6.0
@@ -467,7 +474,7 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
             ax.set_xticks(range(len(values)), [_short(_param(v), 24) for v in values], rotation=30 if len(values) > 4
                           else 0, ha="right" if len(values) > 4 else "center", fontsize=8)
             ax.set_xlim(-0.6, len(values) - 0.2)
-        elif xs and min(xs) > 0 and max(xs) / min(xs) >= 100:
+        elif scale == "log" or (scale is None and xs and min(xs) > 0 and max(xs) / min(xs) >= 100):
             ax.set_xscale("log")
         if stars:
             ax.scatter([p[0] for p in stars], [p[1] for p in stars], marker="*", s=80, color="tab:red", zorder=5,
@@ -477,7 +484,8 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
         ax.legend(fontsize=7, loc="best", framealpha=0.8)
     fig.tight_layout()
     _save(fig, out_path)
-    return f"Validation and test accuracy vs {param}" + (
+    what = "Validation and test accuracy" if metric[0] == VAL_ACCURACY else " and ".join(n for _, n in panels)
+    return f"{what} vs {param}" + (
         " (points: runs; error bars: mean and 95% t-interval)" if slots else " (points: runs)")
 
 
@@ -492,14 +500,16 @@ def _save(fig, path: Path) -> None:
 def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Path,
                 forest_rows: Sequence[Any] | None = None, forest_options: dict | None = None,
                 is_seed=lambda key: False, best_runs: Iterable[Path] = (),
-                read=read_series) -> list[tuple[str, str]]:
+                read=read_series, metric: tuple[str, str | None] = (VAL_ACCURACY, "test_accuracy"),
+                scales: dict | None = None) -> list[tuple[str, str]]:
     """Every plot of the report, as (title, path relative to the report) in the order the report shows them.
 
     ``configs``: best first (by the sweep's objective on validation). ``names``: the reward terms. ``forest_rows``:
     the verdict engine's rows for ``forest_plot`` (no forest plot without them); ``forest_options``: its keyword
     arguments (``reference``, ``xlabel``, ``interval_text``). ``is_seed``: which parameters are seeds (no plot
     against a seed). ``best_runs``: run directories starred in the per-parameter plots. ``read``: how a run's
-    metrics are read (``read_series``; the sweep's reader passes its own, which keeps the last step). PNGs left in
+    metrics are read (``read_series``; the sweep's reader passes its own, which keeps the last step). ``metric``,
+    ``scales``: what the per-parameter plots show and on which axes (``plot_by_parameter``). PNGs left in
     ``out_dir`` by an earlier report that this one did not draw are removed.
     """
     out_dir = Path(out_dir)
@@ -528,7 +538,8 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     best = {Path(p) for p in best_runs}
     for param in sorted({k for r in runs for k in r.params if not is_seed(k)}):
         path = out_dir / f"accuracy_vs_{safe_name(param)}.png"
-        add(plot_by_parameter(param, runs, path, [i for i, r in enumerate(runs) if r.dir in best]), path)
+        add(plot_by_parameter(param, runs, path, [i for i, r in enumerate(runs) if r.dir in best], metric,
+                              (scales or {}).get(param)), path)
     written = {Path(rel).name for _, rel in plots}
     for stale in out_dir.glob("*.png"):  # plots/ is the report's own: drop what an earlier report drew
         if stale.name not in written:

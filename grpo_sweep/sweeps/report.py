@@ -22,7 +22,8 @@ from typing import Any
 
 from ..run.cost import cost_line
 from ..run.files import write_text_atomic
-from ..run.record import VAL_ACCURACY, RunSummary
+from ..run.record import VAL_ACCURACY, RunSummary, test_counterpart
+from ..run.results import lookup
 from . import plots as figures
 from .results import UNREADABLE, SweepResults, SweepRun
 from .stats import Comparison, ci_text, is_seed, signed
@@ -139,12 +140,20 @@ def write_plots(results: SweepResults, names: list[str], out_dir: Path, forest_o
              for key, values in ((key, [r.objective for r in group if r.objective is not None])
                                  for key, group in groups.items())}
     ranked = sorted(groups, key=lambda key: (means[key] is None, sign * (means[key] or 0.0)))
-    configs = [figures.ConfigRuns(key, [figures.RunPoint(r.dir, r.params, _finite(r.summary.val_accuracy),
-                                                     _finite(r.summary.test_accuracy)) for r in groups[key]])
-               for key in ranked]
+    # the per-parameter plots show what the sweep optimized (a study's val_rewards.<term>), and its test counterpart
+    metric = next((r.summary.optimized_metric for r in results.runs if r.summary.optimized_metric), VAL_ACCURACY)
+    test_key = test_counterpart(metric)
+
+    def point(run: SweepRun) -> figures.RunPoint:
+        summary = run.summary.to_dict()
+        return figures.RunPoint(run.dir, run.params, _finite(lookup(summary, metric)),
+                                _finite(lookup(summary, test_key)) if test_key else None)
+
+    configs = [figures.ConfigRuns(key, [point(r) for r in groups[key]]) for key in ranked]
     best = [r.dir for r in results.ranked[:5] if r.objective is not None]
     return figures.write_plots(configs, names, out_dir, forest_rows(results), forest_options, is_seed=is_seed,
-                               best_runs=best, read=results.series)
+                               best_runs=best, read=results.series, metric=(metric, test_key),
+                               scales=(results.study or {}).get("scales") or {})
 
 
 def _finite(value: Any) -> float | None:
