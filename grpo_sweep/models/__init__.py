@@ -37,7 +37,7 @@ NOT_GENERATIVE = ("ForSequenceClassification", "ForTokenClassification", "ForQue
 
 TINY_ON_OTHER_DATA = (
     "grpo-sweep: warning: the tiny model knows only single-digit arithmetic (`6 * 3`): expect accuracy 0 on other "
-    "data (data.source={source}); it is for trying the workflow; use a hub model (model=qwen2_5_0_5b_instruct, or "
+    "data (here data.path={path!r}); it is for trying the workflow; use a hub model (model=qwen2_5_0_5b_instruct, or "
     "experiment=cpu_qwen0_5b on a CPU) to get an answer")
 # set once a launch warned: the jobs it starts (pool and Optuna workers, submitted jobs) inherit this process's
 # environment and do not warn again
@@ -65,7 +65,7 @@ def warn_tiny_on_other_data(cfg: Any) -> None:
     if cfg.model.tiny is None or cfg.data.source == "arithmetic" or os.environ.get(WARNED_ENV):
         return
     os.environ[WARNED_ENV] = "1"
-    print(TINY_ON_OTHER_DATA.format(source=cfg.data.source), file=sys.stderr, flush=True)
+    print(TINY_ON_OTHER_DATA.format(path=cfg.data.path), file=sys.stderr, flush=True)
 
 
 def check_local_model(key: str, source: str) -> None:
