@@ -6,8 +6,8 @@
 
 The warm start is chaotic under float rounding: another CPU type builds another model from the same recipe. The
 package therefore ships the weights (a few hundred KB) and a record of what they are (``build.json``: the recipe's
-cache name, which ``models.prebuilt_model`` matches a run's config against, and the weights' sha256). Every machine
-then starts the main job from bit-identical weights. ``--check`` tells whether this machine's build is the same
+cache name, what it was made from, which ``models.shipped_warm_start`` matches a run's config against, and the
+weights' sha256). Every machine then starts the main job from bit-identical weights. ``--check`` tells whether this machine's build is the same
 model (it is on the machine that built it; on another CPU type it need not be, which is why the file ships).
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main() -> None:
 
     from grpo_sweep.configstore import register_configs
     from grpo_sweep.data import held_out_questions
-    from grpo_sweep.models import PREBUILT, PREBUILT_RECORD, ensure_model, warm_name, weights_sha256
+    from grpo_sweep.models import PREBUILT, PREBUILT_RECORD, ensure_model, made_from, warm_name, weights_sha256
     from grpo_sweep.models.tiny import TinySpec
 
     register_configs()
@@ -63,10 +63,12 @@ def main() -> None:
         built = ensure_model(spec, cfg.data.system_prompt, held_out)
         sha = weights_sha256(built)
         name = warm_name(spec, cfg.data.system_prompt, held_out)
+        made = made_from(spec, cfg.data.system_prompt, held_out)
         if args.check:
             record = json.loads((PREBUILT / PREBUILT_RECORD).read_text())
-            same = record["sha256"] == sha and record["name"] == name
-            print(json.dumps({"built_here": sha, "shipped": record["sha256"], "same_recipe": record["name"] == name,
+            same_recipe = record["name"] == name and record.get("made_from") == made
+            same = record["sha256"] == sha and same_recipe
+            print(json.dumps({"built_here": sha, "shipped": record["sha256"], "same_recipe": same_recipe,
                               "same_weights": same, "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0))}))
             sys.exit(0 if same else 1)
         shutil.rmtree(PREBUILT, ignore_errors=True)
@@ -79,7 +81,8 @@ def main() -> None:
     record = {"name": name, "sha256": sha, "built_on": {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
                                                          "torch": torch.__version__},
               "recipe": "conf/model/tiny.yaml's tiny + warm_start, conf/data/arithmetic.yaml's validation and test "
-                        "questions held out of its chat turns"}
+                        "questions held out of its chat turns",
+              "made_from": made}
     (PREBUILT / PREBUILT_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 

@@ -247,32 +247,106 @@ def test_the_main_job_starts_from_the_shipped_weights_without_building(cfg_facto
     assert (PREBUILT / "model.safetensors").stat().st_size < 1_000_000  # a few hundred KB in the package
 
 
-def test_another_recipe_or_prebuilt_false_builds_instead(cfg_factory, tmp_path, monkeypatch):
-    from grpo_sweep.models import PREBUILT, prebuilt_model
+WORD_PROBLEMS = ("Ann has 3 apples and buys 4 more. How many apples now?", "What is 12 % of 50?")
+
+
+@pytest.mark.parametrize("overrides, held_out", [
+    (["data=file", "data.path=unused.jsonl"], None),  # other data: no held-out question a worked example asks
+    ([], WORD_PROBLEMS),
+    (["data.arithmetic.n_val=32"], None),  # fewer held out: still none of them shown
+])
+def test_a_run_whose_held_out_questions_the_shipped_one_never_showed_starts_from_it(cfg_factory, tmp_path, monkeypatch,
+                                                                                    overrides, held_out):
+    from grpo_sweep.models import PREBUILT, shipped_warm_start
 
     monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
-    for overrides in (["model.tiny.warm_start.seed=7"], ["model.tiny.warm_start.teacher_slip=0.5"],
-                      ["data.arithmetic.n_val=32"]):
-        spec, system, held_out = _default_spec(cfg_factory, overrides)
-        assert prebuilt_model(spec, system, held_out) is None, overrides
+    spec, system, questions = _default_spec(cfg_factory, overrides)
+    held_out = questions if held_out is None else held_out
+    assert shipped_warm_start(spec, system, held_out) == (PREBUILT, "")
+    assert ensure_model(spec, system, held_out) == PREBUILT
+    assert not any(tmp_path.iterdir())  # nothing built
+
+
+@pytest.mark.parametrize("overrides, why", [
+    (["model.tiny.warm_start.seed=7"], "model.tiny.warm_start.seed=7 differs from the shipped warm start's (2)"),
+    (["model.tiny.warm_start.teacher_slip=0.5", "model.tiny.hidden_size=32"],
+     "model.tiny.hidden_size=32, model.tiny.warm_start.teacher_slip=0.5 differ from the shipped warm start's (64, 0.6)"),
+    (["model.max_seq_length=1024"], "model.max_seq_length=1024 differs from the shipped warm start's (512)"),
+    (["data.system_prompt=Answer."], "data.system_prompt differs from the shipped warm start's"),
+    (["data.arithmetic.seed=3"], "63 of this run's 128 held-out questions ('What is the result of 2 * 9?', ...) were "
+                                 "worked examples in the shipped warm start, which holds out data=arithmetic's default "
+                                 "validation and test questions"),
+])
+def test_another_recipe_or_held_out_questions_it_showed_build_instead_and_say_why(cfg_factory, overrides, why):
+    from grpo_sweep.models import shipped_warm_start
+
+    assert shipped_warm_start(*_default_spec(cfg_factory, overrides)) == (None, why)
+
+
+def test_prebuilt_false_takes_this_machines_build_of_the_same_recipe(cfg_factory, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
     spec, system, held_out = _default_spec(cfg_factory, ["model.tiny.prebuilt=false"])
-    built = []
-    monkeypatch.setattr(warm, "ensure_warm_model", lambda base, s, task: built.append(task) or base)
-    assert ensure_model(spec, system, held_out) != PREBUILT and len(built) == 1
+    # a build this machine made before (here: a stand-in in its cache place; building it is test_build_says_why...)
+    built = warm_model_path(tiny_model_path(spec), spec.warm_start, WarmTask(system, held_out))
+    for path in (tiny_model_path(spec), built):
+        path.mkdir(parents=True)
+        (path / "config.json").write_text("{}")
+    assert ensure_model(spec, system, held_out) == built
+
+
+def test_held_out_questions_no_worked_example_asks_leave_the_build_and_its_cache_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
+    base, spec = tiny_model_path(TinySpec()), WarmStartSpec(steps=600)
+    some = ("What is the result of 6 * 3?",)
+    assert warm_model_path(base, spec, WarmTask(SYSTEM, WORD_PROBLEMS)) == warm_model_path(base, spec, WarmTask(SYSTEM))
+    assert warm_model_path(base, spec, WarmTask(SYSTEM, some + WORD_PROBLEMS)) == warm_model_path(base, spec, WarmTask(SYSTEM, some))
+    assert warm_model_path(base, spec, WarmTask(SYSTEM, some)) != warm_model_path(base, spec, WarmTask(SYSTEM))
+    assert example_operands(9, WarmTask(SYSTEM, WORD_PROBLEMS)) == example_operands(9, WarmTask(SYSTEM))
+
+
+def test_the_shipped_record_says_what_its_worked_examples_showed(cfg_factory):
+    import json
+
+    from grpo_sweep.models import PREBUILT, PREBUILT_RECORD, made_from, warm_name
+
+    spec, system, held_out = _default_spec(cfg_factory)
+    record = json.loads((PREBUILT / PREBUILT_RECORD).read_text())
+    assert record["name"] == warm_name(spec, system, held_out) == "tiny-llama-5c0d143958c2-warm-311db67fe0fe"
+    assert record["made_from"] == made_from(spec, system, held_out)
+    assert len(record["made_from"]["shown"]) == 115 and not set(record["made_from"]["shown"]) & set(held_out)
+
+
+def test_a_build_says_why_how_far_it_is_and_how_long_it_took_once(tmp_path, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
+    spec = TinySpec(warm_start=WarmStartSpec(steps=20, batch_size=4, decay_steps=2, seed=2))
+    with caplog.at_level(logging.INFO, logger="grpo_sweep.models"):
+        path = ensure_model(spec, SYSTEM, WORD_PROBLEMS)
+        first = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        assert ensure_model(spec, SYSTEM, WORD_PROBLEMS) == path
+    assert [r.getMessage() for r in caplog.records] == []  # cached: nothing to say
+    assert first[0].startswith("model.tiny.warm_start.steps=20, model.tiny.warm_start.decay_steps=2, "
+                               "model.tiny.warm_start.batch_size=4 differ from the shipped warm start's (600, 75, 128): "
+                               "building the tiny model's warm start: 20 steps, about 1 s on 2 free cores"), first
+    assert first[0].endswith(f"once, then cached in {path}")
+    assert [m.split(",")[0] for m in first[1:-1]] == [f"warm start: step {s} of 20 ({5 * s} %)" for s in range(2, 20, 2)]
+    assert first[-1].startswith("warm start built in ") and first[-1].endswith(f" s; cached in {path}")
 
 
 def test_a_damaged_shipped_file_is_refused(cfg_factory, tmp_path):
     import shutil
 
-    from grpo_sweep.models import PREBUILT, prebuilt_model
+    from grpo_sweep.models import PREBUILT, shipped_warm_start
 
     copy = tmp_path / "prebuilt"
     shutil.copytree(PREBUILT, copy)
     spec, system, held_out = _default_spec(cfg_factory)
-    assert prebuilt_model(spec, system, held_out, root=copy) == copy
+    assert shipped_warm_start(spec, system, held_out, root=copy).path == copy
     weights = copy / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
     with pytest.raises(RuntimeError, match="hashes to .*, not .* reinstall grpo-sweep or set model.tiny.prebuilt=false"):
-        prebuilt_model(spec, system, held_out, root=copy)
+        shipped_warm_start(spec, system, held_out, root=copy)

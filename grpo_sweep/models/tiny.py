@@ -86,10 +86,15 @@ def _key(spec: TinySpec) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def base_settings(spec: TinySpec) -> dict[str, Any]:
+    """What the random model is built from: ``spec`` without its warm start (which is built from the random model)
+    and without ``prebuilt`` (which says where a warm start comes from)."""
+    return {k: v for k, v in asdict(spec).items() if k not in ("warm_start", "prebuilt")}
+
+
 def tiny_model_path(spec: TinySpec) -> Path:
-    """The random model's directory: the warm start is not part of its key (a warm start is built from it)."""
-    settings = {k: v for k, v in asdict(spec).items() if k not in ("warm_start", "prebuilt")}
-    return cache_root() / f"tiny-llama-{_key({'v': BUILD_VERSION, **settings})}"
+    """The random model's directory, keyed on ``base_settings``."""
+    return cache_root() / f"tiny-llama-{_key({'v': BUILD_VERSION, **base_settings(spec)})}"
 
 
 def ensure_tiny_model(spec: TinySpec) -> Path:

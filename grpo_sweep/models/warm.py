@@ -16,6 +16,10 @@ it is right on most ``+`` questions and fewer others (held-out accuracy 0.2-0.35
 operation and gets it right, which a correctness reward can pay for: GRPO unlearns the habit and lifts held-out
 accuracy. A format-only reward cannot (the format is already right), which is what makes the reward design matter.
 
+Only held-out questions that are worked examples' questions (``corpus_questions``) change what the build shows: a
+held-out set of word problems (``data=file``, ``data=gsm8k``) holds none, so it builds the same model as no held-out
+set, under the same cache name (``warm_model_path``).
+
 The training is chaotic: two builds that differ only in float rounding are different models by step ~150, so a
 recipe is judged over warm-start seeds, and the rate decays over the last ``decay_steps`` so that every seed ends
 settled (BENCHMARKS.md, "Issue 13, fourth session": ``bench/warm_start_seeds.py``). Cached by content hash next to
@@ -25,7 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,11 +39,18 @@ from grpo_sweep.data.arithmetic import question
 
 from .tiny import TinySpec, WarmStartSpec, build_cached, cache_root
 
+log = logging.getLogger(__name__)
+
 # Bump when the corpus or the training loop changes in a way that must invalidate cached warm starts.
 WARM_VERSION = 3
 OPS = ("+", "-", "*")
 INTROS = ("Take", "Consider", "Now", "Look at", "Here is", "Next:", "Then")
 FILLERS = ("", " Well,", " So", " Ok.", "\n", " Let us see.\n", " Hmm.")
+# the build's wall seconds per step of 128 lines on 2 free cores (AMD EPYC, torch 2.13 CPU): 60.0 s for 600 steps
+# (BENCHMARKS.md, issue 13's fourth session; issue 32: 62 s); what the build says to expect before it starts
+SECONDS_PER_STEP = 0.10
+# how often the build says how far it is: every tenth of its steps
+PROGRESS_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,16 @@ def example_operands(max_operand: int, task: WarmTask) -> list[tuple[int, str, i
     return [(a, op, b) for a, op, b in operands(max_operand) if question(f"{a} {op} {b}") not in held_out]
 
 
+def corpus_questions(max_operand: int) -> frozenset[str]:
+    """Every question a worked example may ask: the only held-out questions that change what a build shows."""
+    return frozenset(question(f"{a} {op} {b}") for a, op, b in operands(max_operand))
+
+
+def shown_questions(max_operand: int, task: WarmTask) -> list[str]:
+    """The questions the worked examples of a build for ``task`` ask (in the corpus's order)."""
+    return [question(f"{a} {op} {b}") for a, op, b in example_operands(max_operand, task)]
+
+
 def worked_example(rng: random.Random, operands: tuple[int, str, int], slip: float) -> tuple[str, str]:
     """(question, the sloppy teacher's answer): with probability ``slip`` it works ``a + b`` instead."""
     a, op, b = operands
@@ -103,15 +126,35 @@ def check(warm: WarmStartSpec) -> None:
 
 
 def warm_model_path(base: Path, warm: WarmStartSpec, task: WarmTask) -> Path:
+    """The cache directory of the build: a hash of what makes it, of the held-out questions only those a worked
+    example could ask (any others leave the build as it is)."""
+    held_out = sorted(set(task.held_out) & corpus_questions(warm.max_operand))
     key = json.dumps({"v": WARM_VERSION, "base": base.name, **asdict(warm), "system_prompt": task.system_prompt,
-                      "held_out": sorted(task.held_out)}, sort_keys=True)
+                      "held_out": held_out}, sort_keys=True)
     return cache_root() / f"{base.name}-warm-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-def ensure_warm_model(base: Path, spec: TinySpec, task: WarmTask) -> Path:
-    """The cached warm-started model for ``spec.warm_start`` and ``task``, pre-trained from ``base`` on first use."""
+def ensure_warm_model(base: Path, spec: TinySpec, task: WarmTask, why: str = "") -> Path:
+    """The cached warm-started model for ``spec.warm_start`` and ``task``, pre-trained from ``base`` on first use.
+    A build says ``why`` it is needed (one line, ``models.shipped_warm_start``), how long it should take, how far
+    it is every tenth of its steps and how long it took; a cached one says nothing."""
     check(spec.warm_start)
-    return build_cached(warm_model_path(base, spec.warm_start, task), lambda staging: _pretrain(base, spec.warm_start, task, staging))
+    path = warm_model_path(base, spec.warm_start, task)
+
+    def build(staging: Path) -> None:
+        warm = spec.warm_start
+        expected = warm.steps * SECONDS_PER_STEP * warm.batch_size / 128
+        log.info("%sbuilding the tiny model's warm start: %d steps, about %s on 2 free cores (longer on a busy "
+                 "machine); once, then cached in %s", f"{why}: " if why else "", warm.steps, _seconds(expected), path)
+        started = time.perf_counter()
+        _pretrain(base, warm, task, staging)
+        log.info("warm start built in %s; cached in %s", _seconds(time.perf_counter() - started), path)
+
+    return build_cached(path, build)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{max(1, round(seconds))} s" if seconds < 120 else f"{seconds / 60:.1f} minutes"
 
 
 def common_prefix(rows: list[list[int]]) -> int:
@@ -246,7 +289,9 @@ def _pretrain(base: Path, warm: WarmStartSpec, task: WarmTask, out: Path) -> Non
             optimizer = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
             schedule = get_wsd_schedule(optimizer, 0, warm.decay_steps, num_training_steps=warm.steps) if warm.decay_steps else None
             model.train()
-            for _ in range(warm.steps):
+            every = max(1, round(warm.steps * PROGRESS_SHARE))
+            started = time.perf_counter()
+            for step in range(1, warm.steps + 1):
                 # a step is all chat or all facts, as a batch of one kind packs or shares its prefix best
                 if bool(examples) and rng.random() < warm.chat_fraction:
                     rows = [chat_turn(*worked_example(rng, rng.choice(examples), warm.teacher_slip))
@@ -260,6 +305,9 @@ def _pretrain(base: Path, warm: WarmStartSpec, task: WarmTask, out: Path) -> Non
                 optimizer.zero_grad()
                 if schedule is not None:
                     schedule.step()
+                if step % every == 0 and step < warm.steps:
+                    log.info("warm start: step %d of %d (%.0f %%), %s", step, warm.steps, 100 * step / warm.steps,
+                             _seconds(time.perf_counter() - started))
     finally:
         torch.set_num_threads(threads)
     model.eval()

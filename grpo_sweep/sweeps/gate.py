@@ -32,6 +32,7 @@ from omegaconf import OmegaConf, open_dict
 from ..adapters.hydra import is_config_group
 from ..config.show import first_line
 from ..backends.gpu_stack import engine_in_process
+from ..models import warn_tiny_on_other_data
 from .hub import resolve_hub
 from ..run.resume import ResumeError, check_same_run
 from ..run.distributed import check_world
@@ -47,6 +48,7 @@ def check_config(cfg: Any, trains_here: bool) -> None:
     """The config's own values and the hub models and datasets it names (``hub.py``); with ``trains_here``, also what this machine must have to train it (GPU,
     packages, the code reward's sandbox)."""
     validate(cfg)
+    warn_tiny_on_other_data(cfg)  # once per launch, before anything runs or the hub is asked
     resolve_hub(cfg)  # on the launching machine, before any job needs the hub (compute nodes rarely reach it)
     if trains_here:
         check_machine(cfg)
