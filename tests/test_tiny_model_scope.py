@@ -38,8 +38,7 @@ def test_a_run_on_word_problems_warns_once_and_starts_from_the_shipped_model_on_
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     assert warnings_in(out) == [f"{WARNING} (here data.path={str(data)!r}); it is for trying the workflow; use a hub "
-                                "model (model=qwen2_5_0_5b_instruct, or experiment=cpu_qwen0_5b on a CPU) to get an "
-                                "answer"], text[-3000:]
+                                "model (model=qwen2_5_0_5b_instruct) to get an answer"], text[-3000:]
     assert out.stderr.startswith("grpo-sweep: warning"), out.stderr[-3000:]  # before the run prints anything there
     # nothing built, and nothing said about the warm start (before: an 8-minute build, announced as another recipe)
     assert "warm start" not in text and "differ" not in text, text[-3000:]
