@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_sweep.run.resume import last_checkpoint
 from grpo_sweep.sweeps.status import report, slurm_jobs
 
 from .conftest import FAST, ROOT, run_launch
@@ -256,7 +257,8 @@ def test_a_two_task_job_trains_one_run_and_a_requeue_resumes_both_ranks(tmp_path
     [job] = _jobs(sweep_dir)
     run_dir = Path(job["run_dir"])
     deadline = time.time() + 400
-    while not (run_dir / "checkpoints" / "checkpoint-8").exists():
+    # a checkpoint directory appears before its save ends: wait for one whose save finished
+    while (last_checkpoint(run_dir) or (None, 0))[1] < 8:
         assert time.time() < deadline, report(sweep_dir)[0]
         time.sleep(0.3)
     subprocess.run(["scontrol", "requeue", job["job_id"]], check=True)
