@@ -5,6 +5,7 @@ nothing (``shipped_warm_start``)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from grpo_sweep.models import WARNED_ENV
@@ -38,7 +39,8 @@ def test_a_run_on_word_problems_warns_once_and_starts_from_the_shipped_model_on_
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     assert warnings_in(out) == [f"{WARNING} (here data.path={str(data)!r}); it is for trying the workflow; use a hub "
-                                "model (model=qwen2_5_0_5b_instruct) to get an answer"], text[-3000:]
+                                "model to get an answer (experiment=cpu_qwen0_5b on a CPU, model=qwen2_5_0_5b_instruct "
+                                "on a GPU)"], text[-3000:]
     assert out.stderr.startswith("grpo-sweep: warning"), out.stderr[-3000:]  # before the run prints anything there
     # nothing built, and nothing said about the warm start (before: an 8-minute build, announced as another recipe)
     assert "warm start" not in text and "differ" not in text, text[-3000:]
@@ -78,3 +80,17 @@ def test_the_arithmetic_task_and_hub_models_get_no_warning(tmp_path):
     out = launch_here(["-m", *REFUSED_LAST], tmp_path, env=FRESH)
     assert out.returncode == 1 and "grpo-sweep: job 1 (" in out.stderr, out.stderr
     assert warnings_in(out) == []
+
+
+def test_the_options_the_warning_names_exist():
+    """The warning sends the user to a preset and a model option: both compose (a name that never landed would send
+    them to a compose error)."""
+    from grpo_sweep.models import TINY_ON_OTHER_DATA
+
+    from .conftest import compose
+
+    named = re.findall(r"(\w+)=(\w+)", TINY_ON_OTHER_DATA.format(path="x"))
+    assert ("experiment", "cpu_qwen0_5b") in named and ("model", "qwen2_5_0_5b_instruct") in named
+    for group, option in named:
+        assert (ROOT / "conf" / group / f"{option}.yaml").is_file(), (group, option)
+        compose([f"{group}={option}"])

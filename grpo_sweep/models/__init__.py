@@ -37,8 +37,8 @@ NOT_GENERATIVE = ("ForSequenceClassification", "ForTokenClassification", "ForQue
 
 TINY_ON_OTHER_DATA = (
     "grpo-sweep: warning: the tiny model knows only single-digit arithmetic (`6 * 3`): expect accuracy 0 on other "
-    "data (here data.path={path!r}); it is for trying the workflow; use a hub model (model=qwen2_5_0_5b_instruct) to get "
-    "an answer")
+    "data (here data.path={path!r}); it is for trying the workflow; use a hub model to get an answer "
+    "(experiment=cpu_qwen0_5b on a CPU, model=qwen2_5_0_5b_instruct on a GPU)")
 # set once a launch warned: the jobs it starts (pool and Optuna workers, submitted jobs) inherit this process's
 # environment and do not warn again
 WARNED_ENV = "GRPO_SWEEP_WARNED_TINY"
