@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
-from grpo_sweep.models import WARNED_ENV
+from grpo_sweep.models import TINY_ON_OTHER_DATA, WARNED_ENV
 
-from .conftest import FAST, ROOT, launch_here, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, run_launch
 
 WARNING = "grpo-sweep: warning: the tiny model knows only single-digit arithmetic (`6 * 3`): expect accuracy 0 on other data"
 # a launch in this process before may have warned (the gate's refusals tested in-process): each launch here is fresh
@@ -85,10 +85,6 @@ def test_the_arithmetic_task_and_hub_models_get_no_warning(tmp_path):
 def test_the_options_the_warning_names_exist():
     """The warning sends the user to a preset and a model option: both compose (a name that never landed would send
     them to a compose error)."""
-    from grpo_sweep.models import TINY_ON_OTHER_DATA
-
-    from .conftest import compose
-
     named = re.findall(r"(\w+)=(\w+)", TINY_ON_OTHER_DATA.format(path="x"))
     assert ("experiment", "cpu_qwen0_5b") in named and ("model", "qwen2_5_0_5b_instruct") in named
     for group, option in named:
