@@ -120,6 +120,30 @@ def test_launch_under_torchrun_is_refused_with_the_spelling_that_works(tmp_path)
     assert not list(tmp_path.glob("**/metrics.jsonl"))
 
 
+def test_the_engines_signal_handlers_do_not_outlive_the_run(tmp_path, monkeypatch):
+    """torchrun's engine installs its own Ctrl-C handler and leaves it; the next run of the process (a sweep's) must
+    get the user's Ctrl-C as a KeyboardInterrupt again."""
+    import signal
+    from types import SimpleNamespace
+
+    import torch.distributed.launcher.api as api
+
+    from grpo_sweep.run import distributed
+
+    def engine(config, entry):
+        def start(*args):
+            signal.signal(signal.SIGINT, lambda *a: None)  # what start_processes does (its _terminate_process_handler)
+            signal.signal(signal.SIGTERM, lambda *a: None)
+            return {0: "rank 0's record"}
+        return start
+
+    monkeypatch.setattr(api, "elastic_launch", engine)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    got = distributed.launch_here(compose([*FAST, *TWO]), SimpleNamespace(run_dir=tmp_path), 2, lambda *a, **k: None)
+    assert got == "rank 0's record"
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
 def test_the_world_of_a_slurm_job_is_its_tasks_on_its_nodes():
     ddp = compose(["distributed=ddp"])
     assert run_world({"tasks_per_node": 4, "nodes": 2, "gpus_per_node": 4}, "slurm", ddp) == (8, 2, 4)

@@ -16,8 +16,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -107,6 +109,10 @@ def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., 
     _start_resource_tracker_quiet_about_leaks()
     quiet = [logging.getLogger(name) for name in _ENGINE_LOGGERS]
     levels = [logger.level for logger in quiet]
+    # the engine installs its own handlers (a Ctrl-C becomes its SignalException, which stops the ranks) and leaves
+    # them: the process's next run (a sweep's, in this process) would get no KeyboardInterrupt from the user's Ctrl-C
+    main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set at all
+    handlers = {sig: signal.getsignal(sig) for sig in _ENGINE_SIGNALS} if main_thread else {}
     try:
         if foreign_method:
             multiprocessing.set_start_method("spawn", force=True)
@@ -116,12 +122,18 @@ def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., 
     except ChildFailedError as exc:
         raise rank_failed(exc, processes, logs) from None
     finally:
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, handler)
         for logger, level in zip(quiet, levels):
             logger.setLevel(level)
         if foreign_method:
             multiprocessing.set_start_method(method, force=True)
     return results.get(0)
 
+
+# what torchrun's engine handles while it runs (torch.distributed.elastic.multiprocessing.api.start_processes)
+_ENGINE_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
 
 # torchrun's engine reports a rank that died in its own lines (a traceback of its poll loop, the SIGTERM to the
 # others) on the terminal; RankFailed says the same in one line, and the rank's own output is in its log
