@@ -47,6 +47,9 @@ class RunSummary(Mapping):
     train_rewards: dict | None = None
     train_rewards_first: dict | None = None
     reward_weights: dict | None = None
+    # scheduled weights (rewards/schedule.py): term -> {kind, knots [[progress, weight], ...]}; the weight each
+    # step used is metrics.jsonl's reward_weights/<term>
+    reward_schedule: dict | None = None
     steps: int | None = None
     runtime_s: float | None = None
     overrides: list | None = None
