@@ -25,7 +25,7 @@ from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, sele
 from .cost import reward_cost, run_cost
 from .files import append_jsonl, read_jsonl
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
-from .record import RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
+from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
@@ -81,7 +81,7 @@ class RewardSchedule(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "reward" not in logs:
             return
-        row = {f"reward_weights/{name}": weight for name, weight in zip(self.names, self.current)}
+        row = {f"{WEIGHT_PREFIX}{name}": round(weight, 6) for name, weight in zip(self.names, self.current)}
         logs.update(row)  # before MetricsJsonl and the progress bar, which come after it
         if state.is_world_process_zero:
             self.tracker.log_metrics({"step": state.global_step, **row})
