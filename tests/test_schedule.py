@@ -130,3 +130,49 @@ def test_a_scheduled_run_scores_every_step_with_the_weights_it_logs_and_a_resume
     assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
     assert [r["reward_weights/xmlcount"] for r in resumed] == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
     assert resumed[:3] == rows[:3]  # the steps before the checkpoint are the first attempt's
+
+
+def test_the_schedule_callback_adds_the_weights_to_the_row_and_tells_the_tracker():
+    from types import SimpleNamespace
+
+    from grpo_sweep.run.train import RewardSchedule
+    from grpo_sweep.rewards.mix import scheduled_weights
+
+    class Tracker:
+        rows: list = []
+
+        def log_metrics(self, row):
+            self.rows.append(row)
+
+    class Trainer:
+        reward_weights = [1.0, 2.0]
+
+    tracker = Tracker()
+    schedule = RewardSchedule(*scheduled_weights({**MIX, "format": {"weight": 1.0, "schedule": {"kind": "linear",
+                                                                                                  "end": 0}}}), tracker)
+    schedule.bind(Trainer())
+    state = SimpleNamespace(global_step=2, max_steps=5, is_world_process_zero=True)
+    schedule.on_step_begin(None, state, None)
+    assert Trainer.reward_weights == [0.5, 2.0]
+    logs = {"reward": 1.0}
+    schedule.on_log(None, SimpleNamespace(global_step=3, is_world_process_zero=True), None, logs=logs)
+    assert logs == {"reward": 1.0, "reward_weights/format": 0.5, "reward_weights/correct": 2.0}
+    assert tracker.rows == [{"step": 3, "reward_weights/format": 0.5, "reward_weights/correct": 2.0}]
+    schedule.on_log(None, state, None, logs={"val/accuracy": 0.5})  # an evaluation row: no weights
+    assert len(tracker.rows) == 1 and schedule.shown() == {"w_format": "0.50"}
+
+
+def test_a_grid_and_a_study_search_a_schedules_parameters(tmp_path):
+    fast = [o for o in FAST if not o.startswith("model.tiny.warm_start")]
+    (tmp_path / "grid").mkdir()
+    (tmp_path / "study").mkdir()
+    out = launch_here(["-m", "reward_mix=format_then_correct", "reward_mix.format.schedule.until=0.3,0.6", *fast],
+                      tmp_path / "grid")
+    assert out.returncode == 0, out.stderr[-3000:]
+    untils = sorted(json.loads(p.read_text())["reward_schedule"]["format"]["knots"][1][0]
+                    for p in (tmp_path / "grid").glob("grpo/multiruns/*/*/summary.json"))
+    assert untils == [0.3, 0.6]
+    out = launch_here(["-m", "hparams_search=reward_schedule", "hydra.sweeper.n_trials=1", *fast], tmp_path / "study")
+    assert out.returncode == 0, out.stderr[-3000:]
+    [summary] = [json.loads(p.read_text()) for p in (tmp_path / "study").glob("grpo/studies/reward_schedule/**/summary.json")]
+    assert summary["status"] == "completed" and set(summary["reward_schedule"]) == {"format", "correct"}
