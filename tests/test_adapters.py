@@ -38,6 +38,38 @@ def test_trl_grpo_trainer_keeps_its_latest_batch_in_logs(tmp_path):
     assert list(logs["rewards"]) == ["length"] and len(logs["rewards"]["length"]) == 4, where
 
 
+def test_trl_grpo_trainer_weights_each_scoring_with_the_reward_weights_set_in_place(tmp_path):
+    """Weights set between two steps are the ones the next step's rewards are summed with: what a scheduled mix
+    (run/train.RewardSchedule) relies on."""
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_sweep.adapters.trl import set_reward_weights
+    from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
+
+    def one(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    def three(completions, **kwargs):
+        return [3.0] * len(completions)
+
+    class Swap(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            set_reward_weights(trainer, [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]][state.global_step])
+
+    path = ensure_tiny_model(TinySpec())
+    args = GRPOConfig(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=4, report_to=[], save_strategy="no", use_cpu=True, logging_steps=1,
+                      disable_tqdm=True, reward_weights=[1.0, 1.0])
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), reward_funcs=[one, three], args=args,
+                          train_dataset=datasets.Dataset.from_list([{"prompt": "1 + 1 ="}] * 12),
+                          processing_class=AutoTokenizer.from_pretrained(path), callbacks=[Swap()])
+    trainer.train()
+    rewards = [row["reward"] for row in trainer.state.log_history if "reward" in row]
+    assert rewards == [1.0, 3.0, 2.0], f"{_version('trl')} (adapters/trl.py): {rewards}"
+
+
 def test_hydra_internals_the_adapter_calls_are_there():
     from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
     from hydra_plugins.hydra_joblib_launcher._core import execute_job

@@ -399,7 +399,7 @@ TOP: list[Case] = [
     ("unknown key lora.rr=3", args("lora.rr=3"),
      Refused("Could not override 'lora.rr': Key 'rr' not in 'LoraConfig'; To append to your config use +lora.rr=3")),
     ("unknown group option reward_mix=nope", args("reward_mix=nope"),
-     Refused("Could not find 'reward_mix/nope'; options: correct, format, format_correct, length, none, smoke")),
+     Refused("Could not find 'reward_mix/nope'; options: correct, format, format_correct, format_then_correct, length, none, smoke")),
     ("bad override syntax lora.r=[", args("lora.r=["), Refused("lora.r=[: no viable alternative at input '['")),
     ("-m with a wrong-typed sweep value lora.r=two,3", args("-m", "lora.r=two,3"),
      Refused("Error merging override lora.r=two: Value 'two' of type 'str' could not be converted to Integer")),

@@ -156,6 +156,24 @@ def test_each_reward_term_gets_its_own_panel_and_only_the_configurations_that_us
     assert correct.get_ylim()[1] < 0.5 < fmt.get_ylim()[1]  # each term on its own y scale
 
 
+def test_a_scheduled_weight_is_drawn_dashed_on_its_terms_panel_and_a_constant_one_is_not(tmp_path, figures):
+    def rows(fmt_weights):
+        return [{"step": s, "rewards/format/mean": 0.5, "rewards/correct/mean": 0.1 * s,
+                 "reward_weights/format": w, "reward_weights/correct": 2.0} for s, w in enumerate(fmt_weights, 1)]
+
+    configs = [ConfigRuns("end=0", [_run(tmp_path, "0", rows([1.0, 0.5, 0.0]))]),
+               ConfigRuns("plain", [_run(tmp_path, "1", [{"step": s, "rewards/format/mean": 0.4} for s in (1, 2, 3)])])]
+    plotted = plots.write_plots(configs, ["format", "correct"], tmp_path / "plots")
+    title = dict((path, title) for title, path in plotted)["plots/reward_terms.png"]
+    assert title.endswith("; dashed, a scheduled term's weight")
+    fmt, correct, *twins = figures[-1].axes
+    assert (fmt.get_title(), correct.get_title()) == ("rewards/format/mean", "rewards/correct/mean")
+    [twin] = twins  # correct's weight stayed 2.0: no second axis there
+    assert twin.get_ylabel() == "weight (dashed)" and twin.get_position().bounds == fmt.get_position().bounds
+    [dashed] = twin.lines  # the scheduled configuration's; the plain one logged no weight
+    assert list(dashed.get_ydata()) == [1.0, 0.5, 0.0] and dashed.get_linestyle() == "--"
+
+
 def test_a_categorical_parameter_gets_points_and_error_bars_never_a_line_between_values(tmp_path, figures):
     runs = [RunPoint(tmp_path / f"r{i}", {"reward_mix": mix, "trainer.seed": seed}, val, val - 0.05)
             for i, (mix, seed, val) in enumerate([("format", 1, 0.3), ("format", 2, 0.34), ("correct", 1, 0.6),

@@ -13,6 +13,7 @@ from . import reward_model
 from .args import check_arguments
 from .guard import ON_ERROR, guarded
 from .sandbox import ISOLATIONS
+from .schedule import Schedule, parse_schedule, weights_at, zero_everywhere_at
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
 TRAINER_PARAMS = ("max_completion_length",)
@@ -35,13 +36,15 @@ class Term:
     # model_args its options (tokenizer, batch_size, device, dtype, max_length)
     model: bool = False
     model_args: dict = field(default_factory=dict)
+    # the weight over training (rewards/schedule.py); None: `weight` throughout
+    schedule: Schedule | None = None
 
     @property
     def label(self) -> str:
         return f"reward_mix.{self.name}" + (f" ({self.target})" if self.target != self.name else "")
 
 
-TERM_KEYS = ("weight", "fn", "factory", "factory_args", "model", "model_args", "params", "columns")
+TERM_KEYS = ("weight", "fn", "factory", "factory_args", "model", "model_args", "params", "columns", "schedule")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class ColumnNeed:
         else:
             source = "ground_truth" if has_truth else "<column>"
             fix = f"map a column to it with reward_mix.{name}.columns.{self.param}={source}, or add the column"
-        if self.term.weight == 0:  # TRL computes it anyway, to log it
+        if self.term.weight == 0 and self.term.schedule is None:  # TRL computes it anyway, to log it
             return f"{fix}, or drop it with ~reward_mix.{name} (weight 0: it is only logged)"
         if self.term.target in REWARDS:
             return f"{fix}, or drop it with ~reward_mix.{name}"
@@ -145,17 +148,24 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise RewardError(f"reward_mix.{name}.model={model!r}: give a local directory or a hub id (org/name) "
                               "of a reward model")
+        schedule = term.get("schedule")
+        if schedule is not None and not kinds and "weight" not in term:  # ++reward_mix.<typo>.schedule... made it
+            others = [str(n) for n, t in mix.items() if n != name and isinstance(t, Mapping) and set(t) - {"schedule"}]
+            raise RewardError(f"reward_mix.{name}.schedule: the mix has no term {name!r} (its terms: "
+                              f"{', '.join(others) or 'none'}); a schedule changes the weight of a term the mix has")
+        weight = float(term.get("weight", 1.0))
         out.append(
             Term(
                 name=str(name),
                 target=str(model or factory or term.get("fn") or name),
-                weight=float(term.get("weight", 1.0)),
+                weight=weight,
                 params=dict(term.get("params") or {}),
                 columns={str(k): str(v) for k, v in columns.items()},
                 factory=factory is not None,
                 factory_args={str(k): v for k, v in (factory_args or {}).items()},
                 model=model is not None,
                 model_args={str(k): v for k, v in (model_args or {}).items()},
+                schedule=None if schedule is None else parse_schedule(str(name), weight, schedule),
             )
         )
     return out
@@ -275,6 +285,11 @@ def check_mix(mix: Mapping[str, Any], reward_errors: str = "raise", trainer_args
             raise RewardError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
     if all(term.weight == 0 for term in mix_terms):
         raise RewardError("reward_mix: every weight is 0, so there is nothing to learn; give one reward a weight > 0")
+    zero = zero_everywhere_at([t.weight for t in mix_terms], [t.schedule for t in mix_terms])
+    if zero is not None:
+        raise RewardError(f"reward_mix: every weight is 0 at progress {zero:g} of the run (the schedules of "
+                          f"{', '.join(t.name for t in mix_terms if t.schedule)}), so those steps learn nothing; "
+                          "keep one weight > 0 throughout")
     if trainer_args and "reward_weights" in trainer_args:
         weights = list(trainer_args["reward_weights"] or [])
         names = [t.name for t in mix_terms]
@@ -327,7 +342,9 @@ def describe_mix(mix: Mapping[str, Any]) -> str:
             args = term.model_args if term.model else term.factory_args
             source += "(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
         parts = [f"  {term.name:<{width}}  weight {term.weight:g}", source]
-        if term.weight == 0:
+        if term.schedule is not None:
+            parts.insert(1, f"scheduled ({term.schedule.describe()})")
+        elif term.weight == 0:
             parts.append("(logged only)")
         if term.params:
             parts.append("params " + ", ".join(f"{k}={v!r}" for k, v in term.params.items()))
@@ -354,6 +371,14 @@ def build_mix(mix: Mapping[str, Any], trainer_cfg: Any = None, on_error: str = "
         funcs.append(guarded(bind_reward(term.name, fn, params, term.columns), term.name, on_error))
         weights.append(term.weight)
     return funcs, weights
+
+
+def scheduled_weights(mix: Mapping[str, Any]) -> tuple[list[str], list[float], list[Schedule | None]] | None:
+    """(names, weights, schedules) in the mix's order when a term's weight is scheduled; None when none is."""
+    mix_terms = terms(mix)
+    if all(t.schedule is None for t in mix_terms):
+        return None
+    return [t.name for t in mix_terms], [t.weight for t in mix_terms], [t.schedule for t in mix_terms]
 
 
 def _accepts(fn: RewardFn, param: str) -> bool:

@@ -47,6 +47,9 @@ class RunSummary(Mapping):
     train_rewards: dict | None = None
     train_rewards_first: dict | None = None
     reward_weights: dict | None = None
+    # scheduled weights (rewards/schedule.py): term -> {kind, knots [[progress, weight], ...]}; the weight each
+    # step used is metrics.jsonl's reward_weights/<term>
+    reward_schedule: dict | None = None
     steps: int | None = None
     runtime_s: float | None = None
     overrides: list | None = None
@@ -304,6 +307,8 @@ FIELD_NAMES = tuple(f.name for f in fields(RunSummary) if f.name not in ("extra"
 # For the readers that must name a metric rather than read an attribute (the sweep's verdicts and tables, the Optuna
 # study report): the default objective's key in metrics.jsonl, and the val -> test counterpart.
 VAL_ACCURACY_LOGGED = VAL_ROW["accuracy"]
+# a training row's weight of a scheduled reward term: reward_weights/<term> (run/train.RewardSchedule)
+WEIGHT_PREFIX = "reward_weights/"
 VAL_PREFIX, TEST_PREFIX = "val_", "test_"
 # the per-question field (outcomes/<split>.jsonl) that each accuracy of a summary averages
 OUTCOME_FIELDS = {VAL_ACCURACY: "accuracy", VAL_ACCURACY_LENIENT: "accuracy_lenient",

@@ -25,14 +25,15 @@ from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, sele
 from .cost import reward_cost, run_cost
 from .files import append_jsonl, read_jsonl
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
-from .record import RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
+from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
 from .context import RunContext
 from .redact import redact
 from .tracker import RunLogger
 from .vllm_serving import run_server, server_gpus
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
-from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth
+from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth, scheduled_weights
+from ..rewards.schedule import progress_of, weights_at
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +58,46 @@ class MetricsJsonl(TrainerCallback):
         append_jsonl(self.path, {"step": state.global_step, **logs})
 
 
+class RewardSchedule(TrainerCallback):
+    """A scheduled mix's weights (rewards/schedule.py): set on the trainer as each step begins, before the step's
+    generation is scored, from the step's progress (on a resume, the checkpoint's step: the schedule continues),
+    and logged with the step's row as ``reward_weights/<term>`` (metrics.jsonl, the progress bar, the tracker).
+    A generation that serves several steps (steps_per_generation) was scored at its first step's weights."""
+
+    def __init__(self, names: list[str], weights: list[float], schedules: list, tracker: RunLogger):
+        self.names, self.weights, self.schedules, self.tracker = names, weights, schedules, tracker
+        self.current = list(weights)
+        self.trainer = None
+
+    def bind(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        from ..adapters.trl import set_reward_weights
+
+        self.current = weights_at(self.weights, self.schedules, progress_of(state.global_step, state.max_steps))
+        set_reward_weights(self.trainer, self.current)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "reward" not in logs:
+            return
+        row = {f"{WEIGHT_PREFIX}{name}": round(weight, 6) for name, weight in zip(self.names, self.current)}
+        logs.update(row)  # before MetricsJsonl and the progress bar, which come after it
+        if state.is_world_process_zero:
+            self.tracker.log_metrics({"step": state.global_step, **row})
+
+    def shown(self) -> dict[str, str]:
+        return {f"w_{n}": f"{w:.2f}" for n, w, s in zip(self.names, self.current, self.schedules) if s is not None}
+
+
 class RewardProgress(ProgressCallback):
     """The usual progress bar, showing the current reward (and the latest held-out accuracy once a periodic
     evaluation has run) instead of printing every log dict."""
 
-    def __init__(self, periodic: PeriodicEval | None = None):
+    def __init__(self, periodic: PeriodicEval | None = None, schedule: RewardSchedule | None = None):
         super().__init__()
         self.periodic = periodic
+        self.schedule = schedule
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
@@ -73,6 +107,8 @@ class RewardProgress(ProgressCallback):
             accuracy = latest.accuracy if latest is not None else None
             if accuracy is not None:
                 postfix["val_acc"] = f"{accuracy:.3f}"
+            if self.schedule is not None:
+                postfix.update(self.schedule.shown())
             self.training_bar.set_postfix(postfix, refresh=False)
 
 
@@ -194,8 +230,16 @@ def training_record(cfg: Any, run_dir: Path, history: list[dict], runtime_s: flo
         train_rewards={name: last for name, (_, last) in per_reward.items()},
         train_rewards_first={name: first for name, (first, _) in per_reward.items()},
         reward_weights={name: float(term.get("weight", 1.0)) for name, term in cfg.reward_mix.items()},
+        reward_schedule=_schedule_record(cfg.reward_mix),
         steps=steps, runtime_s=round(runtime_s, 3), overrides=overrides, run_dir=str(run_dir), versions=versions(),
     )
+
+
+def _schedule_record(mix: Any) -> dict | None:
+    scheduled = scheduled_weights(mix)
+    if scheduled is None:
+        return None
+    return {name: s.record() for name, s in zip(scheduled[0], scheduled[2]) if s is not None}
 
 
 def term_costs(reward_funcs: list) -> dict[str, tuple[float, int]]:
@@ -399,7 +443,10 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
     log.info("%s", describe_mix(cfg.reward_mix))
     resume_from, resumes = _resume_or_start(cfg, context)
     periodic = _periodic_eval(cfg, context, backend, tokenizer, validation, reward_funcs, tracker, resume_from)
-    callbacks = [MetricsJsonl(context.run_dir / METRICS), *([periodic] if periodic else [])]
+    scheduled = scheduled_weights(cfg.reward_mix)
+    schedule = RewardSchedule(*scheduled, tracker) if scheduled else None
+    # the schedule first: its on_log adds the weights to the row the others write
+    callbacks = [*([schedule] if schedule else []), MetricsJsonl(context.run_dir / METRICS), *([periodic] if periodic else [])]
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
@@ -413,12 +460,14 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+    if schedule is not None:
+        schedule.bind(trainer)
     if context.main:  # one writer: each rank's replace of the same staging file would find it gone
         write_grpo_config(context.run_dir, trainer.args)
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
-        trainer.add_callback(RewardProgress(periodic))
+        trainer.add_callback(RewardProgress(periodic, schedule))
     tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, context.run_dir)
     return _Run(trainer, tokenizer, reward_funcs, periodic, tester, base_sha256, resume_from, resumes)
 

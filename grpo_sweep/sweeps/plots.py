@@ -28,7 +28,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..run.files import iter_jsonl
 from ..run.results import METRICS
-from ..run.record import VAL_ACCURACY, VAL_ACCURACY_LOGGED
+from ..run.record import VAL_ACCURACY, VAL_ACCURACY_LOGGED, WEIGHT_PREFIX
 from .stats import t_quantile
 
 TOP_CONFIGS = 6
@@ -275,10 +275,13 @@ def _finish_legend(ax, rest: int) -> None:
 
 
 def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
-                      curves: dict[str, dict[str, Curve | None]], out_path: Path, top: int = TOP_CONFIGS) -> str | None:
+                      curves: dict[str, dict[str, Curve | None]], out_path: Path, top: int = TOP_CONFIGS,
+                      weights: dict[str, dict[str, tuple]] | None = None) -> str | None:
     """One panel per reward term (``rewards/<name>/mean``, unweighted), each with its own y-axis; in each, the
     configurations whose runs logged that term, smoothed, mean over seeds with the band. Returns the title, or None
-    when no term was logged. ``curves[label][name]``: ``curve`` of the configuration's runs for that term."""
+    when no term was logged. ``curves[label][name]``: ``curve`` of the configuration's runs for that term.
+    ``weights[label][name]``: (steps, weights) of a term whose weight was scheduled (``reward_weights/<name>``),
+    drawn dashed on a second y-axis of its panel, unsmoothed."""
     present = [n for n in names if any(curves.get(c.label, {}).get(n) for c in configs)]
     if not present:
         return None
@@ -304,6 +307,14 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
             else:
                 rest.add(config.label)
                 ax.plot(one.steps, one.mean, color=GREY, linewidth=0.6, alpha=0.5)
+        scheduled = [(i, (weights or {}).get(c.label, {}).get(name)) for i, c in enumerate(configs[:top])]
+        scheduled = [(i, w) for i, w in scheduled if w]
+        if scheduled:
+            twin = ax.twinx()
+            for i, (steps, values) in scheduled:
+                twin.plot(steps, values, color=colors[i % len(colors)], linestyle="--", linewidth=1.0)
+            twin.set_ylabel("weight (dashed)", fontsize=8)
+            twin.tick_params(labelsize=7)
         ax.set_title(f"rewards/{name}/mean", fontsize=9)
         ax.set_xlabel("training step", fontsize=8)
         ax.set_ylabel("reward term (unweighted mean)", fontsize=8)
@@ -322,10 +333,13 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
     fig.tight_layout(rect=(0, 0, (4.6 * cols) / (4.6 * cols + 2.6), 1))
     fig.legend(lines, labels, fontsize=7, loc="upper left", bbox_to_anchor=((4.6 * cols) / (4.6 * cols + 2.6), 0.98),
                frameon=False, title="configuration (best validation first)", title_fontsize=7)
-    fig.text(0.01, -0.01, f"Each panel one reward term on its own y-axis. Line: mean over seeds; {BAND}{smoothing}.",
-             fontsize=8, ha="left", va="top")
+    dashed = any(w for per in (weights or {}).values() for w in per.values())
+    weighted = " Dashed: the term's scheduled weight, right axis." if dashed else ""
+    fig.text(0.01, -0.01, f"Each panel one reward term on its own y-axis. Line: mean over seeds; {BAND}{smoothing}."
+             f"{weighted}", fontsize=8, ha="left", va="top")
     _save(fig, out_path)
-    return f"Reward terms during training, one panel per term on its own scale (mean over seeds; {BAND}{smoothing})"
+    return (f"Reward terms during training, one panel per term on its own scale (mean over seeds; {BAND}{smoothing})"
+            + ("; dashed, a scheduled term's weight" if dashed else ""))
 
 
 _VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "indistinguishable": "0.35", "reference": "black"}
@@ -514,13 +528,18 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    keys = [VAL_KEY] + [f"rewards/{n}/mean" for n in names]
+    keys = [VAL_KEY] + [f"rewards/{n}/mean" for n in names] + [f"{WEIGHT_PREFIX}{n}" for n in names]
     val: dict[str, Curve | None] = {}
     terms: dict[str, dict[str, Curve | None]] = {}
+    weights: dict[str, dict[str, tuple]] = {}
     for config in configs:  # each metrics file read once, for every curve; one configuration's runs in memory
         series = [read(run.dir, keys)[0] for run in config.runs]
         val[config.label] = curve(one[VAL_KEY] for one in series)
         terms[config.label] = {name: curve(one[f"rewards/{name}/mean"] for one in series) for name in names}
+        # a schedule is the same for every seed of a configuration: its mean is its value
+        # (a scheduled mix logs every term's weight: a constant one is not drawn)
+        weights[config.label] = {name: seed_band(one[f"{WEIGHT_PREFIX}{name}"] for one in series)[:2] for name in names
+                                 if len({v for one in series for v in one[f"{WEIGHT_PREFIX}{name}"].values()}) > 1}
     plots = []
 
     def add(title: str | None, path: Path) -> None:
@@ -533,7 +552,7 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     path = out_dir / "val_accuracy.png"
     add(plot_val_accuracy(configs, val, path), path)
     path = out_dir / "reward_terms.png"
-    add(plot_reward_terms(configs, names, terms, path), path)
+    add(plot_reward_terms(configs, names, terms, path, weights=weights), path)
     runs = [run for config in configs for run in config.runs]
     best = {Path(p) for p in best_runs}
     for param in sorted({k for r in runs for k in r.params if not is_seed(k)}):
