@@ -9,8 +9,9 @@ the last), so the same schedule means the same thing at any ``trainer.max_steps`
 - ``step``: ``weight`` until the first of ``at``, then each of ``values`` from its ``at`` on;
 - ``piecewise``: ``points``, pairs ``[progress, weight]``, joined by straight lines; ``weight`` before the first.
 
-TRL asked for schedules inside the reward function instead (trl#3036; trl#5657 and #5670 closed unmerged): that
-scales what each reward logs, so the per-reward means stop being comparable across steps and runs. Here the
+TRL's answer to the request (trl#3036; the PRs adding a scheduler, #5657 and #5670, were closed unmerged) is to
+schedule inside the reward function: that scales what each reward logs, so the per-reward means stop being
+comparable across steps and runs. Here the
 rewards log what they pay, and the trainer's weights change (``run/train.RewardSchedule``). Everything in this
 module is checked on the launching machine (no torch).
 """
@@ -39,7 +40,7 @@ class Schedule:
     def weight(self, progress: float) -> float:
         knots = self.knots
         if self.kind == "step":
-            return next(w for p, w in reversed(knots) if progress >= p or p == knots[0][0])
+            return next((w for p, w in reversed(knots) if progress >= p), knots[0][1])
         if progress <= knots[0][0]:
             return knots[0][1]
         for (p0, w0), (p1, w1) in zip(knots, knots[1:]):
