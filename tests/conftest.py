@@ -88,6 +88,7 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
     import io
     import logging
     import runpy
+    import signal
     import subprocess
 
     from hydra.core.global_hydra import GlobalHydra
@@ -105,6 +106,9 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
     FAILED_RUNS[:] = []
     os.environ.update(env or {})
     os.chdir(cwd)
+    # a fresh interpreter's Ctrl-C handler: an earlier test of this worker may have left another (a finalizer of a
+    # pool or a rank engine it started: SIG_IGN was seen after the slow stage's pool and study tests)
+    saved_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
@@ -115,6 +119,7 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
                     print(code, file=sys.stderr)
                     code = 1
     finally:
+        signal.signal(signal.SIGINT, saved_sigint)
         sys.argv = argv
         os.chdir(saved_cwd)
         os.environ.clear()
