@@ -312,6 +312,20 @@ def test_trls_own_completions_table_replaces_ours_when_asked(tmp_path):
     assert len(list((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"))) == 6
 
 
+@pytest.mark.slow
+def test_a_scheduled_weight_is_in_the_wandb_history_step_by_step(tmp_path):
+    """reward_mix.<term>.schedule: each step's weight reaches W&B as reward_weights/<term>, at that step."""
+    run_dir = tmp_path / "run"
+    out = run_launch(["logger=wandb", "logger.mode=offline", "++reward_mix.xmlcount.schedule.kind=linear",
+                      "++reward_mix.xmlcount.schedule.end=1", f"hydra.run.dir={run_dir}", *FAST], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [part] = offline_run_dirs(run_dir)
+    rows = [h for h in read_offline_run(part).history if "reward_weights/xmlcount" in h]
+    assert [round(h["reward_weights/xmlcount"], 6) for h in rows] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert [h["reward_weights/correct"] for h in rows] == [1.0] * 6
+    assert [h["train/global_step"] for h in rows] == [1, 2, 3, 4, 5, 6]
+
+
 def test_config_has_flat_group_choices_and_swept_overrides_and_the_summary_val_and_test(tmp_path, monkeypatch):
     """A dashboard groups by ``choices.reward_mix`` (not the expanded reward dict) and averages over
     ``override.trainer.seed``; the summary holds validation and test side by side."""
