@@ -18,7 +18,6 @@ Writes bench/results/cpu_small_model.json.
 from __future__ import annotations
 
 import json
-import os
 import random
 import statistics
 import sys

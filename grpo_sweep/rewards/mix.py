@@ -13,7 +13,7 @@ from . import reward_model
 from .args import check_arguments
 from .guard import ON_ERROR, guarded
 from .sandbox import ISOLATIONS
-from .schedule import Schedule, parse_schedule, weights_at, zero_everywhere_at
+from .schedule import Schedule, parse_schedule, zero_everywhere_at
 
 # Trainer settings a reward may take as a parameter; bound automatically unless the mix sets them.
 TRAINER_PARAMS = ("max_completion_length",)

@@ -31,8 +31,9 @@ from .redact import redact
 from .tracker import RunLogger
 from .vllm_serving import run_server, server_gpus
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
+from ..adapters.trl import set_reward_weights
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
-from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth, scheduled_weights
+from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth, scheduled_weights, terms
 from ..rewards.schedule import progress_of, weights_at
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,6 @@ class RewardSchedule(TrainerCallback):
         self.trainer = trainer
 
     def on_step_begin(self, args, state, control, **kwargs):
-        from ..adapters.trl import set_reward_weights
-
         self.current = weights_at(self.weights, self.schedules, progress_of(state.global_step, state.max_steps))
         set_reward_weights(self.trainer, self.current)
 
@@ -236,10 +235,7 @@ def training_record(cfg: Any, run_dir: Path, history: list[dict], runtime_s: flo
 
 
 def _schedule_record(mix: Any) -> dict | None:
-    scheduled = scheduled_weights(mix)
-    if scheduled is None:
-        return None
-    return {name: s.record() for name, s in zip(scheduled[0], scheduled[2]) if s is not None}
+    return {t.name: t.schedule.record() for t in terms(mix) if t.schedule is not None} or None
 
 
 def term_costs(reward_funcs: list) -> dict[str, tuple[float, int]]:
