@@ -109,8 +109,10 @@ def format_summary(summary: RunSummary | dict) -> str:
     def v(value: Any) -> str:
         return number(value, missing=NA)
 
+    ended = ("paused (trainer.pause_at_step: the same command with a later one, or null, continues it)" if s.status == "paused"
+             else "finished")
     lines = [
-        f"grpo-sweep: run finished in {s.runtime_s:.1f} s ({s.steps} steps)",
+        f"grpo-sweep: run {ended} in {s.runtime_s:.1f} s ({s.steps} steps)",
         f"  reward (weighted)      {v(s.reward_first)} -> {v(s.reward)}",
     ]
     for name, final in s.train_rewards.items():

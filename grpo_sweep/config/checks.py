@@ -58,6 +58,10 @@ def check_trainer(trainer: Any, args: Mapping[str, Any], backend: str) -> None:
     _check_fields(trainer, TRAINER_FIELDS, "trainer")
     if trainer.torch_threads is not None and trainer.torch_threads < 1:
         raise ConfigError(f"trainer.torch_threads={trainer.torch_threads}: must be >= 1 (null: torch's default)")
+    pause = trainer.pause_at_step
+    if pause is not None and not 1 <= pause <= trainer.max_steps:
+        raise ConfigError(f"trainer.pause_at_step={pause}: must be a step in 1..trainer.max_steps={trainer.max_steps} "
+                          "(null: train to the end)")
     ev = trainer.eval
     for key in ("batch_size", "max_new_tokens"):
         if ev[key] is not None and ev[key] < 1:

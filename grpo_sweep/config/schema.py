@@ -209,6 +209,9 @@ class TrainerConfig:
     max_prompt_length: Optional[int] = MISSING
     max_completion_length: int = MISSING
     max_steps: int = MISSING
+    # stop after this step with a checkpoint of it and its validation, status "paused" (no test): the same run
+    # continues from there (population-based training's rounds, hparams_search=pbt). null: train to max_steps
+    pause_at_step: Optional[int] = None
     # checkpoint cadence: a preempted, timed-out or killed run resumes from its last checkpoint
     save_steps: int = MISSING
     beta: float = MISSING

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from transformers import TrainerCallback
 
 from .files import write_jsonl_atomic
-from .results import SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
+from .results import BEST_DIR, SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
 from .record import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
@@ -46,7 +46,6 @@ from ..rewards.mix import terms
 
 log = logging.getLogger(__name__)
 
-BEST_DIR = "best"
 BEST_RECORD = "best.json"
 
 
@@ -235,8 +234,9 @@ class PeriodicEval(TrainerCallback):
     """
 
     def __init__(self, evaluator: Evaluator, run_dir: Path, every: int, metric: str, write: Callable[[dict], None],
-                 save: Callable[[Any, Path], None], history: list[dict] | None = None):
+                 save: Callable[[Any, Path], None], history: list[dict] | None = None, also_at: int | None = None):
         self.evaluator, self.run_dir, self.every, self.metric = evaluator, run_dir, max(0, int(every)), metric
+        self.also_at = also_at  # trainer.pause_at_step: evaluated there, the last step too
         self.write, self.save = write, save
         self.results: dict[int, Scores] = {}
         self.error: str | None = None
@@ -359,7 +359,8 @@ class PeriodicEval(TrainerCallback):
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         step = state.global_step
-        if self.every and step % self.every == 0 and step < state.max_steps and step not in self.results:
+        due = (self.every and step % self.every == 0 and step < state.max_steps) or step == self.also_at
+        if due and step not in self.results:
             self.run(step, model)
         return control
 

@@ -148,8 +148,10 @@ VAL_REWARDS = "val_rewards"
 # metrics.jsonl's row of one validation: ``val/accuracy``, ``val/accuracy_lenient``, ``val/<reward>``, ``val/runtime``
 # (``val/error`` instead when the evaluation raised)
 VAL_ROW = {"accuracy": "val/accuracy", "accuracy_lenient": "val/accuracy_lenient", "runtime": "val/runtime",
-           "error": "val/error"}
+           "error": "val/error", "prompts": "val/prompts"}
 VAL_ROW_PREFIX = "val/"
+# the row of the test split, evaluated once after training (run/evaluate.metrics_test_row)
+TEST_ROW_PREFIX = "test/"
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,8 @@ def val_row(step: int, scores: Scores, seconds: float) -> dict:
     row = {"step": step, VAL_ROW["accuracy"]: scores.accuracy, VAL_ROW["accuracy_lenient"]: scores.accuracy_lenient}
     row.update({f"{VAL_ROW_PREFIX}{name}": value for name, value in scores.rewards.items()})
     row[VAL_ROW["runtime"]] = round(seconds, 3)
+    if scores.prompts is not None:  # a resumed run's summary reads its earlier evaluations back from these rows
+        row[VAL_ROW["prompts"]] = scores.prompts
     return row
 
 
@@ -222,7 +226,7 @@ def row_scores(row: dict) -> Scores | None:
         return None
     named = set(VAL_ROW.values())
     rewards = {k[len(VAL_ROW_PREFIX):]: v for k, v in row.items() if k.startswith(VAL_ROW_PREFIX) and k not in named}
-    return Scores(row.get(VAL_ROW["accuracy"]), row.get(VAL_ROW["accuracy_lenient"]), rewards)
+    return Scores(row.get(VAL_ROW["accuracy"]), row.get(VAL_ROW["accuracy_lenient"]), rewards, row.get(VAL_ROW["prompts"]))
 
 
 def trained_summary(status: str, optimized_metric: str, training: dict, val: ValReport | None,

@@ -12,6 +12,8 @@ from .record import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARD
 
 SUMMARY = SUMMARY_NAME
 METRICS = "metrics.jsonl"
+# the best validation step's adapter and its record (run/evaluate.PeriodicEval)
+BEST_DIR = "best"
 SAMPLES = "samples.jsonl"
 # Per-question outcomes of the evaluations a run reports, one JSONL file each under outcomes/: ``val`` (validation
 # at the reported step), ``val_before``, ``test`` (the reported adapter, once, after training) and ``test_before``.

@@ -18,13 +18,14 @@ from ..config.show import first_line
 from .files import read_jsonl, write_jsonl_atomic, write_text_atomic
 from .redact import redact
 from .results import METRICS
+from .record import TEST_ROW_PREFIX
 
 CHECKPOINTS = "checkpoints"
 # the config the run started with (Hydra rewrites .hydra/config.yaml on every start, so it cannot tell)
 STARTED_WITH = "config.yaml"
 RESUMES = "resumes.jsonl"
-# keys that may differ between attempts without changing what is trained
-IGNORED_KEYS = ("output_root",)
+# keys that may differ between attempts without changing what is trained (a paused run goes on to a later pause)
+IGNORED_KEYS = ("output_root", "trainer.pause_at_step")
 
 
 class ResumeError(ValueError):
@@ -51,8 +52,18 @@ def last_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
     return None
 
 
+def _resolved(cfg: Any) -> dict:
+    """The run's config, resolved, without Hydra's node: a sweep's job composed before it runs (the gate, a PBT's
+    next round) has Hydra's runtime keys unset, and nothing of the run's own refers to them."""
+    if not OmegaConf.is_config(cfg):
+        return {k: v for k, v in cfg.items() if k != "hydra"}
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra", None)
+    return OmegaConf.to_container(OmegaConf.create(plain), resolve=True)
+
+
 def _flat(cfg: Any) -> dict:
-    container = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    container = _resolved(cfg)
     out: dict = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -62,8 +73,8 @@ def _flat(cfg: Any) -> dict:
         else:
             out[prefix[:-1]] = node
 
-    walk({k: v for k, v in container.items() if k not in IGNORED_KEYS and k != "hydra"}, "")
-    return out
+    walk(container, "")
+    return {k: v for k, v in out.items() if k not in IGNORED_KEYS}
 
 
 def check_same_run(run_dir: Path, cfg: Any) -> None:
@@ -93,8 +104,7 @@ def check_same_run(run_dir: Path, cfg: Any) -> None:
 def remember_config(run_dir: Path, cfg: Any) -> None:
     path = Path(run_dir) / CHECKPOINTS / STARTED_WITH
     path.parent.mkdir(parents=True, exist_ok=True)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved.pop("hydra", None)
+    resolved = _resolved(cfg)
     # the ownership record: never half-written, and no URL's password or token in it
     write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(redact(resolved))))
 
@@ -106,7 +116,8 @@ def trim_metrics(run_dir: Path, step: int) -> int:
     """
     path = Path(run_dir) / METRICS
     rows = read_jsonl(path)
-    kept = [row for row in rows if row.get("step", 0) <= step and "train_runtime" not in row]
+    kept = [row for row in rows if row.get("step", 0) <= step and "train_runtime" not in row
+            and not any(key.startswith(TEST_ROW_PREFIX) for key in row)]
     write_jsonl_atomic(path, kept)
     return len(rows) - len(kept)
 

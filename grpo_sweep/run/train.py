@@ -32,6 +32,7 @@ from .tracker import RunLogger
 from .vllm_serving import run_server, server_gpus
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
 from ..adapters.trl import set_reward_weights
+from ..adapters.transformers import restore_checkpoint, scale_learning_rate
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
 from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth, scheduled_weights, terms
 from ..rewards.schedule import progress_of, weights_at
@@ -87,6 +88,37 @@ class RewardSchedule(TrainerCallback):
 
     def shown(self) -> dict[str, str]:
         return {f"w_{n}": f"{w:.2f}" for n, w, s in zip(self.names, self.current, self.schedules) if s is not None}
+
+
+class PauseAt(TrainerCallback):
+    """``trainer.pause_at_step``: training stops after that step, with a checkpoint of it (its validation ran in
+    PeriodicEval's on_step_end, before the save), and the run is recorded "paused"; the same run continues from
+    that checkpoint. The learning-rate and reward schedules keep counting to ``trainer.max_steps``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_save = True
+            control.should_training_stop = True
+
+
+class LearningRateFromConfig(TrainerCallback):
+    """On a resume, the learning rate is the config's: a checkpoint restores the optimizer's and the scheduler's
+    rates, which a plain resume keeps (its config must be the one it started with, ``resume.check_same_run``), and
+    population-based training changes between rounds (search/pbt.py); the schedule's shape goes on from the step."""
+
+    def __init__(self, learning_rate: float):
+        self.learning_rate = float(learning_rate)
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        if state.global_step == 0 or optimizer is None or lr_scheduler is None:
+            return
+        before = scale_learning_rate(optimizer, lr_scheduler, self.learning_rate)
+        if before != self.learning_rate:
+            log.info("learning rate %g from the config from step %d on (the checkpoint's: %g)", self.learning_rate,
+                     state.global_step, before)
 
 
 class RewardProgress(ProgressCallback):
@@ -361,7 +393,13 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     _prepare_process(cfg, context)
     run = _set_up(cfg, context, monitor, tracker, backend, trainer_class, server)
     clock.lap("setup")  # model, data, rewards, trainer
-    run.trainer.train(resume_from_checkpoint=str(run.resume_from[0]) if run.resume_from else None)
+    stop = cfg.trainer.pause_at_step or cfg.trainer.max_steps
+    if run.resume_from and run.resume_from[1] >= stop:
+        # its last step is done (killed before its evaluation, or a paused run continued to its end): the trainer
+        # would train one more step before it looks at max_steps; load the checkpoint and go on to the evaluations
+        restore_checkpoint(run.trainer, run.resume_from[0])
+    else:
+        run.trainer.train(resume_from_checkpoint=str(run.resume_from[0]) if run.resume_from else None)
     clock.lap("train")
     server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
     if not context.main:
@@ -378,6 +416,11 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         summary = _record(cfg, context, run, clock, monitor, "failed", adapter, error=failure, failed_in="training",
                           objective=None)
         raise RunFailed(failure, summary)
+    step = run.trainer.state.global_step
+    if cfg.trainer.pause_at_step is not None and step >= cfg.trainer.pause_at_step:
+        # validation at this step (PauseAt's step evaluated before its checkpoint), no test: the run goes on later
+        run.periodic.final(step, run.trainer.model, saved=adapter)
+        return _record(cfg, context, run, clock, monitor, "paused", adapter, run.periodic.report(step))
     clock.restart()
     try:
         val, test, reported_adapter = final_evaluations(cfg, context.run_dir, run.trainer.model, run.periodic,
@@ -442,7 +485,10 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
     scheduled = scheduled_weights(cfg.reward_mix)
     schedule = RewardSchedule(*scheduled, tracker) if scheduled else None
     # the schedule first: its on_log adds the weights to the row the others write
-    callbacks = [*([schedule] if schedule else []), MetricsJsonl(context.run_dir / METRICS), *([periodic] if periodic else [])]
+    callbacks = [*([schedule] if schedule else []), MetricsJsonl(context.run_dir / METRICS), *([periodic] if periodic else []),
+                 LearningRateFromConfig(cfg.optimizer.learning_rate)]
+    if cfg.trainer.pause_at_step is not None:  # after PeriodicEval: the pause step's validation comes before its save
+        callbacks.append(PauseAt(cfg.trainer.pause_at_step))
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
         callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
@@ -503,6 +549,7 @@ def _periodic_eval(cfg: Any, context: RunContext, backend, tokenizer, validation
     evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, context.run_dir)
     return PeriodicEval(
         evaluator, context.run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
+        also_at=cfg.trainer.pause_at_step,
         write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
         history=read_jsonl(metrics_path) if resume_from else None,
     )

@@ -21,10 +21,9 @@ from .storage import check_no_password, check_storage_url, open_storage, resolve
 log = logging.getLogger(__name__)
 
 
-class OptunaSweeperImpl(Sweeper):
-    # its base config and every config-group choice of its space pass the gate before a worker starts; each
-    # trial passes it in its worker (Objective)
-    gates_sweep = True
+class ComposingSweeper(Sweeper):
+    """What grpo-sweep's own sweepers (Optuna's, PBT's) share: the launcher Hydra configured, and composing a job's
+    config for overrides as the launch would (with the sweep's search path)."""
 
     def __init__(self, **settings: Any):
         self.settings = OmegaConf.create(settings)
@@ -70,6 +69,21 @@ class OptunaSweeperImpl(Sweeper):
         from ..sweeps.gate import GatedLauncher
 
         return isinstance(self.launcher, GatedLauncher) and self.launcher.trains_here
+
+    def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
+        """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept), its
+        search path first: the user's own config directories hold the options it names."""
+        plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
+        plain += group_overrides(self._load(plain, with_hydra_overrides=False).hydra.runtime.choices,
+                                 self.config.hydra.runtime.choices)
+        single = self._compose(plain, with_hydra_overrides=False)
+        return self._searchpath() + plain + diff_overrides(single, job_cfg)
+
+
+class OptunaSweeperImpl(ComposingSweeper):
+    # its base config and every config-group choice of its space pass the gate before a worker starts; each
+    # trial passes it in its worker (Objective)
+    gates_sweep = True
 
     def sweep(self, arguments: List[str]) -> Any:
         import optuna
@@ -197,15 +211,6 @@ class OptunaSweeperImpl(Sweeper):
             except Exception as exc:
                 raise _refused([f"{key}={value}"], exc) from None
         return space
-
-    def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
-        """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept), its
-        search path first: the user's own config directories hold the options it names."""
-        plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
-        plain += group_overrides(self._load(plain, with_hydra_overrides=False).hydra.runtime.choices,
-                                 self.config.hydra.runtime.choices)
-        single = self._compose(plain, with_hydra_overrides=False)
-        return self._searchpath() + plain + diff_overrides(single, job_cfg)
 
 
 def _refused(label: List[str], exc: Exception) -> SearchSpaceError:

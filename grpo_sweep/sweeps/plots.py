@@ -564,3 +564,32 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
         if stale.name not in written:
             stale.unlink()
     return plots
+
+
+def plot_lineage(scores: dict[int, Sequence], take_overs: dict[int, Sequence[dict]], steps_per_round: int,
+                 out_path: Path, metric: str) -> None:
+    """A population-based training's lineage (search/pbt.py): each member's score at the end of each round (a
+    line per member), and each take-over as a dotted arrow from the donor's point to where the recipient goes on
+    from; a member that failed a round has no point there."""
+    plt = _pyplot()
+    colors = _colors(plt)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    members = max((len(s) for s in scores.values()), default=0)
+    for m in range(members):
+        points = [((r + 1) * steps_per_round, s[m]) for r, s in sorted(scores.items()) if s[m] is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", color=colors[m % len(colors)], label=f"member {m}")
+    for r, moves in take_overs.items():
+        step = (r + 1) * steps_per_round
+        for t in moves:
+            donor = scores.get(r, [None] * members)[t["donor"]]
+            after = scores.get(r + 1)
+            if donor is None or not after or after[t["member"]] is None:
+                continue
+            ax.annotate("", xy=(step + steps_per_round, after[t["member"]]), xytext=(step, donor),
+                        arrowprops={"arrowstyle": "->", "linestyle": ":", "color": colors[t["member"] % len(colors)]})
+    ax.set_xlabel("step (end of round)")
+    ax.set_ylabel(metric)
+    ax.set_title("PBT lineage: scores per round; dotted: a member that took over another's checkpoint")
+    ax.legend(fontsize=8)
+    _save(fig, out_path)

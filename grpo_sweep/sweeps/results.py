@@ -22,6 +22,8 @@ from ..run.record import RunSummary
 from . import stats
 
 # An Optuna study's sweep directory holds it (directions, objectives), written by its sweeper (search/).
+# a population-based training's lineage (search/pbt.py): its members are rounds of changing configs, not a grid
+PBT_LINEAGE = "pbt.jsonl"
 STUDY_FILE = "study.json"
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"

@@ -116,6 +116,8 @@ def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dic
             state = "done"
         elif status == "pruned":  # an Optuna trial stopped early on purpose: finished, not running
             state = "pruned"
+        elif status == "paused":  # trainer.pause_at_step: stopped on purpose, continued later (a PBT round)
+            state = "paused"
         elif status == "failed":
             state = "failed"
             error = "\n".join([summary.error or ""] + (summary.traceback or "").splitlines()[-6:])

@@ -11,7 +11,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ..run.files import write_json_atomic, write_text_atomic
-from .results import STUDY_FILE, VERDICTS_FILE, SweepResults
+from .results import PBT_LINEAGE, STUDY_FILE, VERDICTS_FILE, SweepResults
 from .tables import sweep_table
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
@@ -38,6 +38,10 @@ class SweepTable(Callback):
         handed = _HANDED.pop(sweep_dir.resolve(), None)
         if config.hydra.launcher.get("detach"):
             return  # nothing has run yet: `python -m grpo_sweep.sweeps.status <sweep_dir>` prints the table later
+        if (sweep_dir / PBT_LINEAGE).exists():
+            # a PBT's members changed config every round and only the best was tested: a table of configurations
+            # with verdicts would compare what was never compared; the PBT printed its own report
+            return
         results = handed or SweepResults.read(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)

@@ -1,0 +1,289 @@
+"""The PBT sweeper (``hydra/sweeper=grpo_pbt``, chosen by ``hparams_search=pbt``): it drives the population's
+rounds on the login node, each member's round one job on the configured launcher (local, pool, submitit_local,
+SLURM), every job through the same gate as any sweep's. The population's logic is ``search/pbt.py``.
+
+One job a member and round: a job is a plain run continued in its member's directory (``trainer.pause_at_step``),
+so a preempted or requeued member resumes from its own checkpoint as any run does, and the driver holds no state
+but pbt.jsonl. No torch here.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..run.results import read_run_summary
+from ..run.resume import CHECKPOINTS, remember_config
+from .pbt import (BEST_SCHEDULE, LEARNING_RATE, LINEAGE, PLOT, Lineage, Param, PBTError, Settings, check_metric,
+                  check_settings, decide, initial_population, member_dir, member_overrides, parse_params, ranked,
+                  round_score, take_over)
+from .space import merge_overrides
+from .sweeper import ComposingSweeper
+
+log = logging.getLogger(__name__)
+
+PBT_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper"
+
+
+@dataclass
+class GRPOPBTSweeperConf:
+    _target_: str = PBT_SWEEPER_TARGET
+    # the PBT's name: its directory (hparams_search=pbt: outputs/<task>/pbt/<name>), so the same command continues it
+    name: str = "pbt"
+    population: int = 4
+    rounds: int = 3
+    # null: trainer.max_steps / rounds; else trainer.max_steps becomes rounds x steps_per_round
+    steps_per_round: Optional[int] = None
+    # after a round, this fraction at the bottom takes over from as many at the top
+    exploit_fraction: float = 0.25
+    # explore: each moved value times one of these (clipped to its range) ...
+    perturb_factors: List[float] = field(default_factory=lambda: [0.8, 1.25])
+    # ... or, with this probability, drawn afresh in its range
+    resample_probability: float = 0.25
+    direction: str = "maximize"
+    # the draws (the first population, who takes over from whom, the moves)
+    seed: int = 0
+    # the keys PBT moves: reward_mix.<term>.weight and optimizer.learning_rate, each {low, high[, log]}
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+class PBTSweeperImpl(ComposingSweeper):
+    # the population's first round passes the gate before anything is written; every later round's jobs pass it
+    # again in the launcher, as each batch of any sweep does
+    gates_sweep = True
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from ..run.validate import ConfigError
+        from ..sweeps.gate import Refused, stop
+
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        job_cfg = self._compose(arguments)
+        try:
+            check_metric(job_cfg.optimized_metric)
+            settings = check_settings(self.settings, job_cfg.trainer.max_steps)
+            mix = OmegaConf.to_container(job_cfg.reward_mix, resolve=True)
+            params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix)
+            lineage = Lineage.read(sweep_dir / LINEAGE)
+            start = self._start_row(settings, params, job_cfg)
+            if lineage.start is not None:
+                _same_pbt(lineage.start, start, sweep_dir)
+            self._check_ranges(arguments, params)
+            if lineage.start is None:  # round 0's runs, as the launcher will start them (nothing is written before)
+                self._gate(arguments, params, settings, start, [[v] for v in start["population"]], 0)
+        except Refused as exc:
+            stop(exc)
+        except (ConfigError, ValueError) as exc:
+            stop(ConfigError(f"{exc}; no run was started"))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        if lineage.start is None:
+            lineage.write(start)
+        log.info("PBT %r: %d members x %d rounds of %d steps, ranked on %s -> %s", self.settings.name,
+                 settings.population, settings.rounds, settings.steps_per_round, job_cfg.optimized_metric, sweep_dir)
+        base_seed = start["base_seed"]
+        for round_ in range(settings.rounds):
+            if round_ not in lineage.scores:
+                self._train_round(arguments, lineage, params, settings, base_seed, round_, job_cfg.optimized_metric)
+            if round_ == settings.rounds - 1:
+                break
+            if round_ not in lineage.decisions:
+                values = [lineage.values[m][round_] for m in range(settings.population)]
+                lineage.write({"event": "decide", "round": round_,
+                               "take_overs": decide(lineage.scores[round_], values, params, settings, round_)})
+            if round_ not in lineage.carried_out:
+                step = (round_ + 1) * settings.steps_per_round
+                copied = [take_over(sweep_dir, t["member"], t["donor"], step) for t in lineage.decisions[round_]]
+                lineage.write({"event": "carried_out", "round": round_, "bytes": sum(copied)})
+        if lineage.test is None:
+            self._test_best(arguments, lineage, params, settings, base_seed, job_cfg.optimized_metric)
+        replay = self._write_best_schedule(arguments, lineage, params, settings, job_cfg)
+        from ..sweeps.plots import plot_lineage
+
+        plot_lineage(lineage.scores, lineage.decisions, settings.steps_per_round, sweep_dir / PLOT, job_cfg.optimized_metric)
+        print(pbt_report(lineage, params, sweep_dir, job_cfg.optimized_metric, replay))
+        return []
+
+    # -- the gate ------------------------------------------------------------------------------------------
+    def _start_row(self, settings: Settings, params: list[Param], job_cfg: DictConfig) -> dict:
+        row = {"event": "start", "name": self.settings.name, "settings": asdict(settings),
+               "params": [asdict(p) for p in params], "metric": job_cfg.optimized_metric,
+               "base_seed": int(job_cfg.trainer.seed), "population": initial_population(params, settings)}
+        return json.loads(json.dumps(row))  # as pbt.jsonl gives it back (tuples are lists there), to compare
+
+    def _check_ranges(self, arguments: List[str], params: list[Param]) -> None:
+        """Each range's ends on the base config through the config's checks: a value no run can take would fail
+        the member that draws it, rounds later."""
+        from ..run.validate import ConfigError
+        from ..sweeps.gate import check_config
+
+        for p in params:
+            for value in (p.low, p.high):
+                try:
+                    check_config(self._compose(merge_overrides(arguments, [f"{p.key}={value!r}"])), False)
+                except Exception as exc:  # noqa: BLE001 - composition's errors as well as the checks'
+                    from ..config.show import first_line
+
+                    raise ConfigError(f"hydra.sweeper.params.{p.key}: {value:g} is refused: {first_line(exc)}") from None
+
+    @staticmethod
+    def _jobs(arguments: List[str], params: list[Param], settings: Settings, base_seed: int,
+              histories: list[list[dict]], members: list[int], pause: bool = True) -> list[list[str]]:
+        return [merge_overrides(arguments, member_overrides(m, histories[m], params, settings, base_seed, pause))
+                for m in members]
+
+    def _gate(self, arguments: List[str], params: list[Param], settings: Settings, start: dict,
+              histories: list[list[dict]], round_: int) -> None:
+        from ..sweeps.gate import plan_runs
+
+        members = list(range(settings.population))
+        plan_runs(self.launcher, self._jobs(arguments, params, settings, start["base_seed"], histories, members),
+                  round_ * settings.population, config=self.config, loader=self.hydra_context.config_loader)
+
+    # -- rounds --------------------------------------------------------------------------------------------
+    def _launch(self, jobs: list[list[str]], members: list[int], first_index: int) -> None:
+        """Start ``jobs`` (one a member) on the launcher, after recording in each member's directory that its
+        config for this round is its own (the run's resume refuses a directory started with another config)."""
+        from ..sweeps.gate import compose_runs
+
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        for m, cfg in zip(members, compose_runs(self.hydra_context.config_loader, self.config, jobs)):
+            if (member_dir(sweep_dir, m) / CHECKPOINTS).exists():
+                remember_config(member_dir(sweep_dir, m), cfg)
+        for r in self.launcher.launch(jobs, initial_job_idx=first_index):
+            try:
+                _ = r.return_value
+            except Exception as exc:  # noqa: BLE001 - a job that died: the member has no score this round
+                log.error("a PBT member's job failed: %s: %s", type(exc).__name__, exc)
+
+    def _train_round(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
+                     base_seed: int, round_: int, metric: str) -> None:
+        from ..run.validate import ConfigError
+        from ..sweeps.gate import stop
+
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        step = (round_ + 1) * settings.steps_per_round
+        population = range(settings.population)
+        # a member whose round is on disk already (the driver was killed after it) is not trained again
+        todo = [m for m in population if round_score(member_dir(sweep_dir, m), step, metric) is None]
+        started = time.time()
+        if todo:
+            log.info("PBT round %d of %d: members %s train to step %d", round_ + 1, settings.rounds,
+                     ",".join(map(str, todo)), step)
+            histories = [lineage.history(m, round_) for m in population]
+            self._launch(self._jobs(arguments, params, settings, base_seed, histories, todo), todo, round_ * settings.population)
+        scores = [round_score(member_dir(sweep_dir, m), step, metric) for m in population]
+        lineage.write({"event": "round", "round": round_, "step": step, "scores": scores, "trained": todo,
+                       "seconds": round(time.time() - started, 3)})
+        if all(score is None for score in scores):
+            stop(ConfigError(f"every member of PBT {self.settings.name!r} failed in round {round_ + 1}; "
+                             f"{_member_error(sweep_dir, settings.population)}"))
+
+    def _test_best(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
+                   base_seed: int, metric: str) -> None:
+        """The best member of the last round runs on to its end: its final evaluation, the test split once."""
+        from ..run.validate import ConfigError
+        from ..sweeps.gate import stop
+
+        last = settings.rounds - 1
+        scores = lineage.scores[last]
+        best = ranked(scores, settings.direction)[0]
+        if lineage.best is None:
+            lineage.write({"event": "best", "member": best, "score": scores[best],
+                           "values": lineage.history(best, last)})
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        histories = [lineage.history(m, last) for m in range(settings.population)]
+        self._launch(self._jobs(arguments, params, settings, base_seed, histories, [best], pause=False), [best],
+                     settings.rounds * settings.population)
+        summary, problem = read_run_summary(member_dir(sweep_dir, best))
+        if summary is None or summary.status != "completed":
+            why = problem or (summary.error if summary else "no summary.json")
+            stop(ConfigError(f"PBT {self.settings.name!r}: the best member {best}'s final evaluation did not "
+                             f"complete ({why}); the same command tries it again"))
+        lineage.write({"event": "test", "member": best, "test_accuracy": summary.test_accuracy,
+                       "test_accuracy_before": summary.test_accuracy_before,
+                       "test_pass_at_k": summary.test_pass_at_k, "test_maj_at_k": summary.test_maj_at_k,
+                       "test_k": summary.test_k, "test_samples": summary.test_samples, metric: summary.objective})
+
+    # -- what it leaves ------------------------------------------------------------------------------------
+    def _write_best_schedule(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
+                             job_cfg: DictConfig) -> list[str]:
+        """The best member's mix as an option of the reward_mix group (``<sweep>/conf/reward_mix/
+        best_schedule.yaml``); returns the command line's overrides that train it as a plain run."""
+        from ..run.files import write_text_atomic
+        from .worker import quoted
+
+        sweep_dir = Path(self.config.hydra.sweep.dir).resolve()
+        best = lineage.best["member"]
+        history = lineage.history(best, settings.rounds - 1)
+        [job] = self._jobs(arguments, params, settings, lineage.start["base_seed"], [history] * settings.population, [best],
+                           pause=False)
+        mix = OmegaConf.to_container(self._compose(job).reward_mix, resolve=True)
+        conf_dir = sweep_dir / BEST_SCHEDULE.parent.parent
+        searchpath = [str(p) for p in self.config.hydra.searchpath or []] + [f"file://{conf_dir}"]
+        plain = [o for o in self._reproduce_overrides(arguments, job_cfg)
+                 if not o.lstrip("+~").split("=", 1)[0].startswith(("reward_mix", "hydra.searchpath", "trainer.max_steps"))]
+        overrides = [f"hydra.searchpath=[{','.join(map(quoted, searchpath))}]", *plain, "reward_mix=best_schedule",
+                     f"trainer.max_steps={settings.max_steps}"]
+        lr = [h[LEARNING_RATE] for h in history if LEARNING_RATE in h]
+        if lr:  # the replay trains at one rate: its lineage's first (the rates it moved to are in pbt.jsonl)
+            overrides.append(f"{LEARNING_RATE}={lr[0]!r}")
+        score = lineage.best["score"]
+        text = (f"# PBT {self.settings.name!r}: member {best}'s lineage (best on {lineage.start['metric']}, {score:.3f} "
+                f"at step {settings.max_steps}), its reward weights as step schedules over trainer.max_steps="
+                f"{settings.max_steps}. Replay:\n#   python launch.py {' '.join(overrides)}\n")
+        write_text_atomic(sweep_dir / BEST_SCHEDULE, text + OmegaConf.to_yaml(OmegaConf.create(mix)))
+        return overrides
+
+
+
+def _same_pbt(recorded: dict, now: dict, sweep_dir: Path) -> None:
+    for key in ("settings", "params", "metric", "base_seed"):
+        if recorded.get(key) != now.get(key):
+            raise PBTError(f"{sweep_dir / LINEAGE} holds a PBT started with other {key} ({recorded.get(key)} -> "
+                           f"{now.get(key)}); the same command continues it: keep them, or give another "
+                           "hydra.sweeper.name")
+
+
+def _member_error(sweep_dir: Path, population: int) -> str:
+    for m in range(population):
+        summary, problem = read_run_summary(member_dir(sweep_dir, m))
+        if summary is not None and summary.error:
+            return f"member {m}: {str(summary.error).splitlines()[0]}"
+    return "no member left an error (see each member's launch log)"
+
+
+def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: str, replay: list[str]) -> str:
+    """The PBT's end on the terminal: each round's scores and take-overs, the best member, its test, the replay."""
+    s = lineage.start["settings"]
+    short = {p.key: (p.term or "lr") for p in params}
+
+    def values(v: dict) -> str:
+        return " ".join(f"{short[k]}={x:.3g}" for k, x in v.items())
+
+    def score(x: Any) -> str:
+        return "failed" if x is None else f"{x:.3f}"
+
+    lines = [f"PBT {lineage.start['name']!r}: {s['population']} members x {s['rounds']} rounds of "
+             f"{s['steps_per_round']} steps, ranked on {metric} ({s['direction']}) -> {sweep_dir}"]
+    for round_, scores in sorted(lineage.scores.items()):
+        lines.append(f"  round {round_ + 1} (step {(round_ + 1) * s['steps_per_round']}): "
+                     + "  ".join(f"m{m} {score(x)}" for m, x in enumerate(scores)))
+        for t in lineage.decisions.get(round_, []):
+            lines.append(f"    m{t['member']} <- m{t['donor']}'s checkpoint, then {values(t['values'])} "
+                         f"({', '.join(f'{short[k]} {h}' for k, h in t['how'].items())})")
+    best, test = lineage.best, lineage.test or {}
+    lines.append(f"  best: m{best['member']} ({metric} {score(best['score'])} at step {s['rounds'] * s['steps_per_round']}); "
+                 f"its lineage: " + " | ".join(values(v) for v in best["values"]))
+    if test:
+        k = f", pass@{test['test_k']} {score(test['test_pass_at_k'])}, maj@{test['test_k']} {score(test['test_maj_at_k'])}" \
+            if test.get("test_k") else ""
+        lines.append(f"  test ({test.get('test_samples')} prompts, measured once, on the best member only): accuracy "
+                     f"{score(test.get('test_accuracy_before'))} -> {score(test.get('test_accuracy'))}{k}")
+    lines.append(f"  lineage: {sweep_dir / LINEAGE}, {sweep_dir / PLOT}; best mix: {sweep_dir / BEST_SCHEDULE}")
+    lines.append(f"  replay as a plain run: python launch.py {' '.join(replay)}")
+    return "\n".join(lines)

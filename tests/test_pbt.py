@@ -1,0 +1,355 @@
+"""Population-based training over reward weights and the learning rate (search/pbt.py, search/pbt_sweeper.py) and
+what it stands on: a run that pauses and goes on (trainer.pause_at_step), a resume that takes the config's
+learning rate, a run whose last step is in its checkpoint that does not train again."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf
+
+from grpo_sweep.rewards.schedule import parse_schedule, progress_of
+from grpo_sweep.search.pbt import (BEST_SCHEDULE, LINEAGE, Lineage, Param, PBTError, check_settings, decide,
+                                   explore, initial_population, member_dir, member_overrides, parse_params, ranked,
+                                   round_score, take_over, weight_schedule)
+
+from .conftest import FAST, ROOT, launch_here
+
+MIX = {"format": {"weight": 1.0}, "correct": {"weight": 2.0}, "timed": {"weight": 1.0, "schedule": {"kind": "linear", "end": 0}}}
+SETTINGS = dict(population=4, rounds=3, steps_per_round=None, exploit_fraction=0.25, perturb_factors=[0.8, 1.25],
+                resample_probability=0.25, direction="maximize", seed=0)
+
+
+def settings(**changes):
+    return check_settings(SimpleNamespace(**{**SETTINGS, **changes}), 120)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({}, "hydra.sweeper.params is empty"),
+    ({"trainer.beta": {"low": 0.0, "high": 0.1}}, "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight"),
+    ({"reward_mix.length.weight": {"low": 0.1, "high": 1}}, "the mix has no term 'length'"),
+    ({"reward_mix.timed.weight": {"low": 0.1, "high": 1}}, "reward_mix.timed has a schedule of its own"),
+    ({"reward_mix.format.weight": [0.1, 1]}, "give {low: <number>, high: <number>}"),
+    ({"reward_mix.format.weight": {"low": 0.1, "hi": 1}}, "give {low: <number>, high: <number>}"),
+    ({"reward_mix.format.weight": {"low": 1, "high": 1}}, "low=1 must be below high=1"),
+    ({"reward_mix.format.weight": {"low": "a", "high": 1}}, "hydra.sweeper.params.reward_mix.format.weight.low='a'"),
+    ({"reward_mix.format.weight": {"low": 0, "high": 1, "log": True}}, ".low=0: must be > 0 (a log scale)"),
+    ({"reward_mix.format.weight": {"low": -1, "high": 1}}, ".low=-1: a weight must be >= 0"),
+    ({"optimizer.learning_rate": {"low": 0, "high": 1e-3}}, ".low=0: must be > 0 (a learning rate)"),
+    ({"optimizer.learning_rate": {"low": 1e-4, "high": 1e-3, "log": "yes"}}, ".log='yes': must be true or false"),
+])
+def test_bad_params_are_refused_naming_the_key(params, message):
+    with pytest.raises(PBTError, match=None) as caught:
+        parse_params(params, MIX)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"population": 1}, "hydra.sweeper.population=1: must be a whole number >= 2"),
+    ({"rounds": 0}, "hydra.sweeper.rounds=0"),
+    ({"rounds": 7}, "hydra.sweeper.rounds=7 does not divide trainer.max_steps=120"),
+    ({"steps_per_round": 0}, "hydra.sweeper.steps_per_round=0"),
+    ({"exploit_fraction": 0.6}, "hydra.sweeper.exploit_fraction=0.6: must be in (0, 0.5]"),
+    ({"perturb_factors": []}, "hydra.sweeper.perturb_factors is empty"),
+    ({"perturb_factors": [0.8, -1]}, "each must be > 0"),
+    ({"resample_probability": 2}, "hydra.sweeper.resample_probability=2: must be in [0, 1]"),
+    ({"direction": "up"}, "hydra.sweeper.direction='up'"),
+])
+def test_bad_settings_are_refused_naming_the_value(change, message):
+    with pytest.raises(PBTError) as caught:
+        settings(**change)
+    assert message in str(caught.value)
+
+
+def test_rounds_divide_the_run_or_set_its_length():
+    assert settings().steps_per_round == 40 and settings().max_steps == 120
+    assert settings(steps_per_round=25).max_steps == 75  # trainer.max_steps becomes rounds x steps_per_round
+    assert settings(population=8, exploit_fraction=0.25).exploited == 2 and settings(population=3).exploited == 1
+
+
+def test_the_bottom_and_every_failed_member_take_over_from_the_top():
+    s = settings(population=6, exploit_fraction=1 / 3)
+    values = [{"optimizer.learning_rate": 1e-3 * (m + 1)} for m in range(6)]
+    params = [Param("optimizer.learning_rate", 1e-4, 1e-2, log=True)]
+    scores = [0.5, 0.9, 0.1, None, 0.7, 0.3]
+    assert ranked(scores, "maximize") == [1, 4, 0, 5, 2, 3] and ranked(scores, "minimize")[:2] == [2, 5]
+    moves = decide(scores, values, params, s, round_=0)
+    assert [t["member"] for t in moves] == [3, 5, 2]  # the failed one, then the bottom two of those with a score
+    assert {t["donor"] for t in moves} <= {1, 4}
+    for t in moves:
+        before = values[t["donor"]]["optimizer.learning_rate"]
+        after = t["values"]["optimizer.learning_rate"]
+        how = t["how"]["optimizer.learning_rate"]
+        assert how == "resampled" or after == pytest.approx(before * float(how[1:]))
+    assert moves == decide(scores, values, params, s, round_=0)  # the same draws again: a restarted driver agrees
+    assert moves != decide(scores, values, params, s, round_=1)
+    assert decide([None] * 6, values, params, s, 0) == []
+
+
+def test_explore_stays_in_range_and_uses_the_factors():
+    s = settings(resample_probability=0.0, perturb_factors=[0.5, 2.0])
+    p = Param("reward_mix.format.weight", 0.1, 1.0)
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(200):
+        new, how = explore({p.key: 0.8}, [p], s, rng)
+        seen.add(how[p.key])
+        assert 0.1 <= new[p.key] <= 1.0 and new[p.key] in (0.4, 1.0)  # 0.8 x 2 is clipped to the range
+    assert seen == {"x0.5", "x2"}
+    drawn = [v[p.key] for v in initial_population([p], settings(population=50))]
+    assert min(drawn) >= 0.1 and max(drawn) <= 1.0 and len(set(drawn)) == 50
+
+
+@pytest.mark.parametrize("steps_per_round, rounds", [(40, 3), (7, 5), (1, 4), (3, 2)])
+def test_a_members_weights_change_exactly_at_each_rounds_first_step(steps_per_round, rounds):
+    """The member's schedule, read as a run reads it, gives round k's weight from step k x steps_per_round on (the
+    step the trainer is about to train, as RewardSchedule asks at on_step_begin)."""
+    history = [1.0 + k for k in range(rounds)]
+    max_steps = steps_per_round * rounds
+    schedule = parse_schedule("format", 1.0, weight_schedule(history, steps_per_round, max_steps))
+    for step in range(max_steps):
+        assert schedule.weight(progress_of(step, max_steps)) == history[step // steps_per_round], step
+    # a round's schedule, before the next round is decided: its weight carries on
+    for done in range(1, rounds):
+        partial = parse_schedule("format", 1.0, weight_schedule(history[:done], steps_per_round, max_steps))
+        assert [partial.weight(progress_of(s, max_steps)) for s in range(done * steps_per_round)] == \
+               [history[s // steps_per_round] for s in range(done * steps_per_round)]
+    assert weight_schedule([1.0], steps_per_round, steps_per_round) is None  # one round: no schedule
+
+
+def test_a_members_overrides_hold_its_lineage():
+    s = settings()
+    params = parse_params({"reward_mix.format.weight": {"low": 0.1, "high": 4}, "optimizer.learning_rate":
+                           {"low": 1e-4, "high": 1e-2, "log": True}}, MIX)
+    history = [{"reward_mix.format.weight": 1.0, "optimizer.learning_rate": 1e-3},
+               {"reward_mix.format.weight": 0.5, "optimizer.learning_rate": 2e-3}]
+    out = member_overrides(3, history, params, s, base_seed=42)
+    assert out[:4] == ["hydra.sweep.subdir=members/3", "trainer.seed=45", "trainer.max_steps=120", "trainer.pause_at_step=80"]
+    assert "reward_mix.format.weight=1.0" in out and "optimizer.learning_rate=0.002" in out
+    assert f"++reward_mix.format.schedule={{kind:step,at:[{40 / 119!r},{80 / 119!r}],values:[0.5,0.5]}}" in out
+    assert "trainer.pause_at_step=null" in member_overrides(3, history, params, s, 42, pause=False)
+
+
+def _member(sweep: Path, m: int, step: int, accuracy: float | None = 0.5):
+    run = member_dir(sweep, m)
+    checkpoint = run / "checkpoints" / f"checkpoint-{step}"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (checkpoint / "adapter_model.safetensors").write_bytes(bytes([m]) * 1000)
+    rows = [{"step": s, "reward": 0.1 * m} for s in range(1, step + 1)]
+    if accuracy is not None:
+        rows.append({"step": step, "val/accuracy": accuracy, "val/accuracy_lenient": accuracy, "val/correct": accuracy})
+    rows.append({"step": step, "train_runtime": 1.0})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_round_score_needs_the_rounds_checkpoint_and_its_validation(tmp_path):
+    _member(tmp_path, 0, 40, 0.625)
+    _member(tmp_path, 1, 40, None)  # killed between its last step and its validation
+    assert round_score(member_dir(tmp_path, 0), 40, "val_accuracy") == 0.625
+    assert round_score(member_dir(tmp_path, 0), 40, "val_rewards.correct") == 0.625
+    assert round_score(member_dir(tmp_path, 0), 80, "val_accuracy") is None  # not there yet
+    assert round_score(member_dir(tmp_path, 1), 40, "val_accuracy") is None
+    assert round_score(member_dir(tmp_path, 2), 40, "val_accuracy") is None  # never started
+
+
+def test_take_over_makes_the_recipient_the_donor_at_the_step(tmp_path):
+    donor = _member(tmp_path, 1, 40)
+    recipient = _member(tmp_path, 0, 40)
+    (recipient / "summary.json").write_text("{}")
+    (recipient / "best").mkdir()
+    (recipient / "checkpoints.taking-over").mkdir()  # a take-over a killed driver left half done
+    copied = take_over(tmp_path, 0, 1, 40)
+    assert copied == sum(f.stat().st_size for f in (donor / "checkpoints" / "checkpoint-40").iterdir())
+    assert (recipient / "checkpoints" / "checkpoint-40" / "adapter_model.safetensors").read_bytes() == bytes([1]) * 1000
+    rows = [json.loads(line) for line in (recipient / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["reward"] == pytest.approx(0.1) and not any("train_runtime" in r for r in rows)
+    assert not (recipient / "summary.json").exists() and not (recipient / "best").exists()
+    assert not (recipient / "checkpoints.taking-over").exists()
+    with pytest.raises(PBTError, match="member 1 has no complete checkpoint of step 80"):
+        take_over(tmp_path, 0, 1, 80)
+
+
+def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
+    path = tmp_path / LINEAGE
+    first = [{"k": 1.0}, {"k": 2.0}, {"k": 3.0}]
+    rows = [{"event": "start", "population": first},
+            {"event": "round", "round": 0, "scores": [0.1, 0.9, 0.5]},
+            {"event": "decide", "round": 0, "take_overs": [{"member": 0, "donor": 1, "values": {"k": 2.5}, "how": {}}]},
+            {"event": "carried_out", "round": 0, "bytes": 10},
+            {"event": "round", "round": 1, "scores": [0.8, 0.2, 0.5]},
+            {"event": "decide", "round": 1, "take_overs": [{"member": 1, "donor": 0, "values": {"k": 3.1}, "how": {}}]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"event": "carried_o')  # a line a kill cut short
+    lineage = Lineage.read(path)
+    assert lineage.history(0, 1) == [{"k": 2.0}, {"k": 2.5}]  # member 1's round 0, then its own move
+    assert lineage.history(1, 2) == [{"k": 2.0}, {"k": 2.5}, {"k": 3.1}]  # member 0's lineage, taken over again
+    assert lineage.history(2, 2) == [{"k": 3.0}] * 3
+    assert lineage.carried_out == {0} and set(lineage.decisions) == {0, 1}
+
+
+# -- what PBT stands on, as real runs ------------------------------------------------------------------------
+RUN = [*FAST, "trainer.max_steps=6", "trainer.save_steps=6",
+       "trainer.disable_tqdm=true", "trainer.eval.every_steps=0", "trainer.eval.k=0"]
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_paused_run_goes_on_as_if_it_had_not_stopped(tmp_path):
+    whole = launch_here([*RUN, f"hydra.run.dir={tmp_path / 'whole'}"], tmp_path)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    paused = launch_here([*RUN, "trainer.pause_at_step=3", f"hydra.run.dir={tmp_path / 'paused'}"], tmp_path)
+    assert paused.returncode == 0, paused.stderr[-2000:]
+    summary = json.loads((tmp_path / "paused" / "summary.json").read_text())
+    assert summary["status"] == "paused" and summary["steps"] == 3 and summary["test_accuracy"] is None
+    assert summary["reported_step"] == 3 and summary["val_accuracy"] is not None  # validated at the pause
+    assert "run paused" in paused.stdout
+    again = launch_here([*RUN, "trainer.pause_at_step=3", f"hydra.run.dir={tmp_path / 'paused'}"], tmp_path)
+    assert json.loads((tmp_path / "paused" / "summary.json").read_text())["steps"] == 3  # no step past the pause
+    assert again.returncode == 0
+    on = launch_here([*RUN, f"hydra.run.dir={tmp_path / 'paused'}"], tmp_path)  # a later pause (none): accepted
+    assert on.returncode == 0, on.stderr[-2000:]
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("whole", "paused"))
+    assert b["resumed_from_steps"] == [3, 3]
+    for key in ("steps", "reward", "val_accuracy", "test_accuracy", "val_samples"):
+        assert a[key] == b[key], key
+    rewards = lambda d: [(r["step"], r["reward"]) for r in _rows(tmp_path / d) if "reward" in r]  # noqa: E731
+    assert rewards("whole") == rewards("paused") and len(rewards("whole")) == 6
+
+
+def test_a_resume_takes_the_configs_learning_rate_and_a_finished_checkpoint_is_not_trained_again(tmp_path, cfg_factory):
+    from grpo_sweep.run.resume import remember_config
+
+    run_dir = tmp_path / "run"
+    first = launch_here([*RUN, "optimizer.learning_rate=0.001", "trainer.pause_at_step=3", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    # what the PBT driver does between rounds: the member's config for its next round becomes the directory's own
+    remember_config(run_dir, cfg_factory([*RUN, "optimizer.learning_rate=0.0002"]))
+    second = launch_here([*RUN, "optimizer.learning_rate=0.0002", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert second.returncode == 0, second.stderr[-2000:]
+    rates = {r["step"]: r["learning_rate"] for r in _rows(run_dir) if "learning_rate" in r}
+    assert rates[3] == pytest.approx(0.001) and all(rates[s] == pytest.approx(0.0002) for s in (4, 5, 6))
+    # killed after its last checkpoint, before its summary: the same command evaluates, trains no 7th step
+    (run_dir / "summary.json").unlink()
+    third = launch_here([*RUN, "optimizer.learning_rate=0.0002", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert third.returncode == 0, third.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 6 and max(r["step"] for r in _rows(run_dir)) == 6
+    assert sum(1 for r in _rows(run_dir) if "test/accuracy" in r) == 1  # the first attempt's test row went
+
+
+PBT = ["-m", "hparams_search=pbt", *RUN, "hydra.sweeper.population=3", "hydra.sweeper.rounds=2",
+       "hydra.sweeper.exploit_fraction=0.34", "hydra.sweeper.name=small"]
+
+
+def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_replays(tmp_path):
+    out = launch_here(PBT, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep = tmp_path / "grpo" / "pbt" / "small"
+    lineage = Lineage.read(sweep / LINEAGE)
+    assert sorted(lineage.scores) == [0, 1] and lineage.carried_out == {0}
+    [move] = lineage.decisions[0]
+    scores = lineage.scores[0]
+    assert move["donor"] == ranked(scores, "maximize")[0] and move["member"] == ranked(scores, "maximize")[-1]
+    # the recipient went on from the donor's step 3: its first three steps are the donor's
+    donor_steps = [r for r in _rows(member_dir(sweep, move["donor"])) if "reward" in r and r["step"] <= 3]
+    assert [r for r in _rows(member_dir(sweep, move["member"])) if "reward" in r and r["step"] <= 3] == donor_steps
+    best = lineage.best["member"]
+    statuses = {m: json.loads((member_dir(sweep, m) / "summary.json").read_text()) for m in range(3)}
+    assert statuses[best]["status"] == "completed" and statuses[best]["test_accuracy"] is not None
+    assert all(s["status"] == "paused" and s["test_accuracy"] is None for m, s in statuses.items() if m != best)
+    assert lineage.test["test_accuracy"] == statuses[best]["test_accuracy"]
+    assert (sweep / "pbt.png").stat().st_size > 0 and "replay as a plain run: python launch.py" in out.stdout
+    assert "Sweep " not in out.stdout  # no grid table over members whose configs changed every round
+
+    # the best member's weights, replayed as a plain run from the file, are the ones it trained with
+    replay = out.stdout.split("replay as a plain run: python launch.py ", 1)[1].splitlines()[0].split(" ")
+    assert "reward_mix=best_schedule" in replay and (sweep / BEST_SCHEDULE).exists()
+    ran = launch_here([*RUN, *replay, f"hydra.run.dir={tmp_path / 'replay'}"], tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    weight = lambda d, term: [r[f"reward_weights/{term}"] for r in _rows(d) if "reward" in r]  # noqa: E731
+    for term in ("format", "correct"):
+        assert weight(tmp_path / "replay", term) == weight(member_dir(sweep, best), term)
+
+    # the same command again: everything is on record, nothing trains
+    again = launch_here(PBT, tmp_path)
+    assert again.returncode == 0 and Lineage.read(sweep / LINEAGE).scores == lineage.scores
+    assert not any(f"members {m}" in again.stderr for m in range(3))
+
+
+def pbt_file(tmp_path: Path, params: str) -> list[str]:
+    """A user's PBT option (hparams_search=mine in --config-dir): hparams_search=pbt with ``params`` (YAML lines)
+    added to its space."""
+    group = tmp_path / "conf" / "hparams_search"
+    group.mkdir(parents=True)
+    (group / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - pbt\nhydra:\n  sweeper:\n    params:\n"
+                                     + "".join(f"      {line}\n" for line in params.splitlines()))
+    return ["--config-dir", str(tmp_path / "conf"), "-m", "hparams_search=mine"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["hydra.sweeper.population=1"], "hydra.sweeper.population=1: must be a whole number >= 2"),
+    ("trainer.beta: {low: 0, high: 0.1}", "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight"),
+    ("optimizer.learning_rate: {low: -1, high: 0.1}", ".learning_rate.low=-1: must be > 0 (a log scale)"),
+    ("reward_mix.format.weight: {low: 0, high: 0}", "low=0 must be below high=0"),
+    (["hydra.sweeper.rounds=4"], "hydra.sweeper.rounds=4 does not divide trainer.max_steps=6"),
+    (["optimized_metric=test_accuracy"], "optimized_metric='test_accuracy': PBT ranks members on validation"),
+    (["trainer.num_generations=1"], "trainer.num_generations=1"),
+])
+def test_a_bad_pbt_is_refused_in_one_line_before_anything_is_written(tmp_path, extra, message):
+    args = [*PBT, *extra]
+    if isinstance(extra, str):
+        args = [*pbt_file(tmp_path, extra), *(a for a in PBT if a not in ("-m", "hparams_search=pbt"))]
+    out = launch_here(args, tmp_path)
+    lines = [line for line in out.stderr.splitlines() if line.startswith("grpo-sweep:")]
+    assert out.returncode != 0 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    if message:
+        assert message in lines[0]
+    assert not (tmp_path / "grpo").exists()
+
+
+def test_the_pbt_option_and_its_sweeper_compose(cfg_factory):
+    cfg = cfg_factory(["hparams_search=pbt"])
+    assert set(cfg.reward_mix) == {"format", "correct"} and cfg.trainer.eval.report == "final"
+    assert cfg.trainer.pause_at_step is None  # the sweeper sets it, round by round
+
+
+@pytest.mark.slow
+def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
+    """The issue's command on the pool, its driver killed with SIGKILL once round 1 is taken over; the same command
+    finishes it, every round on record once."""
+    args = ["-m", "hparams_search=pbt", "hydra/launcher=pool", "hydra.sweeper.population=4", "hydra.sweeper.rounds=3",
+            "trainer.disable_tqdm=true", f"output_root={tmp_path}"]
+    lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
+    proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if lineage_path.exists() and 0 in Lineage.read(lineage_path).carried_out:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the PBT ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its pool's workers
+    proc.wait()
+    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in lineage_path.read_text().splitlines()]
+    assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1, 2]
+    assert [r["round"] for r in rows if r["event"] == "carried_out"] == [0, 1]
+    assert [r["event"] for r in rows].count("test") == 1
+    lineage = Lineage.read(lineage_path)
+    best = member_dir(lineage_path.parent, lineage.best["member"])
+    assert json.loads((best / "summary.json").read_text())["steps"] == 120
+    plain = OmegaConf.load(lineage_path.parent / BEST_SCHEDULE)
+    assert set(plain) == {"format", "correct"} and plain.format.schedule.kind == "step"
