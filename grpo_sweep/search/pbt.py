@@ -29,7 +29,9 @@ from ..run.files import append_jsonl, read_jsonl, write_jsonl_atomic
 from ..run.record import SUMMARY_NAME, TEST_ROW_PREFIX, row_scores, val_figures
 from ..run.results import BEST_DIR, METRICS, lookup
 from ..run.resume import CHECKPOINTS, last_checkpoint
-from ..sweeps.results import PBT_LINEAGE as LINEAGE
+from ..sweeps.results import PBT_LINEAGE
+
+LINEAGE = PBT_LINEAGE
 
 PLOT = "pbt.png"
 MEMBERS_DIR = "members"

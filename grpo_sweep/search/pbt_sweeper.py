@@ -17,7 +17,6 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..run.results import read_run_summary
 from ..run.resume import CHECKPOINTS, remember_config
 from .pbt import (BEST_SCHEDULE, LEARNING_RATE, LINEAGE, PLOT, Lineage, Param, PBTError, Settings, check_metric,
                   check_settings, decide, initial_population, member_dir, member_overrides, parse_params, ranked,
@@ -118,7 +117,7 @@ class PBTSweeperImpl(ComposingSweeper):
     def _check_ranges(self, arguments: List[str], params: list[Param]) -> None:
         """Each range's ends on the base config through the config's checks: a value no run can take would fail
         the member that draws it, rounds later."""
-        from ..run.validate import ConfigError
+        from ..config.show import first_line
         from ..sweeps.gate import check_config
 
         for p in params:
@@ -126,9 +125,7 @@ class PBTSweeperImpl(ComposingSweeper):
                 try:
                     check_config(self._compose(merge_overrides(arguments, [f"{p.key}={value!r}"])), False)
                 except Exception as exc:  # noqa: BLE001 - composition's errors as well as the checks'
-                    from ..config.show import first_line
-
-                    raise ConfigError(f"hydra.sweeper.params.{p.key}: {value:g} is refused: {first_line(exc)}") from None
+                    raise PBTError(f"hydra.sweeper.params.{p.key}: {value:g} is refused: {first_line(exc)}") from None
 
     @staticmethod
     def _jobs(arguments: List[str], params: list[Param], settings: Settings, base_seed: int,
@@ -199,9 +196,9 @@ class PBTSweeperImpl(ComposingSweeper):
         histories = [lineage.history(m, last) for m in range(settings.population)]
         self._launch(self._jobs(arguments, params, settings, base_seed, histories, [best], pause=False), [best],
                      settings.rounds * settings.population)
-        summary, problem = read_run_summary(member_dir(sweep_dir, best))
+        summary = _member_summaries(sweep_dir, settings.population)[best]
         if summary is None or summary.status != "completed":
-            why = problem or (summary.error if summary else "no summary.json")
+            why = (summary.error if summary else None) or "no summary.json"
             stop(ConfigError(f"PBT {self.settings.name!r}: the best member {best}'s final evaluation did not "
                              f"complete ({why}); the same command tries it again"))
         lineage.write({"event": "test", "member": best, "test_accuracy": summary.test_accuracy,
@@ -249,12 +246,23 @@ def _same_pbt(recorded: dict, now: dict, sweep_dir: Path) -> None:
                            "hydra.sweeper.name")
 
 
-def _member_error(sweep_dir: Path, population: int) -> str:
+def _member_summaries(sweep_dir: Path, population: int) -> dict[int, Any]:
+    """Each member's summary.json as the sweep's one reader reads it (None: the member has none)."""
+    from ..sweeps.results import SweepResults
+
+    results = SweepResults.read(sweep_dir)
+    out: dict[int, Any] = {}
     for m in range(population):
-        summary, problem = read_run_summary(member_dir(sweep_dir, m))
+        found = results.run_at(member_dir(sweep_dir, m))
+        out[m] = found.summary if found is not None and found.summary.status != "running" else None
+    return out
+
+
+def _member_error(sweep_dir: Path, population: int) -> str:
+    for m, summary in sorted(_member_summaries(sweep_dir, population).items()):
         if summary is not None and summary.error:
             return f"member {m}: {str(summary.error).splitlines()[0]}"
-    return "no member left an error (see each member's launch log)"
+    return "no member left an error (see each member's launch.log)"
 
 
 def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: str, replay: list[str]) -> str:
