@@ -9,8 +9,7 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     from .config.schema import Config
-    from .search.config import GRPOOptunaSweeperConf
-    from .search.pbt_sweeper import GRPOPBTSweeperConf
+    from .search.config import GRPOOptunaSweeperConf, GRPOPBTSweeperConf
 
     cs = ConfigStore.instance()
     cs.store(name="grpo_sweep_schema", node=Config)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 from importlib import metadata
 
+import pytest
+
 
 def _version(package: str) -> str:
     return f"{package} {metadata.version(package)}"
@@ -287,6 +289,31 @@ def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypa
     with pytest.raises(SystemExit) as stopped:  # afterwards Hydra reports as it did
         composing("lora.r=two")()
     assert stopped.value.code == 1, where
+
+
+def test_transformers_trainer_loads_a_checkpoint_and_a_scheduler_keeps_its_last_rates(tmp_path):
+    """adapters/transformers.py: ``Trainer._load_from_checkpoint(path)`` is there with the signature it calls, and
+    a torch LR scheduler's ``get_last_lr()`` (what the Trainer logs) reads ``_last_lr``, which scale_learning_rate
+    sets; the next step follows the new base rate."""
+    import torch
+    from transformers import Trainer, get_scheduler
+
+    from grpo_sweep.adapters.transformers import scale_learning_rate
+
+    params = list(inspect.signature(Trainer._load_from_checkpoint).parameters)
+    assert params[:2] == ["self", "resume_from_checkpoint"]
+    weight = torch.nn.Parameter(torch.zeros(2))
+    optimizer = torch.optim.AdamW([weight], lr=1e-3)
+    scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=10)
+    for _ in range(4):
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr() == pytest.approx([1e-3 * 6 / 10])
+    assert scale_learning_rate(optimizer, scheduler, 5e-4) == pytest.approx(1e-3)
+    assert scheduler.get_last_lr() == pytest.approx([5e-4 * 6 / 10]) and scheduler._last_lr == scheduler.get_last_lr()
+    optimizer.step()
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(5e-4 * 5 / 10)
 
 
 def test_no_private_api_of_another_library_outside_adapters():

@@ -196,6 +196,15 @@ def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
     assert lineage.carried_out == {0} and set(lineage.decisions) == {0, 1}
 
 
+def test_the_lineage_plot_draws_take_overs_and_failed_rounds(tmp_path):
+    from grpo_sweep.sweeps.plots import plot_lineage
+
+    scores = {0: [0.5, 0.9, None], 1: [0.6, 0.8, 0.7], 2: [0.7, None, 0.75]}
+    moves = {0: [{"member": 2, "donor": 1}], 1: [{"member": 1, "donor": 2}]}
+    plot_lineage(scores, moves, 40, tmp_path / "pbt.png", "val_accuracy")
+    assert (tmp_path / "pbt.png").read_bytes()[:4] == b"\x89PNG"
+
+
 # -- what PBT stands on, as real runs ------------------------------------------------------------------------
 RUN = [*FAST, "trainer.max_steps=6", "trainer.save_steps=6",
        "trainer.disable_tqdm=true", "trainer.eval.every_steps=0", "trainer.eval.k=0"]
@@ -305,6 +314,7 @@ def pbt_file(tmp_path: Path, params: str) -> list[str]:
     (["hydra.sweeper.rounds=4"], "hydra.sweeper.rounds=4 does not divide trainer.max_steps=6"),
     (["optimized_metric=test_accuracy"], "optimized_metric='test_accuracy': PBT ranks members on validation"),
     (["trainer.num_generations=1"], "trainer.num_generations=1"),
+    (["hydra/launcher=slurm", "hydra.launcher.detach=true"], "hydra.launcher.detach=true: a PBT's driver ranks"),
 ])
 def test_a_bad_pbt_is_refused_in_one_line_before_anything_is_written(tmp_path, extra, message):
     args = [*PBT, *extra]

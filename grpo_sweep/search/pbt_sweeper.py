@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, List
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -25,31 +25,6 @@ from .space import merge_overrides
 from .sweeper import ComposingSweeper
 
 log = logging.getLogger(__name__)
-
-PBT_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper"
-
-
-@dataclass
-class GRPOPBTSweeperConf:
-    _target_: str = PBT_SWEEPER_TARGET
-    # the PBT's name: its directory (hparams_search=pbt: outputs/<task>/pbt/<name>), so the same command continues it
-    name: str = "pbt"
-    population: int = 4
-    rounds: int = 3
-    # null: trainer.max_steps / rounds; else trainer.max_steps becomes rounds x steps_per_round
-    steps_per_round: Optional[int] = None
-    # after a round, this fraction at the bottom takes over from as many at the top
-    exploit_fraction: float = 0.25
-    # explore: each moved value times one of these (clipped to its range) ...
-    perturb_factors: List[float] = field(default_factory=lambda: [0.8, 1.25])
-    # ... or, with this probability, drawn afresh in its range
-    resample_probability: float = 0.25
-    direction: str = "maximize"
-    # the draws (the first population, who takes over from whom, the moves)
-    seed: int = 0
-    # the keys PBT moves: reward_mix.<term>.weight and optimizer.learning_rate, each {low, high[, log]}
-    params: Dict[str, Any] = field(default_factory=dict)
-
 
 class PBTSweeperImpl(ComposingSweeper):
     # the population's first round passes the gate before anything is written; every later round's jobs pass it
@@ -64,6 +39,9 @@ class PBTSweeperImpl(ComposingSweeper):
         job_cfg = self._compose(arguments)
         try:
             check_metric(job_cfg.optimized_metric)
+            if self.config.hydra.launcher.get("detach"):
+                raise PBTError("hydra.launcher.detach=true: a PBT's driver ranks each round's members before the next "
+                               "round starts, so it stays; run it where it may (tmux, a login session, a small job)")
             settings = check_settings(self.settings, job_cfg.trainer.max_steps)
             mix = OmegaConf.to_container(job_cfg.reward_mix, resolve=True)
             params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix)
@@ -78,6 +56,11 @@ class PBTSweeperImpl(ComposingSweeper):
             stop(exc)
         except (ConfigError, ValueError) as exc:
             stop(ConfigError(f"{exc}; no run was started"))
+        if self.config.hydra.launcher.get("dry_run"):
+            # what round 0's jobs would be, printed by the launcher; later rounds depend on its scores
+            jobs = self._jobs(arguments, params, settings, start["base_seed"], [[v] for v in start["population"]],
+                              list(range(settings.population)))
+            return self.launcher.launch(jobs, initial_job_idx=0)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         if lineage.start is None:

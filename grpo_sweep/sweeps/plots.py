@@ -568,28 +568,30 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
 
 def plot_lineage(scores: dict[int, Sequence], take_overs: dict[int, Sequence[dict]], steps_per_round: int,
                  out_path: Path, metric: str) -> None:
-    """A population-based training's lineage (search/pbt.py): each member's score at the end of each round (a
-    line per member), and each take-over as a dotted arrow from the donor's point to where the recipient goes on
-    from; a member that failed a round has no point there."""
+    """A population-based training's lineage (search/pbt.py): each member's score at the end of each round, a
+    solid line where it went on from its own weights, a dotted one from the donor's point where it took over
+    another member's checkpoint; a member that failed a round has no point there."""
     plt = _pyplot()
     colors = _colors(plt)
     fig, ax = plt.subplots(figsize=(7, 4))
+    rounds = sorted(scores)
     members = max((len(s) for s in scores.values()), default=0)
     for m in range(members):
-        points = [((r + 1) * steps_per_round, s[m]) for r, s in sorted(scores.items()) if s[m] is not None]
+        color = colors[m % len(colors)]
+        points = [((r + 1) * steps_per_round, scores[r][m]) for r in rounds if scores[r][m] is not None]
         if points:
-            ax.plot(*zip(*points), marker="o", color=colors[m % len(colors)], label=f"member {m}")
-    for r, moves in take_overs.items():
-        step = (r + 1) * steps_per_round
-        for t in moves:
-            donor = scores.get(r, [None] * members)[t["donor"]]
+            ax.plot(*zip(*points), linestyle="none", marker="o", color=color, label=f"member {m}")
+        for r in rounds:
             after = scores.get(r + 1)
-            if donor is None or not after or after[t["member"]] is None:
+            if not after or after[m] is None:
                 continue
-            ax.annotate("", xy=(step + steps_per_round, after[t["member"]]), xytext=(step, donor),
-                        arrowprops={"arrowstyle": "->", "linestyle": ":", "color": colors[t["member"] % len(colors)]})
+            moved = {t["member"]: t["donor"] for t in take_overs.get(r, [])}
+            start = scores[r][moved.get(m, m)]
+            if start is not None:
+                ax.plot([(r + 1) * steps_per_round, (r + 2) * steps_per_round], [start, after[m]], color=color,
+                        linestyle=":" if m in moved else "-")
     ax.set_xlabel("step (end of round)")
     ax.set_ylabel(metric)
-    ax.set_title("PBT lineage: scores per round; dotted: a member that took over another's checkpoint")
+    ax.set_title("PBT lineage; dotted: went on from another member's checkpoint", fontsize=10)
     ax.legend(fontsize=8)
     _save(fig, out_path)
