@@ -122,12 +122,15 @@ def main() -> int:
     args = parser(__doc__)
     args.add_argument("--seeds", type=int, default=5, help="seeds per configuration in each stage")
     args.add_argument("--all-candidates", action="store_true", help="stage 0: run every candidate task again")
+    args.add_argument("--built-in", action="store_true",
+                      help="the control: the main job's task as it is (the format known from the start: no phase to "
+                           "exploit), no stage 0; results in reward_schedules_built_in.json")
     options = args.parse_args()
     n = options.seeds
     tmp = Path(tempfile.mkdtemp(prefix="reward-schedules-"))
     seeds = lambda first: "trainer.seed=" + ",".join(str(s) for s in range(first, first + n))  # noqa: E731
     started = time.perf_counter()
-    task, stage_0 = choose_task(tmp, options.all_candidates)
+    task, stage_0 = ([], []) if options.built_in else choose_task(tmp, options.all_candidates)
     const_dir, const, const_s = sweep([*CONSTANT, seeds(1)], tmp / "constant", task)
     sched_dir, sched, sched_s = sweep([*SCHEDULED, seeds(1)], tmp / "scheduled", task)
     conf = tmp / "conf"
@@ -153,7 +156,7 @@ def main() -> int:
 
     events = lambda kind: [r for r in lineage if r["event"] == kind]  # noqa: E731
     [test] = events("test")
-    record("reward_schedules", {
+    record("reward_schedules_built_in" if options.built_in else "reward_schedules", {
         "command": command("bench.reward_schedules"),
         "machine": machine("at the end"),
         "stage_0_task": stage_0,

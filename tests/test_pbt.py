@@ -92,6 +92,9 @@ def test_the_bottom_and_every_failed_member_take_over_from_the_top():
     assert moves == decide(scores, values, params, s, round_=0)  # the same draws again: a restarted driver agrees
     assert moves != decide(scores, values, params, s, round_=1)
     assert decide([None] * 6, values, params, s, 0) == []
+    # a tie with the donors is no evidence: only the failed member is replaced
+    assert [t["member"] for t in decide([0.0, 0.0, 0.0, None, 0.0, 0.0], values, params, s, 0)] == [3]
+    assert [t["member"] for t in decide([0.5, 0.9, 0.9, 0.1, 0.9, 0.3], values, params, s, 0)] == [5, 3]
 
 
 def test_explore_stays_in_range_and_uses_the_factors():

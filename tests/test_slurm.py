@@ -290,3 +290,16 @@ def test_a_failing_task_of_a_two_task_run_is_the_runs_error(tmp_path):
     assert summary["status"] == "failed"
     assert summary["error"].startswith("rank 1 of 2 failed: RewardFailure: reward 'bomb' raised RuntimeError: "
                                        "reward failed on rank 1"), summary["error"]
+
+
+def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path):
+    """hparams_search=pbt on SLURM: each member's round a job, the take-over between rounds, the best member tested."""
+    args = ["-m", "hparams_search=pbt", *SLURM, *FAST, "hydra.sweeper.population=2", "hydra.sweeper.rounds=2",
+            "trainer.eval.k=0"]
+    out = run_launch(args, tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep_dir = tmp_path / "grpo" / "pbt" / "pbt"
+    rows = [json.loads(line) for line in (sweep_dir / "pbt.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1]
+    assert [r["event"] for r in rows].count("test") == 1 and (sweep_dir / "conf/reward_mix/best_schedule.yaml").exists()
+    assert len(_jobs(sweep_dir)) >= 1  # the submitting launcher recorded its jobs

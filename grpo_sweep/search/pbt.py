@@ -196,9 +196,9 @@ def ranked(scores: Sequence[float | None], direction: str) -> list[int]:
 
 def decide(scores: Sequence[float | None], values: Sequence[dict[str, float]], params: Sequence[Param],
            settings: Settings, round_: int) -> list[dict]:
-    """After ``round_``: which members take over which (each of the bottom ``exploited`` of those with a score,
-    and every member that failed, from one of the top ``exploited``, drawn) and the values each goes on with
-    (explored)."""
+    """After ``round_``: which members take over which (each of the bottom ``exploited`` of those with a score that
+    scored below every one of the top ``exploited``, and every member that failed, from one of the top ones, drawn)
+    and the values each goes on with (explored)."""
     order = ranked(scores, settings.direction)
     scored = [m for m in order if scores[m] is not None]
     if not scored:
@@ -206,7 +206,9 @@ def decide(scores: Sequence[float | None], values: Sequence[dict[str, float]], p
     k = settings.exploited
     donors = scored[:k]
     failed = [m for m in order if scores[m] is None]
-    recipients = [*failed, *(m for m in scored[-k:] if m not in donors)]
+    # a member scoring as well as a donor has nothing to gain from its state: a tie is no evidence (all 0 early on)
+    worst_donor = scores[donors[-1]]
+    recipients = [*failed, *(m for m in scored[-k:] if m not in donors and scores[m] != worst_donor)]
     rng = _rng(settings.seed, "round", round_)
     out = []
     for m in recipients:
