@@ -116,10 +116,16 @@ def trim_metrics(run_dir: Path, step: int) -> int:
     """
     path = Path(run_dir) / METRICS
     rows = read_jsonl(path)
-    kept = [row for row in rows if row.get("step", 0) <= step and "train_runtime" not in row
-            and not any(key.startswith(TEST_ROW_PREFIX) for key in row)]
+    kept = rows_up_to(rows, step)
     write_jsonl_atomic(path, kept)
     return len(rows) - len(kept)
+
+
+def rows_up_to(rows: list[dict], step: int) -> list[dict]:
+    """The metrics rows of a run continued from its checkpoint of ``step``: the steps up to it, without the rows
+    written when an attempt ended (the Trainer's ``train_runtime``, the test split's)."""
+    return [row for row in rows if row.get("step", 0) <= step and "train_runtime" not in row
+            and not any(key.startswith(TEST_ROW_PREFIX) for key in row)]
 
 
 def record_resume(run_dir: Path, step: int, dropped: int) -> list[dict]:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..run.files import append_jsonl, read_jsonl, write_jsonl_atomic
-from ..run.record import SUMMARY_NAME, TEST_ROW_PREFIX, row_scores, val_figures
+from ..run.record import SUMMARY_NAME, row_scores, val_figures
 from ..run.results import BEST_DIR, METRICS, lookup
-from ..run.resume import CHECKPOINTS, last_checkpoint
+from ..run.resume import CHECKPOINTS, last_checkpoint, rows_up_to
 from ..sweeps.results import PBT_LINEAGE
 
 LINEAGE = PBT_LINEAGE
@@ -305,9 +305,7 @@ def take_over(sweep_dir: Path, recipient: int, donor: int, step: int) -> int:
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging / source.name)
     copied = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file())
-    rows = [row for row in read_jsonl(src_dir / METRICS) if row.get("step", 0) <= step and "train_runtime" not in row
-            and not any(key.startswith(TEST_ROW_PREFIX) for key in row)]
-    write_jsonl_atomic(staging / METRICS, rows)
+    write_jsonl_atomic(staging / METRICS, rows_up_to(read_jsonl(src_dir / METRICS), step))
     shutil.rmtree(dst_dir / CHECKPOINTS, ignore_errors=True)
     (staging / METRICS).replace(dst_dir / METRICS)
     staging.rename(dst_dir / CHECKPOINTS)

@@ -33,7 +33,7 @@ class PBTSweeperImpl(ComposingSweeper):
 
     def sweep(self, arguments: List[str]) -> Any:
         from ..run.validate import ConfigError
-        from ..sweeps.gate import Refused, stop
+        from ..sweeps.gate import Refused, plan_runs, stop
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         job_cfg = self._compose(arguments)
@@ -50,17 +50,17 @@ class PBTSweeperImpl(ComposingSweeper):
             if lineage.start is not None:
                 _same_pbt(lineage.start, start, sweep_dir)
             self._check_ranges(arguments, params)
+            first = self._jobs(arguments, params, settings, start["base_seed"], [[v] for v in start["population"]],
+                               list(range(settings.population)))
             if lineage.start is None:  # round 0's runs, as the launcher will start them (nothing is written before)
-                self._gate(arguments, params, settings, start, [[v] for v in start["population"]], 0)
+                plan_runs(self.launcher, first, 0, config=self.config, loader=self.hydra_context.config_loader)
         except Refused as exc:
             stop(exc)
         except (ConfigError, ValueError) as exc:
             stop(ConfigError(f"{exc}; no run was started"))
         if self.config.hydra.launcher.get("dry_run"):
             # what round 0's jobs would be, printed by the launcher; later rounds depend on its scores
-            jobs = self._jobs(arguments, params, settings, start["base_seed"], [[v] for v in start["population"]],
-                              list(range(settings.population)))
-            return self.launcher.launch(jobs, initial_job_idx=0)
+            return self.launcher.launch(first, initial_job_idx=0)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         if lineage.start is None:
@@ -115,14 +115,6 @@ class PBTSweeperImpl(ComposingSweeper):
               histories: list[list[dict]], members: list[int], pause: bool = True) -> list[list[str]]:
         return [merge_overrides(arguments, member_overrides(m, histories[m], params, settings, base_seed, pause))
                 for m in members]
-
-    def _gate(self, arguments: List[str], params: list[Param], settings: Settings, start: dict,
-              histories: list[list[dict]], round_: int) -> None:
-        from ..sweeps.gate import plan_runs
-
-        members = list(range(settings.population))
-        plan_runs(self.launcher, self._jobs(arguments, params, settings, start["base_seed"], histories, members),
-                  round_ * settings.population, config=self.config, loader=self.hydra_context.config_loader)
 
     # -- rounds --------------------------------------------------------------------------------------------
     def _launch(self, jobs: list[list[str]], members: list[int], first_index: int) -> None:
