@@ -7,7 +7,8 @@
 - ``joblib_execute_job``: the joblib launcher's per-job function, which the pool runs in its workers.
 - ``is_config_group``: whether a name is a config group, asked of the config loader's repository.
 - ``sweep_jobs``: every job of a BasicSweeper's sweep, as its ``sweep()`` will split the sweep into batches (it
-  writes the sweep's ``multirun.yaml`` before it checks a batch).
+  writes the sweep's ``multirun.yaml`` before it checks a batch); ``grid_jobs``: the grid its ``split_arguments``
+  expands, for a sweeper that runs it another way.
 - ``store_over_plugin``: put a ConfigStore entry over one a plugin module stores under the same name.
 - ``one_line_errors``: Hydra's report of a composition error (``run_and_report``: the message, OmegaConf's detail
   lines, the options, the search path, a hint about ``HYDRA_FULL_ERROR``) as one line.
@@ -18,8 +19,8 @@ import contextlib
 import os
 from typing import Any, Iterator
 
-__all__ = ["apply_overrides", "compose_error_line", "is_config_group", "joblib_execute_job", "one_line_errors",
-           "overrides_dirname", "store_over_plugin", "sweep_jobs"]
+__all__ = ["apply_overrides", "compose_error_line", "grid_jobs", "is_config_group", "joblib_execute_job",
+           "one_line_errors", "overrides_dirname", "store_over_plugin", "sweep_jobs"]
 
 _CORE_PLUGINS = {
     "BasicLauncher": "hydra._internal.core_plugins.basic_launcher",
@@ -71,6 +72,16 @@ def sweep_jobs(sweeper: Any, arguments: list[str]) -> list[list[str]]:
     parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
     overrides = parser.parse_overrides([*sweeper._parse_config(), *arguments])
     return [job for batch in sweeper.split_arguments(overrides, sweeper.max_batch_size) for job in batch]
+
+
+def grid_jobs(loader: Any, arguments: list[str]) -> list[list[str]]:
+    """The command line's grid as Hydra's BasicSweeper expands it (every combination of the swept values, in its
+    order), each as its overrides: what another sweeper runs its own way (hydra/sweeper=seeds)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = OverridesParser.create(config_loader=loader).parse_overrides(list(arguments))
+    return [list(job) for job in BasicSweeper.split_arguments(overrides, None)[0]]
 
 
 def store_over_plugin(group: str, name: str, node: Any, provider: str) -> None:

@@ -91,6 +91,26 @@ class GRPOPBTSweeperConf:
     params: Dict[str, Any] = field(default_factory=dict)
 
 
+SEEDS_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_seeds.sweeper.GRPOSeedsSweeper"
+
+
+@dataclass
+class GRPOSeedsSweeperConf:
+    """hydra/sweeper=seeds (grpo_sweep/sweeps/sequential.py): seeds only where a comparison is still open."""
+
+    _target_: str = SEEDS_SWEEPER_TARGET
+    # every configuration runs this many seeds first; no configuration gets more than max_seeds
+    min_seeds: int = 2
+    max_seeds: int = 8
+    # the sweep's whole budget in runs; null: every configuration may reach max_seeds
+    max_runs: Optional[int] = None
+    # the family-wise error of the verdicts, shared by the looks (sequential.budgets)
+    alpha: float = 0.05
+    # the key the sweeper sets (its last dotted part must be `seed`), and the first seed: first_seed, first_seed+1, ...
+    seed_key: str = "trainer.seed"
+    first_seed: int = 1
+
+
 def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list[str], list[str]]:
     directions = sweeper.direction
     directions = [directions] if isinstance(directions, str) else list(directions)

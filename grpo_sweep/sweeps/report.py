@@ -87,8 +87,11 @@ def seeds_table(results: SweepResults, names: list[str]) -> list[str]:
     for row in compared:
         group = groups[row.config]
         seeds = ",".join(v for r in group for v in r.seed_values) or str(len(group))
+        if row.stopped:
+            seeds += f" ({row.stopped})"
         delta = "0 (reference)" if row.is_best else signed(row.delta)
-        note = f" ({row.note})" if row.note and (row.verdict in ("incomplete", "no verdict") or row.tied) else ""
+        note = f" ({row.note})" if row.note and (row.verdict in ("incomplete", "no verdict") or row.tied
+                                                 or row.stopped) else ""
         rows.append(
             [row.config, seeds, _mean_std([r.objective for r in group]), _test_cell(row), delta, ci_text(row),
              row.verdict + note, "-" if row.mde is None else f"{row.mde:.3f}",
@@ -299,7 +302,15 @@ def write_report(results: SweepResults, plots: bool = True) -> Path:
     # did not finish (one read per file); the report shows them last
     plot_lines = _plot_section(results, names) if plots else []
     per_config = seeds_table(results, names)
-    if per_config:
+    if per_config and results.seeds_design is not None:
+        lines += ["", "## Seeds where the answer was open (hydra/sweeper=seeds), per configuration, and the verdict",
+                  "", "Each configuration ran seeds until validation decided its comparison with the leader of its "
+                  "last look, or it reached `max_seeds`, or `max_runs` was spent (`seeds` says which). The verdict "
+                  "is against that look's leader, on the test split of the same seeds: `better`/`worse` when test's "
+                  "95% family-wise interval of Δ excludes 0 and validation's sequential test at that look (the "
+                  "sweep's alpha shared by its looks) agrees; at most a 5% chance of any false `better`/`worse` in "
+                  "the table (grpo_sweep/sweeps/sequential.py; simulated in BENCHMARKS.md).", ""] + per_config
+    elif per_config:
         lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
                   "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
                   "best is the reference. The verdict is about the test split (the objective's test counterpart, "

@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..run.results import METRICS, lookup, read_outcomes, read_run_summary
-from ..run.record import RunSummary
+from ..run.record import OUTCOME_FIELDS, RunSummary
 from . import stats
 
 # An Optuna study's sweep directory holds it (directions, objectives), written by its sweeper (search/).
 # a population-based training's lineage (search/pbt.py): its members are rounds of changing configs, not a grid
 PBT_LINEAGE = "pbt.jsonl"
 STUDY_FILE = "study.json"
+# hydra/sweeper=seeds writes its design here (search/seeds_sweeper.py): settings, configurations, the seed key; its
+# runs are <sweep>/<configuration index>/seed<seed>
+SEEDS_FILE = "seeds.json"
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
 # The end of a sweep writes its verdicts here (sweep_end.py): the comparisons as JSON, for W&B and other readers.
@@ -145,6 +148,7 @@ class SweepResults:
         self._by_dir = {run.dir.resolve(): run for run in runs}
         self._outcomes: dict = {}
         self._last_steps: dict = {}
+        self.seeds_design: dict | None = None  # hydra/sweeper=seeds: its SEEDS_FILE
 
     @classmethod
     def read(cls, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = ()) -> "SweepResults":
@@ -176,7 +180,10 @@ class SweepResults:
             study = read_study_file(sweep_dir)
         except FileNotFoundError:
             study = None
-        return cls(sweep_dir, runs, direction or _direction(study, [summary for _, summary in found]), study)
+        results = cls(sweep_dir, runs, direction or _direction(study, [summary for _, summary in found]), study)
+        design = sweep_dir / SEEDS_FILE
+        results.seeds_design = json.loads(design.read_text()) if design.is_file() else None
+        return results
 
     @property
     def summaries(self) -> list[RunSummary]:
@@ -217,10 +224,18 @@ class SweepResults:
     def comparisons(self) -> list[stats.Comparison]:
         """stats.compare over the configurations (ranked on validation, verdicts on its test counterpart with
         per-question outcomes where the runs saved them); none without a seed override (nothing to pair)."""
+        if self.seeds_design is not None:
+            return self.adaptive.comparisons()
         if not self.seed_keys:
             return []
         groups = {config: [self._record(run) for run in group] for config, group in self.configurations.items()}
         return stats.compare(groups, self.direction, seed_hint=self.seed_hint)
+
+    @functools.cached_property
+    def adaptive(self) -> "Adaptive":
+        """hydra/sweeper=seeds: its design replayed from the runs (which seeds each configuration got, why it
+        stopped) and the verdicts (sweeps/sequential.py)."""
+        return Adaptive(self, self.seeds_design)
 
     @property
     def why_none(self) -> str | None:
@@ -230,12 +245,17 @@ class SweepResults:
                     f"({self.seed_hint}) to compare them.")
         return None
 
-    def _record(self, run: SweepRun) -> stats.RunRecord:
+    def _record(self, run: SweepRun, split: str = "test") -> stats.RunRecord:
         """One run for stats.compare: its objective ranks (finished runs only: a pruned trial's is mid-training);
         its objective's test counterpart, per question when the objective is an accuracy, is what the verdict is
         about."""
         summary = run.summary
         value_key, field, accuracy = stats.verdict_source(summary.optimized_metric)
+        if split == "val":  # the objective itself, per question where it is an accuracy
+            field = OUTCOME_FIELDS.get(summary.optimized_metric)
+            return stats.RunRecord(seed=run.seed, rank_value=summary.objective, value=summary.objective,
+                                   n_questions=summary.val_samples if field else None,
+                                   outcomes=self.outcomes(run, field, "val") if field else None)
         return stats.RunRecord(
             seed=run.seed, rank_value=summary.objective if summary.status == "completed" else None,
             value=lookup(summary.to_dict(), value_key) if value_key else None,
@@ -270,7 +290,7 @@ class SweepResults:
     def verdict_records(self) -> list[dict]:
         """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
         keys = ("config", "rank_mean", "mean", "std", "delta", "low", "high", "verdict", "note", "mde",
-                "seeds_needed", "method")
+                "seeds_needed", "method", "stopped")
         out = []
         for row in self.comparisons if len(self.configurations) >= 2 else []:
             record = {key: getattr(row, key, None) for key in keys}
@@ -310,3 +330,121 @@ def _direction(study: dict | None, summaries: list[RunSummary]) -> str:
             return str(trial_direction).lower()
     return "maximize"
 
+
+
+class Adaptive:
+    """A hydra/sweeper=seeds sweep read back: ``plan`` (sequential.plan over the runs on disk: the seeds each
+    configuration got, why it stopped, the next round's runs), ``verdicts`` and the table's ``comparisons``.
+    The sweeper reads the same to choose its next round, so what it ran and what the report says agree."""
+
+    def __init__(self, results: SweepResults, design: dict):
+        from . import sequential
+
+        self.results, self.design = results, design
+        self.configs: list[list[str]] = design["configs"]
+        self.labels = [" ".join(o) or NO_CONFIGURATION for o in varying_overrides(self.configs)] \
+            if len(self.configs) > 1 else [" ".join(self.configs[0]) or NO_CONFIGURATION]
+        self.settings = sequential.Settings(**design["settings"])
+        self.plan = sequential.plan(len(self.configs), self.settings, self._outcome("val"), results.direction,
+                                    sequential.stack_records)
+        self.verdicts = sequential.verdicts(self.plan, len(self.configs), self.settings, self._outcome("val"),
+                                            self._outcome("test"), results.direction, sequential.stack_records) \
+            if self.plan.done else {}
+
+    def seed(self, i: int) -> int:
+        return int(self.design["first_seed"]) + i
+
+    def run_dir(self, c: int, i: int) -> Path:
+        return seeds_run_dir(self.results.sweep_dir, c, self.seed(i))
+
+    def run(self, c: int, i: int) -> SweepRun | None:
+        return self.results.run_at(self.run_dir(c, i))
+
+    def _outcome(self, split: str):
+        from .sequential import RUN_FAILED
+
+        def outcome(c: int, i: int):
+            run = self.run(c, i)
+            if run is None or run.summary.status in ("running", "paused"):
+                return None
+            if run.summary.status != "completed":
+                return RUN_FAILED
+            return self.results._record(run, split)
+        return outcome
+
+    def stopped_text(self, c: int) -> str:
+        from . import sequential
+
+        state, s = self.plan.states[c], self.settings
+        leader = f" than {self.labels[state.leader]}" if state.leader is not None and state.leader != c else ""
+        return {
+            sequential.DECIDED: f"decided after {state.seeds} seeds (worse{leader} on validation)",
+            sequential.ALL_DECIDED: f"every comparison decided after {state.seeds} seeds",
+            sequential.MAX_SEEDS: f"reached max_seeds={s.max_seeds}",
+            sequential.BUDGET: f"budget: max_runs={s.max_runs} spent ({self.plan.runs} runs)",
+            sequential.FAILED: f"a run failed (of seeds 1..{state.seeds}); to try it again remove its directory "
+                               "and run the same command",
+        }.get(state.stop, f"running ({state.seeds} seeds)")
+
+    def comparisons(self) -> list[stats.Comparison]:
+        """One row per configuration, as stats.compare's: the reference (the last look's leader) first, then the
+        others of the last look, then those decided earlier (later looks first); each with its seeds, why it
+        stopped, and its verdict against its look's leader."""
+        from . import sequential
+
+        plan, s = self.plan, self.settings
+        sign = -1.0 if self.results.direction == "maximize" else 1.0
+        rows = []
+        for c, state in enumerate(plan.states):
+            runs = [self.run(c, i) for i in range(state.seeds)]
+            done = [r for r in runs if r is not None and r.summary.status == "completed"]
+            rank = [r.summary.objective for r in done if r.objective is not None]
+            test = [self.results._record(r).value for r in done]
+            test = [v for v in test if isinstance(v, (int, float)) and math.isfinite(v)]
+            row = stats.Comparison(self.labels[c], tuple(r.seed for r in done),
+                                   sum(rank) / len(rank) if rank else None, sum(test) / len(test) if test else None,
+                                   stats._sd(test))
+            row.stopped = self.stopped_text(c)
+            verdict = self.verdicts.get(c)
+            row.is_best = c == plan.reference and plan.done
+            if row.is_best:
+                row.verdict, row.note = stats.REFERENCE, "best on validation at the last look"
+            elif verdict is not None:
+                judged = verdict.test
+                row.delta = float(judged.delta[verdict.row])
+                half = judged.half_width(s.alpha)
+                if half is not None:
+                    row.low, row.high = row.delta - half, row.delta + half
+                against = "" if state.leader == plan.reference else f" against {self.labels[state.leader]}"
+                if judged.se <= 0:
+                    row.verdict, row.note = "no verdict", "every run scored the same: no noise to measure against"
+                elif verdict.call:
+                    row.verdict = "better" if (verdict.call > 0) == (self.results.direction == "maximize") else "worse"
+                    row.note = against.strip()
+                else:
+                    row.verdict = "indistinguishable"
+                    row.note = (("test does not confirm validation" if verdict.validation else
+                                 f"validation's sequential test at this look (alpha {verdict.alpha:.2g}) does not")
+                                if judged.called[verdict.row] else "no difference shown on test") + against
+            elif state.stop is None or not plan.done:
+                row.verdict, row.note = "-", f"still running: {len(plan.todo)} run(s) to go"
+            else:
+                row.verdict, row.note = "no verdict", "no look with another configuration"
+            row.method = (f"adaptive seeds (min {s.min_seeds}, max {s.max_seeds}); Δ = test difference from the "
+                          f"leader of the configuration's last look; {100 * (1 - s.alpha):g}% family-wise intervals "
+                          f"(Tukey over {len(self.configs)} configurations); a call needs validation's sequential "
+                          f"test (alpha {s.alpha:g} shared by the looks) and test to agree")
+            rows.append((c, row))
+        group = {sequential.DECIDED: 1, sequential.FAILED: 2, None: 2}
+
+        def order(item):
+            c, row = item
+            state = plan.states[c]
+            return (not row.is_best, group.get(state.stop, 0), -state.seeds,
+                    sign * (row.rank_mean if row.rank_mean is not None else 0.0))
+        return [row for _, row in sorted(rows, key=order)]
+
+
+def seeds_run_dir(sweep_dir: Path, config: int, seed: int) -> Path:
+    """A hydra/sweeper=seeds run's directory: <sweep>/<configuration index>/seed<seed>."""
+    return Path(sweep_dir) / str(config) / f"seed{seed}"

@@ -63,14 +63,17 @@ def _centre(noise: Noise, shift: float = 0.0, draws: int = 400_000) -> float:
 
 
 def simulate(rng: np.random.Generator, sweeps: int, k: int, seeds: int, noise: Noise = QUESTIONS,
-             shifts: dict[int, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+             shifts: dict[int, float] | None = None, noisy: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(validation, test) outcomes, each (sweeps, k, seeds, questions) of 0.0/1.0. ``shifts``: {configuration
-    index: true difference in mean accuracy from the others} (0.25 lower: ``{0: -0.25}``)."""
+    index: true difference in mean accuracy from the others} (0.25 lower: ``{0: -0.25}``). ``noisy``: the last
+    k // 2 configurations' own run luck is this many times the others' (a noisier recipe)."""
     base = _centre(noise)
     offset = np.zeros(k)
     for c, shift in (shifts or {}).items():
         offset[c] = _centre(noise, shift) - base
-    run = noise.run_sd * rng.standard_normal((sweeps, k, seeds, 1))
+    run_sd = np.full(k, noise.run_sd)
+    run_sd[k - k // 2:] *= noisy
+    run = run_sd[None, :, None, None] * rng.standard_normal((sweeps, k, seeds, 1))
     seed = noise.seed_sd * rng.standard_normal((sweeps, 1, seeds, 1))
     out = []
     for _ in ("validation", "test"):
@@ -157,3 +160,38 @@ def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdic
     calls = np.sign(mean) * ((mean - half > 0) | (mean + half < 0))
     calls[np.arange(sweeps), reference] = 0
     return Verdicts(calls.astype(int), reference)
+
+
+@dataclass
+class Adaptive:
+    """``hydra/sweeper=seeds`` (sweeps/sequential.py) over a batch of simulated sweeps: per sweep, the runs it used
+    and its calls, each (configuration, its look's leader, -1 worse / +1 better)."""
+
+    runs: np.ndarray  # (sweeps,)
+    calls: list[list[tuple[int, int, int]]]
+    seeds: np.ndarray  # (sweeps, k): seeds each configuration got
+
+    def any_false(self, truth: np.ndarray) -> np.ndarray:
+        """Per sweep: a better/worse call between two configurations whose true means (``truth``, (k,)) are equal."""
+        return np.array([any(truth[c] == truth[leader] for c, leader, _ in calls) for calls in self.calls])
+
+    def called(self, c: int, call: int = -1) -> np.ndarray:
+        return np.array([any(x == c and v == call for x, _, v in calls) for calls in self.calls])
+
+
+def adaptive_sweeps(rng: np.random.Generator, sweeps: int, k: int, settings, noise: Noise = QUESTIONS,
+                    shifts: dict[int, float] | None = None, noisy: float = 1.0, direction: str = "maximize") -> Adaptive:
+    """Simulate the whole adaptive procedure: every configuration's seeds 1..max_seeds drawn up front (validation and
+    test sharing each run's luck; no seed effect shared across configurations), the design replayed on validation
+    (sequential.plan reads only the runs it asked for), the verdicts (sequential.verdicts)."""
+    from .sequential import plan, verdicts
+
+    val, test = simulate(rng, sweeps, k, settings.max_seeds, noise, shifts, noisy)
+    runs, calls, seeds = np.zeros(sweeps, int), [], np.zeros((sweeps, k), int)
+    for i in range(sweeps):
+        p = plan(k, settings, lambda c, s: val[i, c, s], direction)
+        runs[i] = p.runs
+        seeds[i] = [state.seeds for state in p.states]
+        found = verdicts(p, k, settings, lambda c, s: val[i, c, s], lambda c, s: test[i, c, s], direction)
+        calls.append([(c, p.states[c].leader, v.call) for c, v in found.items() if v.call])
+    return Adaptive(runs, calls, seeds)

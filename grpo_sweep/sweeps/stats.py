@@ -122,18 +122,20 @@ def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
 def beyond_critical(ratio, k: int, df, alpha: float = 0.05) -> np.ndarray:
     """Whether ``ratio`` (|difference| / its standard error) passes the family-wise critical value
     q_{1-alpha}(k, df) / sqrt(2), elementwise over arrays of ratios and degrees of freedom, without a quantile per
-    df: the critical value falls as df grows, so the quantiles at the smallest df and at inf settle most ratios,
-    and the studentized range cdf decides the few between them."""
+    df: the critical value falls as df grows, so the quantile at inf settles every ratio below it; the studentized
+    range cdf decides the ratios past it (with many, the quantile at the smallest df settles most of them first)."""
     ratio, df = np.broadcast_arrays(np.asarray(ratio, float), np.asarray(df, float))
     _check_range("beyond_critical", k, df)
     out = np.zeros(ratio.shape, bool)
     finite = np.isfinite(ratio)
     if not finite.any():
         return out
-    widest = studentized_range_quantile(1 - alpha, k, float(df[finite].min())) / math.sqrt(2)
     narrowest = studentized_range_quantile(1 - alpha, k, np.inf) / math.sqrt(2)
-    out[finite] = ratio[finite] > widest
-    between = finite & (ratio > narrowest) & (ratio <= widest)
+    between = finite & (ratio > narrowest)
+    if between.sum() > 8:  # a quantile (~0.1 s) settles many ratios at once; a few are cheaper by their cdf
+        widest = studentized_range_quantile(1 - alpha, k, float(df[finite].min())) / math.sqrt(2)
+        out[finite] = ratio[finite] > widest
+        between &= ratio <= widest
     for i in zip(*np.nonzero(between)):
         out[i] = _range_cdf(math.sqrt(2) * float(ratio[i]), int(k), float(df[i])) > 1 - alpha
     return out
@@ -285,6 +287,7 @@ class Comparison:
     is_best: bool = False
     n_questions: int | None = None  # questions paired per seed (None: per-run values)
     tied: tuple = ()  # the reference's: the configurations whose validation mean equals its own
+    stopped: str = ""  # hydra/sweeper=seeds: why it got no more seeds
 
 
 def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:

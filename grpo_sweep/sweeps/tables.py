@@ -68,7 +68,10 @@ def seed_block(results: SweepResults, shown: Callable[[Comparison], bool] = lamb
               "val " + ("-" if r.rank_mean is None else f"{r.rank_mean:.3f}"),
               "test " + ("-" if r.mean is None else f"{r.mean:.3f}"),
               "Δ 0 (reference)" if r.is_best else ("" if r.delta is None else f"Δ {signed(r.delta)}"),
-              ci_text(r) if r.low is not None else "", verdict_text(r)] for r in rows]
+              ci_text(r) if r.low is not None else "", verdict_text(r)] + ([r.stopped] if r.stopped else [])
+             for r in rows]
+    width = max(map(len, cells))
+    cells = [c + [""] * (width - len(c)) for c in cells]
     method = next((r.method for r in rows if r.method), "")
     return ([f"Per configuration over seeds ({results.direction}; ranked by validation, the reference is the best; "
              f"verdicts on test):"] + aligned_columns(cells, indent="  ") + ([f"  ({method})"] if method else []))

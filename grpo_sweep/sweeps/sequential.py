@@ -1,0 +1,262 @@
+"""Seeds where the answer is still open (``hydra/sweeper=seeds``): which runs a sweep needs next, and its verdicts.
+
+The design, a sequential one with an alpha budget over its looks:
+
+- Every configuration runs seeds 1..``min_seeds``: the first look, at n = ``min_seeds``. At a look at n seeds the
+  configurations still in play (*active*) all have seeds 1..n. The *leader* is the best of them on validation
+  (ties: the first in the sweep's order). Another active configuration is *decided* when its validation difference
+  from the leader is at least what the look detects with 80 % power (the look's family-wise critical value plus
+  t_0.8, in standard errors), so that its verdict on test at the same look will likely agree; it stops there. The others are *open*: they and the
+  leader get seed n + 1, while n < ``max_seeds`` and that round fits in ``max_runs``.
+- ``budgets``: look n may spend alpha_n of the sweep's alpha; the budgets sum to alpha (half at ``max_seeds``, half
+  shared by the looks before it).
+- The verdicts are on test, computed once at the end: a configuration decided at look n gets its verdict from the
+  test outcomes of the same seeds 1..n, against that look's leader, at alpha_n; the configurations active at the
+  last look get theirs at that look's alpha_n, against its leader (the reference). The critical value is Tukey's
+  over all k configurations of the sweep, with the noise model of stats.compare (stats.fit_sweep) fitted on the
+  configurations that ran those n seeds.
+
+Why the family-wise error survives the adaptivity. A run's seed luck is shared by its validation and test scores,
+so a configuration stopped *because* its first seeds were unlucky on validation carries that luck into its test
+mean; a verdict at the usual level on whatever seeds each configuration ended with would call it ``worse`` too
+often. Here, for each look n, let E_n be the event "some pair of the k configurations, on the test outcomes of
+seeds 1..n, passes the level-alpha_n critical value": Tukey's intervals give P(E_n) <= alpha_n under the null.
+Every false ``better``/``worse`` made at look n is such a pair, whichever pair validation chose to stop, whichever
+leader it picked and whenever, so P(any false call) <= sum of alpha_n = alpha. Validation may steer the seeds any
+way it likes; the verdicts pay for every look they could use. (The argument takes the noise as pooled over all k
+configurations; here it is pooled over those active at the look, and half the configurations may be noisier than
+the rest: bench/seed_allocation.py simulates the whole procedure, and tests/test_sequential.py a small version.)
+
+Pure arithmetic over numpy (scipy through stats, where used); no files: sweeps/results.py reads the runs and
+search/seeds_sweeper.py launches them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import stats
+
+# why a configuration stopped (``State.stop``)
+DECIDED, ALL_DECIDED, MAX_SEEDS, BUDGET, FAILED = "decided", "all decided", "max_seeds", "budget", "failed"
+# what ``outcome`` returns for a run that failed (None: not run yet, or still running)
+RUN_FAILED = object()
+
+
+@dataclass(frozen=True)
+class Settings:
+    min_seeds: int = 2
+    max_seeds: int = 8
+    max_runs: int | None = None  # None: every configuration may reach max_seeds
+    alpha: float = 0.05
+
+    def budget(self, k: int) -> int:
+        return k * self.max_seeds if self.max_runs is None else self.max_runs
+
+
+def check_settings(s: Settings, k: int) -> None:
+    """One-line errors naming the bad value (the sweeper's gate)."""
+    for key in ("min_seeds", "max_seeds"):
+        value = getattr(s, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise ValueError(f"hydra.sweeper.{key}={value!r}: use a whole number >= 2 (one seed cannot tell a "
+                             "difference from seed noise)")
+    if s.max_seeds < s.min_seeds:
+        raise ValueError(f"hydra.sweeper.max_seeds={s.max_seeds} is below min_seeds={s.min_seeds}")
+    if s.max_runs is not None:
+        if isinstance(s.max_runs, bool) or not isinstance(s.max_runs, int) or s.max_runs < k * s.min_seeds:
+            raise ValueError(f"hydra.sweeper.max_runs={s.max_runs!r}: the first round alone is {k} configurations "
+                             f"x {s.min_seeds} seeds = {k * s.min_seeds} runs; use at least that, or null")
+    if isinstance(s.alpha, bool) or not isinstance(s.alpha, (int, float)) or not 0 < s.alpha < 1:
+        raise ValueError(f"hydra.sweeper.alpha={s.alpha!r}: use a family-wise error rate strictly between 0 and 1")
+    if k < 2:
+        raise ValueError(f"hydra/sweeper=seeds with {k} configuration: it allocates seeds between configurations; "
+                         "sweep at least two (reward_mix=format,correct)")
+
+
+def budgets(min_seeds: int, max_seeds: int, alpha: float) -> dict[int, float]:
+    """{n seeds: the alpha look n may spend}; they sum to ``alpha``. Half is kept for ``max_seeds``, where the close
+    contenders are judged; the looks before share the other half (a clearly worse configuration needs little)."""
+    if min_seeds == max_seeds:
+        return {max_seeds: alpha}
+    interim = range(min_seeds, max_seeds)
+    return {**{n: alpha / 2 / len(interim) for n in interim}, max_seeds: alpha / 2}
+
+
+@dataclass
+class Judged:
+    """One look at y[c, s, q] of some configurations: who leads, each one's difference from it, and the calls."""
+
+    leader: int  # row of y
+    means: np.ndarray
+    delta: np.ndarray  # each row's mean minus the leader's
+    se: float  # standard error of a difference (0: no noise to measure against)
+    called: np.ndarray  # bool per row: passes the critical value
+    fitted: Any  # stats.Fit
+
+    def half_width(self, alpha: float) -> float | None:
+        return float(stats.critical(self.fitted, alpha)) * self.se if self.se > 0 else None
+
+
+def judge(y: np.ndarray, k: int, alpha: float, direction: str = "maximize", floor: float | None = None,
+          leader: int | None = None, margin: float = 0.0) -> Judged:
+    """Each row of ``y`` (m >= 2 configurations x n >= 2 seeds x questions, or x 1 per-run values with the binomial
+    ``floor``) against ``leader`` (default: the best mean, the first of ties), Tukey over ``k`` configurations.
+    ``margin``: a call needs |difference| / se past the critical value by this power's t quantile (0.8: the
+    difference is at least what the look detects with 80 % power)."""
+    means = y.mean((1, 2))
+    sign = 1.0 if direction == "maximize" else -1.0
+    if leader is None:
+        leader = int(np.argmax(sign * means))
+    fitted = stats.fit_sweep(y, floor)
+    fitted.k = k
+    var = float(fitted.var_pair)
+    delta = means - means[leader]
+    if not var > 0:
+        return Judged(leader, means, delta, 0.0, np.zeros(len(means), bool), fitted)
+    se = math.sqrt(var)
+    ratio = np.abs(delta) / se
+    if margin:
+        ratio = ratio - float(stats._t_upper(margin, float(fitted.df)))
+    called = stats.beyond_critical(ratio, k, np.full(len(means), float(fitted.df)), alpha)
+    called[leader] = False
+    return Judged(leader, means, delta, se, called, fitted)
+
+
+@dataclass
+class State:
+    """One configuration's course through the sweep."""
+
+    seeds: int = 0  # it ran seeds 1..seeds (by index: 0..seeds-1)
+    stop: str | None = None  # None: still active
+    look: int | None = None  # the look (n seeds) its verdict comes from
+    leader: int | None = None  # that look's leader (a configuration index)
+
+
+@dataclass
+class Plan:
+    """Where the sweep stands: each configuration's state, the looks so far, the runs the next round needs."""
+
+    states: list[State]
+    looks: list[dict] = field(default_factory=list)  # {seeds, active, leader, decided, open}
+    todo: list[tuple[int, int]] = field(default_factory=list)  # (configuration, seed index) to run next
+    runs: int = 0  # runs the design has asked for so far (the next round's included)
+    round: list[tuple[int, int]] = field(default_factory=list)  # the runs of the round it waits on (done or not)
+
+    @property
+    def done(self) -> bool:
+        return not self.todo
+
+    @property
+    def reference(self) -> int | None:
+        """The last look's leader."""
+        return self.looks[-1]["leader"] if self.looks else None
+
+
+def stack_arrays(cells: Sequence[Sequence[Any]]) -> tuple[np.ndarray, float | None]:
+    """y[c, s, q] from per-run arrays of question outcomes (the simulation's cells)."""
+    return np.asarray(cells, float), None
+
+
+def plan(k: int, settings: Settings, outcome: Callable[[int, int], Any], direction: str = "maximize",
+         stack: Callable = stack_arrays) -> Plan:
+    """Replay the design from the runs that exist: ``outcome(c, i)`` is configuration c's run of seed index i as
+    ``stack`` takes it, None when it has not finished, RUN_FAILED when it failed. The same runs always give the same
+    plan, so the sweep needs no state of its own: a killed driver run again continues where the runs are."""
+    states = [State() for _ in range(k)]
+    out = Plan(states)
+    alphas = budgets(settings.min_seeds, settings.max_seeds, settings.alpha)
+    active, n = list(range(k)), settings.min_seeds
+    out.runs = k * n
+    while True:
+        todo = [(c, i) for c in active for i in range(n) if outcome(c, i) is None]
+        if todo:
+            out.todo = todo
+            out.round = [(c, i) for c in active for i in range(n - 1 if out.looks else 0, n)]
+            return out
+        for c in active:
+            states[c].seeds = n
+        for c in [c for c in active if any(outcome(c, i) is RUN_FAILED for i in range(n))]:
+            states[c].stop = FAILED
+            active.remove(c)
+        if len(active) < 2:
+            for c in active:
+                states[c].stop = ALL_DECIDED if out.looks else FAILED
+            return out
+        y, floor = stack([[outcome(c, i) for i in range(n)] for c in active])
+        judged = judge(y, k, alphas[n], direction, floor, margin=stats.POWER)
+        leader = active[judged.leader]
+        worse = judged.called & (judged.delta * (1 if direction == "maximize" else -1) < 0)
+        decided = [c for c, w in zip(active, worse) if w]
+        still = [c for c in active if c not in decided and c != leader]
+        out.looks.append({"seeds": n, "active": list(active), "leader": leader, "decided": decided, "open": still})
+        for c in decided:
+            states[c].stop, states[c].look, states[c].leader = DECIDED, n, leader
+        if not still:
+            states[leader].stop, states[leader].look, states[leader].leader = ALL_DECIDED, n, leader
+            return out
+        reason = MAX_SEEDS if n == settings.max_seeds else (
+            BUDGET if out.runs + len(still) + 1 > settings.budget(k) else None)
+        if reason:
+            for c in [leader, *still]:
+                states[c].stop, states[c].look, states[c].leader = reason, n, leader
+            return out
+        active = sorted([leader, *still])
+        n += 1
+        out.runs += len(active)
+
+
+# --- the verdicts, on test, once --------------------------------------------------------------------------------
+
+@dataclass
+class Verdict:
+    """A configuration's verdict against its look's leader: ``call`` -1 worse, +1 better, 0 neither (maximize; the
+    leader's own is 0); the test judgement of that look and its row there; whether validation's sequential test
+    passed at the look's budget."""
+
+    call: int
+    test: Judged
+    row: int
+    validation: bool
+    alpha: float  # the look's budget (validation's level)
+
+
+def verdicts(p: Plan, k: int, settings: Settings, val: Callable[[int, int], Any], test: Callable[[int, int], Any],
+             direction: str = "maximize", stack: Callable = stack_arrays) -> dict[int, Verdict]:
+    """{configuration: Verdict} for every configuration with a look. A call needs both: validation's difference
+    from the look's leader past the look's budgeted critical value (what steered the seeds, so what the error is
+    paid from), and test's, at the sweep's alpha, the same way round. ``val``/``test(c, i)``: its run's outcomes
+    as ``stack`` takes them."""
+    alphas = budgets(settings.min_seeds, settings.max_seeds, settings.alpha)
+    out: dict[int, Verdict] = {}
+    for look in p.looks:
+        n = look["seeds"]
+        here = [c for c in range(k) if p.states[c].look == n]
+        if not here:
+            continue
+        active = look["active"]
+        leader = active.index(look["leader"])
+        y, floor = stack([[val(c, i) for i in range(n)] for c in active])
+        on_val = judge(y, k, alphas[n], direction, floor, leader)
+        y, floor = stack([[test(c, i) for i in range(n)] for c in active])
+        on_test = judge(y, k, settings.alpha, direction, floor, leader)
+        for c in here:
+            row = active.index(c)
+            agree = on_val.called[row] and on_test.called[row] and \
+                np.sign(on_val.delta[row]) == np.sign(on_test.delta[row])
+            out[c] = Verdict(int(np.sign(on_test.delta[row])) if agree else 0, on_test, row,
+                             bool(on_val.called[row]), alphas[n])
+    return out
+
+
+def stack_records(cells: Sequence[Sequence[stats.RunRecord]]) -> tuple[np.ndarray, float | None]:
+    """y[c, s, q] from runs as stats.compare takes them (``value``, ``n_questions``, ``outcomes``): per question
+    where every run has its outcomes (the questions all of them judged), else per-run values with the binomial
+    floor of an accuracy (stats.compare's matrix)."""
+    configs = [{i: stats._Seed(r.value, r.value, r.n_questions, r.outcomes) for i, r in enumerate(runs)}
+               for runs in cells]
+    y, _, floor = stats._design_matrix(configs, list(range(len(cells[0]))))
+    return y, floor
