@@ -18,14 +18,16 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("backends", ["grpo_sweep.backends"]),
     ("one run", ["grpo_sweep.run"]),
     ("tracking, sweeps", ["grpo_sweep.tracking", "grpo_sweep.sweeps"]),
-    ("search (Optuna, PBT)", ["grpo_sweep.search"]),
+    ("search (Optuna, PBT, seeds)", ["grpo_sweep.search"]),
     ("entry", ["grpo_sweep", "grpo_sweep.app", "grpo_sweep.configstore", "hydra_plugins.grpo_sweep_launcher",
-               "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt", "launch"]),
+               "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
+               "hydra_plugins.grpo_sweep_seeds", "launch"]),
 ]
 ENTRY = len(LAYERS) - 1
 # units that are one module, not everything under them (grpo_sweep/__init__.py is not every module of grpo_sweep)
 ONE_MODULE = {"grpo_sweep"}
 OURS = ("grpo_sweep", "hydra_plugins.grpo_sweep_launcher", "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
+        "hydra_plugins.grpo_sweep_seeds",
         "launch")
 
 

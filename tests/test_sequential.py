@@ -111,7 +111,8 @@ def test_the_seeds_sweep_decides_on_real_runs_and_continues_without_training_twi
     table = (sweep / "sweep_table.md").read_text()
     assert "decided after 2 seeds (worse than reward_mix=correct on validation)" in table
     verdicts = {r["config"]: r for r in json.loads((sweep / "verdicts.json").read_text())["comparisons"]}
-    assert verdicts["reward_mix=format"]["verdict"] == "worse" and verdicts["reward_mix=correct"]["verdict"] == "reference"
+    assert verdicts["reward_mix=format"]["verdict"] == "worse"
+    assert verdicts["reward_mix=correct"]["verdict"] == "reference"
     assert "hydra/sweeper=seeds" in (sweep / "report.md").read_text()
 
     import shutil

@@ -303,3 +303,25 @@ def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path):
     assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1]
     assert [r["event"] for r in rows].count("test") == 1 and (sweep_dir / "conf/reward_mix/best_schedule.yaml").exists()
     assert len(_jobs(sweep_dir)) >= 1  # the submitting launcher recorded its jobs
+
+
+def test_a_detached_seeds_sweep_submits_each_next_round_from_a_job_after_the_last(tmp_path):
+    """hydra/sweeper=seeds, detached: the command submits the first round and a driver job that waits for it
+    (--dependency=afterany); that job runs the same command, which submits the next round and its own follow-up,
+    until nothing is open; the last one writes the table."""
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "hydra/sweeper=seeds", "reward_mix=correct,format_correct", "hydra.sweeper.min_seeds=2",
+            "hydra.sweeper.max_seeds=3", f"hydra.sweep.dir={sweep_dir}", *SLURM, "hydra.launcher.detach=true",
+            "trainer.max_steps=10", "trainer.save_steps=10", "trainer.disable_tqdm=true"]
+    out = run_launch(args, tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "The next round is decided by job" in out.stdout and not (sweep_dir / "sweep_table.md").exists()
+    deadline = time.time() + 600
+    while time.time() < deadline and not (sweep_dir / "sweep_table.md").exists():
+        time.sleep(2)
+    table = (sweep_dir / "sweep_table.md").read_text()
+    logs = sorted(sweep_dir.glob("driver-*.log"))
+    assert len(logs) >= 1, "no driver job ran"
+    runs = sorted(p.parent.relative_to(sweep_dir).as_posix() for p in sweep_dir.glob("*/seed*/summary.json"))
+    assert {"0/seed1", "0/seed2", "1/seed1", "1/seed2"} <= set(runs)
+    assert ("reached max_seeds=3" in table and len(runs) == 6) or ("decided after 2 seeds" in table and len(runs) == 4)

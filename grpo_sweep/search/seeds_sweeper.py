@@ -45,14 +45,14 @@ class SeedsSweeperImpl(ComposingSweeper):
             for argument in arguments:
                 key = argument.split("=", 1)[0].lstrip("+~")
                 if key == s.seed_key or (is_seed(key) and not key.startswith("hydra.")):
-                    raise ConfigError(f"{argument}: hydra/sweeper=seeds picks the seeds ({s.seed_key}="
+                    raise ValueError(f"{argument}: hydra/sweeper=seeds picks the seeds ({s.seed_key}="
                                       f"{s.first_seed}, {s.first_seed + 1}, ...); drop it (hydra.sweeper.first_seed "
                                       "sets the first)")
             if not is_seed(str(s.seed_key)):
-                raise ConfigError(f"hydra.sweeper.seed_key={s.seed_key!r}: its last dotted part must be `seed` "
+                raise ValueError(f"hydra.sweeper.seed_key={s.seed_key!r}: its last dotted part must be `seed` "
                                   "(e.g. trainer.seed)")
             if isinstance(s.first_seed, bool) or not isinstance(s.first_seed, int):
-                raise ConfigError(f"hydra.sweeper.first_seed={s.first_seed!r}: use a whole number")
+                raise ValueError(f"hydra.sweeper.first_seed={s.first_seed!r}: use a whole number")
             configs = grid_jobs(self.hydra_context.config_loader, list(arguments))
             settings = Settings(min_seeds=s.min_seeds, max_seeds=s.max_seeds, max_runs=s.max_runs, alpha=s.alpha)
             check_settings(settings, len(configs))
@@ -77,6 +77,10 @@ class SeedsSweeperImpl(ComposingSweeper):
                  "command with hydra.sweep.dir=%s)", len(configs), settings.min_seeds, settings.max_seeds,
                  settings.budget(len(configs)), sweep_dir, sweep_dir)
         returns = []
+        if self.config.hydra.launcher.get("detach"):
+            from ..sweeps.submit import record_lost_jobs
+
+            record_lost_jobs(sweep_dir)
         while True:
             adaptive = SweepResults.read(sweep_dir).adaptive
             plan = adaptive.plan
@@ -128,7 +132,10 @@ class SeedsSweeperImpl(ComposingSweeper):
             command.append(f"--dependency=afterany:{':'.join(i.split('_')[0] for i in ids)}")
         if params.get("partition"):
             command.append(f"--partition={params['partition']}")
-        command.append("--wrap=" + " ".join(shlex.quote(a) for a in argv))
+        # the job's own SLURM_* variables (its memory, its id) would be inherited by the jobs it submits; srun
+        # refuses some of them together. SLURM_CONF says which cluster: kept.
+        unset = "unset $(env | sed -n 's/^\\(SLURM_[A-Za-z0-9_]*\\)=.*/\\1/p' | grep -vx SLURM_CONF); "
+        command.append("--wrap=" + unset + "exec " + " ".join(shlex.quote(a) for a in argv))
         out = subprocess.run(command, capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError(f"sbatch of the next round's driver failed: {out.stderr.strip() or out.stdout.strip()}")

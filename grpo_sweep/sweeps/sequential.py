@@ -6,26 +6,27 @@ The design, a sequential one with an alpha budget over its looks:
   configurations still in play (*active*) all have seeds 1..n. The *leader* is the best of them on validation
   (ties: the first in the sweep's order). Another active configuration is *decided* when its validation difference
   from the leader is at least what the look detects with 80 % power (the look's family-wise critical value plus
-  t_0.8, in standard errors), so that its verdict on test at the same look will likely agree; it stops there. The others are *open*: they and the
-  leader get seed n + 1, while n < ``max_seeds`` and that round fits in ``max_runs``.
+  t_0.8, in standard errors), so that its verdict on test at the same look will likely agree; it stops there.
+  The others are *open*: they and the leader get seed n + 1, while n < ``max_seeds`` and that round fits in
+  ``max_runs``.
 - ``budgets``: look n may spend alpha_n of the sweep's alpha; the budgets sum to alpha (half at ``max_seeds``, half
   shared by the looks before it).
-- The verdicts are on test, computed once at the end: a configuration decided at look n gets its verdict from the
-  test outcomes of the same seeds 1..n, against that look's leader, at alpha_n; the configurations active at the
-  last look get theirs at that look's alpha_n, against its leader (the reference). The critical value is Tukey's
-  over all k configurations of the sweep, with the noise model of stats.compare (stats.fit_sweep) fitted on the
-  configurations that ran those n seeds.
+- The verdicts, computed once at the end: a configuration is judged against the leader of its last look (the look
+  that decided it, or the last of the sweep), on the seeds 1..n both ran. ``better``/``worse`` needs both:
+  validation's difference past the look's critical value at alpha_n (Tukey over all k configurations, the noise
+  model of stats.compare, stats.fit_sweep, fitted on the configurations that ran those n seeds), and test's 95 %
+  family-wise interval excluding 0, the same way round.
 
 Why the family-wise error survives the adaptivity. A run's seed luck is shared by its validation and test scores,
 so a configuration stopped *because* its first seeds were unlucky on validation carries that luck into its test
-mean; a verdict at the usual level on whatever seeds each configuration ended with would call it ``worse`` too
-often. Here, for each look n, let E_n be the event "some pair of the k configurations, on the test outcomes of
-seeds 1..n, passes the level-alpha_n critical value": Tukey's intervals give P(E_n) <= alpha_n under the null.
-Every false ``better``/``worse`` made at look n is such a pair, whichever pair validation chose to stop, whichever
-leader it picked and whenever, so P(any false call) <= sum of alpha_n = alpha. Validation may steer the seeds any
-way it likes; the verdicts pay for every look they could use. (The argument takes the noise as pooled over all k
-configurations; here it is pooled over those active at the look, and half the configurations may be noisier than
-the rest: bench/seed_allocation.py simulates the whole procedure, and tests/test_sequential.py a small version.)
+mean: a verdict on test alone, at the usual level, on whatever seeds each configuration ended with, would call it
+``worse`` too often. Here every false call needs a validation crossing at its look: for each look n, the event
+"some pair of the k configurations crosses on validation seeds 1..n at alpha_n" has probability at most alpha_n
+under the null (Tukey), whichever pair the design stopped and whichever leader it picked, so P(any false call)
+<= sum of alpha_n = alpha, whatever test does and however the design steered the seeds (the budget also covers a
+sweep ended early by ``max_runs``). Test must agree, so nothing is called on validation alone. The argument pools
+the noise over all k configurations; here it is pooled over those that ran the look's seeds, and half of them may
+be noisier: bench/seed_allocation.py simulates the whole procedure (tests/test_sequential.py a small version).
 
 Pure arithmetic over numpy (scipy through stats, where used); no files: sweeps/results.py reads the runs and
 search/seeds_sweeper.py launches them.

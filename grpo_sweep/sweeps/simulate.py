@@ -180,7 +180,8 @@ class Adaptive:
 
 
 def adaptive_sweeps(rng: np.random.Generator, sweeps: int, k: int, settings, noise: Noise = QUESTIONS,
-                    shifts: dict[int, float] | None = None, noisy: float = 1.0, direction: str = "maximize") -> Adaptive:
+                    shifts: dict[int, float] | None = None, noisy: float = 1.0,
+                    direction: str = "maximize") -> Adaptive:
     """Simulate the whole adaptive procedure: every configuration's seeds 1..max_seeds drawn up front (validation and
     test sharing each run's luck; no seed effect shared across configurations), the design replayed on validation
     (sequential.plan reads only the runs it asked for), the verdicts (sequential.verdicts)."""

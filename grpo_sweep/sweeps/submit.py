@@ -171,6 +171,29 @@ def lost_run_return(overrides: Sequence[str], run_dir: Path, error: str, detail:
     return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=math.nan)
 
 
+def record_lost_jobs(sweep_dir: Path) -> None:
+    """A detached sweep's runs whose SLURM job ended without a summary, recorded as failed runs (as the attached
+    launch records them, ``lost_run_return``): the seeds sweeper's next round must see them failed, not running."""
+    from .resubmit import SLURM_LIVE
+    from .results import SweepResults
+    from .status import slurm_jobs
+
+    path = Path(sweep_dir) / JOBS
+    if not path.is_file():
+        return
+    jobs = [j for j in json.loads(path.read_text())["jobs"] if j.get("job_id")]
+    results = SweepResults.read(sweep_dir, also=[Path(j["run_dir"]) for j in jobs])
+    runs = {j["job_id"]: results.run_at(Path(j["run_dir"])) for j in jobs}
+    waiting = [j for j in jobs if runs[j["job_id"]] is None or runs[j["job_id"]].summary.status == "running"]
+    states = slurm_jobs(sorted({j["job_id"] for j in waiting})) if waiting else {}
+    for j in waiting:
+        state = states.get(j["job_id"], (None, 0))[0]
+        if state is not None and state not in SLURM_LIVE:
+            record_failure(Path(j["run_dir"]), f"job {j['job_id']} ended ({state}) without a result",
+                           j.get("overrides") or [], f"its log: {Path(sweep_dir) / '.submitit' / j['job_id']}",
+                           keep_recorded=True)
+
+
 def local_parallelism(launcher: Any) -> int | None:
     """How many local runs at a time (submitit_local); None for SLURM, whose own array throttle does this."""
     if executor_kind(launcher) != "local":

@@ -11,7 +11,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ..run.files import write_json_atomic, write_text_atomic
-from .results import PBT_LINEAGE, STUDY_FILE, VERDICTS_FILE, SweepResults
+from .results import PBT_LINEAGE, SEEDS_FILE, STUDY_FILE, VERDICTS_FILE, SweepResults
 from .tables import sweep_table
 
 # the runs of this process's sweep that failed: launch.py exits 1 when there is one
@@ -36,13 +36,15 @@ class SweepTable(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         handed = _HANDED.pop(sweep_dir.resolve(), None)
-        if config.hydra.launcher.get("detach"):
+        if config.hydra.launcher.get("detach") and not (sweep_dir / SEEDS_FILE).exists():
             return  # nothing has run yet: `python -m grpo_sweep.sweeps.status <sweep_dir>` prints the table later
         if (sweep_dir / PBT_LINEAGE).exists():
             # a PBT's members changed config every round and only the best was tested: a table of configurations
             # with verdicts would compare what was never compared; the PBT printed its own report
             return
         results = handed or SweepResults.read(sweep_dir)  # read once: a cluster sweep has hundreds of summaries
+        if config.hydra.launcher.get("detach") and not results.adaptive.plan.done:
+            return  # a detached seeds sweep between rounds: the job that ends its last round prints the table
         if not (sweep_dir / STUDY_FILE).exists():
             # (an Optuna study expects some failed trials: its own max_failures decides its exit status)
             FAILED_RUNS[:] = [str(run.dir) for run in results.runs if run.summary.status == "failed"]
