@@ -32,12 +32,11 @@ class PBTSweeperImpl(ComposingSweeper):
     gates_sweep = True
 
     def sweep(self, arguments: List[str]) -> Any:
-        from ..run.validate import ConfigError
-        from ..sweeps.gate import Refused, plan_runs, stop
+        from ..sweeps.gate import plan_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         job_cfg = self._compose(arguments)
-        try:
+        with self._refusals():
             check_metric(job_cfg.optimized_metric)
             if self.config.hydra.launcher.get("detach"):
                 raise PBTError("hydra.launcher.detach=true: a PBT's driver ranks each round's members before the next "
@@ -54,15 +53,8 @@ class PBTSweeperImpl(ComposingSweeper):
                                list(range(settings.population)))
             if lineage.start is None:  # round 0's runs, as the launcher will start them (nothing is written before)
                 plan_runs(self.launcher, first, 0, config=self.config, loader=self.hydra_context.config_loader)
-        except Refused as exc:
-            stop(exc)
-        except (ConfigError, ValueError) as exc:
-            stop(ConfigError(f"{exc}; no run was started"))
-        if self.config.hydra.launcher.get("dry_run"):
-            # what round 0's jobs would be, printed by the launcher; later rounds depend on its scores
-            return self.launcher.launch(first, initial_job_idx=0)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        if self._dry_run_or_begin(sweep_dir, first):
+            return []  # the launcher printed the first round's jobs; the later ones depend on its results
         if lineage.start is None:
             lineage.write(start)
         log.info("PBT %r: %d members x %d rounds of %d steps, ranked on %s -> %s", self.settings.name,

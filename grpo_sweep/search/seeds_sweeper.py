@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, List
 
-from omegaconf import OmegaConf
-
+from ..run.files import write_json_atomic
 from ..sweeps.results import SEEDS_FILE, SweepResults, seeds_run_dir
 from ..sweeps.sequential import Settings, check_settings
 from ..sweeps.stats import is_seed
@@ -36,12 +35,11 @@ class SeedsSweeperImpl(ComposingSweeper):
 
     def sweep(self, arguments: List[str]) -> Any:
         from ..adapters.hydra import grid_jobs
-        from ..run.validate import ConfigError
-        from ..sweeps.gate import Refused, plan_runs, stop
+        from ..sweeps.gate import plan_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         s = self.settings
-        try:
+        with self._refusals():
             for argument in arguments:
                 key = argument.split("=", 1)[0].lstrip("+~")
                 if key == s.seed_key or (is_seed(key) and not key.startswith("hydra.")):
@@ -64,15 +62,9 @@ class SeedsSweeperImpl(ComposingSweeper):
             jobs = self._jobs(design, first)
             if not (sweep_dir / SEEDS_FILE).exists():  # the first round, as the launcher will start it
                 plan_runs(self.launcher, jobs, 0, config=self.config, loader=self.hydra_context.config_loader)
-        except Refused as exc:
-            stop(exc)
-        except (ConfigError, ValueError) as exc:
-            stop(ConfigError(f"{exc}; no run was started"))
-        if self.config.hydra.launcher.get("dry_run"):
-            return self.launcher.launch(jobs, initial_job_idx=0)  # the first round; the rest depends on it
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        (sweep_dir / SEEDS_FILE).write_text(json.dumps(design, indent=1) + "\n")
+        if self._dry_run_or_begin(sweep_dir, jobs):
+            return []  # the launcher printed the first round's jobs; the later ones depend on its results
+        write_json_atomic(sweep_dir / SEEDS_FILE, design)
         log.info("seeds sweep: %d configurations, %d to %d seeds each, at most %d runs -> %s (continue it: the same "
                  "command with hydra.sweep.dir=%s)", len(configs), settings.min_seeds, settings.max_seeds,
                  settings.budget(len(configs)), sweep_dir, sweep_dir)

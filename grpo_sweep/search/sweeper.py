@@ -4,9 +4,10 @@ It runs on the submitting (login) node: Optuna and SQLAlchemy only, no torch.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Iterator, List
 
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
@@ -69,6 +70,29 @@ class ComposingSweeper(Sweeper):
         from ..sweeps.gate import GatedLauncher
 
         return isinstance(self.launcher, GatedLauncher) and self.launcher.trains_here
+
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """A check that fails inside stops the launch in one line, before anything is written."""
+        from ..run.validate import ConfigError
+        from ..sweeps.gate import Refused, stop
+
+        try:
+            yield
+        except Refused as exc:
+            stop(exc)
+        except (ConfigError, ValueError) as exc:
+            stop(ConfigError(f"{exc}; no run was started"))
+
+    def _dry_run_or_begin(self, sweep_dir: Path, first: list[list[str]]) -> bool:
+        """``hydra.launcher.dry_run``: the launcher prints the first round's jobs (the later ones depend on its
+        results), True; else the sweep's directory and its multirun.yaml are written, False."""
+        if self.config.hydra.launcher.get("dry_run"):
+            self.launcher.launch(first, initial_job_idx=0)
+            return True
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        return False
 
     def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
         """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept), its

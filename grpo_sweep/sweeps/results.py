@@ -415,6 +415,7 @@ class Adaptive:
                 half = judged.half_width(s.alpha)
                 if half is not None:
                     row.low, row.high = row.delta - half, row.delta + half
+                    row.mde = half + float(stats._t_upper(stats.POWER, float(judged.fitted.df))) * judged.se
                 against = "" if state.leader == plan.reference else f" against {self.labels[state.leader]}"
                 if judged.se <= 0:
                     row.verdict, row.note = "no verdict", "every run scored the same: no noise to measure against"
@@ -425,7 +426,8 @@ class Adaptive:
                     row.verdict = "indistinguishable"
                     row.note = (("test does not confirm validation" if verdict.validation else
                                  f"validation's sequential test at this look (alpha {verdict.alpha:.2g}) does not")
-                                if judged.called[verdict.row] else "no difference shown on test") + against
+                                if judged.called[verdict.row] else
+                                f"no difference larger than {row.mde:.3f} at 80% power") + against
             elif state.stop is None or not plan.done:
                 row.verdict, row.note = "-", f"still running: {len(plan.todo)} run(s) to go"
             else:
