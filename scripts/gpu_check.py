@@ -7,7 +7,7 @@ Prints per backend: generation tokens/s (during training and in the held-out eva
 memory, and whether the saved LoRA round-trips (saved -> loaded by vLLM / PEFT -> generates, and changes the
 output), then ``python -m grpo_sweep.run.generate`` on the run in a fresh process. Writes the numbers as JSON.
 
-    scripts/gpu_check.sh --out DIR            # on one GPU machine, < 9 min (docs/gpu.md: an air-gapped node)
+    scripts/gpu_check.sh --out DIR            # on one GPU machine, < 9.5 min (docs/gpu.md: an air-gapped node)
     python scripts/gpu_check.py --cpu-dry-run # the same code path on CPU with a tiny model (trl; unsloth's
                                               # CPU fallback without fast_inference when unsloth is installed)
     python scripts/gpu_check.py --plan        # what it would run, each check's budget; imports no torch
@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import threading
@@ -56,11 +58,35 @@ DEFAULT_CHECKS = ["trl", "unsloth", "trl-ddp", "trl-server"]
 # one run over 2 GPUs: 2 DDP processes; 1 training process + 1 vLLM server GPU
 MULTI_GPU = {"trl-ddp": ["distributed=ddp", "distributed.nproc_per_node=2"],
              "trl-server": ["trainer.use_vllm=true", "trainer.vllm_mode=server", "trainer.vllm_server.gpus=1"]}
-# seconds each check may take (a child process each; the model build is bounded by what is left of --budget).
-# Expected: trl-ddp ~100 s (two processes start, load the model and join NCCL, then trl's 10 steps); trl-server
-# ~150 s (vLLM's start with torch.compile and CUDA graphs ~60-90 s, 10 steps with a weight sync each, the stop).
-CHECK_BUDGETS = {"model": 60, "trl": 150, "trl-vllm": 150, "unsloth": 210, "cli": 40, "trl-ddp": 150,
-                 "trl-server": 210}
+# What each check waits for, in seconds, on one GPU with the pinned stack: estimates from the sources and the
+# walkthrough until a GPU run measures them (each check prints "budget / used"; BENCHMARKS.md records them). A check's
+# budget is what it waits for plus MARGIN; the model build is bounded by what is left of --budget.
+WAITS = {
+    "model": {"151,936-token tokenizer (add, save), random bf16 model, save": 30},
+    "trl": {"process start and imports": 20, "10 GRPO steps, HF generation (~4 s a step)": 45,
+            "held-out evaluations, HF": 20, "LoRA round trip (PEFT)": 10},
+    "trl-vllm": {"process start and imports": 20, "vLLM engine start (torch.compile, CUDA graphs)": 90,
+                 "10 GRPO steps, vLLM generation": 20, "held-out evaluations, vLLM": 10, "LoRA round trip": 10},
+    "unsloth": {"process start and imports": 20, "Unsloth import and patching": 25,
+                "vLLM engine start (torch.compile, CUDA graphs)": 90, "10 GRPO steps, vLLM generation": 20,
+                "held-out evaluations, vLLM": 10, "LoRA round trip (vLLM and PEFT)": 20},
+    # python -m grpo_sweep.run.generate on a run: a fresh process loads it and answers once
+    "cli-trl": {"process start and imports": 20, "base model and adapter": 5, "one answer": 5},
+    "cli-trl-vllm": {"process start and imports": 20, "base model and adapter": 5, "one answer": 5},
+    "cli-unsloth": {"process start and imports": 20, "Unsloth import and patching": 25,
+                    "vLLM engine start (torch.compile, CUDA graphs)": 90, "one answer": 5},
+    # 2 GPUs: two processes start, load the model and join NCCL, then 10 steps; a vLLM server's start, 10 steps
+    # with a weight sync each, the final evaluation through the server, the stop
+    "trl-ddp": {"two processes start and join NCCL": 40, "10 GRPO steps, HF generation": 60, "evaluations": 30},
+    "trl-server": {"process start and imports": 20, "vLLM server start to healthy": 90,
+                   "10 GRPO steps, a weight sync each": 40, "evaluations through the server": 10,
+                   "server stop and GPU freed": 30},
+}
+MARGIN = 1.1
+CHECK_BUDGETS = {name: math.ceil(sum(waits.values()) * MARGIN) for name, waits in WAITS.items()}
+# after a timeout: SIGTERM, then this long for the check's handlers to stop what they started (a vLLM server is
+# given 20 s, backends/vllm_server.py) before SIGKILL
+STOP_GRACE_S = 30.0
 # how long a stopped server's GPUs may take to show their memory freed
 FREE_WAIT_S = 30.0
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -77,8 +103,8 @@ def parse_args(argv=None):
     parser.add_argument("--json", type=Path, default=None, help="the results' JSON (default: OUT/gpu_check.json)")
     parser.add_argument("--plan", action="store_true", help="list the checks and their budgets; run nothing")
     parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.run.generate` per run")
-    parser.add_argument("--budget", type=float, default=510.0,
-                        help="seconds for the whole check (default 510); each 2-GPU check that runs adds its own budget")
+    parser.add_argument("--budget", type=float, default=540.0,
+                        help="seconds for the whole check (default 540); each 2-GPU check that runs adds its own budget")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -98,7 +124,9 @@ def build_model(out: Path, dry_run: bool) -> Path:
     from grpo_sweep.models.tiny import TinySpec, ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model(TinySpec()))
-    sizes = dict(TINY_QWEN2, vocab_size=len(tokenizer)) if dry_run else QWEN2_5_0_5B
+    # the dry run too: the 151,936-token vocabulary built the same way (adding ~151k tokens), so that path has run
+    # on CPU before a GPU hour depends on it
+    sizes = dict(TINY_QWEN2, vocab_size=QWEN2_5_0_5B["vocab_size"]) if dry_run else QWEN2_5_0_5B
     # Unused ids still cost what they cost in the real model (embedding, LM head, softmax); giving each a token
     # keeps every sampled id decodable by HF and vLLM alike.
     extra = sizes["vocab_size"] - len(tokenizer)
@@ -283,9 +311,9 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
     eval_timing = {}
     plain_generate = backend.generate
 
-    def timed_generate(model, tokenizer, prompts, max_new_tokens, **kwargs):
+    def timed_generate(model, tokenizer, prompts, decoding, **kwargs):
         started = time.perf_counter()
-        texts = plain_generate(model, tokenizer, prompts, max_new_tokens, **kwargs)
+        texts = plain_generate(model, tokenizer, prompts, decoding, **kwargs)
         eval_timing["seconds"] = time.perf_counter() - started
         eval_timing["tokens"] = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
         eval_timing["prompts"] = len(prompts)
@@ -499,7 +527,9 @@ def peft_round_trip(backend, cfg, run_dir: Path, prompts):
     import torch
 
     model, tokenizer = backend.load_trained(cfg, run_dir)
-    texts = backend.generate(model, tokenizer, prompts, 32)
+    from grpo_sweep.backends.decoding import Decoding
+
+    texts = backend.generate(model, tokenizer, prompts, Decoding(max_new_tokens=32))
     chats = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + t for p, t in zip(prompts, texts)]
     batch = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False).to(next(model.parameters()).device)
 
@@ -518,16 +548,81 @@ def peft_round_trip(backend, cfg, run_dir: Path, prompts):
 # -- the whole check (parent process) ----------------------------------------------------------------------------
 
 
-def run_process(args: list[str], env: dict, seconds_left: float, log: Path) -> tuple[int | None, str]:
-    """(returncode or None on timeout, output); the output also goes to ``log``."""
+def run_process(args: list[str], env: dict, seconds_left: float, log: Path, floor_s: float = 10.0,
+                grace_s: float = STOP_GRACE_S) -> tuple[int | None, str]:
+    """(returncode or None on timeout, output); the output goes to ``log`` as it comes.
+
+    The check runs in a process group of its own, and on timeout everything it started goes with it: SIGTERM to its
+    group (a run's handler stops the vLLM server it started, ``backends/vllm_server.py``), then after ``grace_s``
+    SIGKILL to every group any of its processes was in. ``subprocess.run(timeout=)`` killed the child alone, and the
+    server, in a session of its own, kept 90 % of the GPU from the next check."""
+    with log.open("w") as sink:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=max(floor_s, seconds_left))
+        except subprocess.TimeoutExpired:
+            stop_process_tree(proc, grace_s)
+            code = None
+    return code, log.read_text(errors="replace")
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    # /proc, not psutil: psutil is not on the GPU node (its own torch, a wheelhouse of what we need)
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone while we looked
+            children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def process_groups(pid: int) -> set[int]:
+    """The process groups of ``pid`` and of every process under it (a server in its own session included)."""
+    children, todo, groups = _children_by_parent(), [pid], set()
+    while todo:
+        current = todo.pop()
+        try:
+            groups.add(os.getpgid(current))
+        except ProcessLookupError:
+            continue
+        todo.extend(children.get(current, []))
+    return groups
+
+
+def _group_alive(pgid: int) -> bool:
     try:
-        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(10.0, seconds_left))
-    except subprocess.TimeoutExpired as exc:
-        output = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
-        log.write_text(output)
-        return None, output
-    log.write_text(proc.stdout + proc.stderr)
-    return proc.returncode, proc.stdout + proc.stderr
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_process_tree(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the check's group, SIGKILL what is left of every group it spread to after ``grace_s``."""
+    groups = process_groups(proc.pid) | {proc.pid}
+    groups.discard(os.getpgrp())  # never this script's own
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end and any(_group_alive(g) for g in groups):
+        if proc.poll() is None:
+            groups |= process_groups(proc.pid) - {os.getpgrp()}  # what it started while stopping
+        time.sleep(0.1)
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
 
 
 def last_line(output: str) -> str:
@@ -568,7 +663,7 @@ def passed(result: dict) -> bool:
 def report(results: list[dict], header: dict) -> str:
     lines = [f"grpo-sweep GPU check: {header['device']}; {header['model']}; {header['steps']} GRPO steps", ""]
     rows = [
-        ("status", "status"), ("processes", "processes"), ("train tokens/s (all ranks)", "train_tokens_per_s"),
+        ("status", "status"), ("budget / used (s)", "budget_used"), ("processes", "processes"), ("train tokens/s (all ranks)", "train_tokens_per_s"),
         ("train generation tokens/s", "train_generation_tokens_per_s"),
         ("eval generation tokens/s", "eval_generation_tokens_per_s"), ("step time (s, steps 2..)", "step_time_s"),
         ("first step (s)", "first_step_time_s"), ("train wall (s)", "train_wall_s"),
@@ -577,6 +672,9 @@ def report(results: list[dict], header: dict) -> str:
         ("server start->healthy (s)", "server_start_to_healthy_s"), ("weight sync to server (s)", "weight_sync_s"),
         ("server GPU freed at stop", "server_memory_freed"),
     ]
+    for r in results:
+        if "budget_s" in r:
+            r.setdefault("budget_used", f"{r['budget_s']} / {r.get('process_wall_s')}")
     names = [r.get("backend", "?") for r in results]
     width = max(26, *(len(n) + 2 for n in names))
     lines.append(" " * 28 + "".join(n.ljust(width) for n in names))
@@ -591,6 +689,8 @@ def report(results: list[dict], header: dict) -> str:
         + "".join(fmt(r.get("lora_round_trip", {}).get("lora_changes_logprobs")).ljust(width) for r in results)
     )
     lines.append("generate CLI (new process)".ljust(28) + "".join(fmt(r.get("cli", {}).get("ok")).ljust(width) for r in results))
+    lines.append("  budget / used (s)".ljust(28) + "".join(
+        (f"{r['cli'].get('budget_s')} / {r['cli'].get('seconds')}" if r.get("cli") else "n/a").ljust(width) for r in results))
     for r in results:
         for problem in (r.get("error"), r.get("lora_round_trip", {}).get("error"), (r.get("cli") or {}).get("error")):
             if problem:
@@ -631,12 +731,12 @@ def model_name(dry_run: bool) -> str:
 def budgets(backends: list[str], cli: bool) -> dict[str, int]:
     checks = {"model": CHECK_BUDGETS["model"], **{name: CHECK_BUDGETS[name] for name in backends}}
     if cli:
-        checks.update({f"cli-{name}": CHECK_BUDGETS["cli"] for name in backends if name not in MULTI_GPU})
+        checks.update({f"cli-{name}": CHECK_BUDGETS[f"cli-{name}"] for name in backends if name not in MULTI_GPU})
     return checks
 
 
 def multi_gpu_seconds(backends: list[str]) -> int:
-    """What the 2-GPU checks that run add to --budget (a one-GPU machine keeps the 9 minutes)."""
+    """What the 2-GPU checks that run add to --budget (a one-GPU machine keeps the 9.5 minutes)."""
     return sum(CHECK_BUDGETS[name] for name in backends if name in MULTI_GPU)
 
 
@@ -731,11 +831,14 @@ def main(argv=None) -> int:
         if code == 0 and result_file.is_file():
             result = json.loads(result_file.read_text())
         else:
-            why = f"timed out (its budget: {CHECK_BUDGETS[name]} s, or --budget)" if code is None else last_line(output)
+            why = (f"timed out (its budget: {CHECK_BUDGETS[name]} s, or --budget; its processes were stopped)"
+                   if code is None else last_line(output))
             result = {"backend": name, "status": "failed", "error": f"{why} (log: {log})"}
         result["process_wall_s"] = round(time.perf_counter() - t0, 1)
+        result["budget_s"] = CHECK_BUDGETS[name]
         results.append(result)
-        print(f"gpu_check: backend={name} {result['status']} in {result['process_wall_s']} s", flush=True)
+        print(f"gpu_check: backend={name} {result['status']}, budget / used {result['budget_s']} / "
+              f"{result['process_wall_s']} s", flush=True)
     # after every training run: a fresh process loading each run is worth less than the runs themselves
     for name, result in zip(backends, results):
         if result.get("status") == "completed" and not args.skip_cli and name not in MULTI_GPU:
@@ -743,8 +846,11 @@ def main(argv=None) -> int:
                 result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
                 continue
             print(f"gpu_check: python -m grpo_sweep.run.generate on the {name} run ...", flush=True)
-            seconds = min(CHECK_BUDGETS["cli"], deadline - time.perf_counter())
+            seconds = min(CHECK_BUDGETS[f"cli-{name}"], deadline - time.perf_counter())
             result["cli"] = run_cli(work / f"run-{name}", env, seconds, work / f"{name}-cli.log")
+            result["cli"]["budget_s"] = CHECK_BUDGETS[f"cli-{name}"]
+            print(f"gpu_check: generate CLI on the {name} run: {'ok' if result['cli']['ok'] else 'FAILED'}, "
+                  f"budget / used {result['cli']['budget_s']} / {result['cli']['seconds']} s", flush=True)
 
     results += [{"backend": name, "status": "skipped", "error": f"skipped: {why}"} for name, why in skipped.items()]
     header["total_s"] = round(time.perf_counter() - started, 1)

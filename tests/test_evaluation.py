@@ -18,9 +18,9 @@ class ScriptedBackend:
     def __init__(self, greedy: list[str], samples: list[str] | None = None):
         self.greedy, self.samples, self.calls = greedy, samples or [], []
 
-    def generate(self, model, tokenizer, prompts, max_new_tokens, temperature=0.0, top_p=1.0, batch_size=32):
-        self.calls.append((len(prompts), temperature))
-        return list(self.greedy[: len(prompts)] if temperature == 0 else self.samples[: len(prompts)])
+    def generate(self, model, tokenizer, prompts, decoding, batch_size=32):
+        self.calls.append((len(prompts), decoding.temperature))
+        return list(self.greedy[: len(prompts)] if decoding.greedy else self.samples[: len(prompts)])
 
 
 def fake_tokenizer(text, add_special_tokens=False):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from grpo_sweep.backends import trl_backend as trl_backend
+from grpo_sweep.backends.decoding import Decoding
 from grpo_sweep.backends.gpu_stack import UNSLOTH_COMPILE_DIR, UNSLOTH_COMPILE_ENV, unsloth_compile_location
 
 BOS = "<|begin_of_text|>"
@@ -65,11 +66,11 @@ def test_hf_generation_feeds_the_model_the_same_one_bos_ids(llama_like_tokenizer
             super().__init__()
             self.weight = torch.nn.Parameter(torch.zeros(1))
 
-        def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        def generate(self, input_ids, attention_mask, generation_config=None, **kwargs):
             seen.extend(row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask))
             return torch.cat([input_ids, torch.full((len(input_ids), 1), tokenizer.eos_token_id)], dim=1)
 
-    trl_backend.generate(Recorder(), tokenizer, PROMPTS, max_new_tokens=1)
+    trl_backend.generate(Recorder(), tokenizer, PROMPTS, Decoding(max_new_tokens=1))
     assert seen == trl_backend.chat_prompt_ids(tokenizer, PROMPTS)
 
 

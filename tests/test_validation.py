@@ -201,6 +201,7 @@ CASES = [
     ("a vLLM server flag the run sets itself", bad([*SERVER, "trainer.vllm_server.extra_args=['--port=9000']"]), "trainer.vllm_server.extra_args has --port=9000, which the run sets itself; remove it"),
     ("vLLM server and training on a node with too few GPUs", gpus_here(1, SERVER), "1 training processes + 1 vLLM server GPUs per node but 1 GPUs per node: each training process needs a GPU of its own, and the server its own"),
     ("FSDP through trainer.args", bad(["+trainer.args.fsdp=full_shard"]), "trainer.args.fsdp: FSDP splits the weights across the processes, and rank 0 evaluates and saves the whole model alone; use distributed=ddp or zero2"),
+    ("bf16 full fine-tune with no float32 master weights", bad(["lora=none", "model.dtype=bfloat16"]), "model.dtype=bfloat16 with lora=none and distributed=none: a full fine-tune would update the bfloat16 weights with no float32 master copy, and most small updates round to zero; use model.dtype=float32 (trainer.bf16=true still computes in bf16) or distributed=zero2"),
     ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
 ]
 
@@ -264,3 +265,13 @@ def test_the_docs_table_is_these_cases():
     expected = [f"| {i} | {case_id} | `{message}` |" for i, (case_id, _, message) in enumerate(CASES, 1)]
     assert rows == expected
     assert f"The {len(CASES)} bad inputs covered" in page
+
+
+def test_a_full_finetune_keeps_float32_master_weights_where_the_optimizer_updates_the_loaded_ones():
+    from grpo_sweep.backends.trl_backend import training_dtype
+
+    assert training_dtype(compose(["lora=none", "model.dtype=auto"])) == "float32"  # auto would be bf16 on a GPU
+    assert training_dtype(compose(["model.dtype=auto"])) == "auto"  # a LoRA: the base weights are frozen
+    assert training_dtype(compose(["lora=none", "model.dtype=auto", "distributed=zero2"])) == "auto"  # DeepSpeed's copy
+    # the recipes that fine-tune fully do it through ZeRO-2, which the check lets through
+    validation._check_full_finetune_precision(compose(["experiment=qwen7b_server_1node"]))

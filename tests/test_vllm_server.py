@@ -225,3 +225,21 @@ def test_the_module_imports_only_the_standard_library():
     code = f"import sys, grpo_sweep.backends.vllm_server; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_proxy_on_the_cluster_does_not_come_between_the_trainer_and_its_server(tmp_path, spec, monkeypatch):
+    import requests
+
+    with socket.socket() as dead:  # a port nothing listens on: the proxy a cluster set and this node cannot reach
+        dead.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{dead.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.setenv("NO_PROXY", "example.org")
+    monkeypatch.delenv("no_proxy", raising=False)
+    with serving(spec, tmp_path, command=standin("ok"), lock_dir=tmp_path / "locks") as server:
+        # what TRL's VLLMClient does: requests, which reads the proxy variables
+        assert requests.get(f"{server.url}/health", timeout=5).status_code == 200
+    assert os.environ["NO_PROXY"] == "example.org" and "no_proxy" not in os.environ
+    with pytest.raises(requests.exceptions.ProxyError):  # the same request outside the block goes to the dead proxy
+        requests.get(f"{server.url}/health", timeout=5)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_sweep.adapters import trl as trl_adapter
 from grpo_sweep.backends import vllm_server
 from grpo_sweep.backends.vllm_server import ServerError, ServerSpec
 from grpo_sweep.run import vllm_serving
@@ -154,6 +155,33 @@ def server_run(tmp_path, monkeypatch):
             return super().train(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "grpo_trainer_class", lambda name: RecordingTrainer)
+    # the run's evaluations go through its server (decoding.evaluation_engine): TRL's client, stood in for by the
+    # trainer's own model generating the token ids it is sent, with the settings it is sent
+    seen["engine"] = []
+
+    class ServerClient:
+        mode = "server"
+
+        def __init__(self, trainer):
+            self.trainer, self.vllm_client = trainer, self
+
+        def sync_weights(self):
+            seen["engine"].append("sync")
+
+        def generate(self, prompts, generation_kwargs=None, **params):
+            from grpo_sweep.backends.decoding import Decoding, hf_generation_config, only_token_ids
+
+            seen["engine"].append(healthy(seen["args"]["vllm_server_host"], seen["args"]["vllm_server_port"]))
+            model, tokenizer = self.trainer.model, self.trainer.processing_class
+            decoding = Decoding(max_new_tokens=params["max_tokens"], **{k: params[k] for k in (
+                "temperature", "top_p", "top_k", "min_p", "repetition_penalty")})
+            batch = tokenizer.pad({"input_ids": prompts}, return_tensors="pt")
+            with only_token_ids(model) as token_ids:
+                out = model.generate(**batch, generation_config=hf_generation_config(
+                    decoding, {**token_ids, "pad_token_id": tokenizer.pad_token_id}))
+            return {"completion_ids": out[:, batch["input_ids"].shape[1]:].tolist()}
+
+    monkeypatch.setattr(trl_adapter, "trainer_vllm", lambda trainer: ServerClient(trainer))
     original = train_module.final_evaluations
 
     def final_evaluations(*args, **kwargs):
@@ -171,7 +199,7 @@ def server_run(tmp_path, monkeypatch):
     return run, seen, tmp_path
 
 
-def test_a_server_run_starts_the_server_before_the_trainer_and_stops_it_before_the_final_evaluation(server_run):
+def test_a_server_run_starts_the_server_before_the_trainer_and_evaluates_through_it_before_it_stops(server_run):
     run, seen, tmp_path = server_run
     summary = run()
     assert summary["status"] == "completed" and summary["steps"] == 2
@@ -181,7 +209,11 @@ def test_a_server_run_starts_the_server_before_the_trainer_and_stops_it_before_t
     assert args["use_vllm"] and args["vllm_mode"] == "server" and args["vllm_server_host"] == "127.0.0.1"
     assert args["vllm_server_port"] != args["vllm_group_port"]
     assert seen["healthy_at_init"] and seen["healthy_in_train"]
-    assert not seen["healthy_at_final_eval"]  # stopped between training and the final evaluation
+    # up through the final evaluation, which generates through it (step 0's validation too); weights synced first
+    assert seen["healthy_at_final_eval"]
+    assert seen["engine"][0] == "sync" and seen["engine"].count("sync") >= 4 and all(seen["engine"])
+    decoding = json.loads((tmp_path / "run" / "outcomes" / "decoding.json").read_text())
+    assert decoding["engine"] == "vllm" and decoding["greedy"]["repetition_penalty"] == 1.0
     assert not alive(int((tmp_path / "worker.pid").read_text()))  # with every process of its group
     assert port_free(args["vllm_server_port"])
     log = (tmp_path / "run" / vllm_server.LOG_NAME).read_text()

@@ -8,6 +8,12 @@ reward weights.
 multiplies the rewards by, whatever ``multi_objective_aggregation`` and ``scale_rewards`` are, and that the logged
 ``reward`` is weighted by; TRL reads it there each time (no copy is kept), and offers no setter. A scheduled mix
 (rewards/schedule.py) sets it in place before each step.
+
+``GRPOTrainer.vllm_generation`` (trl/generation/vllm_generation.py, a ``VLLMGeneration``) is the trainer's vLLM:
+``mode`` "colocate" (its ``llm``, a vLLM ``LLM``) or "server" (its ``vllm_client``, on the main process only);
+``sync_weights()`` pushes the model's current weights (a LoRA merged) and resets the prefix cache; with
+``enable_sleep_mode`` the LLM sleeps between generations and ``_llm_weights_sleeping`` tells its own ``generate``
+to push the weights again. An evaluation generates through it (``vllm_completion_ids``).
 """
 from __future__ import annotations
 
@@ -31,3 +37,34 @@ def set_reward_weights(trainer: Any, weights: list[float]) -> None:
         raise ValueError(f"{len(weights)} reward weights for the trainer's {len(current)} reward functions")
     for i, weight in enumerate(weights):
         current[i] = float(weight)
+
+
+def trainer_vllm(trainer: Any) -> Any | None:
+    """The trainer's vLLM handle (``VLLMGeneration``), None when it generates with transformers."""
+    return getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
+
+
+def vllm_completion_ids(handle: Any, prompt_ids: list[list[int]], sampling_params: dict, client_params: dict,
+                        seed: int | None) -> list[list[int]]:
+    """One completion's token ids per prompt from the trainer's vLLM, on the model's weights as they are now: the
+    engine holds those of the last training generation (or, after a restore, none the evaluation means)."""
+    handle.sync_weights()
+    if handle.mode == "server":
+        # the server is vLLM's OpenAI completions endpoint: it builds SamplingParams from these fields alone
+        out = handle.vllm_client.generate(prompts=prompt_ids, **client_params,
+                                          generation_kwargs={"seed": seed} if seed is not None else None)
+        return [list(ids) for ids in out["completion_ids"]]
+    from vllm import SamplingParams
+
+    llm = handle.llm
+    sleeps = bool(getattr(handle, "enable_sleep_mode", False))
+    if sleeps:
+        llm.wake_up(tags=["kv_cache"])
+    try:
+        outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids],
+                               sampling_params=SamplingParams(**sampling_params), use_tqdm=False)
+    finally:
+        if sleeps:  # as TRL's own generate leaves it, so its next one pushes the weights again
+            llm.sleep(level=2)
+            handle._llm_weights_sleeping = True
+    return [list(output.outputs[0].token_ids) for output in outputs]

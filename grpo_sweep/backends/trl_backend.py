@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
+from .decoding import Decoding, hf_generation_config, only_token_ids
 from .gpu_stack import check_device
 
 log = logging.getLogger(__name__)
@@ -60,11 +61,12 @@ def inference_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_base_model(model_cfg: Any, source: str, device: str | None = None):
-    """``device``: load straight onto it (a device_map, which 4-bit weights need in place of ``.to``)."""
+def load_base_model(model_cfg: Any, source: str, device: str | None = None, dtype: str | None = None):
+    """``device``: load straight onto it (a device_map, which 4-bit weights need in place of ``.to``); ``dtype``:
+    in place of model.dtype."""
     from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(model_cfg.dtype), "trust_remote_code": model_cfg.trust_remote_code}
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype or model_cfg.dtype), "trust_remote_code": model_cfg.trust_remote_code}
     if device is not None:
         kwargs["device_map"] = {"": device}
     if model_cfg.load_in_4bit:
@@ -110,12 +112,22 @@ def apply_lora(model, lora_cfg: Any):
     return get_peft_model(model, config)
 
 
+def training_dtype(cfg: Any) -> str:
+    """model.dtype, except ``auto`` for a full fine-tune without DeepSpeed: float32, the optimizer's master weights
+    (auto would pick bf16 on a GPU, whose small updates round to zero; the gate refuses bf16 said outright there)."""
+    from ..config.checks import updates_weights_in_place
+
+    if cfg.model.dtype == "auto" and updates_weights_in_place(cfg):
+        return "float32"
+    return cfg.model.dtype
+
+
 def load(cfg: Any):
     """(model, tokenizer) ready for GRPOTrainer: base model, with a LoRA adapter when lora.enabled."""
     check_device(cfg, torch.cuda.is_available())  # e.g. trainer.use_vllm (TRL's vLLM) on a CPU machine
     source = model_source(cfg.model, cfg.data)
     tokenizer = load_tokenizer(source, cfg.model.trust_remote_code)
-    model = load_base_model(cfg.model, source)
+    model = load_base_model(cfg.model, source, dtype=training_dtype(cfg))
     if cfg.lora.enabled:
         model = apply_lora(model, cfg.lora)
     return model, tokenizer
@@ -163,29 +175,20 @@ def chat_prompt_ids(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
 
 
 @torch.no_grad()
-def generate(
-    model,
-    tokenizer,
-    prompts: list[list[dict]],
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    batch_size: int = 32,
-) -> list[str]:
-    """Batched chat generation; greedy when temperature is 0."""
+def generate(model, tokenizer, prompts: list[list[dict]], decoding: Decoding, batch_size: int = 32) -> list[str]:
+    """Batched chat generation with exactly ``decoding``'s settings: none from the model's generation config."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     ids = chat_prompt_ids(tokenizer, prompts)
-    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
     outputs: list[str] = []
-    for start in range(0, len(ids), batch_size):
-        # left padding (load_tokenizer): the new tokens start at the same column in every row
-        batch = tokenizer.pad({"input_ids": ids[start : start + batch_size]}, return_tensors="pt").to(device)
-        generated = model.generate(
-            **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
-        )
-        new_tokens = generated[:, batch["input_ids"].shape[1] :]
-        outputs.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+    with only_token_ids(model) as token_ids:
+        config = hf_generation_config(decoding, {**token_ids, "pad_token_id": tokenizer.pad_token_id})
+        for start in range(0, len(ids), batch_size):
+            # left padding (load_tokenizer): the new tokens start at the same column in every row
+            batch = tokenizer.pad({"input_ids": ids[start : start + batch_size]}, return_tensors="pt").to(device)
+            generated = model.generate(**batch, generation_config=config)
+            new_tokens = generated[:, batch["input_ids"].shape[1] :]
+            outputs.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
     model.train(was_training)
     return outputs

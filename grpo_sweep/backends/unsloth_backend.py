@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .decoding import Decoding
 from .gpu_stack import (
     SKIP_CHECK_ENV,
     UNSLOTH_COMPILE_ENV,
@@ -173,14 +174,14 @@ def _lora_request(model):
     return model.load_lora(str(adapter))
 
 
-def generate(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, temperature: float = 0.0,
-             top_p: float = 1.0, batch_size: int = 32) -> list[str]:
-    """Chat generation: vLLM's ``fast_generate`` with the run's LoRA when there is an engine, else ``generate``."""
+def generate(model, tokenizer, prompts: list[list[dict]], decoding: Decoding, batch_size: int = 32) -> list[str]:
+    """Chat generation: vLLM's ``fast_generate`` with the run's LoRA when there is an engine, else ``generate``;
+    either way with exactly ``decoding``'s settings."""
     if getattr(model, "vllm_engine", None) is None:
         was_training = model.training
         FastLanguageModel.for_inference(model)
         try:
-            return trl_backend.generate(model, tokenizer, prompts, max_new_tokens, temperature, top_p, batch_size)
+            return trl_backend.generate(model, tokenizer, prompts, decoding, batch_size)
         finally:
             if was_training:
                 FastLanguageModel.for_training(model)
@@ -188,8 +189,8 @@ def generate(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, t
 
     # token ids as in training: vLLM would tokenize a text prompt with special tokens, a second BOS for Llama 3
     ids = trl_backend.chat_prompt_ids(tokenizer, prompts)
-    # vLLM batches internally (batch_size does not apply); temperature 0 is greedy
-    params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0, max_tokens=max_new_tokens)
-    outputs = model.fast_generate([{"prompt_token_ids": row} for row in ids], sampling_params=params,
+    # vLLM batches internally (batch_size does not apply)
+    outputs = model.fast_generate([{"prompt_token_ids": row} for row in ids],
+                                  sampling_params=SamplingParams(**decoding.sampling_params()),
                                   lora_request=_lora_request(model))
     return [output.outputs[0].text for output in outputs]

@@ -310,6 +310,31 @@ def serving(spec: ServerSpec, run_dir: Path | str, *,
     with _stop_on_sigterm(server):
         server.start()
         try:
-            yield server
+            with no_proxy_for(spec.connect_host or spec.host):
+                yield server
         finally:
             server.stop()
+
+
+NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
+
+
+@contextlib.contextmanager
+def no_proxy_for(host: str, environ: dict | None = None) -> Iterator[None]:
+    """While it lasts, ``host`` is in NO_PROXY and no_proxy. TRL's VLLMClient talks to the server through
+    ``requests``, which honours HTTP(S)_PROXY: on a cluster that sets one, the health wait (no proxy) passed and the
+    trainer's first request went to the proxy and failed after its timeout. Both spellings, as requests reads
+    either; the values are put back afterwards."""
+    env = os.environ if environ is None else environ
+    before = {name: env.get(name) for name in NO_PROXY_VARIABLES}
+    for name in NO_PROXY_VARIABLES:
+        hosts = [h for h in (before[name] or "").split(",") if h.strip()]
+        env[name] = ",".join(hosts + ([host] if host not in hosts else []))
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value

@@ -17,10 +17,19 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOGGERS = ("none", "wandb")
 LOGGER_MODES = ("auto", "online", "offline", "disabled")
 REPORTS = ("best", "final")
+# distributed strategies run through DeepSpeed (NVIDIA GPUs only), which keeps float32 master weights of bf16 ones
+DEEPSPEED = ("zero2",)
 
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names it."""
+
+
+def updates_weights_in_place(cfg: Any) -> bool:
+    """A full fine-tune (lora=none) on backend=trl without DeepSpeed: the optimizer updates the loaded weights
+    themselves, so they must be float32 (in bf16, AdamW's small steps round to zero). Unsloth's full fine-tune
+    handles its own precision."""
+    return not cfg.lora.enabled and cfg.backend.name == "trl" and cfg.distributed.strategy not in DEEPSPEED
 
 
 def check_lora(lora: Any) -> None:

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config.checks import DEEPSPEED
 from .vllm_serving import server_gpus
 
 STRATEGIES = ("none", "ddp", "zero2")
-# DeepSpeed: NVIDIA GPUs only
-DEEPSPEED = ("zero2",)
 # each rank's stdout and stderr when torchrun's engine starts the ranks (SLURM keeps its own per-task logs)
 RANK_LOGS = "ranks"
 

@@ -37,9 +37,10 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from .files import write_jsonl_atomic
-from .results import BEST_DIR, SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
+from .files import write_json_atomic, write_jsonl_atomic
+from .results import BEST_DIR, DECODING, OUTCOMES, SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
 from .record import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
+from ..backends.decoding import Decoding, evaluation_engine
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from ..rewards.mix import terms
@@ -100,9 +101,12 @@ def selection_metric(optimized_metric: str) -> str:
 
 
 class Evaluator:
-    """Everything one split's evaluations share: its data, the rewards, the scorers."""
+    """Everything one split's evaluations share: its data, the rewards, the scorers, and how it generates: with
+    exactly the run's decoding (``backends.decoding``), through ``engine`` (the run's vLLM, ``VLLMEngine``) or the
+    backend's own ``generate``."""
 
-    def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None):
+    def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None,
+                 engine: "VLLMEngine | None" = None):
         self.backend, self.tokenizer, self.cfg = backend, tokenizer, cfg
         self.eval_cfg = cfg.trainer.eval
         self.reward_funcs = reward_funcs
@@ -113,20 +117,24 @@ class Evaluator:
         self.columns = {name: list(dataset[name]) for name in dataset.column_names if name != "prompt"}
         self.truths = self.columns.get("ground_truth")
         self.run_dir = run_dir
+        self.engine = engine
+        self.decoding = Decoding.from_config(cfg)  # greedy; the samples' is .at(trainer.eval.temperature)
 
-    def _generate(self, model, prompts: list, temperature: float) -> list[str]:
+    def decodings(self) -> dict:
+        """What the evaluations decode with and where (``outcomes/decoding.json``)."""
+        plan = evaluation_engine(self.cfg)
+        sampled = self.decoding.at(self.eval_cfg.temperature).record() if self.eval_cfg.k else None
+        if sampled is not None and plan.name == "hf":
+            sampled["seed"] = None  # HF samples from torch's generator, seeded once by trainer.seed at the run's start
+        return {"engine": plan.name, "why": plan.why, "greedy": self.decoding.record(), "sampled": sampled}
+
+    def _generate(self, model, prompts: list, decoding: Decoding) -> list[str]:
+        if self.engine is not None:
+            return self.engine.generate(self.tokenizer, prompts, decoding)
         prepare = getattr(self.backend, "prepare_generation", None)
         if prepare is not None and self.run_dir is not None:
             prepare(model, self.tokenizer, self.run_dir)  # vLLM serves a saved adapter: save the current one
-        return self.backend.generate(
-            model,
-            self.tokenizer,
-            prompts,
-            max_new_tokens=self.eval_cfg.max_new_tokens or self.cfg.trainer.max_completion_length,
-            temperature=temperature,
-            top_p=self.cfg.trainer.top_p,
-            batch_size=self.eval_cfg.batch_size,
-        )
+        return self.backend.generate(model, self.tokenizer, prompts, decoding, batch_size=self.eval_cfg.batch_size)
 
     def _kwargs(self, prompts: list, texts: list[str], columns: dict) -> dict:
         completions = [[{"role": "assistant", "content": text}] for text in texts]
@@ -145,7 +153,7 @@ class Evaluator:
         n = len(self.prompts) if limit is None else min(limit, len(self.prompts))
         prompts = self.prompts[:n]
         columns = {k: v[:n] for k, v in self.columns.items()}
-        texts = self._generate(model, prompts, 0.0)
+        texts = self._generate(model, prompts, self.decoding)
         kwargs = self._kwargs(prompts, texts, columns)
         scores = {fn.__name__: fn(**kwargs) for fn in self.reward_funcs}
         accuracy = self.accuracy(**kwargs)
@@ -174,7 +182,7 @@ class Evaluator:
         n = len(self.prompts)
         prompts = [p for p in self.prompts for _ in range(k)]
         columns = {name: [v for v in values for _ in range(k)] for name, values in self.columns.items()}
-        texts = self._generate(model, prompts, float(self.eval_cfg.temperature))
+        texts = self._generate(model, prompts, self.decoding.at(self.eval_cfg.temperature))
         scores = self.accuracy(**self._kwargs(prompts, texts, columns))
         passed, majority, judged = 0, 0, 0
         outcomes = []
@@ -197,6 +205,36 @@ class Evaluator:
                 majority += voted
             outcomes.append({"key": self.keys[i], "pass_at_k": float(hit), "maj_at_k": float(voted)})
         return Sampled(k, passed / judged if judged else None, majority / judged if judged else None), outcomes
+
+
+class VLLMEngine:
+    """The run's own vLLM (TRL's, ``trainer.use_vllm``; ``decoding.evaluation_engine`` says when) generating an
+    evaluation on the weights the model has at that moment: the GPUs the run already holds, in place of HF
+    ``generate`` on rank 0 alone."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+    def generate(self, tokenizer, prompts: list, decoding: Decoding) -> list[str]:
+        from ..adapters.trl import vllm_completion_ids
+        from ..backends.trl_backend import chat_prompt_ids
+
+        ids = vllm_completion_ids(self.handle, chat_prompt_ids(tokenizer, prompts), decoding.sampling_params(),
+                                  decoding.client_params(), None if decoding.greedy else decoding.seed)
+        return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def run_engine(cfg: Any, trainer: Any) -> VLLMEngine | None:
+    """The engine the plan names for this run's evaluations, from its trainer: None where the backend generates."""
+    from ..adapters.trl import trainer_vllm
+
+    plan = evaluation_engine(cfg)
+    if plan.name != "vllm" or cfg.backend.name != "trl":
+        return None  # HF generate, or Unsloth's fast_generate inside its backend
+    handle = trainer_vllm(trainer)
+    if handle is None:
+        raise RuntimeError(f"the plan evaluates with vLLM ({plan.why}) and the trainer has no vLLM engine")
+    return VLLMEngine(handle)
 
 
 def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any) -> Scores:
@@ -378,6 +416,7 @@ def final_evaluations(cfg: Any, run_dir: Path, model, periodic: PeriodicEval, te
         load_trainable(model, periodic.weights(reported))
         reported_adapter = run_dir / periodic.best_adapter
     val = periodic.report(reported)
+    write_json_atomic(run_dir / OUTCOMES / DECODING, tester.decodings())
     if val.outcomes is not None:
         write_outcomes(run_dir, "val", val.outcomes)
     if val.outcomes_before is not None:

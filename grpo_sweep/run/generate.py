@@ -6,6 +6,7 @@ system prompt, samples (temperature 0.8, top_p 0.95 — the walkthrough's last s
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = OmegaConf.load(config_path)
 
     from ..backends import get_backend
+    from ..backends.decoding import Decoding
 
     backend = get_backend(cfg.backend.name)  # before torch/transformers: unsloth must come first
     import torch
@@ -58,14 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     messages = [{"role": "user", "content": args.question}]
     if cfg.data.system_prompt:
         messages.insert(0, {"role": "system", "content": cfg.data.system_prompt})
-    [answer] = backend.generate(
-        model,
-        tokenizer,
-        [messages],
-        max_new_tokens=args.max_new_tokens or cfg.trainer.max_completion_length,
-        temperature=args.temperature,
-        top_p=args.top_p,
-    )
+    # the run's decoding (top_k, min_p, repetition_penalty as it trained), the sampling this command is given, and
+    # its seed for vLLM's sampler too (torch's seed above does not reach it)
+    decoding = replace(Decoding.from_config(cfg, args.temperature), top_p=args.top_p, seed=args.seed,
+                       max_new_tokens=args.max_new_tokens or cfg.trainer.max_completion_length)
+    [answer] = backend.generate(model, tokenizer, [messages], decoding)
     print(answer)
     return 0
 

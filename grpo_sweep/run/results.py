@@ -21,6 +21,8 @@ SAMPLES = "samples.jsonl"
 # sampling "pass_at_k", "maj_at_k"}. The sweep's verdicts pair runs by seed and by question through ``key``.
 OUTCOMES = "outcomes"
 OUTCOME_SETS = ("val", "val_before", "test", "test_before")
+# Beside them: what every evaluation decoded with and which engine generated it (run/evaluate.Evaluator.decodings).
+DECODING = "decoding.json"
 
 
 def read_run_summary(run_dir: Path) -> tuple[RunSummary | None, str | None]:

@@ -17,11 +17,12 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from ..backends import get_backend
+from ..backends.decoding import evaluation_engine
 from ..backends.gpu_stack import BackendError
 from ..backends.trl_backend import model_source
 from ..models import weights_sha256
 from ..data import load_splits
-from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, selection_metric
+from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, run_engine, selection_metric
 from .cost import reward_cost, run_cost
 from .files import append_jsonl, read_jsonl
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
@@ -401,7 +402,9 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
     else:
         run.trainer.train(resume_from_checkpoint=str(run.resume_from[0]) if run.resume_from else None)
     clock.lap("train")
-    server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
+    if evaluation_engine(cfg).name == "hf":
+        server.close()  # its GPUs are free for the final evaluation, which generates with the trained model itself
+    # else the final evaluation generates through the server, which stops when the run's block ends
     if not context.main:
         return None  # rank 0 saves, evaluates and writes the run's summary
     clock.timings["eval_periodic"] = run.periodic.seconds  # inside "train": the evaluations' share of it
@@ -510,7 +513,10 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
     trainer.remove_callback(ProgressCallback)
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
         trainer.add_callback(RewardProgress(periodic, schedule))
-    tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, context.run_dir)
+    engine = run_engine(cfg, trainer) if context.main else None  # rank 0 evaluates: through the run's vLLM, if any
+    if periodic is not None:
+        periodic.evaluator.engine = engine  # the trainer, which holds the engine, is built after its callbacks
+    tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, context.run_dir, engine)
     return _Run(trainer, tokenizer, reward_funcs, periodic, tester, base_sha256, resume_from, resumes)
 
 

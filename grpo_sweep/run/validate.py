@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer
+from ..config.checks import ConfigError, updates_weights_in_place, check_logger, check_lora, check_optimizer, check_trainer
 from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import credential_in, is_secret_key, redact
@@ -74,7 +74,21 @@ def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None, tra
     _check_accuracy_reward(cfg, mix_terms, columns)
     _check_prompt_asks_for_tags(cfg, mix_terms)
     _check_train_split_fills_a_generation(cfg, train_rows)
+    _check_full_finetune_precision(cfg)
     _no_secrets_in(cfg)
+
+
+def _check_full_finetune_precision(cfg: Any) -> None:
+    """A full fine-tune (lora=none) of half-precision weights on backend=trl without DeepSpeed: AdamW updates the
+    bf16/fp16 weights themselves, with no float32 master copy, and at 1e-6-5e-6 most updates are below half a bf16
+    step of the weight and round to zero: the run trains nothing and says nothing. (model.dtype=auto is loaded in
+    float32 there, trl_backend.load.)"""
+    if updates_weights_in_place(cfg) and cfg.model.dtype in ("bfloat16", "float16"):
+        raise ConfigError(
+            f"model.dtype={cfg.model.dtype} with lora=none and distributed={cfg.distributed.strategy}: a full fine-tune "
+            f"would update the {cfg.model.dtype} weights with no float32 master copy, and most small updates round to "
+            "zero; use model.dtype=float32 (trainer.bf16=true still computes in bf16) or distributed=zero2 (DeepSpeed "
+            "keeps float32 master weights)")
 
 
 def _check_train_split_fills_a_generation(cfg: Any, train_rows: int | None) -> None:
