@@ -31,6 +31,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import runpy
 import signal
 import subprocess
@@ -157,7 +158,12 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         "model.max_seq_length=1024",
         "data=arithmetic",
         "reward_mix=smoke",
-        "reward_mix.xmlcount.weight=1",  # a random model: only the dense format reward moves it in 10 steps
+        "reward_mix.xmlcount.weight=1",
+        # a random model over 151,936 tokens samples near uniformly (entropy ln 151,936) and writes no tag xmlcount
+        # could score: every sample scored 0, GRPO had no advantage, the LoRA stayed at zero and the round trip could
+        # not show it acts (found once the dry run built the same vocabulary). A synthetic reward any two such
+        # samples differ in gives GRPO something to learn; this check is of the plumbing, not of the task.
+        "+reward_mix.even_tokens.fn=gpu_check.even_token_share",
         "experiment=gpu",
         "trainer.bf16=null",  # bf16 where the GPU has it
         "trainer.mask_truncated_completions=false",  # a random model never stops: masking would zero the loss
@@ -194,6 +200,16 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         ]
     fast = "false" if dry_run else "true"
     return common + ["backend=unsloth", f"backend.fast_inference={fast}", "backend.gpu_memory_utilization=0.5"]
+
+
+ADDED_TOKEN = re.compile(r"<\|x(\d+)\|>")
+
+
+def even_token_share(completions, **kwargs) -> list[float]:
+    """The share of a completion's ``<|xN|>`` tokens (those build_model pads the vocabulary with) whose N is even."""
+    texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+    numbers = [ADDED_TOKEN.findall(text) for text in texts]
+    return [sum(int(n) % 2 == 0 for n in found) / len(found) if found else 0.0 for found in numbers]
 
 
 class GpuMemoryPeak:
