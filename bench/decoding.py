@@ -14,13 +14,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench._common import command, machine, parser, record
-from grpo_sweep.backends import trl_backend
+from bench._common import command, compose, machine, parser, record
 
 
 def old_generate(model, tokenizer, prompts, decoding, batch_size=32):
     """The evaluation's generate before this fix: only do_sample (greedy) passed, the rest from the model's file."""
     import torch
+
+    from grpo_sweep.backends import trl_backend
 
     ids = trl_backend.chat_prompt_ids(tokenizer, prompts)
     out = []
@@ -39,10 +40,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from transformers import AutoModelForCausalLM
 
+    from grpo_sweep.backends import trl_backend
     from grpo_sweep.data import load_splits
     from grpo_sweep.rewards.mix import build_mix
     from grpo_sweep.run.evaluate import Evaluator
-    from tests.conftest import compose
 
     cfg = compose([])
     source = trl_backend.model_source(cfg.model, cfg.data)

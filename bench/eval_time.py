@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from bench._common import command, machine, parser, record, write
+from bench._common import command, compose, machine, parser, record, write
 from grpo_sweep.backends.decoding import evaluation_engine
 
 RECIPES = ("experiment=gsm8k_qwen0_5b", "experiment=walkthrough_llama8b", "experiment=qwen7b_server_1node",
@@ -63,8 +63,6 @@ def estimate(cfg) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser(__doc__).parse_args(argv)
-    from tests.conftest import compose
-
     rows = {recipe.split("=", 1)[1]: estimate(compose([recipe])) for recipe in RECIPES}
     lines = ["| recipe | generations (val looks x prompts + test) | tokens at most | engine | estimate | on rank 0's HF generate |",
              "|---|---|---|---|---|---|"]
