@@ -85,6 +85,9 @@ WAITS = {
 }
 MARGIN = 1.1
 CHECK_BUDGETS = {name: math.ceil(sum(waits.values()) * MARGIN) for name, waits in WAITS.items()}
+# The CPU dry run checks the code path, not the time: two CPU cores train its tiny model over the same 151,936-token
+# vocabulary slower than a GPU trains the real one (its trl-ddp check: ~80 s alone, over 143 s beside other work).
+DRY_RUN_BUDGET_FACTOR = 3
 # after a timeout: SIGTERM, then this long for the check's handlers to stop what they started (a vLLM server is
 # given 20 s, backends/vllm_server.py) before SIGKILL
 STOP_GRACE_S = 30.0
@@ -787,12 +790,13 @@ def main(argv=None) -> int:
         gpus = torch.cuda.device_count()
     backends, skipped = select_backends(requested, dry_run, gpus)
     work = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / ("grpo-sweep-gpu-check" + ("-dry" if dry_run else ""))
-    checks = budgets(backends, not args.skip_cli)
+    checks = {check: seconds * (DRY_RUN_BUDGET_FACTOR if dry_run else 1)
+              for check, seconds in budgets(backends, not args.skip_cli).items()}
     if args.plan:
         print(f"gpu_check: results would go to {work} (gpu_check.json, gpu_check.txt, a log per check)")
         print(f"gpu_check: {'a tiny Qwen2 on CPU' if dry_run else 'a random Qwen2.5-0.5B-sized model'} built "
               f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within "
-              f"{args.budget + multi_gpu_seconds(backends):.0f} s")
+              f"{(args.budget + multi_gpu_seconds(backends)) * (DRY_RUN_BUDGET_FACTOR if dry_run else 1):.0f} s")
         for check, seconds in checks.items():
             what = {"model": "build the model",
                     "trl-ddp": "one run over 2 processes (python launch.py ... distributed=ddp): steps, tokens/s, "
@@ -832,7 +836,9 @@ def main(argv=None) -> int:
     }
     print(f"gpu_check: model ready in {header['build_model_s']} s at {model_dir}", flush=True)
 
-    deadline = started + args.budget + multi_gpu_seconds(backends)
+    factor = DRY_RUN_BUDGET_FACTOR if dry_run else 1
+    budget_of = {name: seconds * factor for name, seconds in CHECK_BUDGETS.items()}
+    deadline = started + (args.budget + multi_gpu_seconds(backends)) * factor
     results = []
     for name in backends:
         run_dir = work / f"run-{name}"
@@ -842,16 +848,16 @@ def main(argv=None) -> int:
         print(f"gpu_check: {steps} GRPO steps with backend={name} ...", flush=True)
         t0 = time.perf_counter()
         log = work / f"{name}.log"
-        code, output = run_process(child, env, min(CHECK_BUDGETS[name], deadline - time.perf_counter()), log)
+        code, output = run_process(child, env, min(budget_of[name], deadline - time.perf_counter()), log)
         result_file = run_dir / "gpu_check_result.json"
         if code == 0 and result_file.is_file():
             result = json.loads(result_file.read_text())
         else:
-            why = (f"timed out (its budget: {CHECK_BUDGETS[name]} s, or --budget; its processes were stopped)"
+            why = (f"timed out (its budget: {budget_of[name]} s, or --budget; its processes were stopped)"
                    if code is None else last_line(output))
             result = {"backend": name, "status": "failed", "error": f"{why} (log: {log})"}
         result["process_wall_s"] = round(time.perf_counter() - t0, 1)
-        result["budget_s"] = CHECK_BUDGETS[name]
+        result["budget_s"] = budget_of[name]
         results.append(result)
         print(f"gpu_check: backend={name} {result['status']}, budget / used {result['budget_s']} / "
               f"{result['process_wall_s']} s", flush=True)
@@ -862,9 +868,9 @@ def main(argv=None) -> int:
                 result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
                 continue
             print(f"gpu_check: python -m grpo_sweep.run.generate on the {name} run ...", flush=True)
-            seconds = min(CHECK_BUDGETS[f"cli-{name}"], deadline - time.perf_counter())
+            seconds = min(budget_of[f"cli-{name}"], deadline - time.perf_counter())
             result["cli"] = run_cli(work / f"run-{name}", env, seconds, work / f"{name}-cli.log")
-            result["cli"]["budget_s"] = CHECK_BUDGETS[f"cli-{name}"]
+            result["cli"]["budget_s"] = budget_of[f"cli-{name}"]
             print(f"gpu_check: generate CLI on the {name} run: {'ok' if result['cli']['ok'] else 'FAILED'}, "
                   f"budget / used {result['cli']['budget_s']} / {result['cli']['seconds']} s", flush=True)
 
