@@ -237,9 +237,10 @@ def run_engine(cfg: Any, trainer: Any) -> VLLMEngine | None:
     return VLLMEngine(handle)
 
 
-def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any) -> Scores:
+def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any,
+             engine: VLLMEngine | None = None) -> Scores:
     """One greedy evaluation of (part of) the validation split (the Optuna pruning probe's quick look)."""
-    return Evaluator(backend, tokenizer, validation, reward_funcs, cfg).greedy(model).scores
+    return Evaluator(backend, tokenizer, validation, reward_funcs, cfg, engine=engine).greedy(model).scores
 
 
 def trainable_state(model) -> dict:

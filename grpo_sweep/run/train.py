@@ -492,9 +492,10 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
                  LearningRateFromConfig(cfg.optimizer.learning_rate)]
     if cfg.trainer.pause_at_step is not None:  # after PeriodicEval: the pause step's validation comes before its save
         callbacks.append(PauseAt(cfg.trainer.pause_at_step))
+    engine = None  # the run's vLLM once the trainer holding it is built; the probe reads it when it runs
     if monitor is not None:
         probe = validation.select(range(min(monitor.eval_samples, len(validation))))
-        callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg)))
+        callbacks.append(monitor.callback(lambda m: evaluate(backend, m, tokenizer, probe, reward_funcs, cfg, engine)))
     # trainer.vllm_mode=server: up and healthy before the trainer, whose __init__ connects to it (on rank 0)
     server_fields = server.enter_context(run_server(cfg, context, source))
     trainer = trainer_class(
