@@ -320,12 +320,12 @@ NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 
 
 @contextlib.contextmanager
-def no_proxy_for(host: str, environ: dict | None = None) -> Iterator[None]:
+def no_proxy_for(host: str) -> Iterator[None]:
     """While it lasts, ``host`` is in NO_PROXY and no_proxy. TRL's VLLMClient talks to the server through
     ``requests``, which honours HTTP(S)_PROXY: on a cluster that sets one, the health wait (no proxy) passed and the
     trainer's first request went to the proxy and failed after its timeout. Both spellings, as requests reads
     either; the values are put back afterwards."""
-    env = os.environ if environ is None else environ
+    env = os.environ
     before = {name: env.get(name) for name in NO_PROXY_VARIABLES}
     for name in NO_PROXY_VARIABLES:
         hosts = [h for h in (before[name] or "").split(",") if h.strip()]
