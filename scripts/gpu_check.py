@@ -763,6 +763,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     dry_run = args.cpu_dry_run
     steps = args.steps or (2 if dry_run else 10)
+    factor = DRY_RUN_BUDGET_FACTOR if dry_run else 1
+    budget_of = {name: seconds * factor for name, seconds in CHECK_BUDGETS.items()}
     if args.child:
         from grpo_sweep.backends import get_backend
 
@@ -790,13 +792,12 @@ def main(argv=None) -> int:
         gpus = torch.cuda.device_count()
     backends, skipped = select_backends(requested, dry_run, gpus)
     work = args.out or Path(os.environ.get("TMPDIR", "/tmp")) / ("grpo-sweep-gpu-check" + ("-dry" if dry_run else ""))
-    checks = {check: seconds * (DRY_RUN_BUDGET_FACTOR if dry_run else 1)
-              for check, seconds in budgets(backends, not args.skip_cli).items()}
+    checks = {check: budget_of[check] for check in budgets(backends, not args.skip_cli)}
     if args.plan:
         print(f"gpu_check: results would go to {work} (gpu_check.json, gpu_check.txt, a log per check)")
         print(f"gpu_check: {'a tiny Qwen2 on CPU' if dry_run else 'a random Qwen2.5-0.5B-sized model'} built "
               f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within "
-              f"{(args.budget + multi_gpu_seconds(backends)) * (DRY_RUN_BUDGET_FACTOR if dry_run else 1):.0f} s")
+              f"{(args.budget + multi_gpu_seconds(backends)) * factor:.0f} s")
         for check, seconds in checks.items():
             what = {"model": "build the model",
                     "trl-ddp": "one run over 2 processes (python launch.py ... distributed=ddp): steps, tokens/s, "
@@ -836,8 +837,6 @@ def main(argv=None) -> int:
     }
     print(f"gpu_check: model ready in {header['build_model_s']} s at {model_dir}", flush=True)
 
-    factor = DRY_RUN_BUDGET_FACTOR if dry_run else 1
-    budget_of = {name: seconds * factor for name, seconds in CHECK_BUDGETS.items()}
     deadline = started + (args.budget + multi_gpu_seconds(backends)) * factor
     results = []
     for name in backends:

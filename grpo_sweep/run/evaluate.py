@@ -106,7 +106,7 @@ class Evaluator:
     backend's own ``generate``."""
 
     def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None,
-                 engine: "VLLMEngine | None" = None):
+                 engine: VLLMEngine | None = None):
         self.backend, self.tokenizer, self.cfg = backend, tokenizer, cfg
         self.eval_cfg = cfg.trainer.eval
         self.reward_funcs = reward_funcs
@@ -234,6 +234,7 @@ def run_engine(cfg: Any, trainer: Any) -> VLLMEngine | None:
     handle = trainer_vllm(trainer)
     if handle is None:
         raise RuntimeError(f"the plan evaluates with vLLM ({plan.why}) and the trainer has no vLLM engine")
+    log.info("evaluations generate through the run's vLLM: %s", plan.why)
     return VLLMEngine(handle)
 
 

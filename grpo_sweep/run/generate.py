@@ -6,8 +6,8 @@ system prompt, samples (temperature 0.8, top_p 0.95 — the walkthrough's last s
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 

@@ -515,8 +515,6 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
     if not cfg.trainer.disable_tqdm and not context.shares_terminal:
         trainer.add_callback(RewardProgress(periodic, schedule))
     engine = run_engine(cfg, trainer) if context.main else None  # rank 0 evaluates: through the run's vLLM, if any
-    if engine is not None:
-        log.info("evaluations generate through the run's vLLM: %s", evaluation_engine(cfg).why)
     if periodic is not None:
         periodic.evaluator.engine = engine  # the trainer, which holds the engine, is built after its callbacks
     tester = Evaluator(backend, tokenizer, test_set, reward_funcs, cfg, context.run_dir, engine)
