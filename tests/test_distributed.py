@@ -76,6 +76,48 @@ def test_a_rank_that_fails_fails_the_run_in_one_line(tmp_path):
     assert "\n" not in error and str(summary_path.parent / "ranks") in error
 
 
+def _rank_error(attempt: Path, rank: int, error: Exception) -> str:
+    """The error file torchrun's engine gives ``rank``, written as a rank's record() writes it."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    path = attempt / str(rank) / "error.json"
+    path.parent.mkdir(parents=True)
+
+    def fail():
+        raise error
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+        with pytest.raises(type(error)):
+            record(fail)()
+    return str(path)
+
+
+GLOO_LOST = RuntimeError("[third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:34218")
+
+
+@pytest.mark.parametrize("errors, named", [
+    # rank 1's reward raised; rank 0 lost it mid-collective, and the engine saw rank 0's exit first
+    ({1: ValueError("reward failed on rank 1"), 0: GLOO_LOST}, "rank 1 of 2 failed: ValueError: reward failed on rank 1"),
+    # rank 0's own error is the run's, whatever the others then report
+    ({0: ValueError("evaluation failed"), 1: GLOO_LOST}, "rank 0 of 2 failed: ValueError: evaluation failed"),
+    # nobody left an error of its own (the peer was killed): the rank the engine saw, as it said it
+    ({0: GLOO_LOST}, "rank 0 of 2 failed: RuntimeError: [third_party"),
+], ids=["a peer's error", "its own error", "only the report"])
+def test_the_rank_a_failure_is_named_after_is_the_one_that_caused_it(tmp_path, errors, named):
+    """The engine names the first exit it sees; a rank that only reports a vanished peer is not the cause."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from grpo_sweep.run.distributed import rank_failed
+
+    attempt = tmp_path / "ranks" / "run_x" / "attempt_0"
+    files = {rank: _rank_error(attempt, rank, error) for rank, error in errors.items()}  # in the order raised
+    seen = list(errors)[-1]
+    failure = ProcessFailure(local_rank=seen, pid=1, exitcode=1, error_file=files[seen])
+    error = str(rank_failed(ChildFailedError("rank", {seen: failure}), 2, tmp_path / "ranks"))
+    assert error.startswith(named) and error.endswith(f"(its log: {tmp_path / 'ranks'})") and "\n" not in error
+
+
 # two processes that import torch and train (~60 s on 2 cores)
 @pytest.mark.slow
 def test_a_killed_rank_fails_the_run_in_one_line(tmp_path):

@@ -105,6 +105,17 @@ def test_a_rank_that_fails_leaves_its_error_to_rank_0_which_names_it(cfg, tmp_pa
     assert summary_of(run.run_dir)["error"] == "rank 1 of 2 failed: ValueError: reward failed on rank 1"
 
 
+def test_rank_0_names_the_rank_that_failed_on_its_own_not_one_that_lost_it(cfg, tmp_path):
+    """Three SLURM tasks: rank 2 fails, rank 1 records the peer it lost; the run's error is rank 2's."""
+    run = RunContext(tmp_path / "run")
+    with pytest.raises(ValueError):
+        run_one(cfg, run.for_rank(Rank(2, 2, 3)), train_fn=raising(ValueError("reward failed on rank 2")))
+    for rank in (1, 0):
+        with pytest.raises(RuntimeError):
+            run_one(cfg, run.for_rank(Rank(rank, rank, 3)), train_fn=raising(RuntimeError("Connection reset by peer")))
+    assert summary_of(run.run_dir)["error"] == "rank 2 of 3 failed: ValueError: reward failed on rank 2"
+
+
 def test_a_rank_torchrun_started_leaves_the_record_to_the_process_that_started_it(cfg, tmp_path):
     run = RunContext(tmp_path / "run")
     with pytest.raises(RuntimeError):

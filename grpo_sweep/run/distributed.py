@@ -16,10 +16,12 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -77,6 +79,12 @@ class RankFailed(RuntimeError):
     """A rank of a multi-process run failed; the message is its error in one line."""
 
 
+# how often torchrun's engine looks at the ranks, and how long a rank that lost a peer waits to be the second
+# exit it sees (``_run_rank``)
+_MONITOR_S = 0.5
+_PEER_GRACE_S = 4 * _MONITOR_S
+
+
 def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., Any], **kwargs: Any) -> Any:
     """Run the run as ``processes`` ranks on this machine with torchrun's engine; return rank 0's record. Each rank
     calls ``run_rank(cfg, its context, **kwargs)`` (``lifecycle.run_one``, with what it passes on: ``open_tracker``,
@@ -98,7 +106,7 @@ def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., 
         rdzv_backend="c10d", rdzv_endpoint=f"{_loopback()}:0", max_restarts=0, start_method="spawn",
         # every rank's output to its files; rank 0's (the progress bar, the run's own lines) also to this terminal
         logs_specs=DefaultLogsSpecs(log_dir=str(logs), tee=Std.ALL, local_ranks_filter={0}),
-        role="rank", monitor_interval=0.5,  # its lines on the terminal start "[rank0]:"
+        role="rank", monitor_interval=_MONITOR_S,  # its lines on the terminal start "[rank0]:"
     )
     container = OmegaConf.to_container(cfg, resolve=True)
     method = multiprocessing.get_start_method(allow_none=True)
@@ -140,12 +148,12 @@ _ENGINE_LOGGERS = ("torch.distributed.elastic.multiprocessing.api", "torch.multi
 
 
 def rank_failed(exc: Any, processes: int, logs: Path) -> RankFailed:
-    """The first failed rank of torchrun's ChildFailedError ``exc``, in one line: its own error, or the signal that
-    killed it."""
-    rank, failure = min(exc.failures.items())
+    """The failed rank of torchrun's ChildFailedError ``exc`` in one line: its own error, or the signal that killed
+    it. The engine names one rank, the first whose exit it saw; when that rank only reports a peer that vanished
+    under it, the run's cause is the peer's own error (``_cause``)."""
+    rank, failure = _cause(*min(exc.failures.items()), processes)
     if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
-        message = failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
-        lines = message.strip().splitlines()
+        lines = _message(failure).strip().splitlines()
         return RankFailed(f"rank {rank} of {processes} failed: {lines[-1] if lines else f'exit code {failure.exitcode}'}"
                           f" (its log: {logs})")
     if failure.exitcode < 0:  # a signal: the OOM killer, a kill -9, a crash in native code (SIGSEGV)
@@ -153,6 +161,39 @@ def rank_failed(exc: Any, processes: int, logs: Path) -> RankFailed:
                           f" its log: {logs})")
     # it ended before or without raising (an import that failed, os._exit)
     return RankFailed(f"rank {rank} of {processes} failed: exit code {failure.exitcode} (its log: {logs})")
+
+
+# what a rank raises when another rank died under it: gloo's socket closed mid-collective, NCCL's communicator
+# aborted or its watchdog's timeout. When rank 1 raises, rank 0 fails too within a moment, and the engine may see
+# rank 0's exit first
+_LOST_A_PEER = re.compile(r"(connection|closed|reset) by peer|broken pipe|remote worker|DistBackendError|"
+                          r"DistNetworkError|communicator was aborted|Watchdog caught collective operation timeout",
+                          re.IGNORECASE)
+
+
+def lost_a_peer(error: str) -> bool:
+    """Whether a rank's error is its report of another rank that died (``_LOST_A_PEER``)."""
+    return bool(_LOST_A_PEER.search(error))
+
+
+def _message(failure: Any) -> str:
+    return failure.message if isinstance(failure.message, str) else failure.message.get("message", "")
+
+
+def _cause(rank: int, failure: Any, processes: int) -> tuple[int, Any]:
+    """The rank whose failure caused ``failure`` of ``rank``: itself, unless it reports a lost peer and another rank
+    of the attempt left an error of its own (record() writes each rank's beside the others'). Among several, the
+    one written first: a rank's error is written before its process exits and so before a peer can miss it."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    if not (os.path.isfile(failure.error_file) and lost_a_peer(_message(failure))):
+        return rank, failure
+    attempt = Path(failure.error_file).parent.parent  # <logs>/<run>/attempt_<n>/<local rank>/error.json
+    peers = [(os.stat(path).st_mtime_ns, other, ProcessFailure(other, 0, 1, str(path)))
+             for other in range(processes) if other != rank
+             for path in [attempt / str(other) / Path(failure.error_file).name] if path.is_file()]
+    own = [(at, other, peer) for at, other, peer in peers if not lost_a_peer(_message(peer))]
+    return (min(own)[1:] if own else (rank, failure))
 
 
 def _start_resource_tracker_quiet_about_leaks() -> None:
@@ -184,11 +225,12 @@ def record_rank_failure(run_dir: Path, rank: int, error: str) -> None:
 
 
 def peer_failure(run_dir: Path, world_size: int) -> str | None:
-    """The first error another rank of this attempt recorded, as the run's error (``rank 1 of 2 failed: ...``)."""
-    for rank in range(1, world_size):
-        path = Path(run_dir) / RANK_LOGS / f"rank{rank}.{_attempt()}.error"
-        if path.is_file():
-            return f"rank {rank} of {world_size} failed: {path.read_text()}"
+    """The first error another rank of this attempt recorded, as the run's error (``rank 1 of 2 failed: ...``); one
+    of its own before one that reports a lost peer (``lost_a_peer``)."""
+    errors = [(rank, path.read_text()) for rank in range(1, world_size)
+              for path in [Path(run_dir) / RANK_LOGS / f"rank{rank}.{_attempt()}.error"] if path.is_file()]
+    for rank, error in [e for e in errors if not lost_a_peer(e[1])] or errors:
+        return f"rank {rank} of {world_size} failed: {error}"
     return None
 
 
@@ -209,7 +251,14 @@ def _run_rank(run_rank: Callable[..., Any], container: dict, context: Any, kwarg
 
     # the file is the rank's own (ranks/<run>/attempt_<n>/<rank>/), the terminal's copy is prefixed with the rank
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    return run_rank(OmegaConf.create(container), context.for_rank(from_env(), parent_records=True), **kwargs)
+    try:
+        return run_rank(OmegaConf.create(container), context.for_rank(from_env(), parent_records=True), **kwargs)
+    except Exception as exc:
+        if lost_a_peer(f"{type(exc).__name__}: {exc}"):
+            # the engine names the first exit it sees, and of ranks gone by its next look the lowest: a rank that
+            # lost its peer leaves after that look, so a peer SIGKILLed (which leaves no error to find) is named
+            time.sleep(_PEER_GRACE_S)
+        raise
 
 
 def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: int | None = None) -> None:
