@@ -166,12 +166,12 @@ def rank_failed(exc: Any, processes: int, logs: Path) -> RankFailed:
 # what a rank raises when another rank died under it: gloo's socket closed mid-collective, NCCL's communicator
 # aborted or its watchdog's timeout. When rank 1 raises, rank 0 fails too within a moment, and the engine may see
 # rank 0's exit first
-_LOST_A_PEER = re.compile(r"(connection|closed|reset) by peer|broken pipe|remote worker|DistBackendError|"
+_LOST_A_PEER = re.compile(r"(closed|reset) by peer|broken pipe|remote worker|DistBackendError|"
                           r"DistNetworkError|communicator was aborted|Watchdog caught collective operation timeout",
                           re.IGNORECASE)
 
 
-def lost_a_peer(error: str) -> bool:
+def _lost_a_peer(error: str) -> bool:
     """Whether a rank's error is its report of another rank that died (``_LOST_A_PEER``)."""
     return bool(_LOST_A_PEER.search(error))
 
@@ -186,13 +186,13 @@ def _cause(rank: int, failure: Any, processes: int) -> tuple[int, Any]:
     one written first: a rank's error is written before its process exits and so before a peer can miss it."""
     from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
-    if not (os.path.isfile(failure.error_file) and lost_a_peer(_message(failure))):
+    if not (os.path.isfile(failure.error_file) and _lost_a_peer(_message(failure))):
         return rank, failure
     attempt = Path(failure.error_file).parent.parent  # <logs>/<run>/attempt_<n>/<local rank>/error.json
     peers = [(os.stat(path).st_mtime_ns, other, ProcessFailure(other, 0, 1, str(path)))
              for other in range(processes) if other != rank
              for path in [attempt / str(other) / Path(failure.error_file).name] if path.is_file()]
-    own = [(at, other, peer) for at, other, peer in peers if not lost_a_peer(_message(peer))]
+    own = [(at, other, peer) for at, other, peer in peers if not _lost_a_peer(_message(peer))]
     return (min(own)[1:] if own else (rank, failure))
 
 
@@ -226,10 +226,10 @@ def record_rank_failure(run_dir: Path, rank: int, error: str) -> None:
 
 def peer_failure(run_dir: Path, world_size: int) -> str | None:
     """The first error another rank of this attempt recorded, as the run's error (``rank 1 of 2 failed: ...``); one
-    of its own before one that reports a lost peer (``lost_a_peer``)."""
+    of its own before one that reports a lost peer (``_lost_a_peer``)."""
     errors = [(rank, path.read_text()) for rank in range(1, world_size)
               for path in [Path(run_dir) / RANK_LOGS / f"rank{rank}.{_attempt()}.error"] if path.is_file()]
-    for rank, error in [e for e in errors if not lost_a_peer(e[1])] or errors:
+    for rank, error in [e for e in errors if not _lost_a_peer(e[1])] or errors:
         return f"rank {rank} of {world_size} failed: {error}"
     return None
 
@@ -254,7 +254,7 @@ def _run_rank(run_rank: Callable[..., Any], container: dict, context: Any, kwarg
     try:
         return run_rank(OmegaConf.create(container), context.for_rank(from_env(), parent_records=True), **kwargs)
     except Exception as exc:
-        if lost_a_peer(f"{type(exc).__name__}: {exc}"):
+        if _lost_a_peer(f"{type(exc).__name__}: {exc}"):
             # the engine names the first exit it sees, and of ranks gone by its next look the lowest: a rank that
             # lost its peer leaves after that look, so a peer SIGKILLed (which leaves no error to find) is named
             time.sleep(_PEER_GRACE_S)
