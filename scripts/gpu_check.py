@@ -619,7 +619,7 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, though not ours to signal
     return True
 
 

@@ -356,3 +356,20 @@ def test_no_private_api_of_another_library_outside_adapters():
             if name is not None and PRIVATE.match(name) and name not in own and name not in STDLIB_UNDERSCORED:
                 found.append(f"{where}:{node.lineno} uses .{name}")
     assert not found, "another library's private API outside grpo_sweep/adapters/: " + "; ".join(found)
+
+
+def test_trl_vllm_generation_keeps_what_an_evaluation_through_it_reads():
+    """adapters/trl.py generates an evaluation through the trainer's VLLMGeneration (no GPU here to build one, so
+    its source is read): the handle's name on the trainer, its mode and engines, sync_weights, and the sleep flag
+    its own generate reads to push the weights again."""
+    from trl import GRPOTrainer
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    where = f"{_version('trl')} (adapters/trl.py: trainer_vllm, vllm_completion_ids)"
+    trainer = inspect.getsource(GRPOTrainer)
+    assert "self.use_vllm = args.use_vllm" in trainer and "self.vllm_generation = VLLMGeneration(" in trainer, where
+    handle = inspect.getsource(VLLMGeneration)
+    for read in ("self.mode = mode", "self.enable_sleep_mode = enable_sleep_mode", "self.vllm_client = VLLMClient(",
+                 "self.llm = LLM(", "def sync_weights(self)", "self.llm.sleep(level=2)",
+                 "self._llm_weights_sleeping = True", "and self._llm_weights_sleeping:"):
+        assert read in handle, f"{where}: VLLMGeneration no longer has {read!r}"

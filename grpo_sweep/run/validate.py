@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config.checks import ConfigError, updates_weights_in_place, check_logger, check_lora, check_optimizer, check_trainer
+from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer, updates_weights_in_place
 from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
 from .vllm_serving import check_server_settings, server_gpus
 from .redact import credential_in, is_secret_key, redact
