@@ -12,8 +12,15 @@ from grpo_sweep.run.record import RunSummary
 import numpy as np
 
 from grpo_sweep.sweeps.simulate import QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives, simulate
-from grpo_sweep.sweeps.stats import (RunRecord, compare, fit, fit_sweep, is_seed, seed_text, studentized_range_quantile,
-                                     t_quantile, verdict_source, verdict_text)
+from grpo_sweep.sweeps import stats
+from grpo_sweep.sweeps.stats import (RunRecord, is_seed, judge, seed_text, studentized_range_quantile, t_quantile,
+                                     verdict_source)
+from grpo_sweep.sweeps.wording import describe, verdict_text
+
+
+def compare(groups, *args, **kwargs):
+    """stats.compare with its words, as the sweep's table shows them."""
+    return describe(stats.compare(groups, *args, **kwargs))
 
 
 @pytest.mark.parametrize("p, dof, expected", [
@@ -56,34 +63,44 @@ def runs(values, n=None, **more):
     return [RunRecord(seed, v, v, n_questions=n, rank_n_questions=n, **more) for seed, v in values.items()]
 
 
-def test_two_configurations_per_run_values_is_the_paired_t_by_hand():
-    # b - a by seed: 0.2, 0.3, 0.4: the interaction mean square is var(d) / 2 = 0.005, so a difference's variance is
-    # 2 * 0.005 / 3 = var(d) / 3 and the Tukey interval of 2 means is the paired t: 0.3 +- 4.3027 * 0.057735
-    y = np.array([[[0.5], [0.6], [0.7]], [[0.3], [0.3], [0.3]]])
-    fitted = fit(y)
-    assert float(fitted.var_pair) == pytest.approx(0.01 / 3) and float(fitted.df) == 2
+def test_two_configurations_per_run_values_is_welchs_t_by_hand():
+    # a's runs do not vary, b's vary by 0.1: var(delta) = (0 + 0.01) / 3, and with two configurations the critical
+    # value is Student's t on b's S - 1 = 2 degrees of freedom: 0.3 +- 4.3027 * 0.057735
     best, other = compare({"a": runs({1: 0.3, 2: 0.3, 3: 0.3}), "b": runs({1: 0.5, 2: 0.6, 3: 0.7})})
     assert best.config == "b" and best.is_best and best.verdict == "reference"
-    assert other.delta == pytest.approx(-0.3)
+    assert other.delta == pytest.approx(-0.3) and other.se == pytest.approx(math.sqrt(0.01 / 3))
     assert (other.low, other.high) == pytest.approx((-0.3 - 0.248414, -0.3 + 0.248414), abs=1e-4)
-    assert other.verdict == "worse" and "Tukey" in other.method
+    assert other.verdict == "worse" and "Dunnett" in other.method
     # 80 % power needs the critical value plus t_{0.8, 2} = 1.0607 standard errors
     assert other.mde == pytest.approx((4.3027 + 1.0607) * math.sqrt(0.01 / 3), abs=1e-3)
 
 
-def test_per_question_variance_equals_the_two_way_anova_of_the_paired_differences():
+def test_each_configuration_brings_its_own_variance_and_the_questions_add_theirs():
     rng = np.random.default_rng(0)
-    y = (rng.random((2, 4, 30)) < np.linspace(0.1, 0.9, 30)).astype(float)
-    y[1, :, :10] = 1.0  # a real difference on 10 questions, so every component is positive
+    y = (rng.random((3, 4, 30)) < np.linspace(0.1, 0.9, 30)).astype(float)
+    y[1, :, :10] = 1.0  # a real difference on 10 questions: a configuration x question interaction
     y[1, 0, 10:25], y[1, 1, 10:25] = 1.0, 0.0  # and seeds that differ
-    d = y[1] - y[0]  # seeds x questions
-    S, Q = d.shape
-    ms_s = Q * ((d.mean(1) - d.mean()) ** 2).sum() / (S - 1)
-    ms_q = S * ((d.mean(0) - d.mean()) ** 2).sum() / (Q - 1)
-    resid = d - d.mean(1, keepdims=True) - d.mean(0, keepdims=True) + d.mean()
-    ms_sq = (resid ** 2).sum() / ((S - 1) * (Q - 1))
-    assert ms_s > ms_sq and ms_q > ms_sq
-    assert float(fit(y).var_pair) == pytest.approx((ms_s + ms_q - ms_sq) / (S * Q))
+    j = judge(y, reference=0)
+    S, Q = 4, 30
+    run_means = y.mean(2)
+    v = run_means.var(1, ddof=1)
+    assert j.var_runs == pytest.approx(v)
+    # the questions' part: var over questions of the per-question difference, less the runs' residual noise
+    d = y[1].mean(0) - y[0].mean(0)
+    resid = y - run_means[:, :, None] - y.mean(1)[:, None, :] + y.mean((1, 2))[:, None, None]
+    ms_e = (resid ** 2).sum((1, 2)) / ((S - 1) * (Q - 1))
+    cq = max(0.0, d.var(ddof=1) - (ms_e[1] + ms_e[0]) / S) / Q
+    assert cq > 0 and j.var_questions[1] == pytest.approx(cq)
+    assert j.se[1] == pytest.approx(math.sqrt((v[1] + v[0]) / S + cq)) and j.se[0] == 0
+    # the critical value weights Tukey's q at S - 1 df (the seed part) and at infinite df (the questions' part)
+    share = (v[1] + v[0]) / S / j.se[1] ** 2
+    q = studentized_range_quantile(0.95, 3, 3) / math.sqrt(2), studentized_range_quantile(0.95, 3, np.inf) / math.sqrt(2)
+    assert j.crit[1] == pytest.approx(share * q[0] + (1 - share) * q[1])
+    # a noisier configuration widens its own comparisons only
+    y[2, :2] = 1.0
+    y[2, 2:] = 0.0
+    noisy = judge(y, reference=0)
+    assert noisy.se[2] > 2 * noisy.se[1] and noisy.se[1] == pytest.approx(j.se[1])
 
 
 def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
@@ -96,7 +113,7 @@ def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
     by_question = compare({"a": [RunRecord(s, 20 / 64, 20 / 64, 64, right) for s in (1, 2)],
                            "b": [RunRecord(s, 21 / 64, 21 / 64, 64, one_more) for s in (1, 2)]})
     assert by_question[1].verdict == "indistinguishable" and by_question[1].low < 0 < by_question[1].high
-    assert "64 questions" in by_question[1].method
+    assert "64 paired questions" in by_question[1].method
     # without an accuracy's question count nothing bounds the noise of equal seeds: no verdict, never a 0-width CI
     same = compare({"a": runs({1: 0.25, 2: 0.25}), "b": runs({1: 0.5, 2: 0.5})})
     assert same[1].verdict == "no verdict" and same[1].low is None and "no noise" in same[1].note
@@ -156,13 +173,24 @@ def test_seeds_needed_is_the_first_design_that_detects_the_observed_difference()
     assert f"~{row.seeds_needed} seeds (now 3)" in row.note and f"larger than {row.mde:.3f}" in row.note
 
 
-def test_a_collapsed_configuration_stays_out_of_the_pooled_variance():
+def test_a_collapsed_configuration_brings_no_variance_and_widens_nothing_else():
     rng = np.random.default_rng(4)
     _, test = simulate(rng, 1, 4, 3)
     y = test[0].copy()
     y[0] = 0.0  # every answer wrong
-    assert float(fit_sweep(y).var_pair) == pytest.approx(float(fit(y[1:]).var_pair))
-    assert fit_sweep(y).k == 4 and float(fit(y).var_pair) > float(fit(y[1:]).var_pair)
+    with_it, without = judge(y, reference=1), judge(y[1:], reference=0, family=4)
+    assert with_it.var_runs[0] == 0 and with_it.se[2:] == pytest.approx(without.se[1:])
+
+
+def test_bad_designs_are_refused_naming_the_value():
+    with pytest.raises(ValueError, match="1 seeds"):
+        judge(np.zeros((3, 1, 5)))
+    with pytest.raises(ValueError, match="direction='best'"):
+        judge(np.zeros((3, 2, 5)), direction="best")
+    with pytest.raises(ValueError, match="family=2"):
+        judge(np.zeros((3, 2, 5)), family=2)
+    with pytest.raises(ValueError, match="not finite"):
+        judge(np.full((3, 2, 5), np.nan))
 
 
 def null_rate(rate, sweeps):
@@ -184,12 +212,17 @@ def test_null_sweeps_keep_the_family_wise_error_and_the_old_procedure_did_not(k,
         assert uncorrected_verdicts(objectives).any_false().mean() > 0.3
 
 
-def test_power_a_quarter_lower_at_3_seeds_and_a_tenth_at_5():
+def test_power_what_each_configuration_bringing_its_own_noise_costs_at_3_seeds_and_not_at_5():
+    # the pooled variance of before found -0.25 among 10 configurations at 3 seeds in >= 95 % of sweeps, but broke the
+    # 5 % promise when the configurations' noise differed; each configuration's own variance (2 df at 3 seeds) keeps
+    # it and finds -0.25 in ~63 % (BENCHMARKS.md, issue 44); at 5 seeds it is found again
     rng = np.random.default_rng(7)
     val, test = simulate(rng, 200, 10, 3, shifts={0: -0.25})
+    assert (batch_verdicts(val, test).calls[:, 0] == -1).mean() >= 0.5
+    val, test = simulate(rng, 200, 10, 5, shifts={0: -0.25})
     assert (batch_verdicts(val, test).calls[:, 0] == -1).mean() >= 0.95
     val, test = simulate(rng, 200, 5, 5, shifts={0: -0.10})
-    assert (batch_verdicts(val, test).calls[:, 0] == -1).mean() >= 0.8
+    assert (batch_verdicts(val, test).calls[:, 0] == -1).mean() >= 0.45
 
 
 def test_the_batch_simulation_decides_what_compare_decides():

@@ -26,7 +26,8 @@ from ..run.record import VAL_ACCURACY, RunSummary, test_counterpart
 from ..run.results import lookup
 from . import plots as figures
 from .results import UNREADABLE, SweepResults, SweepRun
-from .stats import Comparison, ci_text, is_seed, signed
+from .stats import Comparison, is_seed
+from .wording import ci_text, signed
 from .tables import best_cell, markdown_table, number, objective_is_val
 
 REPORT = "report.md"

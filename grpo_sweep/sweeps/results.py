@@ -218,18 +218,22 @@ class SweepResults:
     @property
     def seed_hint(self) -> str:
         keys = self.seed_keys
-        return f"{keys[0]}=1,2,3" if keys else stats.SEED_HINT
+        from .wording import DEFAULT_SEED_HINT
+
+        return f"{keys[0]}=1,2,3" if keys else DEFAULT_SEED_HINT
 
     @functools.cached_property
     def comparisons(self) -> list[stats.Comparison]:
         """stats.compare over the configurations (ranked on validation, verdicts on its test counterpart with
         per-question outcomes where the runs saved them); none without a seed override (nothing to pair)."""
+        from .wording import describe
+
         if self.seeds_design is not None:
-            return self.adaptive.comparisons()
+            return describe(self.adaptive.comparisons(), self.seed_hint)
         if not self.seed_keys:
             return []
         groups = {config: [self._record(run) for run in group] for config, group in self.configurations.items()}
-        return stats.compare(groups, self.direction, seed_hint=self.seed_hint)
+        return describe(stats.compare(groups, self.direction), self.seed_hint)
 
     @functools.cached_property
     def adaptive(self) -> "Adaptive":
@@ -289,14 +293,16 @@ class SweepResults:
 
     def verdict_records(self) -> list[dict]:
         """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
+        from .wording import verdict_text
+
         keys = ("config", "rank_mean", "mean", "std", "delta", "low", "high", "verdict", "note", "mde",
-                "seeds_needed", "method", "stopped")
+                "seeds_needed", "method", "stopped", "reason", "se", "mde_one_more")
         out = []
         for row in self.comparisons if len(self.configurations) >= 2 else []:
             record = {key: getattr(row, key, None) for key in keys}
             record["seeds"] = [stats.seed_text(seed) for seed in row.seeds]
             record["missing_seeds"] = [stats.seed_text(seed) for seed in row.missing_seeds]
-            record["verdict_text"] = stats.verdict_text(row)
+            record["verdict_text"] = verdict_text(row)
             out.append(record)
         return out
 
@@ -389,7 +395,7 @@ class Adaptive:
     def comparisons(self) -> list[stats.Comparison]:
         """One row per configuration, as stats.compare's: the reference (the last look's leader) first, then the
         others of the last look, then those decided earlier (later looks first); each with its seeds, why it
-        stopped, and its verdict against its look's leader."""
+        stopped, and its verdict against its look's leader (numbers and reasons; sweeps/wording.py words them)."""
         from . import sequential
 
         plan, s = self.plan, self.settings
@@ -403,39 +409,40 @@ class Adaptive:
             test = [v for v in test if isinstance(v, (int, float)) and math.isfinite(v)]
             row = stats.Comparison(self.labels[c], tuple(r.seed for r in done),
                                    sum(rank) / len(rank) if rank else None, sum(test) / len(test) if test else None,
-                                   stats._sd(test))
+                                   stats.sd(test))
             row.stopped = self.stopped_text(c)
             verdict = self.verdicts.get(c)
             row.is_best = c == plan.reference and plan.done
+            if verdict is not None:
+                judged, i = verdict.test, verdict.row
+                row.design = stats.Design(len(self.configs), judged.seeds, judged.questions
+                                          if judged.questions > 1 else None, s.alpha,
+                                          adaptive=(s.min_seeds, s.max_seeds))
+                if state.leader is not None and state.leader != plan.reference:
+                    row.against = self.labels[state.leader]
             if row.is_best:
-                row.verdict, row.note = stats.REFERENCE, "best on validation at the last look"
+                row.verdict, row.reason = stats.REFERENCE, stats.REFERENCE
+                row.note = "best on validation at the last look"
             elif verdict is not None:
-                judged = verdict.test
-                row.delta = float(judged.delta[verdict.row])
-                half = judged.half_width(s.alpha)
-                if half is not None:
-                    row.low, row.high = row.delta - half, row.delta + half
-                    row.mde = half + float(stats._t_upper(stats.POWER, float(judged.fitted.df))) * judged.se
-                against = "" if state.leader == plan.reference else f" against {self.labels[state.leader]}"
-                if judged.se <= 0:
-                    row.verdict, row.note = "no verdict", "every run scored the same: no noise to measure against"
-                elif verdict.call:
-                    row.verdict = "better" if (verdict.call > 0) == (self.results.direction == "maximize") else "worse"
-                    row.note = against.strip()
+                row.delta, row.se = float(judged.delta[i]), float(judged.se[i])
+                row.validation = verdict.validation
+                if row.se <= 0:
+                    row.verdict, row.reason = "no verdict", "no noise"
                 else:
-                    row.verdict = "indistinguishable"
-                    row.note = (("test does not confirm validation" if verdict.validation else
-                                 f"validation's sequential test at this look (alpha {verdict.alpha:.2g}) does not")
-                                if judged.called[verdict.row] else
-                                f"no difference larger than {row.mde:.3f} at 80% power") + against
+                    row.low, row.high = float(judged.low[i]), float(judged.high[i])
+                    row.mde, row.seed_share = float(judged.mde[i]), float(judged.seed_share[i])
+                    if verdict.call:
+                        row.verdict = "better" if (verdict.call > 0) == (self.results.direction == "maximize") \
+                            else "worse"
+                    else:
+                        row.verdict = "indistinguishable"
+                        row.reason = ("not confirmed" if verdict.validation else "validation does not call it") \
+                            if verdict.on_test else "indistinguishable"
             elif state.stop is None or not plan.done:
-                row.verdict, row.note = "-", f"still running: {len(plan.todo)} run(s) to go"
+                row.verdict, row.reason = "-", "running"
+                row.note = f"still running: {len(plan.todo)} run(s) to go"
             else:
-                row.verdict, row.note = "no verdict", "no look with another configuration"
-            row.method = (f"adaptive seeds (min {s.min_seeds}, max {s.max_seeds}); Δ = test difference from the "
-                          f"leader of the configuration's last look; {100 * (1 - s.alpha):g}% family-wise intervals "
-                          f"(Tukey over {len(self.configs)} configurations); a call needs validation's sequential "
-                          f"test (alpha {s.alpha:g} shared by the looks) and test to agree")
+                row.verdict, row.reason = "no verdict", "no look"
             rows.append((c, row))
         group = {sequential.DECIDED: 1, sequential.FAILED: 2, None: 2}
 

@@ -13,27 +13,26 @@ The design, a sequential one with an alpha budget over its looks:
   shared by the looks before it).
 - The verdicts, computed once at the end: a configuration is judged against the leader of its last look (the look
   that decided it, or the last of the sweep), on the seeds 1..n both ran. ``better``/``worse`` needs both:
-  validation's difference past the look's critical value at alpha_n (Tukey over all k configurations, the noise
-  model of stats.compare, stats.fit_sweep, fitted on the configurations that ran those n seeds), and test's 95 %
-  family-wise interval excluding 0, the same way round.
+  validation's difference past the look's critical value at alpha_n, and test's 95 % family-wise interval excluding
+  0, the same way round. Both are stats.judge, the one engine every verdict of the project comes from (each
+  configuration's own noise, the family of all k configurations); this module adds only the budget over the looks.
 
 Why the family-wise error survives the adaptivity. A run's seed luck is shared by its validation and test scores,
 so a configuration stopped *because* its first seeds were unlucky on validation carries that luck into its test
 mean: a verdict on test alone, at the usual level, on whatever seeds each configuration ended with, would call it
-``worse`` too often. Here every false call needs a validation crossing at its look: for each look n, the event
-"some pair of the k configurations crosses on validation seeds 1..n at alpha_n" has probability at most alpha_n
-under the null (Tukey), whichever pair the design stopped and whichever leader it picked, so P(any false call)
-<= sum of alpha_n = alpha, whatever test does and however the design steered the seeds (the budget also covers a
-sweep ended early by ``max_runs``). Test must agree, so nothing is called on validation alone. The argument pools
-the noise over all k configurations; here it is pooled over those that ran the look's seeds, and half of them may
-be noisier: bench/seed_allocation.py simulates the whole procedure (tests/test_sequential.py a small version).
+``worse`` too often. Here every false call needs a validation crossing at its look: for each look n, a false
+crossing on validation seeds 1..n has probability at most alpha_n under the null, whichever configurations the
+design kept and whichever leader it picked, so P(any false call) <= sum of alpha_n = alpha, whatever test does and
+however the design steered the seeds (the budget also covers a sweep ended early by ``max_runs``). Test must agree,
+so nothing is called on validation alone. "At most alpha_n" rests on stats.judge's own error, which holds with
+configurations of unequal noise because each brings its own variance: bench/verdict_battery.py measures the whole
+procedure (tests/test_sequential.py a small version).
 
 Pure arithmetic over numpy (scipy through stats, where used); no files: sweeps/results.py reads the runs and
 search/seeds_sweeper.py launches them.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -85,46 +84,6 @@ def budgets(min_seeds: int, max_seeds: int, alpha: float) -> dict[int, float]:
         return {max_seeds: alpha}
     interim = range(min_seeds, max_seeds)
     return {**{n: alpha / 2 / len(interim) for n in interim}, max_seeds: alpha / 2}
-
-
-@dataclass
-class Judged:
-    """One look at y[c, s, q] of some configurations: who leads, each one's difference from it, and the calls."""
-
-    leader: int  # row of y
-    means: np.ndarray
-    delta: np.ndarray  # each row's mean minus the leader's
-    se: float  # standard error of a difference (0: no noise to measure against)
-    called: np.ndarray  # bool per row: passes the critical value
-    fitted: Any  # stats.Fit
-
-    def half_width(self, alpha: float) -> float | None:
-        return float(stats.critical(self.fitted, alpha)) * self.se if self.se > 0 else None
-
-
-def judge(y: np.ndarray, k: int, alpha: float, direction: str = "maximize", floor: float | None = None,
-          leader: int | None = None, margin: float = 0.0) -> Judged:
-    """Each row of ``y`` (m >= 2 configurations x n >= 2 seeds x questions, or x 1 per-run values with the binomial
-    ``floor``) against ``leader`` (default: the best mean, the first of ties), Tukey over ``k`` configurations.
-    ``margin``: a call needs |difference| / se past the critical value by this power's t quantile (0.8: the
-    difference is at least what the look detects with 80 % power)."""
-    means = y.mean((1, 2))
-    sign = 1.0 if direction == "maximize" else -1.0
-    if leader is None:
-        leader = int(np.argmax(sign * means))
-    fitted = stats.fit_sweep(y, floor)
-    fitted.k = k
-    var = float(fitted.var_pair)
-    delta = means - means[leader]
-    if not var > 0:
-        return Judged(leader, means, delta, 0.0, np.zeros(len(means), bool), fitted)
-    se = math.sqrt(var)
-    ratio = np.abs(delta) / se
-    if margin:
-        ratio = ratio - float(stats._t_upper(margin, float(fitted.df)))
-    called = stats.beyond_critical(ratio, k, np.full(len(means), float(fitted.df)), alpha)
-    called[leader] = False
-    return Judged(leader, means, delta, se, called, fitted)
 
 
 @dataclass
@@ -188,9 +147,9 @@ def plan(k: int, settings: Settings, outcome: Callable[[int, int], Any], directi
                 states[c].stop = ALL_DECIDED if out.looks else FAILED
             return out
         y, floor = stack([[outcome(c, i) for i in range(n)] for c in active])
-        judged = judge(y, k, alphas[n], direction, floor, margin=stats.POWER)
-        leader = active[judged.leader]
-        worse = judged.called & (judged.delta * (1 if direction == "maximize" else -1) < 0)
+        judged = stats.judge(y, alphas[n], direction, family=k, floor=floor, margin=stats.POWER)
+        leader = active[int(judged.reference)]
+        worse = judged.call * (1 if direction == "maximize" else -1) < 0
         decided = [c for c, w in zip(active, worse) if w]
         still = [c for c in active if c not in decided and c != leader]
         out.looks.append({"seeds": n, "active": list(active), "leader": leader, "decided": decided, "open": still})
@@ -214,23 +173,23 @@ def plan(k: int, settings: Settings, outcome: Callable[[int, int], Any], directi
 
 @dataclass
 class Verdict:
-    """A configuration's verdict against its look's leader: ``call`` -1 worse, +1 better, 0 neither (maximize; the
-    leader's own is 0); the test judgement of that look and its row there; whether validation's sequential test
-    passed at the look's budget."""
+    """A configuration's verdict against its look's leader: ``call`` -1 below it, +1 above, 0 neither; test's
+    judgement at that look (stats.Judgement, confirmed by validation's) and its row there; whether validation's
+    sequential test, at the look's budget, called it, and whether test alone did."""
 
     call: int
-    test: Judged
+    test: stats.Judgement
     row: int
     validation: bool
+    on_test: bool
     alpha: float  # the look's budget (validation's level)
 
 
 def verdicts(p: Plan, k: int, settings: Settings, val: Callable[[int, int], Any], test: Callable[[int, int], Any],
              direction: str = "maximize", stack: Callable = stack_arrays) -> dict[int, Verdict]:
-    """{configuration: Verdict} for every configuration with a look. A call needs both: validation's difference
-    from the look's leader past the look's budgeted critical value (what steered the seeds, so what the error is
-    paid from), and test's, at the sweep's alpha, the same way round. ``val``/``test(c, i)``: its run's outcomes
-    as ``stack`` takes them."""
+    """{configuration: Verdict} for every configuration with a look: stats.judge on test, at the sweep's alpha,
+    confirmed by stats.judge on validation at the look's budget (what steered the seeds, so what the error is paid
+    from), both against the look's leader. ``val``/``test(c, i)``: its run's outcomes as ``stack`` takes them."""
     alphas = budgets(settings.min_seeds, settings.max_seeds, settings.alpha)
     out: dict[int, Verdict] = {}
     for look in p.looks:
@@ -241,23 +200,18 @@ def verdicts(p: Plan, k: int, settings: Settings, val: Callable[[int, int], Any]
         active = look["active"]
         leader = active.index(look["leader"])
         y, floor = stack([[val(c, i) for i in range(n)] for c in active])
-        on_val = judge(y, k, alphas[n], direction, floor, leader)
+        on_val = stats.judge(y, alphas[n], direction, reference=leader, family=k, floor=floor)
         y, floor = stack([[test(c, i) for i in range(n)] for c in active])
-        on_test = judge(y, k, settings.alpha, direction, floor, leader)
+        on_test = stats.judge(y, settings.alpha, direction, reference=leader, family=k, floor=floor, confirm=on_val)
+        alone = (on_test.se > 0) & (abs(on_test.delta) > on_test.crit * on_test.se)
         for c in here:
             row = active.index(c)
-            agree = on_val.called[row] and on_test.called[row] and \
-                np.sign(on_val.delta[row]) == np.sign(on_test.delta[row])
-            out[c] = Verdict(int(np.sign(on_test.delta[row])) if agree else 0, on_test, row,
-                             bool(on_val.called[row]), alphas[n])
+            out[c] = Verdict(int(on_test.call[row]), on_test, row, bool(on_val.call[row]), bool(alone[row]),
+                             alphas[n])
     return out
 
 
-def stack_records(cells: Sequence[Sequence[stats.RunRecord]]) -> tuple[np.ndarray, float | None]:
-    """y[c, s, q] from runs as stats.compare takes them (``value``, ``n_questions``, ``outcomes``): per question
-    where every run has its outcomes (the questions all of them judged), else per-run values with the binomial
-    floor of an accuracy (stats.compare's matrix)."""
-    configs = [{i: stats._Seed(r.value, r.value, r.n_questions, r.outcomes) for i, r in enumerate(runs)}
-               for runs in cells]
-    y, _, floor = stats._design_matrix(configs, list(range(len(cells[0]))))
-    return y, floor
+def stack_records(cells: Sequence[Sequence[stats.RunRecord]]) -> tuple[np.ndarray, np.ndarray | None]:
+    """y[c, s, q] from runs as stats.compare takes them: per question where every run has its outcomes, else per-run
+    values with the binomial floor of an accuracy (stats.runs_matrix)."""
+    return stats.runs_matrix(cells)

@@ -8,8 +8,8 @@ lucky seed that wins on validation also looks good on test); each seed can have 
 configuration. Outcomes are Bernoulli. ``QUESTIONS`` is calibrated so a run's test accuracy varies by ~0.03 over
 seeds at accuracy 0.6, like the built-in task's runs.
 
-``batch_verdicts`` is ``stats.compare`` vectorised over many sweeps (the same ``fit`` and critical value, through
-``stats.beyond_critical``; a test checks they agree), and ``uncorrected_verdicts`` the naive procedure (a paired t
+``batch_verdicts`` is ``stats.compare`` over many sweeps at once (stats.judge takes a batch; a test checks they
+agree), and ``uncorrected_verdicts`` the naive procedure (a paired t
 of each configuration against the best, no correction for choosing the best or for the number of pairs), the
 baseline the benchmark measures against.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import beyond_critical, fit, fit_sweep
+from .stats import judge
 
 
 @dataclass(frozen=True)
@@ -113,15 +113,13 @@ class Verdicts:
 
 def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, questions: bool = True,
                    n_questions: int | None = 64) -> Verdicts:
-    """What ``stats.compare`` decides, for a batch of complete sweeps (maximize).
+    """What ``stats.compare`` decides, for a batch of complete sweeps (maximize): stats.judge over the batch.
 
     ``rank``: (sweeps, k, seeds[, questions]) validation outcomes or per-run values, averaged to rank;
     ``test``: (sweeps, k, seeds, questions) outcomes, or (sweeps, k, seeds) per-run values. ``questions=False``
-    uses per-run test accuracies only (no per-question files), floored at the binomial variance of
-    ``n_questions`` (None: no floor).
+    uses per-run test accuracies only (no per-question files), each configuration's variance floored at the
+    binomial variance of ``n_questions`` (None: no floor).
     """
-    rank_means = rank.reshape(rank.shape[0], rank.shape[1], -1).mean(-1)
-    reference = rank_means.argmax(1)  # ties: the first, as compare's stable sort keeps the given order
     if test.ndim == 3:
         test = test[..., None]
     if not questions:
@@ -129,21 +127,9 @@ def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, ques
     floor = None
     if test.shape[-1] == 1 and n_questions:
         p = test[..., 0]
-        floor = (p * (1 - p) / n_questions).mean((-2, -1))
-    if test.shape[-1] > 1:  # per sweep, as compare does: which configurations vary differs from sweep to sweep
-        fits = [fit_sweep(one) for one in test]
-        var_pair = np.array([float(f.var_pair) for f in fits])
-        df = np.array([float(f.df) for f in fits])
-    else:
-        fitted = fit(test, floor)
-        var_pair, df = fitted.var_pair, fitted.df
-    se = np.sqrt(var_pair)
-    means = test.mean((-2, -1))
-    delta = means - np.take_along_axis(means, reference[:, None], 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(se[:, None] > 0, np.abs(delta) / se[:, None], np.nan)
-    called = beyond_critical(ratio, test.shape[1], np.broadcast_to(df[:, None], ratio.shape), alpha)
-    return Verdicts((np.sign(delta) * called).astype(int), reference)
+        floor = (p * (1 - p) / n_questions).mean(-1)
+    judged = judge(test, alpha, rank=rank, floor=floor)
+    return Verdicts(judged.call, judged.reference)
 
 
 def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdicts:

@@ -53,7 +53,6 @@ REFERENCE = "reference"
 VERDICTS = ("better", "worse", "indistinguishable", "incomplete", "no verdict", REFERENCE, "-")
 POWER = 0.8
 MAX_SEEDS = 100  # seeds_needed looks this far; beyond it the question count (not seeds) limits the design
-SEED_HINT = "trainer.seed=1,2,3"
 
 
 def is_seed(key: str) -> bool:
@@ -92,13 +91,6 @@ def _range_quantile(p: float, k: int, df: float) -> float:
     return float(studentized_range.ppf(p, k, df))
 
 
-@functools.lru_cache(maxsize=4096)
-def _range_cdf(q: float, k: int, df: float) -> float:
-    from scipy.stats import studentized_range
-
-    return float(studentized_range.cdf(q, k, df))
-
-
 def _check_range(name: str, k: int, df: np.ndarray) -> None:
     if int(k) != k or k < 2:
         raise ValueError(f"{name}: k={k!r} must be a whole number >= 2")
@@ -119,130 +111,191 @@ def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
     return float(q[0]) if scalar else q
 
 
-def beyond_critical(ratio, k: int, df, alpha: float = 0.05) -> np.ndarray:
-    """Whether ``ratio`` (|difference| / its standard error) passes the family-wise critical value
-    q_{1-alpha}(k, df) / sqrt(2), elementwise over arrays of ratios and degrees of freedom, without a quantile per
-    df: the critical value falls as df grows, so the quantile at inf settles every ratio below it; the studentized
-    range cdf decides the ratios past it (with many, the quantile at the smallest df settles most of them first)."""
-    ratio, df = np.broadcast_arrays(np.asarray(ratio, float), np.asarray(df, float))
-    _check_range("beyond_critical", k, df)
-    out = np.zeros(ratio.shape, bool)
-    finite = np.isfinite(ratio)
-    if not finite.any():
-        return out
-    narrowest = studentized_range_quantile(1 - alpha, k, np.inf) / math.sqrt(2)
-    between = finite & (ratio > narrowest)
-    if between.sum() > 8:  # a quantile (~0.1 s) settles many ratios at once; a few are cheaper by their cdf
-        widest = studentized_range_quantile(1 - alpha, k, float(df[finite].min())) / math.sqrt(2)
-        out[finite] = ratio[finite] > widest
-        between &= ratio <= widest
-    for i in zip(*np.nonzero(between)):
-        out[i] = _range_cdf(math.sqrt(2) * float(ratio[i]), int(k), float(df[i])) > 1 - alpha
+def _quantiles(level: float, df) -> np.ndarray:
+    """Student t's ``level`` quantile for real degrees of freedom (inf: the normal's), vectorised."""
+    from scipy.stats import t
+
+    return t.ppf(level, np.asarray(df, float))
+
+
+# --- the engine: every verdict of the project is computed here ------------------------------------------------------
+
+@dataclass
+class Judgement:
+    """Every configuration of a design y[..., k, S, Q] against one reference, arrays (..., k) over any leading batch
+    axes (a batch of simulated sweeps). The reference's own row has ``se`` 0 and no call."""
+
+    reference: np.ndarray  # (...,) int: the row compared against
+    means: np.ndarray  # a configuration's mean over its seeds and questions
+    delta: np.ndarray  # mean minus the reference's
+    se: np.ndarray  # standard error of delta; 0 for the reference and where nothing varies
+    crit: np.ndarray  # the family-wise critical value, in standard errors
+    power_t: np.ndarray  # the 80 % power quantile in the same weighting (mde = (crit + power_t) * se)
+    call: np.ndarray  # int: sign(delta) where the difference is called (-1 below the reference, +1 above), else 0
+    var_runs: np.ndarray  # each configuration's variance of a run's mean over seeds (S - 1 degrees of freedom)
+    var_questions: np.ndarray  # the configuration x question part of var(delta) (0 without per-question outcomes)
+    seeds: int
+    questions: int
+    family: int  # configurations in the family the intervals hold over
+    alpha: float
+
+    @property
+    def low(self) -> np.ndarray:
+        return self.delta - self.crit * self.se
+
+    @property
+    def high(self) -> np.ndarray:
+        return self.delta + self.crit * self.se
+
+    @property
+    def mde(self) -> np.ndarray:
+        """The smallest |delta| this design detects with 80 % power, per configuration (0 where se is 0)."""
+        return (self.crit + self.power_t) * self.se
+
+    @property
+    def seed_share(self) -> np.ndarray:
+        """The share of var(delta) that comes from the two configurations' seeds (the rest is questions)."""
+        var_seed = (self.var_runs + _at(self.var_runs, self.reference)) / self.seeds
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.se > 0, var_seed / np.maximum(self.se ** 2, 1e-300), 1.0)
+
+    def detectable(self, seeds) -> np.ndarray:
+        """The mde each configuration would have with ``seeds`` seeds each (same variances): what more seeds buy."""
+        return detectable(self.var_runs + _at(self.var_runs, self.reference), self.var_questions, seeds,
+                          self.family, self.alpha)
+
+    def seeds_needed(self, delta) -> np.ndarray:
+        """Seeds per configuration for 80 % power at a true difference |``delta``| (per configuration): the fewest
+        S' in S + 1 .. MAX_SEEDS whose detectable difference is at most it; 0 where even MAX_SEEDS seeds are not
+        enough (or the questions' part alone is too large: more questions, not seeds, would resolve it)."""
+        return seeds_needed(self.var_runs + _at(self.var_runs, self.reference), self.var_questions, delta,
+                            self.seeds, self.family, self.alpha)
+
+
+def _at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[..., index] broadcast back over the last axis (each batch row's reference)."""
+    return np.take_along_axis(values, np.asarray(index)[..., None], -1)
+
+
+def _critical(family: int, df, alpha: float) -> np.ndarray:
+    """Tukey's q_{1-alpha}(family, df) / sqrt(2), vectorised over integer-valued df (and inf)."""
+    return np.asarray(studentized_range_quantile(1 - alpha, family, df)) / math.sqrt(2)
+
+
+def _weighted(share, at_seeds, at_questions):
+    # Cochran's weighting of a sum of two variance parts with their own degrees of freedom (Dunnett's C): the seed
+    # part has S - 1, the questions' part (~Q - 1) is treated as known
+    return share * at_seeds + (1 - share) * at_questions
+
+
+def detectable(var_seed_pair, var_questions, seeds, family: int, alpha: float) -> np.ndarray:
+    """The 80 %-power detectable difference of a pair whose two configurations' per-run variances sum to
+    ``var_seed_pair`` and whose question part is ``var_questions``, at ``seeds`` seeds each (arrays broadcast)."""
+    seeds = np.asarray(seeds, float)
+    var_seed = np.asarray(var_seed_pair, float) / seeds
+    var = var_seed + np.asarray(var_questions, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
+    df = seeds - 1
+    crit = _weighted(share, _critical(family, df, alpha), _critical(family, np.inf, alpha))
+    power = _weighted(share, _quantiles(POWER, df), _quantiles(POWER, np.inf))
+    return (crit + power) * np.sqrt(var)
+
+
+def seeds_needed(var_seed_pair, var_questions, delta, seeds: int, family: int, alpha: float) -> np.ndarray:
+    """See Judgement.seeds_needed; elementwise. The detectable difference falls with S, so a bisection finds it."""
+    var_seed_pair, var_questions, delta = np.broadcast_arrays(np.asarray(var_seed_pair, float),
+                                                              np.asarray(var_questions, float),
+                                                              np.abs(np.asarray(delta, float)))
+    if delta.ndim == 0:
+        return seeds_needed(var_seed_pair[None], var_questions[None], delta[None], seeds, family, alpha)[0]
+    out = np.zeros(delta.shape, int)
+    for i in zip(*np.nonzero(delta > 0)):
+        def detects(s: int) -> bool:
+            return float(detectable(var_seed_pair[i], var_questions[i], s, family, alpha)) <= delta[i]
+
+        if seeds >= MAX_SEEDS or not detects(MAX_SEEDS):
+            continue
+        low, high = seeds, MAX_SEEDS  # detects(high); low does not (or is the design itself)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if detects(mid) else (mid, high)
+        out[i] = high
     return out
 
 
-def _t_upper(p: float, df) -> np.ndarray:
-    """Student t's ``p`` quantile for real degrees of freedom (or inf), vectorised."""
-    from scipy.stats import t
+def judge(y, alpha: float = 0.05, direction: str = "maximize", reference=None, rank=None, family: int | None = None,
+          floor=None, margin: float | None = None, confirm: Judgement | None = None) -> Judgement:
+    """Every configuration of ``y`` (..., k >= 2 configurations, S >= 2 seeds, Q questions: per-question outcomes,
+    or Q = 1 per-run values) against a reference, with (1 - ``alpha``) intervals that hold for every pair of the
+    ``family`` (default k) configurations at once.
 
-    return t.ppf(p, np.asarray(df, float))
+    ``reference``: the row each is compared with (int, or (...,) ints); default: the best mean of ``rank`` (the
+    validation design, same leading shape, any trailing axes) or of y itself; ties: the first. ``floor``: (..., k)
+    lower bounds of each configuration's per-run variance (the binomial p(1-p)/n of an accuracy without per-question
+    outcomes). ``margin``: a call also needs the difference past the critical value by this power's quantile
+    (0.8: at least what the design detects with 80 % power). ``confirm``: another judgement (validation's, at its
+    own alpha) that must call the same configurations the same way round.
 
-
-# --- the model -------------------------------------------------------------------------------------------------------
-
-@dataclass
-class Fit:
-    """The noise of a balanced design y[c, s, q] (configurations x seeds x questions), pooled over configurations.
-
-    ``var_pair``: variance of a difference of two configuration means; ``df``: its Satterthwaite degrees of freedom.
-    The components say how it would change with more seeds (``var_pair_with``).
+    The noise model: each configuration's own variance of a run's mean over its seeds (S - 1 degrees of freedom:
+    configurations may differ in noise, and a noisy one is usually the validation-best under the null), plus the
+    configuration x question interaction of the pair (question-level noise, many degrees of freedom). The critical
+    value weights Tukey's studentized range at each part's degrees of freedom (Dunnett's C). The selection of the
+    reference by validation, which shares each run's luck with test, is covered by the all-pairs family.
     """
-
-    k: int
-    seeds: int
-    questions: int  # 1 without per-question outcomes
-    var_seed: np.ndarray  # v_cs: configuration x seed (a run's own luck), per run
-    var_question: np.ndarray  # v_cq: configuration x question, per question
-    var_error: np.ndarray  # v_e: what is left, per outcome
-    var_pair: np.ndarray
-    df: np.ndarray
-    floored: np.ndarray  # the binomial floor set the per-run variance
-
-    def var_pair_with(self, seeds) -> np.ndarray:
-        seeds = np.asarray(seeds, float)
-        return 2 * (self.var_seed / seeds + self.var_question / self.questions
-                    + self.var_error / (seeds * self.questions))
-
-
-def fit(y: np.ndarray, binomial_floor: np.ndarray | float | None = None) -> Fit:
-    """The variance components of ``y`` (..., k, S, Q), vectorised over leading axes (a batch of sweeps).
-
-    With Q = 1 (one value per run) only the configuration x seed interaction is there: per-run variance
-    ``MS_cs``, floored at ``binomial_floor`` (the mean p(1-p)/n of accuracies over n questions) when given;
-    the floor is treated as known (infinite degrees of freedom), because it is a bound on the question-sampling
-    variance, not an estimate, but once the estimate passes it the estimate's degrees of freedom are used.
-    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"judge: direction={direction!r}; use maximize or minimize")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"judge: alpha={alpha!r} must be strictly between 0 and 1")
     y = np.asarray(y, float)
+    if y.ndim < 3:
+        raise ValueError(f"judge: y has shape {y.shape}; it needs (configurations, seeds, questions)")
     k, n_seeds, n_questions = y.shape[-3:]
     if k < 2 or n_seeds < 2:
-        raise ValueError(f"fit: {k} configurations x {n_seeds} seeds; a variance needs >= 2 of each")
-    grand = y.mean((-3, -2, -1), keepdims=True)
-    by_c = y.mean((-2, -1), keepdims=True)
-    by_s = y.mean((-3, -1), keepdims=True)
-    by_q = y.mean((-3, -2), keepdims=True)
-    by_cs = y.mean(-1, keepdims=True)
-    df_cs = (k - 1) * (n_seeds - 1)
-    ms_cs = n_questions * ((by_cs - by_c - by_s + grand) ** 2).sum((-3, -2, -1)) / df_cs
-    if n_questions == 1:
-        floor = np.zeros_like(ms_cs) if binomial_floor is None else np.broadcast_to(binomial_floor, ms_cs.shape)
-        floored = floor > ms_cs
-        per_run = np.maximum(ms_cs, floor)
-        df = np.where(floored, np.inf, float(df_cs))
-        zero = np.zeros_like(ms_cs)
-        return Fit(k, n_seeds, 1, per_run, zero, zero, 2 * per_run / n_seeds, df, floored)
-    by_cq = y.mean(-2, keepdims=True)
-    by_sq = y.mean(-3, keepdims=True)
-    df_cq, df_e = (k - 1) * (n_questions - 1), (k - 1) * (n_seeds - 1) * (n_questions - 1)
-    ms_cq = n_seeds * ((by_cq - by_c - by_q + grand) ** 2).sum((-3, -2, -1)) / df_cq
-    ms_e = ((y - by_cs - by_cq - by_sq + by_c + by_s + by_q - grand) ** 2).sum((-3, -2, -1)) / df_e
-    # E[MS_cs] = v_e + Q v_cs, E[MS_cq] = v_e + S v_cq, E[MS_e] = v_e; a component whose estimate is negative is 0,
-    # and the variance is then the same linear combination of mean squares with that term dropped
-    use_cs, use_cq = ms_cs > ms_e, ms_cq > ms_e
-    c_cs, c_cq = use_cs.astype(float), use_cq.astype(float)
-    c_e = 1.0 - c_cs - c_cq
-    per_config = (c_cs * ms_cs + c_cq * ms_cq + c_e * ms_e) / (n_seeds * n_questions)
-    terms = (c_cs * ms_cs) ** 2 / df_cs + (c_cq * ms_cq) ** 2 / df_cq + (c_e * ms_e) ** 2 / df_e
-    total = c_cs * ms_cs + c_cq * ms_cq + c_e * ms_e
+        raise ValueError(f"judge: {k} configurations x {n_seeds} seeds; a verdict needs >= 2 of each")
+    if not np.isfinite(y).all():
+        raise ValueError("judge: y holds a value that is not finite")
+    family = k if family is None else int(family)
+    if family < k:
+        raise ValueError(f"judge: family={family} is smaller than the {k} configurations judged")
+    sign = 1.0 if direction == "maximize" else -1.0
+    means = y.mean((-2, -1))
+    if reference is None:
+        basis = means if rank is None else np.asarray(rank, float).reshape(*y.shape[:-2], -1).mean(-1)
+        reference = np.argmax(sign * basis, -1)
+    reference = np.broadcast_to(np.asarray(reference, int), y.shape[:-3]).copy()
+    run_means = y.mean(-1)
+    var_runs = run_means.var(-1, ddof=1)
+    if floor is not None:
+        var_runs = np.maximum(var_runs, np.asarray(floor, float))
+    if n_questions > 1:
+        # var over questions of the pair's per-question difference estimates 2 v_cq + (v_e + v_e') / S; the residual
+        # mean squares remove the second part (v_cq's degrees of freedom are ~Q - 1: its floor at 0 moves little)
+        per_question = y.mean(-2)
+        diff = per_question - np.take_along_axis(per_question, reference[..., None, None], -2)
+        resid = y - run_means[..., None] - per_question[..., None, :] + means[..., None, None]
+        ms_e = (resid ** 2).sum((-2, -1)) / ((n_seeds - 1) * (n_questions - 1))
+        var_questions = np.maximum(0.0, diff.var(-1, ddof=1) - (ms_e + _at(ms_e, reference)) / n_seeds) / n_questions
+    else:
+        var_questions = np.zeros_like(var_runs)
+    is_reference = np.arange(k) == reference[..., None]
+    var_seed = (var_runs + _at(var_runs, reference)) / n_seeds
+    var = np.where(is_reference, 0.0, var_seed + var_questions)
+    var_questions = np.where(is_reference, 0.0, var_questions)
+    se = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(terms > 0, total ** 2 / terms, np.inf)
-    df = np.maximum(df, 1.0)
-    var_seed = np.where(use_cs, (ms_cs - ms_e) / n_questions, 0.0)
-    var_question = np.where(use_cq, (ms_cq - ms_e) / n_seeds, 0.0)
-    return Fit(k, n_seeds, n_questions, var_seed, var_question, ms_e, 2 * per_config, df,
-               np.zeros(per_config.shape, bool))
-
-
-def fit_sweep(y: np.ndarray, binomial_floor: np.ndarray | float | None = None) -> Fit:
-    """``fit`` for one sweep (k, S, Q), leaving out of the variance configurations whose every outcome is the same
-    (a collapsed model: all wrong, or all right): such a configuration shares none of the others' seed and question
-    effects, so in the pool it would show up as interaction and widen every interval. Its own mean has no
-    variance, so the pooled variance of a difference (twice one configuration's) stays conservative for its pairs.
-    ``Fit.k`` stays the number of configurations compared (the Tukey family)."""
-    y = np.asarray(y, float)
-    if y.ndim != 3:
-        raise ValueError(f"fit_sweep: y has shape {y.shape}; one sweep is (configurations, seeds, questions)")
-    if y.shape[-1] > 1:
-        varying = np.ptp(y.reshape(y.shape[0], -1), axis=1) > 0
-        if 2 <= varying.sum() < len(varying):
-            fitted = fit(y[varying], binomial_floor)
-            fitted.k = y.shape[0]
-            return fitted
-    return fit(y, binomial_floor)
-
-
-def critical(fitted: Fit, alpha: float = 0.05) -> np.ndarray:
-    """Half-width of the simultaneous intervals in standard errors of a difference: q_{1-alpha}(k, df) / sqrt(2)."""
-    return studentized_range_quantile(1 - alpha, fitted.k, fitted.df) / math.sqrt(2)
+        share = np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
+    crit = _weighted(share, _critical(family, n_seeds - 1, alpha), _critical(family, np.inf, alpha))
+    power_t = _weighted(share, _quantiles(POWER, n_seeds - 1), _quantiles(POWER, np.inf))
+    delta = means - _at(means, reference)
+    need = crit
+    if margin:
+        need = crit + _weighted(share, _quantiles(margin, n_seeds - 1), _quantiles(margin, np.inf))
+    called = (se > 0) & (np.abs(delta) > need * se) & ~is_reference
+    if confirm is not None:
+        called &= confirm.call == np.sign(delta)
+    return Judgement(reference, means, delta, se, crit, power_t, (np.sign(delta) * called).astype(int), var_runs,
+                     var_questions, n_seeds, n_questions, family, alpha)
 
 
 # --- the public comparison -------------------------------------------------------------------------------------------
@@ -265,6 +318,27 @@ class RunRecord:
     rank_n_questions: int | None = None
 
 
+# why a comparison's verdict is what it is (Comparison.reason)
+REASONS = ("reference", "incomplete", "no result", "one seed", "no noise", "indistinguishable", "not confirmed",
+           "validation does not call it", "running", "no look", "")
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a verdict was computed on: k configurations compared, each on ``seeds`` seeds and ``questions`` paired
+    questions (None: per-run values), at family-wise ``alpha``; on test or, where not every run has a test value, on
+    the validation objective; ``floored``: per-run values with the binomial floor of an accuracy. An adaptive
+    design also names its settings (min_seeds, max_seeds, alpha shared by the looks)."""
+
+    configurations: int
+    seeds: int
+    questions: int | None
+    alpha: float
+    on_test: bool = True
+    floored: bool = False
+    adaptive: tuple | None = None  # (min_seeds, max_seeds) of hydra/sweeper=seeds
+
+
 @dataclass
 class Comparison:
     """One configuration against the reference (the best complete configuration on validation)."""
@@ -283,10 +357,17 @@ class Comparison:
     extra_seeds: tuple = ()  # seeds it has that the design does not use (too few configurations ran them)
     mde: float | None = None  # smallest true |delta| detected with 80 % power at this design
     seeds_needed: int | None = None  # seeds per configuration for 80 % power at the observed |delta|
-    method: str = ""  # how the intervals were made, one sentence for reports
+    method: str = ""  # how the intervals were made, one sentence for reports (sweeps/wording.py)
     is_best: bool = False
     n_questions: int | None = None  # questions paired per seed (None: per-run values)
     tied: tuple = ()  # the reference's: the configurations whose validation mean equals its own
+    reason: str = ""  # why the verdict is what it is, one of REASONS (words: sweeps/wording.py)
+    se: float | None = None  # standard error of delta
+    mde_one_more: float | None = None  # the mde with one more seed each (what a further seed buys)
+    seed_share: float | None = None  # the share of delta's variance that comes from seeds (the rest: questions)
+    design: "Design | None" = None  # the design the verdict comes from
+    against: str | None = None  # hydra/sweeper=seeds: the leader it was judged against, when not the reference
+    validation: bool | None = None  # hydra/sweeper=seeds: whether validation's budgeted test called it
     stopped: str = ""  # hydra/sweeper=seeds: why it got no more seeds
 
 
@@ -316,7 +397,8 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def _sd(values):
+def sd(values) -> float | None:
+    """The sample standard deviation (None under two values)."""
     if len(values) < 2:
         return None
     m = _mean(values)
@@ -353,13 +435,14 @@ def _merge(records: Sequence[RunRecord], use_test: bool) -> dict:
     return out
 
 
-def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximize", alpha: float = 0.05,
-            seed_hint: str = SEED_HINT) -> list[Comparison]:
-    """Every configuration against the best on validation, with family-wise ``alpha`` verdicts on test.
+def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximize",
+            alpha: float = 0.05) -> list[Comparison]:
+    """Every configuration against the best on validation, with family-wise ``alpha`` verdicts on test (``judge``
+    over the complete configurations' runs, on the seeds they share).
 
     ``groups``: {configuration: its runs}. Returns one Comparison per configuration: complete configurations by
-    validation mean (best first, the reference), then incomplete ones, then those without any result (``-``).
-    ``seed_hint``: the override that would add seeds, named in the ``no verdict`` note.
+    validation mean (best first, the reference), then incomplete ones, then those without any result (``-``); each
+    with its numbers and ``reason``, no words (sweeps/wording.py describes them).
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"compare: direction={direction!r}; use maximize or minimize")
@@ -388,7 +471,7 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
         seeds = by_config[c]
         used = [s for s in design if s in seeds] if c in complete else list(seeds)
         values = [seeds[s].value for s in used]
-        rows[c] = Comparison(c, tuple(used), _mean([seeds[s].rank for s in used]), _mean(values), _sd(values),
+        rows[c] = Comparison(c, tuple(used), _mean([seeds[s].rank for s in used]), _mean(values), sd(values),
                              missing_seeds=tuple(s for s in design if s not in seeds) if seeds else (),
                              extra_seeds=tuple(s for s in seeds if s not in design) if c in complete else ())
     complete.sort(key=lambda c: sign * rows[c].rank_mean)  # stable: ties keep the given order
@@ -397,63 +480,52 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
     out = [rows[c] for c in order]
 
     for c in incomplete:
-        rows[c].verdict = "incomplete"
-        rows[c].note = "missing " + ", ".join(seed_text(s) for s in rows[c].missing_seeds)
+        rows[c].verdict, rows[c].reason = "incomplete", "incomplete"
     for c in groups:
         if c not in with_results:
-            rows[c].note = "no finished run with an objective"
+            rows[c].reason = "no result"
     if not complete:
         return out
     reference = rows[complete[0]]
-    reference.is_best, reference.verdict = True, REFERENCE
+    reference.is_best, reference.verdict, reference.reason = True, REFERENCE, REFERENCE
     reference.tied = tuple(c for c in complete[1:] if math.isclose(rows[c].rank_mean, reference.rank_mean,
                                                                     rel_tol=1e-9, abs_tol=1e-12))
-    reference.note = _reference_note(reference, len(complete))
     others = complete[1:]
     if len(design) < 2:
         for c in others:
-            rows[c].verdict = "no verdict"
-            rows[c].note = f"one seed: run more ({seed_hint}) to tell a difference from seed noise"
+            rows[c].verdict, rows[c].reason = "no verdict", "one seed"
         return out
     if not others:
         return out
 
-    y, n_questions, floor = _design_matrix([by_config[c] for c in complete], design)
-    fitted = fit_sweep(y, floor)
-    var_pair, df = float(fitted.var_pair), float(fitted.df)
-    method = _method(fitted, len(complete), alpha, use_test)
+    y, n_questions, floor = design_matrix([by_config[c] for c in complete], design)
+    judged = judge(y, alpha, direction, reference=0, floor=floor)
     for row in out:
-        row.method = method
-    means = y.mean((1, 2))
+        row.design = Design(len(complete), len(design), n_questions, alpha, use_test, floor is not None)
+    more = judged.detectable(len(design) + 1)
     for i, c in enumerate(complete):
-        rows[c].mean, rows[c].n_questions = float(means[i]), n_questions
-    if var_pair <= 0:
-        for c in others:
-            rows[c].delta = float(means[complete.index(c)] - means[0])
-            rows[c].verdict = "no verdict"
-            rows[c].note = "every run scored the same: no noise to measure a difference against"
-        return out
-    crit = float(critical(fitted, alpha))
-    se = math.sqrt(var_pair)
-    mde = (crit + float(_t_upper(POWER, df))) * se
+        rows[c].mean, rows[c].n_questions = float(judged.means[i]), n_questions
     for c in others:
-        row = rows[c]
-        row.delta = float(means[complete.index(c)] - means[0])
-        row.low, row.high = row.delta - crit * se, row.delta + crit * se
-        row.mde = mde
-        if row.low > 0 or row.high < 0:
-            row.verdict = "better" if (row.low > 0) == (direction == "maximize") else "worse"
-            row.note = ""
+        i, row = complete.index(c), rows[c]
+        row.delta, row.se = float(judged.delta[i]), float(judged.se[i])
+        if row.se <= 0:
+            row.verdict, row.reason = "no verdict", "no noise"
+            continue
+        row.low, row.high = float(judged.low[i]), float(judged.high[i])
+        row.mde, row.mde_one_more = float(judged.mde[i]), float(more[i])
+        row.seed_share = float(judged.seed_share[i])
+        if judged.call[i]:
+            row.verdict = "better" if (judged.call[i] > 0) == (direction == "maximize") else "worse"
         else:
-            row.verdict = "indistinguishable"
-            row.seeds_needed = _seeds_needed(fitted, alpha, abs(row.delta))
-            row.note = f"no difference larger than {mde:.3f} at 80% power" + _needed_text(row, len(design))
+            row.verdict, row.reason = "indistinguishable", "indistinguishable"
+            row.seeds_needed = int(judged.seeds_needed(abs(row.delta))[i]) or None
     return out
 
 
-def _design_matrix(configs: list[dict], design: list) -> tuple[np.ndarray, int | None, float | None]:
+def design_matrix(configs: list[dict], design: list) -> tuple[np.ndarray, int | None, np.ndarray | None]:
     """y[c, s, q] over the questions every run answered (judged, not None), or y[c, s, 1] of per-run values; the
-    number of questions paired; the binomial floor of the per-run variance (None: not an accuracy)."""
+    number of questions paired; each configuration's floor of its per-run variance, the mean binomial p(1-p)/n of
+    its runs (None: not an accuracy, or per question)."""
     cells = [config[s] for config in configs for s in design]
     if all(cell.outcomes is not None for cell in cells):
         keys = sorted(set.intersection(*(set(k for k, v in cell.outcomes.items() if _finite(v)) for cell in cells)))
@@ -463,84 +535,17 @@ def _design_matrix(configs: list[dict], design: list) -> tuple[np.ndarray, int |
     y = np.array([[[config[s].value] for s in design] for config in configs])
     floor = None
     if all(cell.n is not None and cell.n > 0 and 0.0 <= cell.value <= 1.0 for cell in cells):
-        floor = _mean([cell.value * (1 - cell.value) / cell.n for cell in cells])
+        floor = np.array([_mean([config[s].value * (1 - config[s].value) / config[s].n for s in design])
+                          for config in configs])
     return y, None, floor
 
 
-def _method(fitted: Fit, k: int, alpha: float, use_test: bool) -> str:
-    what = "test" if use_test else "validation objective (not every run has a test value)"
-    level = f"{100 * (1 - alpha):g}%"
-    if fitted.questions > 1:
-        noise = (f"{fitted.seeds} seeds x {fitted.questions} questions paired by seed and question "
-                 f"(mixed model, Satterthwaite df {float(fitted.df):.1f})")
-    else:
-        noise = f"per-run values over {fitted.seeds} seeds"
-        noise += (", variance floored at the binomial p(1-p)/n of its questions" if bool(fitted.floored)
-                  else f" (df {float(fitted.df):g})")
-    return (f"Δ = {what} difference from the reference; {level} family-wise intervals (Tukey, all pairs of {k} "
-            f"configurations, valid whichever is the reference); noise from {noise}")
-
-
-def _seeds_needed(fitted: Fit, alpha: float, delta: float) -> int | None:
-    """Seeds per configuration for 80 % power at a true difference ``delta``: the fewest S in S+1 .. MAX_SEEDS whose
-    detectable difference (critical value + t_{0.8}) * se(S), with the estimated components and degrees of freedom
-    growing with the seed part, is at most ``delta``; None beyond MAX_SEEDS (or when the question-level variance
-    alone is too large: more questions, not seeds, would resolve it). The detectable difference falls with S, so a
-    bisection finds it; each step asks the studentized range cdf whether the critical value fits under delta."""
-    if delta <= 0:
-        return None
-    seeds = np.arange(fitted.seeds + 1, MAX_SEEDS + 1)
-    df = np.where(np.isfinite(fitted.df), np.maximum(1.0, float(fitted.df) * (seeds - 1) / (fitted.seeds - 1)),
-                  np.inf)
-    room = delta / np.sqrt(fitted.var_pair_with(seeds)) - _t_upper(POWER, df)  # what the critical value may be
-
-    def detects(i: int) -> bool:
-        return room[i] > 0 and _range_cdf(math.sqrt(2) * float(room[i]), int(fitted.k), float(df[i])) >= 1 - alpha
-
-    if not detects(len(seeds) - 1):
-        return None
-    low, high = -1, len(seeds) - 1  # detects(high); low does not (or is before the first)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if detects(mid) else (mid, high)
-    return int(seeds[high])
-
-
-def _needed_text(row: Comparison, n_seeds: int) -> str:
-    if row.delta is None or row.delta == 0:
-        return ""
-    if row.seeds_needed is None:
-        return f"; more than {MAX_SEEDS} seeds (or more questions) to resolve {signed(row.delta)}"
-    return f"; ~{row.seeds_needed} seeds (now {n_seeds}) to resolve {signed(row.delta)}"
-
-
-def signed(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.3g}" if 0 < abs(value) < 1e-2 else f"{value:+.3f}"
-
-
-def ci_text(row: Comparison) -> str:
-    """``[low, high]`` of the difference from the reference, ``-`` without one (the reference, no verdict)."""
-    return "-" if row.low is None or row.high is None else f"[{signed(row.low)}, {signed(row.high)}]"
-
-
-def _reference_note(reference: Comparison, complete: int) -> str:
-    """Why it is the reference. Validation cannot pick among configurations that tie on it: the first in the sweep's
-    order is then the reference, said as such (the intervals are family-wise over all pairs: the verdicts hold
-    whichever of them is the reference)."""
-    if not reference.tied:
-        return "best on validation"
-    if len(reference.tied) == complete - 1:
-        return (f"all {complete} configurations tie on validation ({reference.rank_mean:.3g}): the first listed is "
-                "the reference, an arbitrary pick")
-    return (f"tied best on validation with {', '.join(map(str, reference.tied))}: the first listed is the reference, "
-            "an arbitrary pick")
-
-
-def verdict_text(row: Comparison) -> str:
-    """The verdict with its note, for a table cell: ``indistinguishable (no difference larger than 0.081 ...)``."""
-    return f"{row.verdict} ({row.note})" if row.note and row.verdict != "-" else row.verdict
+def runs_matrix(cells: Sequence[Sequence[RunRecord]]) -> tuple[np.ndarray, np.ndarray | None]:
+    """y[c, s, q] and the floor from runs as compare takes them, seed by seed in the given order (the adaptive
+    design's looks: configuration c's seeds 1..n)."""
+    configs = [{i: _Seed(r.value, r.value, r.n_questions, r.outcomes) for i, r in enumerate(runs)} for runs in cells]
+    y, _, floor = design_matrix(configs, list(range(len(cells[0]))))
+    return y, floor
 
 
 # --- one configuration's test figure with an interval (the Optuna study's best, best.yaml) --------------------------

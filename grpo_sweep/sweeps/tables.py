@@ -9,7 +9,8 @@ from typing import Any, Callable, Sequence
 from ..run.cost import cost_line
 from ..run.record import VAL_ACCURACY, RunSummary
 from .results import NO_CONFIGURATION, UNREADABLE, SweepResults
-from .stats import Comparison, ci_text, signed, verdict_text
+from .stats import Comparison
+from .wording import ci_text, signed, verdict_text
 
 
 def number(value: Any, digits: int = 3, missing: str = "-") -> str:
