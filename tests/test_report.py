@@ -60,10 +60,10 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     seeds = table_rows(report, "## Mean ± std over seeds")
     assert seeds[0][:3] == ["reward_mix=b", "1,2", "0.800 ± 0.141"]
     assert seeds[1][:3] == ["reward_mix=a", "1,2", "0.300 ± 0.141"]
-    # two configurations: Tukey's interval is the paired t. a - b by seed: -0.7, -0.3: mean -0.5, half-width
-    # t_{0.975,1} * 0.2828 / sqrt(2) = 12.706 * 0.2 = 2.541
+    # two configurations: Welch's t on one degree of freedom. Each configuration's runs vary by 0.02 (variance),
+    # so var(a - b) = (0.02 + 0.02) / 2 and the half-width is t_{0.975,1} * 0.1414 = 12.706 * 0.1414 = 1.797
     assert seeds[0][4:7] == ["0 (reference)", "-", "reference"]
-    assert seeds[1][4:7] == ["-0.500", "[-3.041, +2.041]", "indistinguishable"]
+    assert seeds[1][4:7] == ["-0.500", "[-2.297, +1.297]", "indistinguishable"]
     assert seeds[2][:7] == ["reward_mix=c", "1,2", "-", "-", "-", "-", "-"]  # one failed, one running: no objective
     assert "ValueError: boom" in report and "4 completed" in report and "1 failed" in report
     assert {p.name for p in (tmp_path / "plots").glob("*.png")} == {
@@ -121,16 +121,16 @@ def test_paired_difference_from_the_best_and_cost(tmp_path):
     assert [r[0] for r in rows] == ["reward_mix=b", "reward_mix=c", "reward_mix=a"]
     # ranked on validation, compared on test (no per-question files: one value per run, no question count)
     assert rows[0][1:7] == ["1,2,3", "0.800 ± 0.100", "0.800 ± 0.100", "0 (reference)", "-", "reference"]
-    # configuration x seed interaction: sum of squares 0.043378 over (3-1)(3-1) = 4 df, MS 0.010844; a difference's
-    # variance 2 * 0.010844 / 3, se 0.085028; Tukey q_{0.95}(3, 4) / sqrt(2) = 5.0403 / 1.41421 = 3.5640:
-    # half-width 0.30304 around c - b = -0.00333 and a - b = -0.5
-    assert rows[1][4:7] == ["-0.00333", "[-0.306, +0.300]", "indistinguishable"]
-    assert rows[2][4:7] == ["-0.500", "[-0.803, -0.197]", "worse"]
-    detectable = float(rows[1][7])  # (3.5640 + t_{0.8, 4} = 0.9410) * 0.085028
-    assert detectable == pytest.approx(0.383, abs=1e-3) and rows[2][7] == rows[1][7]
+    # each configuration's own variance over its 3 seeds: b 0.01, a 0.01, c 0.0025333; var(c - b) = (0.0025333 +
+    # 0.01) / 3, se 0.064636; var(a - b) = 0.02 / 3, se 0.081650; Tukey q_{0.95}(3, 2) / sqrt(2) = 8.3308 / 1.41421
+    # = 5.8908: half-widths 0.38076 around c - b = -0.00333 and 0.48099 around a - b = -0.5
+    assert rows[1][4:7] == ["-0.00333", "[-0.384, +0.377]", "indistinguishable"]
+    assert rows[2][4:7] == ["-0.500", "[-0.981, -0.019]", "worse"]
+    detectable = float(rows[1][7])  # (5.8908 + t_{0.8, 2} = 1.0607) * 0.064636
+    assert detectable == pytest.approx(0.449, abs=1e-3) and float(rows[2][7]) == pytest.approx(0.568, abs=1e-3)
     assert "(higher is better)" in report and "is the reference" in report
     assert "Intervals: Δ = test difference from the reference; 95% family-wise intervals" in report
-    assert "noise from per-run values over 3 seeds (df 4)" in report
+    assert "noise from each configuration's own variance of per-run values over 3 seeds (2 df)" in report
     # 9 runs: 10 + 11 + ... + 18 = 126 device-seconds, 1000 * (1 + ... + 9) = 45,000 tokens
     assert "Cost: 126.0 device-seconds (0.04 device-hours), 45,000 completion tokens generated in training, " \
            "357 tokens per device-second" in report
@@ -144,8 +144,8 @@ def test_minimize_flips_best_and_verdicts(tmp_path):
     rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=c", "reward_mix=b"]
     assert rows[0][6] == "reference"
-    assert rows[2][4:7] == ["+0.500", "[+0.197, +0.803]", "worse"]  # higher is worse here
-    assert rows[1][6] == "worse"  # c - a: mean 0.497, half-width 0.303 as above
+    assert rows[2][4:7] == ["+0.500", "[+0.019, +0.981]", "worse"]  # higher is worse here
+    assert rows[1][6] == "worse"  # c - a: mean 0.497, se sqrt((0.0025333 + 0.01) / 3), half-width 0.381
     assert "(lower is better)" in report and "Cost:" not in report
 
 
@@ -164,9 +164,10 @@ def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path)
     assert block[0].startswith(" (maximize; ranked by validation")
     lines = [line.split() for line in block[1:4]]
     assert lines[0][0] == "reward_mix=b" and block[1].endswith("reference (best on validation)")
-    assert lines[1][0] == "reward_mix=c" and "indistinguishable (no difference larger than 0.383" in block[2]
-    assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.803, -0.197]" in block[3]
-    assert "val 0.800" in block[1] and "3 seeds" in block[1] and "Tukey, all pairs of 3" in block[4]
+    assert lines[1][0] == "reward_mix=c" and "indistinguishable (no difference larger than 0.449" in block[2]
+    assert "a fourth seed would bring the detectable difference to" in block[2]
+    assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.981, -0.019]" in block[3]
+    assert "val 0.800" in block[1] and "3 seeds" in block[1] and "intervals over 3 configurations" in block[4]
     assert table.splitlines()[-1].startswith("Cost: 126.0 device-seconds")
     assert "Per configuration" not in sweep_table(tmp_path / "0")  # one run: nothing to compare
 
@@ -308,7 +309,8 @@ def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
     make_outcome_sweep(tmp_path / "null", val[0], test[0])
     lines = verdicts_of(sweep_table(tmp_path / "null"))
     assert len(lines) == 10 and not any(" better" in v or " worse" in v for v in lines.values()), lines
-    assert "3 seeds x 64 questions paired by seed and question" in sweep_table(tmp_path / "null")
+    assert "over its 3 seeds (2 df) plus the pair's configuration x question part over 64 paired questions" in \
+        sweep_table(tmp_path / "null")
     val, test = simulate(rng, 1, 10, 3, shifts={0: -0.25})  # m0 truly 0.25 lower on validation and test
     make_outcome_sweep(tmp_path / "lower", val[0], test[0])
     lines = verdicts_of(sweep_table(tmp_path / "lower"))

@@ -105,16 +105,17 @@ def _finished(sweep: Path) -> dict[str, float]:
 
 def test_the_seeds_sweep_decides_on_real_runs_and_continues_without_training_twice(tmp_path):
     """The warm-started tiny model, 10 steps: `format` pays nothing for answers and is decided worse than `correct`
-    at 2 seeds, which ends the sweep. With a run removed (a driver killed mid-round), the same command trains that
+    at 3 seeds (2 seeds leave each configuration's noise one degree of freedom: no look decides there), which ends
+    the sweep. With a run removed (a driver killed mid-round), the same command trains that
     run only. (Rounds after the first: the replay tests above, and the slow test below on the pool.)"""
     args = _seeds_sweep(tmp_path, "format,correct", 3)
     out = launch_here(args, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep = tmp_path / "sweep"
     before = _finished(sweep)
-    assert sorted(before) == ["0/seed1", "0/seed2", "1/seed1", "1/seed2"]
+    assert sorted(before) == [f"{c}/seed{s}" for c in (0, 1) for s in (1, 2, 3)]
     table = (sweep / "sweep_table.md").read_text()
-    assert "decided after 2 seeds (worse than reward_mix=correct on validation)" in table
+    assert "decided after 3 seeds (worse than reward_mix=correct on validation)" in table
     verdicts = {r["config"]: r for r in json.loads((sweep / "verdicts.json").read_text())["comparisons"]}
     assert verdicts["reward_mix=format"]["verdict"] == "worse"
     assert verdicts["reward_mix=correct"]["verdict"] == "reference"
