@@ -336,3 +336,28 @@ def test_the_validation_metric_is_spelled_only_in_the_record_module():
     spelled = {name for name, path in module_files(ROOT).items() for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.Constant) and node.value in RECORD_SPELLINGS}
     assert spelled == {RECORD}
+
+
+def test_one_module_computes_verdicts_and_nothing_reaches_into_its_private_parts():
+    """Every verdict comes from stats.judge (issue 44): no module reads another module's ``_private`` statistics
+    (``stats._x`` or ``from .stats import _x``), and none but stats imports scipy's studentized range, the verdicts'
+    distribution."""
+    import ast
+
+    problems = []
+    for path in sorted([*(ROOT / "grpo_sweep").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]):
+        name = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("stats", "sequential"):
+                problems.append(f"{name}:{node.lineno} reads {node.value.id}.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(("stats", "sequential")) \
+                    and "scipy" not in (node.module or ""):
+                problems += [f"{name}:{node.lineno} imports {a.name} from {node.module}" for a in node.names
+                             if a.name.startswith("_")]
+            if isinstance(node, ast.ImportFrom) and node.module == "scipy.stats" \
+                    and name != "grpo_sweep/sweeps/stats.py":
+                problems += [f"{name}:{node.lineno} imports scipy's {a.name}" for a in node.names
+                             if a.name == "studentized_range"]
+    assert problems == []

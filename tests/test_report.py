@@ -126,8 +126,8 @@ def test_paired_difference_from_the_best_and_cost(tmp_path):
     # = 5.8908: half-widths 0.38076 around c - b = -0.00333 and 0.48099 around a - b = -0.5
     assert rows[1][4:7] == ["-0.00333", "[-0.384, +0.377]", "indistinguishable"]
     assert rows[2][4:7] == ["-0.500", "[-0.981, -0.019]", "worse"]
-    detectable = float(rows[1][7])  # (5.8908 + t_{0.8, 2} = 1.0607) * 0.064636
-    assert detectable == pytest.approx(0.449, abs=1e-3) and float(rows[2][7]) == pytest.approx(0.568, abs=1e-3)
+    detectable = float(rows[1][7])  # (5.8908 + 3.2598, the 80 % power margin at 2 df: stats._power_margin) * 0.064636
+    assert detectable == pytest.approx(0.591, abs=1e-3) and float(rows[2][7]) == pytest.approx(0.747, abs=1e-3)
     assert "(higher is better)" in report and "is the reference" in report
     assert "Intervals: Δ = test difference from the reference; 95% family-wise intervals" in report
     assert "noise from each configuration's own variance of per-run values over 3 seeds (2 df)" in report
@@ -164,7 +164,7 @@ def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path)
     assert block[0].startswith(" (maximize; ranked by validation")
     lines = [line.split() for line in block[1:4]]
     assert lines[0][0] == "reward_mix=b" and block[1].endswith("reference (best on validation)")
-    assert lines[1][0] == "reward_mix=c" and "indistinguishable (no difference larger than 0.449" in block[2]
+    assert lines[1][0] == "reward_mix=c" and "indistinguishable (no difference larger than 0.591" in block[2]
     assert "a fourth seed would bring the detectable difference to" in block[2]
     assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.981, -0.019]" in block[3]
     assert "val 0.800" in block[1] and "3 seeds" in block[1] and "intervals over 3 configurations" in block[4]

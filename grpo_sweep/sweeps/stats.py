@@ -1,40 +1,40 @@
-"""Is a configuration really better than another, or is it noise? Verdicts whose family-wise error is what they say.
+"""Is a configuration really better than another, or is it noise? The one engine every verdict comes from.
 
-``compare(groups, direction)`` takes each configuration's runs (``RunRecord``: seed, validation objective, test
-value, per-question test outcomes) and returns one ``Comparison`` per configuration, best first:
+``judge(y, ...)`` takes a design y[..., k, S, Q] (configurations x seeds x per-question outcomes, or Q = 1 per-run
+values; any leading batch axes) and returns a typed ``Judgement``: each configuration against a reference, its
+difference, standard error, family-wise critical value, the difference it detects with 80 % power and the call.
+Everything that prints or stores a verdict goes through it: ``compare`` below (a grid's runs), the seeds sweeper's
+looks and verdicts (sweeps/sequential.py: this engine with a budget over its looks), the batch simulations
+(sweeps/simulate.py, bench/verdict_battery.py). Words are made from its results in sweeps/wording.py.
 
 - **Ranking and reference** come from validation (``rank_value``, normally ``summary.objective`` = val_accuracy);
-  the reference is the best complete configuration (of configurations tied on it, the first in the sweep's
-  order, and its note says they tie: ``Comparison.tied``).
+  the reference is the best complete configuration (of configurations tied on it, the first in the sweep's order).
 - **The verdict** (``better`` / ``worse`` / ``indistinguishable``) is about the test counterpart (``value``, and
-  ``outcomes`` per question when every run has them). Its interval is a Tukey simultaneous interval over *all pairs*
-  of complete configurations, so the chance of any false ``better``/``worse`` in the whole sweep is at most
-  ``alpha`` whichever configuration is the reference. That matters because the reference is picked on validation
-  runs of the same seeds (a lucky seed helps a configuration on validation and test alike): a procedure that holds
-  only for a reference fixed in advance (Dunnett, or one t test per configuration) would not.
-- **Noise** is a mixed model with configurations fixed and seeds and questions random. With per-question outcomes
-  y[c, s, q] (paired by seed and by question key), the three-way ANOVA's interactions give the variance of a
-  difference of two configuration means, ``2 * (v_cs / S + v_cq / Q + v_e / (S Q))``, each component floored at 0,
-  with Satterthwaite's degrees of freedom. Pooling over configurations gives the seed part (k-1)(S-1) degrees of
-  freedom, which is what gives 3 seeds any power. Without per-question outcomes each run is one value
-  (Q = 1: ``v_cs`` only), and when that value is an accuracy over n questions the per-run variance is floored at
-  the binomial p(1-p)/n: two configurations at 20/64 and 21/64 on every seed are not different.
+  ``outcomes`` per question when every run has them).
+- **Noise: each configuration its own.** The variance of a difference of two configuration means is each one's
+  own variance of a run's mean over its S seeds (S - 1 degrees of freedom), divided by S, plus the pair's
+  configuration x question interaction over the Q paired questions (estimated from the per-question differences
+  less the runs' residual noise: ~Q - 1 degrees of freedom). One variance pooled over configurations would give
+  3 seeds (k - 1)(S - 1) degrees of freedom, but when configurations differ in noise (an lr sweep whose high rates
+  are unstable), the validation-best reference is usually a noisy one and the pooled standard error is wrong, not
+  just noisy: measured from outside, 0.09-0.12 false verdicts where 0.05 was promised.
+- **The critical value** is Tukey's studentized range over the ``family`` (all k configurations) at each variance
+  part's degrees of freedom, weighted by the part's share (Dunnett's C, Dunnett 1980): at S - 1 for the seeds,
+  at infinity for the questions. Games-Howell (Welch's degrees of freedom) is liberal at 2-4 degrees of freedom;
+  this is not. The selection of the reference on validation, which shares each run's luck with test, is what the
+  family over all configurations pays for.
+- **The cost** is power at few seeds: with 2 seeds a configuration's noise has one degree of freedom (t_{0.975, 1}
+  = 12.7), with 3 seeds two. Nothing at 2 or 3 seeds can tell whether one configuration is noisier than another,
+  so the engine does not assume it; the words say what another seed would buy (``Judgement.detectable``).
 - Configurations missing a seed the others have are ``incomplete`` (the seeds named); with one seed there is
   ``no verdict`` (add seeds); every comparison states the smallest difference the design detects with 80 % power
-  (``mde``) and how many seeds would resolve the observed difference (``seeds_needed``).
+  (``mde``) and how many seeds would resolve the observed difference (``seeds_needed``). A configuration whose
+  every outcome is the same (collapsed) has no variance of its own and widens no other comparison.
 
-Variances are pooled over configurations (one variance for every pair), not estimated pair by pair: with 3 seeds a
-pair's own seed variance has 2 degrees of freedom and the intervals would be too wide to ever call anything. The
-cost is heteroscedasticity: accuracies near 0 or 1 vary less, so pairs of such configurations get wider intervals
-than they need (conservative), and pairs of two noisy ones are held to the pool's average. The extreme case, a
-configuration that collapsed (every outcome the same), shares none of the others' seed and question effects and
-would inflate the pooled variance as interaction: ``fit_sweep`` leaves it out of the variance (bench/null_sweeps.py
-measures both cases). Simulated nulls with seed effects dominating (bench/null_sweeps.py, ``SEEDS``) stay at the
-stated level.
-
-Pure arithmetic over numpy and scipy.stats (imported where used: the login node imports this module, not scipy); no
-torch, no files (grpo_sweep/sweeps/results.py reads the run directories). Every interval of the project is here:
-the verdicts', a configuration's test figure (``test_interval``), the plots' t band (``t_quantile``).
+bench/verdict_battery.py measures the error and the power in every regime above. Pure arithmetic over numpy and
+scipy.stats (imported where used: the login node imports this module, not scipy); no torch, no files
+(grpo_sweep/sweeps/results.py reads the run directories). Every interval of the project is here: the verdicts',
+a configuration's test figure (``test_interval``), the plots' t band (``t_quantile``).
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class Judgement:
     delta: np.ndarray  # mean minus the reference's
     se: np.ndarray  # standard error of delta; 0 for the reference and where nothing varies
     crit: np.ndarray  # the family-wise critical value, in standard errors
-    power_t: np.ndarray  # the 80 % power quantile in the same weighting (mde = (crit + power_t) * se)
+    power_t: np.ndarray  # how far past crit, in se, a difference is found with 80 % power (mde = (crit + power_t) se)
     call: np.ndarray  # int: sign(delta) where the difference is called (-1 below the reference, +1 above), else 0
     var_runs: np.ndarray  # each configuration's variance of a run's mean over seeds (S - 1 degrees of freedom)
     var_questions: np.ndarray  # the configuration x question part of var(delta) (0 without per-question outcomes)
@@ -172,6 +172,31 @@ class Judgement:
                             self.seeds, self.family, self.alpha)
 
 
+@functools.lru_cache(maxsize=1024)
+def _power_margin(crit: float, df: float, power: float = 0.8) -> float:
+    """How far past the critical value, in estimated standard errors, a true difference must lie to be called with
+    ``power``. With df degrees of freedom the estimated se scatters (two seeds: by a factor of ~3 either way), so
+    crit + t_power undersells it: the noncentral t's lambda with P(T_df(lambda) > crit) = power, over the median of
+    s / sigma, so that a difference of the printed size (its median over sweeps) is found that often."""
+    from scipy.optimize import brentq
+    from scipy.stats import chi2, nct, norm
+
+    if not math.isfinite(df):
+        return float(norm.ppf(power))
+    lam = brentq(lambda x: nct.sf(crit, df, x) - power, crit, 20 * crit + 40)
+    return float(lam / math.sqrt(chi2.median(df) / df) - crit)
+
+
+def _margins(crit_seed, df, power: float) -> np.ndarray:
+    """_power_margin over an array of critical values (they take a few distinct values: cached)."""
+    crit_seed = np.asarray(crit_seed, float)
+    df = np.broadcast_to(np.asarray(df, float), crit_seed.shape)
+    pairs = {(float(c), float(d)) for c, d in zip(crit_seed.ravel(), df.ravel())}
+    table = {pair: _power_margin(*pair, power) for pair in pairs}
+    return np.array([table[(float(c), float(d))] for c, d in zip(crit_seed.ravel(), df.ravel())]).reshape(
+        crit_seed.shape)
+
+
 def _at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[..., index] broadcast back over the last axis (each batch row's reference)."""
     return np.take_along_axis(values, np.asarray(index)[..., None], -1)
@@ -197,8 +222,9 @@ def detectable(var_seed_pair, var_questions, seeds, family: int, alpha: float) -
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
     df = seeds - 1
-    crit = _weighted(share, _critical(family, df, alpha), _critical(family, np.inf, alpha))
-    power = _weighted(share, _quantiles(POWER, df), _quantiles(POWER, np.inf))
+    crit_seed = _critical(family, df, alpha)
+    crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
+    power = _weighted(share, _margins(crit_seed, df, POWER), _quantiles(POWER, np.inf))
     return (crit + power) * np.sqrt(var)
 
 
@@ -285,12 +311,14 @@ def judge(y, alpha: float = 0.05, direction: str = "maximize", reference=None, r
     se = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
-    crit = _weighted(share, _critical(family, n_seeds - 1, alpha), _critical(family, np.inf, alpha))
-    power_t = _weighted(share, _quantiles(POWER, n_seeds - 1), _quantiles(POWER, np.inf))
+    crit_seed = _critical(family, n_seeds - 1, alpha)
+    crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
+    power_t = _weighted(share, _power_margin(float(crit_seed), n_seeds - 1.0), _quantiles(POWER, np.inf))
     delta = means - _at(means, reference)
     need = crit
     if margin:
-        need = crit + _weighted(share, _quantiles(margin, n_seeds - 1), _quantiles(margin, np.inf))
+        need = crit + _weighted(share, _power_margin(float(crit_seed), n_seeds - 1.0, margin),
+                                _quantiles(margin, np.inf))
     called = (se > 0) & (np.abs(delta) > need * se) & ~is_reference
     if confirm is not None:
         called &= confirm.call == np.sign(delta)
