@@ -1,7 +1,8 @@
 """`python -m grpo_sweep.sweeps.status <sweep_dir>`: where each run of a (detached) sweep stands.
 
 Per run: pending / running / requeued / done / failed, its last logged step, its objective, and for a failed
-run the tail of its error. When every run has ended it prints the sweep table (and saves sweep_table.md).
+run the tail of its error. When every run has ended it prints the sweep table (and saves sweep_table.md); a seeds
+sweep between rounds is not over, and it says which round is due instead.
 Reads the run directories and, for SLURM sweeps, `sacct`; no torch, safe on a login node.
 """
 from __future__ import annotations
@@ -168,7 +169,8 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
     results = read_sweep(sweep_dir)
     states = run_states(sweep_dir, results)
     if not states:
-        return f"no runs under {sweep_dir} (no {JOBS}, no run directories)", False
+        due = round_due(results)
+        return (due or f"no runs under {sweep_dir} (no {JOBS}, no run directories)"), False
     lines = [summary_line(sweep_dir, states)]
     swept = varying_overrides([s["overrides"] for s in states])
     listed = list(zip(states, swept))
@@ -197,11 +199,26 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
         rest = [str(s["num"]) for s in errors[ERRORS_SHOWN:]]
         lines.append(f"\n{len(rest)} more runs with errors: {' '.join(rest[:40])}{' ...' if len(rest) > 40 else ''} (--all)")
     finished = all(s["state"] in ENDED for s in states)
-    if finished:
+    due = round_due(results) if finished else None
+    if due:  # the runs so far ended, the sweep did not: its table would be a round early
+        lines.append(f"\n{due}")
+        finished = False
+    elif finished:
         table = sweep_table(results)
         write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
         lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.sweeps.report {sweep_dir}")
     return "\n".join(lines), finished
+
+
+def round_due(results: SweepResults) -> str | None:
+    """A seeds sweep whose design asks for more runs: how many, and how to start them (called once every run so
+    far has ended, so none of them is on its way)."""
+    if results.seeds_design is None or results.adaptive.plan.done:
+        return None
+    sweep_dir = results.sweep_dir
+    return (f"The seeds sweep is not over: a round is due, {len(results.adaptive.plan.todo)} run(s) (a detached "
+            f"sweep's seeds-driver job submits it; else their commands: python -m grpo_sweep.sweeps.next_seeds "
+            f"{sweep_dir}, or the sweep's command again with hydra.sweep.dir={sweep_dir}).")
 
 
 def main(argv: list[str] | None = None) -> int:
