@@ -197,6 +197,11 @@ def test_running_its_lines_until_decided_ends_where_the_seeds_sweeper_ends(tmp_p
     assert {c["config"]: (c["verdict"], c["delta"], c["low"]) for c in out["configurations"]} == \
         {config: (row.verdict, row.delta, row.low) for config, row in rows.items()}
     assert {c["verdict"] for c in out["configurations"]} >= {"reference", "worse"}
+    # the report of either (the grid's too, once its added seeds ran) says the same: the design's verdicts
+    records = {r["config"]: r for r in full.verdict_records()}
+    report = {r["config"]: r for r in SweepResults.read(sweep).verdict_records()}
+    assert {c: (r["verdict"], r["delta"], r["low"]) for c, r in report.items()} == \
+        {c: (r["verdict"], r["delta"], r["low"]) for c, r in records.items()}
     if kind == "seeds sweep":
         assert SweepResults.read(sweep).verdict_records() == full.verdict_records()
 

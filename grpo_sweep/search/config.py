@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 from ..run.files import write_json_atomic
 from ..run.results import without_best
 from ..sweeps.results import STUDY_FILE
+from ..sweeps.sequential import Settings as SeedsSettings
 from ..sweeps.stats import is_seed
 
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"
@@ -99,13 +100,14 @@ class GRPOSeedsSweeperConf:
     """hydra/sweeper=seeds (grpo_sweep/sweeps/sequential.py): seeds only where a comparison is still open."""
 
     _target_: str = SEEDS_SWEEPER_TARGET
-    # every configuration runs this many seeds first; no configuration gets more than max_seeds
-    min_seeds: int = 2
-    max_seeds: int = 8
+    # every configuration runs this many seeds first; no configuration gets more than max_seeds (the defaults are
+    # sequential.Settings', which next_seeds takes for a grid)
+    min_seeds: int = SeedsSettings.min_seeds
+    max_seeds: int = SeedsSettings.max_seeds
     # the sweep's whole budget in runs; null: every configuration may reach max_seeds
-    max_runs: Optional[int] = None
+    max_runs: Optional[int] = SeedsSettings.max_runs
     # the family-wise error of the verdicts, shared by the looks (sequential.budgets)
-    alpha: float = 0.05
+    alpha: float = SeedsSettings.alpha
     # the key the sweeper sets (its last dotted part must be `seed`), and the first seed: first_seed, first_seed+1, ...
     seed_key: str = "trainer.seed"
     first_seed: int = 1

@@ -21,68 +21,15 @@ import sys
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 
+from ..run.files import write_json_atomic
 from . import sequential
-from .results import PBT_LINEAGE, STUDY_FILE, Adaptive, SweepResults, seeds_run_dir
+from .results import GRID_SEEDS_FILE, MORE_SEEDS, PBT_LINEAGE, STUDY_FILE, Adaptive, GridSeeds, SweepResults, seeds_run_dir
 from .stats import is_seed
 from .tables import aligned_columns
 
 LAUNCH = "python launch.py -m"
-# a grid's added runs, apart from its numbered run directories (a run inside another run's directory would be
-# read as both)
-MORE_SEEDS = "more_seeds"
 # what --json's ``reason`` says: runs to start, runs of the round still running, or why nothing is left to run
 TO_RUN, RUNNING, DECIDED, FAILED, ENDED = "to run", "running", "decided", "failed", "ended"
-
-
-class GridSeeds(Adaptive):
-    """A plain grid with seeds read as a seeds sweep: its configurations in the sweep's order (results.configurations),
-    seed index i the i-th seed value the grid used (sorted), then the largest + 1, + 2, ...; a configuration's run
-    of a seed is its run with that seed override (a completed one, where the grid holds two). Adaptive does the
-    rest: the outcomes it judges, the plan, the reasons a configuration stopped."""
-
-    def __init__(self, results: SweepResults, settings: sequential.Settings):
-        keys = results.seed_keys
-        if not keys:
-            raise ValueError(f"{results.sweep_dir}: no run has a seed override that varies (e.g. "
-                             f"{results.seed_hint}): a grid without seeds has no seed noise to judge a difference "
-                             "against; sweep seeds first")
-        if len(keys) > 1:
-            raise ValueError(f"{results.sweep_dir}: the grid sweeps several seed keys ({', '.join(keys)}); "
-                             "next_seeds adds seeds of one")
-        self.seed_key = keys[0]
-        self._runs: dict = {}
-        configs = []
-        for c, group in enumerate(results.configurations.values()):
-            for run in group:
-                if not run.seed:
-                    raise ValueError(f"{results.sweep_dir}: run {run.name} ({run.label}) has no {self.seed_key} "
-                                     "override: next_seeds cannot place it among the seeds")
-                value = run.seed_values[0]
-                try:
-                    seed = int(value)
-                except ValueError:
-                    raise ValueError(f"{self.seed_key}={value} (run {run.name}): next_seeds numbers the seeds "
-                                     "after the grid's, so they must be whole numbers") from None
-                if (c, seed) not in self._runs or run.summary.status == "completed":
-                    self._runs[c, seed] = run
-            # the whole command line of the configuration (a key every run shares included), less its seed
-            configs.append([o for o in group[0].summary.overrides or [] if o.partition("=")[0] != self.seed_key])
-        self.values = sorted({seed for _, seed in self._runs})
-        design = {"settings": asdict(settings), "configs": configs, "seed_key": self.seed_key,
-                  "first_seed": self.values[0]}
-        super().__init__(results, design)
-        self.labels = list(results.configurations)
-
-    def seed(self, i: int) -> int:
-        n = len(self.values)
-        return self.values[i] if i < n else self.values[-1] + i - n + 1
-
-    def run_dir(self, c: int, i: int) -> Path:
-        run = self.run(c, i)
-        return run.dir if run is not None else seeds_run_dir(self.results.sweep_dir / MORE_SEEDS, c, self.seed(i))
-
-    def run(self, c: int, i: int):
-        return self._runs.get((c, self.seed(i)))
 
 
 def read_design(sweep_dir: Path, given: dict | None = None) -> Adaptive:
@@ -94,9 +41,10 @@ def read_design(sweep_dir: Path, given: dict | None = None) -> Adaptive:
     design = results.seeds_design
     if design is None:
         _check_grid(results)
-    # a grid's: sequential.Settings' defaults, which are hydra/sweeper=seeds' (search/config.py sits a layer above
-    # this one; tests/test_next_seeds.py holds the two equal)
-    recorded = sequential.Settings(**design["settings"]) if design is not None else sequential.Settings()
+    # a grid's: those an earlier call recorded (GRID_SEEDS_FILE), else sequential.Settings' defaults, which are
+    # hydra/sweeper=seeds' (search/config.py takes them from there)
+    recorded = sequential.Settings(**design["settings"]) if design is not None else \
+        sequential.Settings(**(results.grid_seeds or {}))
     settings = replace(recorded, **(given or {}))
     k = len(design["configs"]) if design is not None else len(results.configurations)
     if k < 2:
@@ -186,6 +134,8 @@ def next_seeds(sweep_dir: Path, given: dict | None = None) -> dict:
             "low": row.low if row else None, "high": row.high if row else None,
             "line": command(parts) if parts else None, "run_overrides": parts})
     to_run = [t for t in todo if t["state"] == TO_RUN]
+    if grid and to_run:  # the report reads the design these lines follow once their runs exist
+        write_json_atomic(sweep_dir / GRID_SEEDS_FILE, asdict(s))
     stops = {state.stop for state in plan.states}
     if to_run:
         reason = TO_RUN

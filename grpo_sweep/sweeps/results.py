@@ -10,6 +10,7 @@ No torch, nothing imported beyond numpy until a comparison is asked for.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -28,6 +29,10 @@ STUDY_FILE = "study.json"
 # hydra/sweeper=seeds writes its design here (search/seeds_sweeper.py): settings, configurations, the seed key; its
 # runs are <sweep>/<configuration index>/seed<seed>
 SEEDS_FILE = "seeds.json"
+# a grid given more seeds by sweeps/next_seeds.py: the added runs, apart from the grid's numbered run directories
+# (a run inside another run's directory would be read as both), and the settings of the design they follow
+MORE_SEEDS = "more_seeds"
+GRID_SEEDS_FILE = f"{MORE_SEEDS}/settings.json"
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
 # The end of a sweep writes its verdicts here (sweep_end.py): the comparisons as JSON, for W&B and other readers.
@@ -149,6 +154,7 @@ class SweepResults:
         self._outcomes: dict = {}
         self._last_steps: dict = {}
         self.seeds_design: dict | None = None  # hydra/sweeper=seeds: its SEEDS_FILE
+        self.grid_seeds: dict | None = None  # a grid given seeds by next_seeds: its GRID_SEEDS_FILE's settings
 
     @classmethod
     def read(cls, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = ()) -> "SweepResults":
@@ -183,6 +189,12 @@ class SweepResults:
         results = cls(sweep_dir, runs, direction or _direction(study, [summary for _, summary in found]), study)
         design = sweep_dir / SEEDS_FILE
         results.seeds_design = json.loads(design.read_text()) if design.is_file() else None
+        # a grid whose added seeds were run: the design they followed decides its verdicts (asking alone changes
+        # nothing)
+        grid = sweep_dir / GRID_SEEDS_FILE
+        if results.seeds_design is None and grid.is_file() and any(
+                run.dir.is_relative_to(sweep_dir / MORE_SEEDS) for run in runs):
+            results.grid_seeds = json.loads(grid.read_text())
         return results
 
     @property
@@ -230,6 +242,10 @@ class SweepResults:
 
         if self.seeds_design is not None:
             return describe(self.adaptive.comparisons(), self.seed_hint)
+        if self.grid_seeds is not None:  # the design its added seeds followed, not the seeds the configurations share
+            from .sequential import Settings
+
+            return describe(GridSeeds(self, Settings(**self.grid_seeds)).comparisons(), self.seed_hint)
         if not self.seed_keys:
             return []
         groups = {config: [self._record(run) for run in group] for config, group in self.configurations.items()}
@@ -452,6 +468,59 @@ class Adaptive:
             return (not row.is_best, group.get(state.stop, 0), -state.seeds,
                     sign * (row.rank_mean if row.rank_mean is not None else 0.0))
         return [row for _, row in sorted(rows, key=order)]
+
+
+class GridSeeds(Adaptive):
+    """A plain grid with seeds read as a seeds sweep: its configurations in the sweep's order (results.configurations),
+    seed index i the i-th seed value the grid used (sorted), then the largest + 1, + 2, ...; a configuration's run
+    of a seed is its run with that seed override (a completed one, where the grid holds two). Adaptive does the
+    rest: the outcomes it judges, the plan, the reasons a configuration stopped."""
+
+    def __init__(self, results: "SweepResults", settings):
+        from . import sequential
+
+        keys = results.seed_keys
+        if not keys:
+            raise ValueError(f"{results.sweep_dir}: no run has a seed override that varies (e.g. "
+                             f"{results.seed_hint}): a grid without seeds has no seed noise to judge a difference "
+                             "against; sweep seeds first")
+        if len(keys) > 1:
+            raise ValueError(f"{results.sweep_dir}: the grid sweeps several seed keys ({', '.join(keys)}); "
+                             "next_seeds adds seeds of one")
+        self.seed_key = keys[0]
+        self._runs: dict = {}
+        configs = []
+        for c, group in enumerate(results.configurations.values()):
+            for run in group:
+                if not run.seed:
+                    raise ValueError(f"{results.sweep_dir}: run {run.name} ({run.label}) has no {self.seed_key} "
+                                     "override: next_seeds cannot place it among the seeds")
+                value = run.seed_values[0]
+                try:
+                    seed = int(value)
+                except ValueError:
+                    raise ValueError(f"{self.seed_key}={value} (run {run.name}): next_seeds numbers the seeds "
+                                     "after the grid's, so they must be whole numbers") from None
+                if (c, seed) not in self._runs or run.summary.status == "completed":
+                    self._runs[c, seed] = run
+            # the whole command line of the configuration (a key every run shares included), less its seed
+            configs.append([o for o in group[0].summary.overrides or [] if o.partition("=")[0] != self.seed_key])
+        self.values = sorted({seed for _, seed in self._runs})
+        design = {"settings": dataclasses.asdict(settings), "configs": configs, "seed_key": self.seed_key,
+                  "first_seed": self.values[0]}
+        super().__init__(results, design)
+        self.labels = list(results.configurations)
+
+    def seed(self, i: int) -> int:
+        n = len(self.values)
+        return self.values[i] if i < n else self.values[-1] + i - n + 1
+
+    def run_dir(self, c: int, i: int) -> Path:
+        run = self.run(c, i)
+        return run.dir if run is not None else seeds_run_dir(self.results.sweep_dir / MORE_SEEDS, c, self.seed(i))
+
+    def run(self, c: int, i: int):
+        return self._runs.get((c, self.seed(i)))
 
 
 def seeds_run_dir(sweep_dir: Path, config: int, seed: int) -> Path:
