@@ -314,11 +314,12 @@ def write_report(results: SweepResults, plots: bool = True) -> Path:
     elif per_config:
         lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
                   "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
-                  "best is the reference. The verdict is about the test split (the objective's test counterpart, "
-                  "paired by seed and by question where the runs saved per-question outcomes): `better`/`worse` "
+                  "best is the reference. The verdict is about the test split (the objective's test counterpart, on "
+                  "the questions every run answered where the runs saved per-question outcomes; each configuration "
+                  "with its own run-to-run noise): `better`/`worse` "
                   f"({'higher' if direction == 'maximize' else 'lower'} is better) when the 95% family-wise interval "
                   "of Δ excludes 0 — at most a 5% chance of any false `better`/`worse` in the whole table, whichever "
-                  "configuration is the reference — else `indistinguishable`: no difference larger than the "
+                  "configuration is the reference and however noisy each is — else `indistinguishable`: no difference larger than the "
                   "`detectable` one (80% power), and `seeds to resolve` the observed Δ. A configuration missing a "
                   "seed the others ran is `incomplete`; with one seed there is `no verdict`.", ""] + per_config
     shown = ranked[:TOP_RUNS]
