@@ -438,7 +438,6 @@ class Adaptive:
                     row.against = self.labels[state.leader]
             if row.is_best:
                 row.verdict, row.reason = stats.REFERENCE, stats.REFERENCE
-                row.note = "best on validation at the last look"
             elif verdict is not None:
                 row.delta, row.se = float(judged.delta[i]), float(judged.se[i])
                 row.validation = verdict.validation

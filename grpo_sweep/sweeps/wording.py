@@ -90,8 +90,8 @@ def few_seeds_text(row: Comparison) -> str:
 def reference_note(reference: Comparison, complete: int) -> str:
     """Why it is the reference. Validation cannot pick among configurations that tie on it: the first in the sweep's
     order is then the reference, said as such (the intervals hold whichever of them is the reference)."""
-    if reference.against:
-        return reference.note or "best on validation at the last look"
+    if reference.design is not None and reference.design.adaptive:
+        return "best on validation at the last look"
     if not reference.tied:
         return "best on validation"
     if len(reference.tied) == complete - 1:
