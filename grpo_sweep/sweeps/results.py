@@ -476,8 +476,6 @@ class GridSeeds(Adaptive):
     rest: the outcomes it judges, the plan, the reasons a configuration stopped."""
 
     def __init__(self, results: "SweepResults", settings):
-        from . import sequential
-
         keys = results.seed_keys
         if not keys:
             raise ValueError(f"{results.sweep_dir}: no run has a seed override that varies (e.g. "
