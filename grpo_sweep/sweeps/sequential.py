@@ -211,7 +211,6 @@ def verdicts(p: Plan, k: int, settings: Settings, val: Callable[[int, int], Any]
     return out
 
 
-def stack_records(cells: Sequence[Sequence[stats.RunRecord]]) -> tuple[np.ndarray, np.ndarray | None]:
-    """y[c, s, q] from runs as stats.compare takes them: per question where every run has its outcomes, else per-run
-    values with the binomial floor of an accuracy (stats.runs_matrix)."""
-    return stats.runs_matrix(cells)
+# y[c, s, q] from runs as stats.compare takes them: per question where every run has its outcomes, else per-run
+# values with the binomial floor of an accuracy
+stack_records = stats.runs_matrix

@@ -111,13 +111,6 @@ def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
     return float(q[0]) if scalar else q
 
 
-def _quantiles(level: float, df) -> np.ndarray:
-    """Student t's ``level`` quantile for real degrees of freedom (inf: the normal's), vectorised."""
-    from scipy.stats import t
-
-    return t.ppf(level, np.asarray(df, float))
-
-
 # --- the engine: every verdict of the project is computed here ------------------------------------------------------
 
 @dataclass
@@ -155,9 +148,7 @@ class Judgement:
     @property
     def seed_share(self) -> np.ndarray:
         """The share of var(delta) that comes from the two configurations' seeds (the rest is questions)."""
-        var_seed = (self.var_runs + _at(self.var_runs, self.reference)) / self.seeds
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.se > 0, var_seed / np.maximum(self.se ** 2, 1e-300), 1.0)
+        return _seed_share((self.var_runs + _at(self.var_runs, self.reference)) / self.seeds, self.se ** 2)
 
     def detectable(self, seeds) -> np.ndarray:
         """The mde each configuration would have with ``seeds`` seeds each (same variances): what more seeds buy."""
@@ -213,18 +204,26 @@ def _weighted(share, at_seeds, at_questions):
     return share * at_seeds + (1 - share) * at_questions
 
 
+def _seed_share(var_seed, var) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
+
+
+def _crit_and_margin(share, df, family: int, alpha: float, power: float = POWER) -> tuple[np.ndarray, np.ndarray]:
+    """The critical value and the power margin (how far past it a difference is found with ``power``), in standard
+    errors, for a difference whose variance is ``share`` seeds (df degrees of freedom) and the rest questions."""
+    crit_seed = _critical(family, df, alpha)
+    crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
+    return crit, _weighted(share, _margins(crit_seed, df, power), _power_margin(0.0, math.inf, power))
+
+
 def detectable(var_seed_pair, var_questions, seeds, family: int, alpha: float) -> np.ndarray:
     """The 80 %-power detectable difference of a pair whose two configurations' per-run variances sum to
     ``var_seed_pair`` and whose question part is ``var_questions``, at ``seeds`` seeds each (arrays broadcast)."""
     seeds = np.asarray(seeds, float)
     var_seed = np.asarray(var_seed_pair, float) / seeds
     var = var_seed + np.asarray(var_questions, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
-    df = seeds - 1
-    crit_seed = _critical(family, df, alpha)
-    crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
-    power = _weighted(share, _margins(crit_seed, df, POWER), _quantiles(POWER, np.inf))
+    crit, power = _crit_and_margin(_seed_share(var_seed, var), seeds - 1, family, alpha)
     return (crit + power) * np.sqrt(var)
 
 
@@ -309,16 +308,10 @@ def judge(y, alpha: float = 0.05, direction: str = "maximize", reference=None, r
     var = np.where(is_reference, 0.0, var_seed + var_questions)
     var_questions = np.where(is_reference, 0.0, var_questions)
     se = np.sqrt(var)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
-    crit_seed = _critical(family, n_seeds - 1, alpha)
-    crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
-    power_t = _weighted(share, _power_margin(float(crit_seed), n_seeds - 1.0), _quantiles(POWER, np.inf))
+    share = _seed_share(var_seed, var)
+    crit, power_t = _crit_and_margin(share, n_seeds - 1, family, alpha)
     delta = means - _at(means, reference)
-    need = crit
-    if margin:
-        need = crit + _weighted(share, _power_margin(float(crit_seed), n_seeds - 1.0, margin),
-                                _quantiles(margin, np.inf))
+    need = crit + _crit_and_margin(share, n_seeds - 1, family, alpha, margin)[1] if margin else crit
     called = (se > 0) & (np.abs(delta) > need * se) & ~is_reference
     if confirm is not None:
         called &= confirm.call == np.sign(delta)

@@ -32,17 +32,16 @@ def verdict_text(row: Comparison) -> str:
 
 def describe(rows: Sequence[Comparison], seed_hint: str = DEFAULT_SEED_HINT) -> list[Comparison]:
     """Fill each row's ``note`` and ``method`` from its numbers and reason (in place; returns the rows)."""
-    complete = sum(1 for row in rows if row.design is not None)
     for row in rows:
-        row.note = note(row, complete, seed_hint)
+        row.note = note(row, seed_hint)
         row.method = method(row.design) if row.design is not None else ""
     return list(rows)
 
 
-def note(row: Comparison, complete: int = 0, seed_hint: str = DEFAULT_SEED_HINT) -> str:
+def note(row: Comparison, seed_hint: str = DEFAULT_SEED_HINT) -> str:
     against = f"against {row.against}" if row.against else ""
     if row.verdict == "reference":
-        return reference_note(row, complete)
+        return reference_note(row)
     if row.verdict in ("better", "worse"):
         return against
     text = {
@@ -87,13 +86,14 @@ def few_seeds_text(row: Comparison) -> str:
             f"{ORDINALS.get(s + 1, f'{s + 1}th')} seed would bring the detectable difference to {row.mde_one_more:.3f}")
 
 
-def reference_note(reference: Comparison, complete: int) -> str:
+def reference_note(reference: Comparison) -> str:
     """Why it is the reference. Validation cannot pick among configurations that tie on it: the first in the sweep's
     order is then the reference, said as such (the intervals hold whichever of them is the reference)."""
     if reference.design is not None and reference.design.adaptive:
         return "best on validation at the last look"
     if not reference.tied:
         return "best on validation"
+    complete = reference.design.configurations if reference.design else len(reference.tied) + 1
     if len(reference.tied) == complete - 1:
         return (f"all {complete} configurations tie on validation ({reference.rank_mean:.3g}): the first listed is "
                 "the reference, an arbitrary pick")
