@@ -3,7 +3,7 @@ difference, for the verdicts before issue 21 and now.
 
     python -m bench.null_sweeps [--sweeps 1000] [--check 50]   # -> bench/results/null_sweeps.json (+ .md)
 
-Simulated with grpo_sweep/sweeps/simulate.py (64 validation and 64 test questions, each with its own difficulty;
+Simulated with grpo_sweep/bench/simulate.py (64 validation and 64 test questions, each with its own difficulty;
 a run's own luck shared by its validation and test answers; a seed effect shared by configurations; Bernoulli
 outcomes; a run's test accuracy varies by ~0.03 over seeds), for 3, 5 and 10 configurations x 3 and 5 seeds:
 
@@ -28,9 +28,9 @@ import time
 import numpy as np
 
 from bench._common import command, machine, parser, record, write
-from grpo_sweep.sweeps.simulate import (QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives,
+from bench.simulate import (QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives,
                                         simulate)
-from grpo_sweep.sweeps.stats import RunRecord, compare
+from grpo_sweep.reading.stats import RunRecord, compare
 
 CONFIGS = (3, 5, 10)
 SEED_COUNTS = (3, 5)

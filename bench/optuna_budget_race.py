@@ -21,7 +21,7 @@ def _budgeted_worker(args):
     import optuna
 
     from grpo_sweep.adapters.optuna import TrialBudgetSpent, load_budgeted_study
-    from grpo_sweep.search.storage import open_storage
+    from grpo_sweep.search.optuna.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(storage_url)

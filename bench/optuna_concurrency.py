@@ -4,9 +4,9 @@
         [--mysql-url mysql+pymysql://...] [--postgresql-url postgresql+psycopg2://...] [--label NAME]
         [--budget lock|callback]
 
-Each storage is opened exactly as the workers of ``hparams_search=*`` open it (grpo_sweep.search.storage:
+Each storage is opened exactly as the workers of ``hparams_search=*`` open it (grpo_sweep.search.optuna.storage:
 ``open_storage(resolve_url(...), heartbeat_interval, grace_period)``), and each worker runs what
-grpo_sweep/search/worker.py runs: ``study.optimize`` on ``adapters.optuna.load_budgeted_study`` (the trial count
+grpo_sweep/search/optuna/worker.py runs: ``study.optimize`` on ``adapters.optuna.load_budgeted_study`` (the trial count
 and the next trial's creation under one lock file; ``--budget callback``: Optuna's ``MaxTrialsCallback(n_trials,
 states=None)`` instead, as before) and a seeded TPE sampler with ``constant_liar``. The objective is a 2-D quadratic plus a ``--sleep`` (10 ms), so what is
 measured is the framework and the storage:
@@ -49,7 +49,7 @@ def worker(args: argparse.Namespace) -> None:
     from optuna.study import MaxTrialsCallback
 
     from grpo_sweep.adapters.optuna import TrialBudgetSpent, load_budgeted_study
-    from grpo_sweep.search.storage import open_storage
+    from grpo_sweep.search.optuna.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(args.url, args.heartbeat_interval or None, args.grace_period or None)
@@ -102,7 +102,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def url_for(kind: str, args: argparse.Namespace, tmp: Path) -> str:
-    from grpo_sweep.search.storage import resolve_url
+    from grpo_sweep.search.optuna.storage import resolve_url
 
     if kind == "sqlite":
         return resolve_url(None, tmp)  # the default: optuna.db in the sweep dir
@@ -117,7 +117,7 @@ def url_for(kind: str, args: argparse.Namespace, tmp: Path) -> str:
 def run_one(kind: str, args: argparse.Namespace) -> dict:
     import optuna
 
-    from grpo_sweep.search.storage import open_storage
+    from grpo_sweep.search.optuna.storage import open_storage
 
     tmp = Path(tempfile.mkdtemp(prefix=f"optuna_{kind}_", dir=args.root))
     url = url_for(kind, args, tmp)

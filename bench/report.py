@@ -47,7 +47,7 @@ def main() -> None:
     cli = []  # what a user waits for: a fresh process (imports included)
     for _ in range(args.repeats):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "grpo_sweep.sweeps.report", str(sweep_dir)], check=True, cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "grpo_sweep.reading.report", str(sweep_dir)], check=True, cwd=ROOT,
                        stdout=subprocess.DEVNULL, env=child_env())
         cli.append(time.perf_counter() - started)
 

@@ -128,7 +128,7 @@ def main() -> None:
             print(f"built {sweep} ({n} runs) in {time.perf_counter() - started:.1f} s", flush=True)
         row = {"runs": n, "steps_per_run": args.steps,
                "sweep_mb": round(sum(f.stat().st_size for f in sweep.rglob("*") if f.is_file()) / 2**20, 1)}
-        row["report"] = timed([sys.executable, "-m", "grpo_sweep.sweeps.report", str(sweep)])
+        row["report"] = timed([sys.executable, "-m", "grpo_sweep.reading.report", str(sweep)])
         print(f"{n} runs: report {row['report']}", flush=True)
         for name in ("report.md", "runs.csv", "plots/val_accuracy.png", "plots/reward_terms.png"):
             path = sweep / name

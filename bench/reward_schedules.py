@@ -19,7 +19,7 @@ The protocol was fixed before any of its runs (issue 33 §3):
   own ranking); and one PBT (``hparams_search=pbt``'s settings: 4 members, 3 rounds, member seeds 1..4) over
   both weights, its best member's weights replayed as a schedule (``best_schedule.yaml``).
 - Stage 2, measure on test: the three winners with fresh seeds N+1..2N in one sweep, equal total steps each, and
-  that sweep's family-wise verdicts (sweeps/stats.py).
+  that sweep's family-wise verdicts (reading/stats.py).
 
 Writes bench/results/reward_schedules.json; each sweep's report stays in its directory (printed).
 """

@@ -54,7 +54,7 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
     """Train every configuration on every seed; the cache the replay reads."""
     from grpo_sweep.run.files import read_jsonl
     from grpo_sweep.run.results import lookup
-    from grpo_sweep.sweeps.results import SweepResults
+    from grpo_sweep.reading.results import SweepResults
 
     out = Path(tempfile.mkdtemp(prefix="grpo-bench-search-"))
     args = ["-m", f"optimizer.learning_rate={','.join(map(str, LRS))}",

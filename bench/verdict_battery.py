@@ -211,7 +211,7 @@ def use_engine(path: str | None) -> None:
 
 def has_mde() -> bool:
     """Whether the engine prints a detectable difference (stats.judge, the new engine); the old one does not."""
-    from grpo_sweep.sweeps import stats
+    from grpo_sweep.reading import stats
 
     return getattr(stats, "judge", None) is not None
 
@@ -232,7 +232,7 @@ def engine_info() -> dict:
 
 def fixed_verdicts(regime: Regime, val: np.ndarray, test: np.ndarray):
     """What stats.compare decides for each sweep of the batch (simulate.batch_verdicts, in old and new alike)."""
-    from grpo_sweep.sweeps.simulate import batch_verdicts
+    from bench.simulate import batch_verdicts
 
     if regime.per_run:
         return batch_verdicts(val.mean(-1), test, ALPHA, questions=False, n_questions=QUESTIONS)
@@ -242,7 +242,7 @@ def fixed_verdicts(regime: Regime, val: np.ndarray, test: np.ndarray):
 def printed_mde(val: np.ndarray, test: np.ndarray) -> np.ndarray:
     """Configuration 0's printed mde per sweep where it is not the reference (the new engine's stats.judge, as
     stats.compare calls it with per-question outcomes)."""
-    from grpo_sweep.sweeps import stats
+    from grpo_sweep.reading import stats
 
     judged = stats.judge(test, ALPHA, rank=val)
     return judged.mde[judged.reference != 0, 0]
@@ -312,7 +312,7 @@ def adaptive_cell(part: str, regime: Regime, settings: tuple[int, int], sweeps: 
     """An adaptive-design cell: the whole procedure per sweep (seeds 1..max_seeds drawn up front, the design
     replayed on validation, the verdicts on test), its any-false rate, runs used, and P(configuration 0 called
     worse); beside it the fixed design at max_seeds on the same sweeps."""
-    from grpo_sweep.sweeps.sequential import Settings, plan, verdicts
+    from grpo_sweep.search.seeds.sequential import Settings, plan, verdicts
 
     low_seeds, high_seeds = settings
     chosen = Settings(min_seeds=low_seeds, max_seeds=high_seeds, alpha=ALPHA)

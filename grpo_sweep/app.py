@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from .run.context import RunContext, from_hydra
 from .run.lifecycle import run_one
 from .run.record import RunFailed, RunSummary
-from .sweeps.tables import number
+from .reading.tables import number
 from .tracking import open_logger
 from .run.redact import install_log_redaction
 from .run.cost import costly_terms
@@ -39,7 +39,7 @@ def run_task(cfg: Any) -> float | None:
         return previous.objective
     if problem:
         log.warning("run %s: %s; training it again", context.run_dir, problem)
-    # A single run passed the gate on this machine before Hydra started it (sweeps/preflight.py); a sweep's run
+    # A single run passed the gate on this machine before Hydra started it (launching/preflight.py); a sweep's run
     # passed it where the sweep was launched, and a compute node may lack what that machine has.
     gate = check_machine if context.multirun else None
     try:
@@ -96,7 +96,7 @@ def _optuna_worker(cfg: Any, context: RunContext) -> float | None:
     the gate where the study was launched; this machine is checked once for all its trials."""
     from hydra.core.hydra_config import HydraConfig
 
-    from .search.worker import run_worker
+    from .search.optuna.worker import run_worker
 
     check_machine(cfg)  # a worker that cannot train any trial: the sweeper reports the failed worker
     return run_worker(cfg, HydraConfig.get(), context)

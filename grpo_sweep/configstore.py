@@ -1,4 +1,4 @@
-"""What Hydra is told before it composes: the schema (config/schema.py), grpo-sweep's Optuna, PBT and seeds sweepers and its
+"""What Hydra is told before it composes: the schema (config/schema.py), each search strategy's sweepers and its
 submitit_local launcher, put into Hydra's ConfigStore. Called by launch.py (and tests, benchmarks) before
 composing; it sits at the top so that config/ imports nothing above it."""
 from __future__ import annotations
@@ -9,13 +9,13 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     from .config.schema import Config
-    from .search.config import GRPOOptunaSweeperConf, GRPOPBTSweeperConf, GRPOSeedsSweeperConf
+    from .search import strategies
 
     cs = ConfigStore.instance()
     cs.store(name="grpo_sweep_schema", node=Config)
-    cs.store(group="hydra/sweeper", name="grpo_optuna", node=GRPOOptunaSweeperConf, provider="grpo_sweep")
-    cs.store(group="hydra/sweeper", name="grpo_pbt", node=GRPOPBTSweeperConf, provider="grpo_sweep")
-    cs.store(group="hydra/sweeper", name="seeds", node=GRPOSeedsSweeperConf, provider="grpo_sweep")
+    for strategy in strategies():  # hydra/sweeper=grpo_basic (the grid), seeds, grpo_optuna, grpo_pbt
+        for name, node in strategy.sweeper_configs():
+            cs.store(group="hydra/sweeper", name=name, node=node, provider="grpo_sweep")
     # hydra/launcher=submitit_local keeps its name and keys and becomes grpo-sweep's (every run validated first, at
     # most array_parallelism runs at a time)
     from hydra_plugins.grpo_sweep_launcher.launcher import GrpoLocalQueueConf

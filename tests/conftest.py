@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Unsloth is an optional GPU package: the README's install leaves it out, and CI adds its CPU fallback only for a
+# later stage. Tested by find_spec, never by importing our backend: that module raises BackendError, not
+# ImportError, when Unsloth is absent, so pytest.importorskip would fail rather than skip.
+HAS_UNSLOTH = importlib.util.find_spec("unsloth") is not None
+
+SWEEPERS = {"grid": "hydra_plugins.grpo_sweep_grid.sweeper.GrpoBasicSweeper",
+            "seeds": "hydra_plugins.grpo_sweep_seeds.sweeper.GRPOSeedsSweeper",
+            "optuna": "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper",
+            "pbt": "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper"}
+
+
+def declare_sweeper(sweep_dir: Path, strategy: str) -> None:
+    """A made-up sweep's multirun.yaml as its sweeper writes it (the part that names the strategy that ran it)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    (sweep_dir / "multirun.yaml").write_text(f"hydra:\n  sweeper:\n    _target_: {SWEEPERS[strategy]}\n")
+needs_unsloth = pytest.mark.skipif(
+    not HAS_UNSLOTH,
+    reason="unsloth is not importable (CPU install: docs/gpu.md 'On CPU'; put it on PYTHONPATH)",
+)
 CONF = ROOT / "conf"
 
 # One tiny-model cache for the whole test session (and the subprocesses it starts).
@@ -94,16 +115,12 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    from grpo_sweep.sweeps.sweep_end import FAILED_RUNS
-
     argv, saved_env, saved_cwd = sys.argv, dict(os.environ), os.getcwd()
     root = logging.getLogger()
-    saved_logging = root.handlers[:], root.level, [run for run in FAILED_RUNS]
+    saved_logging = root.handlers[:], root.level
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
     command = [str(ROOT / "launch.py"), *args, f"output_root={cwd}"]
     sys.argv = list(command)
-    # a fresh process starts with no failed runs: a test that called the end-of-sweep callbacks may have left some
-    FAILED_RUNS[:] = []
     os.environ.update(env or {})
     os.chdir(cwd)
     # a fresh interpreter's Ctrl-C handler: an earlier test of this worker may have left another (a finalizer of a
@@ -127,7 +144,7 @@ def launch_here(args: list[str], cwd: Path, env: dict | None = None):
         GlobalHydra.instance().clear()
         HydraConfig.instance().cfg = None
         added = [handler for handler in root.handlers if handler not in saved_logging[0]]
-        root.handlers[:], level, FAILED_RUNS[:] = saved_logging
+        root.handlers[:], level = saved_logging
         root.setLevel(level)
         for handler in added:  # Hydra's console and log-file handlers of the launch's runs
             handler.close()

@@ -10,23 +10,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest first. A unit (a package, or a top-level module) may import any unit of a lower layer and itself; units of
-# one layer do not import each other (tracking and sweeps are siblings), except in the entry layer.
+# one layer do not import each other (tracking and reading are siblings), except in the entry layer.
 LAYERS: list[tuple[str, list[str]]] = [
     ("base", ["grpo_sweep.config", "grpo_sweep.adapters"]),
     ("building blocks", ["grpo_sweep.rewards", "grpo_sweep.data"]),
     ("local models", ["grpo_sweep.models"]),
     ("backends", ["grpo_sweep.backends"]),
     ("one run", ["grpo_sweep.run"]),
-    ("tracking, sweeps", ["grpo_sweep.tracking", "grpo_sweep.sweeps"]),
-    ("search (Optuna, PBT, seeds)", ["grpo_sweep.search"]),
+    ("tracking, reading a sweep", ["grpo_sweep.tracking", "grpo_sweep.reading"]),
+    ("launching many runs", ["grpo_sweep.launching"]),
+    ("search strategies (grid, seeds, Optuna, PBT)", ["grpo_sweep.search"]),
+    ("a sweep directory's commands and end", ["grpo_sweep.sweeps"]),
     ("entry", ["grpo_sweep", "grpo_sweep.app", "grpo_sweep.configstore", "hydra_plugins.grpo_sweep_launcher",
+               "hydra_plugins.grpo_sweep_grid",
                "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
                "hydra_plugins.grpo_sweep_seeds", "launch"]),
 ]
 ENTRY = len(LAYERS) - 1
 # units that are one module, not everything under them (grpo_sweep/__init__.py is not every module of grpo_sweep)
 ONE_MODULE = {"grpo_sweep"}
-OURS = ("grpo_sweep", "hydra_plugins.grpo_sweep_launcher", "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
+OURS = ("grpo_sweep", "hydra_plugins.grpo_sweep_launcher", "hydra_plugins.grpo_sweep_grid", "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
         "hydra_plugins.grpo_sweep_seeds",
         "launch")
 
@@ -138,16 +141,16 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_checks_find_a_loop_and_an_upward_import():
     """The checks themselves: a made-up graph with one loop and one import from the run up into the sweeps."""
     edges = {
-        "grpo_sweep.run.train": {"grpo_sweep.sweeps.pool"},
-        "grpo_sweep.sweeps.pool": {"grpo_sweep.sweeps.submit"},
-        "grpo_sweep.sweeps.submit": {"grpo_sweep.sweeps.pool", "grpo_sweep.run.results"},
+        "grpo_sweep.run.train": {"grpo_sweep.launching.pool"},
+        "grpo_sweep.launching.pool": {"grpo_sweep.launching.submit"},
+        "grpo_sweep.launching.submit": {"grpo_sweep.launching.pool", "grpo_sweep.run.results"},
         "grpo_sweep.run.results": set(),
         "grpo_sweep.flat": set(),
     }
-    assert cycles(edges) == [["grpo_sweep.sweeps.pool", "grpo_sweep.sweeps.submit"]]
+    assert cycles(edges) == [["grpo_sweep.launching.pool", "grpo_sweep.launching.submit"]]
     assert layering_problems(edges) == [
         "grpo_sweep.flat is in no layer of tests/test_architecture.py LAYERS: place it in a package",
-        "grpo_sweep.run.train (one run) imports grpo_sweep.sweeps.pool (tracking, sweeps: a higher layer)",
+        "grpo_sweep.run.train (one run) imports grpo_sweep.launching.pool (launching many runs: a higher layer)",
     ]
 
 
@@ -166,20 +169,20 @@ def test_no_import_loops():
     assert cycles(graph(ROOT)) == []
 
 
-# One reader of a sweep: within the sweeps and the search, only sweeps/results.py reads a run's summary.json and
+# One reader of a sweep: within the sweeps and the search, only reading/results.py reads a run's summary.json and
 # outcomes back and computes the comparisons; every table, report and status takes its SweepResults.
 SWEEP_READING = {"read_run_summary", "read_outcomes", "compare", "collect_runs"}
-READER = "grpo_sweep.sweeps.results"
-# sweeps/resubmit.py reads summaries to choose the runs to queue again (before a sweep has results to render)
-READING_ALLOWED = {"grpo_sweep.sweeps.resubmit": {"read_run_summary"}}
+READER = "grpo_sweep.reading.results"
+# launching/resubmit.py reads summaries to choose the runs to queue again (before a sweep has results to render)
+READING_ALLOWED = {"grpo_sweep.launching.resubmit": {"read_run_summary"}}
 
 
 def sweep_readers(root: Path) -> dict[str, set[str]]:
     """Module -> the sweep-reading names it uses (called, imported or looked up as an attribute)."""
     found = {}
     for name, path in module_files(root).items():
-        inside = name.startswith(("grpo_sweep.sweeps.", "grpo_sweep.search."))
-        if not inside or name in (READER, "grpo_sweep.sweeps.stats"):
+        inside = name.startswith(("grpo_sweep.sweeps", "grpo_sweep.search", "grpo_sweep.launching", "grpo_sweep.reading"))
+        if not inside or name in (READER, "grpo_sweep.reading.stats"):
             continue
         used = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -220,7 +223,7 @@ GROUP_CHECKS = {
 # Where a ConfigError may be raised: the group checks, validate (across groups, and the training machine's own),
 # and the gate with its hub look-ups (what depends on the launcher, the sweep or the network).
 RAISE_CONFIG_ERROR = {"grpo_sweep.config.checks", "grpo_sweep.models", "grpo_sweep.run.validate",
-                      "grpo_sweep.sweeps.gate", "grpo_sweep.sweeps.hub"}
+                      "grpo_sweep.launching.gate", "grpo_sweep.launching.hub"}
 
 
 def called_names(node: ast.AST) -> list[str]:
@@ -265,11 +268,11 @@ LIFECYCLE_STEPS = {
     "grpo_sweep.run.train.train": {"grpo_sweep.run.lifecycle"},
     # training gets its backend object from it; generate.py is a tool of its own, not a run
     "grpo_sweep.backends.get_backend": {"grpo_sweep.run.lifecycle", "grpo_sweep.run.train", "grpo_sweep.run.generate"},
-    # sweeps/submit.py records a job whose process died: no process of the run is left to record it
-    "grpo_sweep.run.results.record_failure": {"grpo_sweep.run.lifecycle", "grpo_sweep.sweeps.submit"},
+    # launching/submit.py records a job whose process died: no process of the run is left to record it
+    "grpo_sweep.run.results.record_failure": {"grpo_sweep.run.lifecycle", "grpo_sweep.launching.submit"},
 }
 # what starts a run: each reaches training through run_one only
-RUN_STARTERS = ("grpo_sweep.app", "grpo_sweep.search.worker", "grpo_sweep.run.distributed")
+RUN_STARTERS = ("grpo_sweep.app", "grpo_sweep.search.optuna.worker", "grpo_sweep.run.distributed")
 
 
 def calls_of(name: str, path: Path, source: str) -> set[str]:
@@ -307,12 +310,12 @@ def lifecycle_problems(sources: dict[str, str], modules: dict[str, Path]) -> lis
 def test_the_lifecycle_check_finds_a_second_lifecycle():
     """The check itself: a made-up worker that trains and records a failure on its own."""
     modules = module_files(ROOT)
-    worker = ("from ..run.train import train\nfrom ..run.results import record_failure as rf\n"
+    worker = ("from ...run.train import train\nfrom ...run.results import record_failure as rf\n"
               "def go(cfg, ctx):\n    try:\n        train(cfg, ctx)\n    except Exception:\n        rf(ctx.run_dir, 'x', [])\n")
-    assert lifecycle_problems({"grpo_sweep.search.worker": worker}, modules) == [
-        "grpo_sweep.search.worker calls grpo_sweep.run.train.train: a run's lifecycle is run/lifecycle.run_one",
-        "grpo_sweep.search.worker calls grpo_sweep.run.results.record_failure: a run's lifecycle is run/lifecycle.run_one",
-        "grpo_sweep.search.worker imports grpo_sweep.run.train: it reaches training through run_one",
+    assert lifecycle_problems({"grpo_sweep.search.optuna.worker": worker}, modules) == [
+        "grpo_sweep.search.optuna.worker calls grpo_sweep.run.train.train: a run's lifecycle is run/lifecycle.run_one",
+        "grpo_sweep.search.optuna.worker calls grpo_sweep.run.results.record_failure: a run's lifecycle is run/lifecycle.run_one",
+        "grpo_sweep.search.optuna.worker imports grpo_sweep.run.train: it reaches training through run_one",
     ]
 
 
@@ -322,7 +325,7 @@ def test_one_lifecycle_entry():
     modules = module_files(ROOT)
     sources = {name: path.read_text() for name, path in modules.items()}
     assert lifecycle_problems(sources, modules) == []
-    for starter in ("grpo_sweep.app", "grpo_sweep.search.worker"):
+    for starter in ("grpo_sweep.app", "grpo_sweep.search.optuna.worker"):
         assert "grpo_sweep.run.lifecycle.run_one" in calls_of(starter, modules[starter], sources[starter])
 
 
@@ -357,7 +360,7 @@ def test_one_module_computes_verdicts_and_nothing_reaches_into_its_private_parts
                 problems += [f"{name}:{node.lineno} imports {a.name} from {node.module}" for a in node.names
                              if a.name.startswith("_")]
             if isinstance(node, ast.ImportFrom) and node.module == "scipy.stats" \
-                    and name != "grpo_sweep/sweeps/stats.py":
+                    and name != "grpo_sweep/reading/stats.py":
                 problems += [f"{name}:{node.lineno} imports scipy's {a.name}" for a in node.names
                              if a.name == "studentized_range"]
     assert problems == []

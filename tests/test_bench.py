@@ -111,10 +111,10 @@ def test_every_name_a_benchmark_takes_from_grpo_sweep_exists():
 
 def test_the_name_check_sees_a_renamed_function_and_a_removed_module():
     source = ("from grpo_sweep.rewards import REWARDS, no_such_reward\n"
-              "import grpo_sweep.sweeps.stats as stats\n"
+              "import grpo_sweep.reading.stats as stats\n"
               "def main():\n    from grpo_sweep.no_such_module import x\n    return stats.no_such_function\n")
     assert missing_names(source) == ["grpo_sweep.rewards.no_such_reward", "grpo_sweep.no_such_module (no such module)",
-                                     "grpo_sweep.sweeps.stats.no_such_function"]
+                                     "grpo_sweep.reading.stats.no_such_function"]
 
 
 def test_benchmarks_import_no_test_code():

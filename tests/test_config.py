@@ -262,7 +262,7 @@ def test_the_multi_gpu_recipes_fit_their_nodes_and_their_batch(experiment, profi
 
     from grpo_sweep.configstore import register_configs
     from grpo_sweep.run.distributed import check_world, server_gpus
-    from grpo_sweep.sweeps.submit import run_world
+    from grpo_sweep.launching.submit import run_world
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

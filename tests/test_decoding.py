@@ -14,7 +14,7 @@ import torch
 from grpo_sweep.backends import trl_backend
 from grpo_sweep.backends.decoding import TRL_DEFAULTS, Decoding, evaluation_engine
 
-from .conftest import FAST, compose
+from .conftest import FAST, compose, needs_unsloth
 
 PROMPTS = [[{"role": "user", "content": f"What is {a} + {b}?"}] for a, b in ((2, 3), (17, 25), (40, 2), (9, 9))]
 # The fields of vLLM's SamplingParams these settings use (vllm/sampling_params.py, SamplingParams; the same names
@@ -112,8 +112,10 @@ def _outputs(rows):
             for r in rows]
 
 
+@needs_unsloth
 def test_unsloths_vllm_path_gets_every_setting_and_the_seed(fake_vllm, two_copies):
-    unsloth_backend = pytest.importorskip("grpo_sweep.backends.unsloth_backend")
+    from grpo_sweep.backends import unsloth_backend
+
     _, (_, tokenizer) = two_copies
 
     class EngineModel:

@@ -14,7 +14,7 @@ import pytest
 
 from grpo_sweep.run.distributed import check_world
 from grpo_sweep.run.resume import last_checkpoint
-from grpo_sweep.sweeps.submit import run_world
+from grpo_sweep.launching.submit import run_world
 
 from .conftest import FAST, ROOT, compose, launch_here, run_launch
 

@@ -77,3 +77,79 @@ def test_the_checker_sees_a_broken_link(tmp_path):
     page.write_text("# A heading\n\n[ok](#a-heading) [bad](#nope) `[not a link](x.md)`\n")
     assert links(page.read_text()) == ["#a-heading", "#nope"]
     assert anchors(page) == {"a-heading"}
+
+
+# docs/architecture.md names code as `path/module.function` (paths under grpo_sweep/, or hydra_plugins/...) or as a
+# top-level package's `package.module.function` (`rewards.mix.build_mix`, `app.run_task`); a class's member is
+# `module.Class.member`. Each must exist: a rename that forgets the page fails here.
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+NAMED = re.compile(r"(?<![\w/.$-])((?:[a-z_][a-z0-9_]*/)*[a-z_][a-z0-9_]*)(?:\.py)?((?:\.[A-Za-z_]\w*)+)")
+FILE = re.compile(r"(?<![\w/.-])((?:[a-z_][a-z0-9_]*/)+[a-z_][a-z0-9_]*\.py)\b")
+
+
+def _modules() -> dict[str, Path]:
+    """'run/lifecycle' -> its file, for grpo_sweep/ and hydra_plugins/ (packages by their folder)."""
+    out = {}
+    for base, prefix in ((ROOT / "grpo_sweep", ""), (ROOT / "hydra_plugins", "hydra_plugins/")):
+        for path in base.rglob("*.py"):
+            rel = path.relative_to(base).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            out[prefix + "/".join(parts)] = path
+    return out
+
+
+def _defines(path: Path, names: list[str]) -> bool:
+    import ast
+
+    body = ast.parse(path.read_text()).body
+    for name in names:
+        found = None
+        for node in body:
+            targets = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else \
+                [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
+            if name in targets:
+                found = node
+        if found is None:
+            return False
+        body = getattr(found, "body", [])
+        if not isinstance(found, ast.ClassDef):
+            return name == names[-1]
+    return True
+
+
+def named_code_problems(text: str) -> list[str]:
+    modules = _modules()
+    problems = []
+    for rel in FILE.findall(text):
+        if not ((ROOT / "grpo_sweep" / rel).is_file() or (ROOT / rel).is_file()):
+            problems.append(f"{rel}: no such file")
+    for path, dotted in NAMED.findall(text):
+        names = dotted.lstrip(".").split(".")
+        if names == ["py"]:
+            continue  # a file: FILE checks it
+        key, rest = path, names
+        # `rewards.mix.build_mix`: dotted module parts after the path
+        while rest and f"{key}/{rest[0]}" in modules:
+            key, rest = f"{key}/{rest[0]}", rest[1:]
+        if key not in modules:
+            ours = key.split("/", 1)[0] in {k.split("/", 1)[0] for k in modules}
+            if "/" in key and ours and names != ["py"]:
+                problems.append(f"{path}{dotted}: no module {key}")
+                continue
+            if "/" in key:
+                continue  # a file named above (FILE), or a path outside the package (tests/, conf/)
+            continue  # a word, an attribute of a value (plan.done), another library's (trl.GRPOTrainer)
+        if rest and not _defines(modules[key], rest):
+            problems.append(f"{path}{dotted}: {key} defines no {'.'.join(rest)}")
+    return problems
+
+
+def test_the_architecture_page_names_only_code_that_exists():
+    assert named_code_problems(ARCHITECTURE.read_text()) == []
+
+
+def test_the_checker_sees_a_renamed_function():
+    assert named_code_problems("`run/lifecycle.run_one`, `launching/gate.check_run`, `rewards.mix.build_mix`") == []
+    assert named_code_problems("`run/lifecycle.run_two` and `sweeps/gone.py` and `reading/results.SweepResults.nope`") \
+        == ["sweeps/gone.py: no such file", "run/lifecycle.run_two: run/lifecycle defines no run_two",
+            "reading/results.SweepResults.nope: reading/results defines no SweepResults.nope"]

@@ -1,4 +1,4 @@
-"""The gate (grpo_sweep/sweeps/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
+"""The gate (grpo_sweep/launching/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
 and the refusal is one line naming the bad value.
 
 Nothing trains here: if the gate let the grid through, the good job would start training and leave a
@@ -130,9 +130,10 @@ def test_a_sweep_planned_by_the_sweeper_is_composed_once(monkeypatch, tmp_path):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from grpo_sweep.sweeps import gate as gate_module
+    from grpo_sweep.launching import gate as gate_module
     from grpo_sweep.configstore import register_configs
-    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher, GrpoBasicSweeper
+    from hydra_plugins.grpo_sweep_grid.sweeper import GrpoBasicSweeper
+    from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher
 
     from .conftest import CONF
 
@@ -234,7 +235,7 @@ def plan_vllm_grid(monkeypatch, tmp_path, launcher_name: str, launcher, jobs: li
 
     from grpo_sweep.configstore import register_configs
     from grpo_sweep.run import validate as validation
-    from grpo_sweep.sweeps.gate import plan_runs
+    from grpo_sweep.launching.gate import plan_runs
 
     from .conftest import CONF
 
@@ -267,7 +268,7 @@ def test_submitit_local_plans_a_grid_of_vllm_runs_one_process_each(monkeypatch, 
 def test_a_launcher_that_shares_processes_plans_one_vllm_run_and_refuses_two(monkeypatch, tmp_path, launcher_name):
     from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher, GrpoPoolLauncher
 
-    from grpo_sweep.sweeps.gate import Refused
+    from grpo_sweep.launching.gate import Refused
 
     make = {"local": GrpoBasicLauncher, "pool": lambda: GrpoPoolLauncher(n_jobs=2)}[launcher_name]
     assert plan_vllm_grid(monkeypatch, tmp_path, launcher_name, make(), GRID_OF_TWO[:1]) == [tmp_path / "0"]
@@ -281,7 +282,7 @@ def test_a_later_batch_in_the_same_process_counts_the_runs_before_it(monkeypatch
     process with the first's, so it is refused (the first batch ran, the second starts nothing)."""
     from hydra_plugins.grpo_sweep_launcher.launcher import GrpoBasicLauncher
 
-    from grpo_sweep.sweeps.gate import Refused, plan_runs
+    from grpo_sweep.launching.gate import Refused, plan_runs
 
     launcher = GrpoBasicLauncher()
     assert plan_vllm_grid(monkeypatch, tmp_path, "local", launcher, GRID_OF_TWO[:1]) == [tmp_path / "0"]
@@ -296,7 +297,7 @@ def test_which_launchers_give_each_run_its_own_process():
                                                             GrpoSlurmLauncher)
 
     from grpo_sweep.adapters.hydra import BasicLauncher
-    from grpo_sweep.sweeps.gate import process_per_run
+    from grpo_sweep.launching.gate import process_per_run
 
     own = {cls.__name__: process_per_run(object.__new__(cls)) for cls in (
         GrpoLocalLauncher, GrpoSlurmLauncher, LocalLauncher, SlurmLauncher,
@@ -308,7 +309,8 @@ def test_which_launchers_give_each_run_its_own_process():
 def test_a_gate_that_raises_is_one_line_not_a_traceback(tmp_path, monkeypatch):
     """Anything the gate raises that is not a refusal (a bug, a file it could not read) ends the launch in one line
     naming the run and the error, for a single run and a sweep; HYDRA_FULL_ERROR=1 shows the trace."""
-    from grpo_sweep.sweeps import gate, preflight
+    from grpo_sweep.launching import gate
+    from grpo_sweep.launching import preflight
 
     def broken(cfg, run_dir, trains_here):
         raise KeyError("a bug")

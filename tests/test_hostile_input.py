@@ -28,7 +28,7 @@ import pytest
 from bench.judge_servers import free_port
 
 from grpo_sweep.run.validate import ConfigError
-from grpo_sweep.sweeps.gate import check_run, stop
+from grpo_sweep.launching.gate import check_run, stop
 
 from .conftest import FAST, ROOT, compose, launch_here
 

@@ -1,4 +1,4 @@
-"""Hub models and datasets are resolved on the launching machine (grpo_sweep/sweeps/hub.py, called by the gate): a
+"""Hub models and datasets are resolved on the launching machine (grpo_sweep/launching/hub.py, called by the gate): a
 hub id that is neither cached nor reachable is one line before anything runs or is queued; a model in the HF cache
 trains with the hub out of reach.
 
@@ -67,7 +67,7 @@ def test_a_hub_dataset_neither_cached_nor_reachable_is_one_line(tmp_path):
 
 
 def test_hub_ids_are_the_models_and_datasets_not_built_or_on_disk(tmp_path):
-    from grpo_sweep.sweeps.hub import hub_ids
+    from grpo_sweep.launching.hub import hub_ids
 
     assert hub_ids(compose()) == []  # the tiny model, the built-in task
     assert hub_ids(compose(["model=qwen2_5_0_5b_instruct", "data=gsm8k"])) == [

@@ -223,7 +223,7 @@ class _FakeJob:
 def test_submitit_local_starts_at_most_array_parallelism_runs_at_once(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from grpo_sweep.sweeps import submit
+    from grpo_sweep.launching import submit
 
     monkeypatch.setattr(submit.time, "sleep", lambda s: None)
     executor = SimpleNamespace(submit=lambda fn, overrides, key, num, job_id: _FakeJob(num))
@@ -289,7 +289,7 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
     that dies frees its GPU for the worker that replaces it. Fake GPU ids: the pinning needs no GPU."""
     from joblib.externals.loky import get_reusable_executor
 
-    from grpo_sweep.sweeps import pool
+    from grpo_sweep.launching import pool
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7,9")
     assert pool.visible_gpus() == ["7", "9"]
@@ -325,7 +325,7 @@ def test_compose_runs_matches_hydra_composing_every_run():
     from omegaconf import OmegaConf
 
     from grpo_sweep.configstore import register_configs
-    from grpo_sweep.sweeps.gate import compose_runs
+    from grpo_sweep.launching.gate import compose_runs
 
     register_configs()
     grid = [["reward_mix=format", "reward_mix=correct"], ["lora.r=8", "lora.r=16"],
@@ -367,7 +367,7 @@ def test_pool_survives_a_run_that_kills_its_worker(tmp_path):
 
 
 def test_a_slurm_request_no_node_can_meet_is_refused_naming_the_key():
-    from grpo_sweep.sweeps.submit import SubmitError, check_partition_fit, parse_sinfo
+    from grpo_sweep.launching.submit import SubmitError, check_partition_fit, parse_sinfo
 
     sinfo = "debug*|2|20800|(null)\ngpu|64|512000+|gpu:a100:4(S:0-1)\n"
     local = parse_sinfo(sinfo, None)

@@ -13,9 +13,15 @@ import numpy as np
 import pytest
 
 from grpo_sweep.run.results import question_key, write_outcomes
-from grpo_sweep.sweeps import next_seeds, sequential
-from grpo_sweep.sweeps.results import SEEDS_FILE, SweepResults, seeds_run_dir
-from grpo_sweep.sweeps.simulate import Noise, simulate
+from grpo_sweep.search.seeds import next_seeds
+from grpo_sweep.search.seeds import sequential
+from grpo_sweep.reading.results import SweepResults
+from grpo_sweep.search.seeds.design import SEEDS_FILE, seeds_run_dir
+from grpo_sweep.search import of_sweep
+from grpo_sweep.search.seeds import STRATEGY as SEEDS
+
+from .conftest import declare_sweeper
+from bench.simulate import Noise, simulate
 
 from .test_report import make_run
 
@@ -51,7 +57,7 @@ def grid(sweep: Path, seeds=(1, 2), common=()) -> Path:
 
 def seeds_sweep(sweep: Path, seeds: dict[int, int] | None = None) -> Path:
     """A hydra/sweeper=seeds directory: its seeds.json and configuration c's seeds 1..seeds[c]."""
-    sweep.mkdir(parents=True, exist_ok=True)
+    declare_sweeper(sweep, "seeds")
     (sweep / SEEDS_FILE).write_text(json.dumps(DESIGN))
     for c, n in (seeds or {}).items():
         for seed in range(1, n + 1):
@@ -84,7 +90,7 @@ def run_line(line: str) -> list[tuple[str, list[str]]]:
 
 def sweeper_jobs(sweep: Path, todo: list[tuple[int, int]]) -> list[tuple[str, list[str]]]:
     """The jobs hydra/sweeper=seeds itself launches for these (configuration, seed index) runs, as run_line's."""
-    from grpo_sweep.search.seeds_sweeper import SeedsSweeperImpl
+    from grpo_sweep.search.seeds.sweeper import SeedsSweeperImpl
 
     driver = SimpleNamespace(config=SimpleNamespace(hydra=SimpleNamespace(sweep=SimpleNamespace(dir=str(sweep)))))
     jobs = SeedsSweeperImpl._jobs(driver, DESIGN, todo)
@@ -174,7 +180,7 @@ def full_data(sweep: Path) -> SweepResults:
     """The seeds sweep's design over every seed of the truth on disk: what it ends with is sequential.plan over
     the full simulated data (the runs past a configuration's stop are there, unread)."""
     seeds_sweep(sweep, {c: MAX_SEEDS for c in range(K)})
-    return SweepResults.read(sweep)
+    return SEEDS.read(sweep)
 
 
 @pytest.mark.parametrize("kind", ["seeds sweep", "grid"])
@@ -182,7 +188,7 @@ def test_running_its_lines_until_decided_ends_where_the_seeds_sweeper_ends(tmp_p
     sweep = seeds_sweep(tmp_path / "driven") if kind == "seeds sweep" else grid(tmp_path / "driven")
     out, rounds = drive(sweep, capsys, check_jobs=kind == "seeds sweep")
     full = full_data(tmp_path / "full")
-    plan = full.adaptive.plan
+    plan = SEEDS.design(full).plan
     assert plan.done and rounds >= 2 and out["reason"] in (next_seeds.DECIDED, next_seeds.ENDED)
     assert "Nothing to run" in out["message"] and f"sweeps.report {sweep}" in out["message"]
     # the same runs per configuration, the same reasons to stop
@@ -199,15 +205,15 @@ def test_running_its_lines_until_decided_ends_where_the_seeds_sweeper_ends(tmp_p
     assert {c["verdict"] for c in out["configurations"]} >= {"reference", "worse"}
     # the report of either (the grid's too, once its added seeds ran) says the same: the design's verdicts
     records = {r["config"]: r for r in full.verdict_records()}
-    report = {r["config"]: r for r in SweepResults.read(sweep).verdict_records()}
+    report = {r["config"]: r for r in of_sweep(sweep).read(sweep).verdict_records()}
     assert {c: (r["verdict"], r["delta"], r["low"]) for c, r in report.items()} == \
         {c: (r["verdict"], r["delta"], r["low"]) for c, r in records.items()}
     if kind == "seeds sweep":
-        assert SweepResults.read(sweep).verdict_records() == full.verdict_records()
+        assert SEEDS.read(sweep).verdict_records() == full.verdict_records()
 
 
 def test_the_defaults_are_the_seeds_sweepers():
-    from grpo_sweep.search.config import GRPOSeedsSweeperConf
+    from grpo_sweep.search.seeds.config import GRPOSeedsSweeperConf
 
     sweeper = GRPOSeedsSweeperConf()
     assert sequential.Settings() == sequential.Settings(sweeper.min_seeds, sweeper.max_seeds, sweeper.max_runs,
@@ -216,7 +222,7 @@ def test_the_defaults_are_the_seeds_sweepers():
 
 def study(sweep: Path) -> None:
     grid(sweep)
-    (sweep / "study.json").write_text("{}")
+    declare_sweeper(sweep, "optuna")
 
 
 def exit_code(argv: list[str]) -> int:
@@ -233,7 +239,7 @@ def exit_code(argv: list[str]) -> int:
      "one configuration (reward_mix=m0): next_seeds allocates seeds between configurations"),
     (lambda d: [write_run(d, str(c), [f"reward_mix=m{c}", "trainer.seed=1"]) for c in (0, 1)], [],
      "no run has a seed override that varies (e.g. trainer.seed=1,2,3)"),
-    (study, [], "is an Optuna study (study.json)"),
+    (study, [], "is an Optuna study: its sampler picks the configurations"),
     (grid, ["--alpha", "1.5"], "--alpha=1.5: use a family-wise error rate strictly between 0 and 1"),
     (grid, ["--alpha", "often"], "argument --alpha: 'often': use a family-wise error rate"),
     (grid, ["--min-seeds", "1"], "--min-seeds=1: use a whole number >= 2"),

@@ -1,4 +1,4 @@
-"""Population-based training over reward weights and the learning rate (search/pbt.py, search/pbt_sweeper.py) and
+"""Population-based training over reward weights and the learning rate (search/pbt/population.py, search/pbt/sweeper.py) and
 what it stands on: a run that pauses and goes on (trainer.pause_at_step), a resume that takes the config's
 learning rate, a run whose last step is in its checkpoint that does not train again."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from grpo_sweep.rewards.schedule import parse_schedule, progress_of
-from grpo_sweep.search.pbt import (BEST_SCHEDULE, LINEAGE, Lineage, Param, PBTError, check_settings, decide,
+from grpo_sweep.search.pbt.population import (BEST_SCHEDULE, LINEAGE, Lineage, Param, PBTError, check_settings, decide,
                                    explore, initial_population, member_dir, member_overrides, parse_params, ranked,
                                    round_score, take_over, weight_schedule)
 
@@ -200,7 +200,7 @@ def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
 
 
 def test_the_lineage_plot_draws_take_overs_and_failed_rounds(tmp_path):
-    from grpo_sweep.sweeps.plots import plot_lineage
+    from grpo_sweep.search.pbt.plot import plot_lineage
 
     scores = {0: [0.5, 0.9, None], 1: [0.6, 0.8, 0.7], 2: [0.7, None, 0.75]}
     moves = {0: [{"member": 2, "donor": 1}], 1: [{"member": 1, "donor": 2}]}
@@ -265,7 +265,7 @@ PBT = ["-m", "hparams_search=pbt", *RUN, "hydra.sweeper.population=3", "hydra.sw
 
 
 def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_replays(tmp_path, monkeypatch):
-    import grpo_sweep.search.pbt_sweeper as driver
+    import grpo_sweep.search.pbt.sweeper as driver
 
     # the random tiny model scores 0 on every member, and a tie takes nothing over: the ranking is the test's own
     # (each member's real score says whether its round is done; the value ranks it)

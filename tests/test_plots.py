@@ -1,4 +1,4 @@
-"""The report's plots (grpo_sweep/sweeps/plots.py): the numbers behind each band and bar, and what each figure draws
+"""The report's plots (grpo_sweep/reading/plots.py): the numbers behind each band and bar, and what each figure draws
 (the figure is caught before it is saved and closed), over hand-made rows and run directories."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import matplotlib.image
 import pytest
 
-from grpo_sweep.sweeps import plots
-from grpo_sweep.sweeps.plots import ConfigRuns, ForestRow, RunPoint
+from grpo_sweep.reading import plots
+from grpo_sweep.reading.plots import ConfigRuns, ForestRow, RunPoint
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def figures(monkeypatch):
         caught.append(fig)
         fig.savefig(path, dpi=60)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     yield caught
     import matplotlib.pyplot as plt
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_sweep.sweeps import tables
+from grpo_sweep.reading import tables
 from grpo_sweep.sweeps.report import build_report, main
-from grpo_sweep.sweeps.results import SweepResults
+from grpo_sweep.reading.results import SweepResults
 
 
 def sweep_table(sweep_dir: Path, **options) -> str:
@@ -191,7 +191,9 @@ def test_runs_csv_has_one_row_per_run_with_overrides_as_columns(tmp_path):
 def test_large_sweep_lists_the_top_runs_and_bounds_the_legend(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from grpo_sweep.sweeps import plots as plots_module, report as report_module
+    from grpo_sweep.reading import plots as plots_module
+
+    from grpo_sweep.reading import report as report_module
 
     # 12 configurations x 2 seeds = 24 runs: more runs than report.md lists, more configurations than get colours
     monkeypatch.setattr(report_module, "TOP_RUNS", 5)
@@ -302,7 +304,7 @@ def verdicts_of(table: str) -> dict[str, str]:
 
 
 def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
-    from grpo_sweep.sweeps.simulate import simulate
+    from bench.simulate import simulate
 
     rng = np.random.default_rng(21)
     val, test = simulate(rng, 1, 10, 3)
@@ -339,7 +341,7 @@ def counting_reads(monkeypatch, root: Path):
     import io
     from collections import Counter
 
-    from grpo_sweep.sweeps import stats
+    from grpo_sweep.reading import stats
 
     opened: Counter = Counter()
     real_open = io.open
@@ -358,30 +360,36 @@ def counting_reads(monkeypatch, root: Path):
     return opened, compared
 
 
-def multirun_end(sweep_dir: Path, logger: dict | None = None) -> None:
-    """Hydra's multirun-end callbacks, in the order conf/hydra/default.yaml has Hydra call them."""
+def multirun_end(sweep_dir: Path, logger: dict | None = None, strategy: str = "grid") -> int:
+    """Hydra's multirun-end callback (conf/hydra/default.yaml) of a sweep of ``strategy``; the exit status it gives
+    the launch."""
     from omegaconf import OmegaConf
 
     from grpo_sweep.sweeps.sweep_end import SweepTable
-    from grpo_sweep.tracking.sweep_verdicts import WandbVerdicts
 
-    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "launcher": {"detach": False}},
+    from .conftest import SWEEPERS
+
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "launcher": {"detach": False},
+                                         "sweeper": {"_target_": SWEEPERS[strategy]}},
                                "task_name": "grpo", "logger": {"name": "wandb", "mode": "disabled", **(logger or {})}})
-    SweepTable().on_multirun_end(config)
-    WandbVerdicts().on_multirun_end(config)
+    try:
+        SweepTable().on_multirun_end(config)
+    except SystemExit as exc:
+        return 1 if exc.code else 0
+    return 0
 
 
 def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
     """What the multirun-end callbacks do (the table, verdicts.json, report.md with its plots, W&B's verdicts): every
     run's summary.json, metrics.jsonl and outcomes opened once at most, the comparisons computed once."""
-    from grpo_sweep.sweeps.simulate import simulate
+    from bench.simulate import simulate
 
     val, test = simulate(np.random.default_rng(0), 1, 3, 3, shifts={0: -0.2})
     make_outcome_sweep(tmp_path, val[0], test[0])
     make_run(tmp_path, "9", ["reward_mix=m3", "trainer.seed=1"], {"status": "failed", "error": "boom"})
     make_run(tmp_path, "10", ["reward_mix=m3", "trainer.seed=2"], None)  # still running: no steps in a summary
     opened, compared = counting_reads(monkeypatch, tmp_path)
-    multirun_end(tmp_path)
+    assert multirun_end(tmp_path) == 1  # run 9 failed: the launch says so
     monkeypatch.undo()
     assert "report with plots" in capsys.readouterr().out and (tmp_path / "plots" / "forest.png").exists()
     runs = [str(i) for i in range(11)]
@@ -393,10 +401,8 @@ def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monk
 
 
 def test_the_end_of_a_study_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
-    """The sweeper's study report, then the multirun-end callbacks (table, verdicts.json, report.md, W&B): every
-    trial's run files opened once at most, the comparisons computed once, as at a grid's end."""
-    from grpo_sweep.search.sweeper import print_study_report
-
+    """The study's end (its report, then the table, verdicts.json, report.md, W&B): every trial's run files opened
+    once at most, the comparisons computed once, as at a grid's end."""
     from .test_search import fake_study
 
     a, b = 1e-3, 1e-2
@@ -407,8 +413,7 @@ def test_the_end_of_a_study_reads_each_run_once_and_compares_once(tmp_path, monk
     study.optimize(objective, n_trials=2, catch=())
     capsys.readouterr()
     opened, compared = counting_reads(monkeypatch, tmp_path)
-    print_study_report(tmp_path, plots=False)
-    multirun_end(tmp_path)
+    assert multirun_end(tmp_path, strategy="optuna") == 0
     monkeypatch.undo()
     out = capsys.readouterr().out
     assert "Configurations compared on the seeds they share" in out and "report with plots" in out

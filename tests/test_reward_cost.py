@@ -12,7 +12,8 @@ from grpo_sweep.app import format_summary
 from grpo_sweep.rewards.guard import guarded
 from grpo_sweep.run.cost import costly_terms, reward_cost
 from grpo_sweep.run.record import RunSummary
-from grpo_sweep.sweeps.report import build_report, reward_cost_line
+from grpo_sweep.reading.report import reward_cost_line
+from grpo_sweep.sweeps.report import build_report
 from grpo_sweep.tracking.wandb_logger import summary_fields
 
 from .conftest import FAST, compose

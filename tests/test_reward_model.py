@@ -204,7 +204,7 @@ def test_checking_a_model_term_imports_no_torch_and_loads_nothing(rm_dir):
         "from tests.conftest import compose\n"
         "from grpo_sweep.run.validate import validate\n"
         "from grpo_sweep.rewards.mix import describe_mix\n"
-        "from grpo_sweep.sweeps.hub import reward_model_ids\n"
+        "from grpo_sweep.launching.hub import reward_model_ids\n"
         f"cfg = compose(['reward_mix=none', '+reward_mix.rm.model={rm_dir}', '+reward_mix.rm.model_args.batch_size=4',"
         " '+reward_mix.hub.model=org/some-reward-model', '+reward_mix.hub.weight=0'])\n"
         "validate(cfg)\n"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from grpo_sweep.search.space import SearchSpace, SearchSpaceError, stick_breaking
-from grpo_sweep.search.storage import check_storage_url
+from grpo_sweep.search.optuna.space import SearchSpace, SearchSpaceError, stick_breaking
+from grpo_sweep.search.optuna.storage import check_storage_url
 
-from .conftest import ROOT, compose
+from .conftest import ROOT, compose, declare_sweeper
 
 STUDY_ARGS = [
     "-m", "--config-dir", str(ROOT / "tests" / "conf"), "hparams_search=test_space",
@@ -109,7 +109,7 @@ def test_the_gate_checks_each_parameter_at_the_ends_of_what_it_samples():
 
 
 def test_a_study_whose_every_trial_failed_ends_in_one_line(tmp_path):
-    from grpo_sweep.search.worker import study_failed
+    from grpo_sweep.search.optuna.worker import study_failed
 
     def value_of(lr, seed):
         raise RuntimeError("no GPU left\n(second line)")
@@ -166,8 +166,8 @@ def run_study(out: Path, *extra: str) -> subprocess.CompletedProcess:
 def study_trials(study_dir: Path):
     import optuna
 
-    from grpo_sweep.sweeps.results import read_study_file
-    from grpo_sweep.search.storage import open_storage
+    from grpo_sweep.search.optuna.config import read_study_file
+    from grpo_sweep.search.optuna.storage import open_storage
 
     info = read_study_file(study_dir)
     return optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"])).trials
@@ -257,7 +257,7 @@ def real_groups() -> dict:
     from hydra.core.global_hydra import GlobalHydra
 
     from grpo_sweep.configstore import register_configs
-    from grpo_sweep.search.worker import config_groups
+    from grpo_sweep.search.optuna.worker import config_groups
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -346,8 +346,8 @@ DESIGN_ARGS = [
 
 @pytest.mark.slow
 def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_path):
-    from grpo_sweep.sweeps.results import read_study_file
-    from grpo_sweep.search.report import reproduce_command
+    from grpo_sweep.search.optuna.config import read_study_file
+    from grpo_sweep.search.optuna.report import reproduce_command
 
     out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, f"output_root={tmp_path}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -438,9 +438,9 @@ def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampl
     """A study in tmp_path (SQLite, study.json as the sweeper writes it) and the worker's Objective on fake runs."""
     import optuna
 
-    from grpo_sweep.search.config import write_study_file
-    from grpo_sweep.search.storage import open_storage, resolve_url
-    from grpo_sweep.search.worker import Objective
+    from grpo_sweep.search.optuna.config import write_study_file
+    from grpo_sweep.search.optuna.storage import open_storage, resolve_url
+    from grpo_sweep.search.optuna.worker import Objective
 
     cfg = compose(["model.tiny.warm_start.steps=0"])
     space = SearchSpace.from_config(params, None, cfg)
@@ -451,6 +451,7 @@ def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampl
     study = optuna.create_study(study_name="fake", storage=open_storage(url), direction="maximize",
                                 sampler=sampler or optuna.samplers.RandomSampler(seed=0),
                                 pruner=pruner or optuna.pruners.NopPruner())
+    declare_sweeper(tmp_path, "optuna")
     write_study_file(tmp_path, {"study_name": "fake", "storage": url, "objectives": ["val_accuracy"],
                                 "directions": ["maximize"], "n_trials": 4, "seeds_per_trial": seeds_per_trial,
                                 "seed_key": "trainer.seed", "reproduce_overrides": ["model.tiny.warm_start.steps=0"]})
@@ -460,8 +461,8 @@ def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampl
 
 
 def test_a_repeated_configuration_gets_new_seeds_and_the_mean_over_all_of_them(tmp_path):
-    from grpo_sweep.search.report import study_report
-    from grpo_sweep.sweeps.results import SweepResults
+    from grpo_sweep.search.optuna.report import study_report
+    from grpo_sweep.reading.results import SweepResults
 
     # one point: every trial the sampler draws repeats it
     study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
@@ -530,7 +531,7 @@ def test_replicated_trials_prune_on_their_first_replica(tmp_path):
 
 
 def test_best_configuration_is_the_best_mean_over_all_its_seeds_not_a_lucky_trial(tmp_path):
-    from grpo_sweep.search.report import study_report
+    from grpo_sweep.search.optuna.report import study_report
 
     a, b = 1e-3, 1e-2
     # a: 0.70 on its first two seeds, then 0.40, 0.40 (mean 0.55); b: 0.60 on every seed
@@ -550,7 +551,7 @@ def test_best_configuration_is_the_best_mean_over_all_its_seeds_not_a_lucky_tria
 
 
 def test_test_interval_counts_question_noise_when_seeds_agree():
-    from grpo_sweep.search.report import test_interval
+    from grpo_sweep.search.optuna.report import test_interval
 
     # two seeds, 20 of 64 right each, the same questions: zero seed spread, yet a real interval
     outcomes = [{f"q{i}": float(i < 20) for i in range(64)}] * 2
@@ -575,7 +576,7 @@ def test_test_interval_covers_the_true_accuracy():
     answering them with seed-level shifts; the 95 % bootstrap interval should hold the truth about 95 % of the time."""
     import numpy as np
 
-    from grpo_sweep.search.report import test_interval
+    from grpo_sweep.search.optuna.report import test_interval
 
     rng = np.random.default_rng(1)
     hits, reps = 0, 300
@@ -597,14 +598,14 @@ def test_test_interval_covers_the_true_accuracy():
     ],
 )
 def test_bad_replica_settings_fail_in_one_line(setting, message):
-    from grpo_sweep.search.config import GRPOOptunaSweeperConf, check_replicas
+    from grpo_sweep.search.optuna.config import GRPOOptunaSweeperConf, check_replicas
 
     with pytest.raises(ValueError, match=message.replace("(", "\\(").replace(")", "\\)")):
         check_replicas(OmegaConf.merge(OmegaConf.structured(GRPOOptunaSweeperConf), setting))
 
 
 def test_an_objective_on_the_test_split_is_refused():
-    from grpo_sweep.search.config import GRPOOptunaSweeperConf, objectives_and_directions
+    from grpo_sweep.search.optuna.config import GRPOOptunaSweeperConf, objectives_and_directions
 
     sweeper = OmegaConf.structured(GRPOOptunaSweeperConf)
     assert objectives_and_directions(sweeper, "val_accuracy") == (["val_accuracy"], ["maximize"])
@@ -700,7 +701,7 @@ def test_a_study_made_for_the_other_direction_is_refused_in_one_line(tmp_path):
 def test_a_searched_key_the_command_line_adds_is_added_by_the_trial_and_the_best_command_too():
     """A space over a key the study's config or command line adds (``+reward_mix.flaky.params.fail=false``): the
     trial's value for it must add it too, else Hydra refuses the override (`Could not override`)."""
-    from grpo_sweep.search.space import merge_overrides
+    from grpo_sweep.search.base import merge_overrides
 
     base = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.params.fail=false", "lora.r=8"]
     merged = merge_overrides(base, ["reward_mix.flaky.params.fail=true", "lora.r=16"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_sweep.sweeps.results import WORKER_MARKER
+from grpo_sweep.search.optuna.config import WORKER_MARKER
 
 from .conftest import FAST, ROOT
 
@@ -58,7 +58,7 @@ def postgres_url() -> str:
 def test_eight_workers_on_postgres_one_killed_its_trial_failed_by_heartbeat_the_budget_exact(tmp_path):
     import optuna
 
-    from grpo_sweep.search.storage import open_storage
+    from grpo_sweep.search.optuna.storage import open_storage
 
     url = postgres_url()
     password = __import__("sqlalchemy").engine.make_url(url).password

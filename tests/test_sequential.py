@@ -1,4 +1,4 @@
-"""hydra/sweeper=seeds: seeds only where a comparison is open (sweeps/sequential.py, search/seeds_sweeper.py), its
+"""hydra/sweeper=seeds: seeds only where a comparison is open (search/seeds/sequential.py, search/seeds/sweeper.py), its
 family-wise error under the adaptivity (a small simulation; bench/seed_allocation.py is the full one), the sweeper
 end to end on real runs, and a killed sweep that continues."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_sweep.sweeps import sequential
-from grpo_sweep.sweeps.sequential import RUN_FAILED, Settings, budgets, check_settings, plan
-from grpo_sweep.sweeps.simulate import Noise, adaptive_sweeps, simulate
+from grpo_sweep.search.seeds import sequential
+from grpo_sweep.search.seeds.sequential import RUN_FAILED, Settings, budgets, check_settings, plan
+from bench.simulate import Noise, adaptive_sweeps, simulate
 
 from .conftest import ROOT, launch_here
 

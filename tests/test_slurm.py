@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from grpo_sweep.run.resume import last_checkpoint
-from grpo_sweep.sweeps.status import report, slurm_jobs
+from grpo_sweep.launching.jobs import slurm_jobs
+from grpo_sweep.sweeps.status import report
 
 from .conftest import FAST, ROOT, run_launch
 
@@ -199,7 +200,7 @@ def test_a_request_no_node_can_meet_is_one_line_and_the_local_profile_fits(tmp_p
     from hydra import compose, initialize_config_dir
 
     from grpo_sweep.configstore import register_configs
-    from grpo_sweep.sweeps.submit import check_partition_fit, slurm_nodes
+    from grpo_sweep.launching.submit import check_partition_fit, slurm_nodes
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

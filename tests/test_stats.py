@@ -11,11 +11,11 @@ from grpo_sweep.run.cost import cost_line, cost_totals, generated_tokens, run_co
 from grpo_sweep.run.record import RunSummary
 import numpy as np
 
-from grpo_sweep.sweeps.simulate import QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives, simulate
-from grpo_sweep.sweeps import stats
-from grpo_sweep.sweeps.stats import (RunRecord, is_seed, judge, seed_text, studentized_range_quantile, t_quantile,
+from bench.simulate import QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives, simulate
+from grpo_sweep.reading import stats
+from grpo_sweep.reading.stats import (RunRecord, is_seed, judge, seed_text, studentized_range_quantile, t_quantile,
                                      verdict_source)
-from grpo_sweep.sweeps.wording import describe, verdict_text
+from grpo_sweep.reading.wording import describe, verdict_text
 
 
 def compare(groups, *args, **kwargs):

@@ -13,7 +13,7 @@ from .conftest import ROOT, compose
 
 
 def test_a_base_term_set_with_plus_plus_keeps_its_prefix_in_the_trial_value():
-    from grpo_sweep.search.space import merge_overrides
+    from grpo_sweep.search.base import merge_overrides
 
     base = ["++reward_mix.plainint.fn=tests.failing_rewards.flaky", "++reward_mix.plainint.weight=0.5"]
     merged = merge_overrides(base, ["reward_mix.plainint.weight=0.2", "reward_mix.correct.weight=0.8"])
@@ -44,8 +44,8 @@ def test_importances_rank_every_reward_weight_not_the_simplex_coordinates():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from grpo_sweep.search.report import study_plots, weights_study
-    from grpo_sweep.search.space import stick_breaking
+    from grpo_sweep.search.optuna.report import study_plots, weights_study
+    from grpo_sweep.search.optuna.space import stick_breaking
 
     coords = [(0.1, 0.2), (0.5, 0.9), (0.9, 0.4), (0.3, 0.7), (0.7, 0.1), (0.2, 0.5)]
     weights = [stick_breaking(list(u)) for u in coords]
@@ -92,7 +92,7 @@ def test_the_mix_an_hparams_search_file_picks_is_a_group_override_in_the_reprodu
     assert "reward_mix=format_correct" in base
     # the report's per-parameter plots draw these on a continuous axis
     assert info["scales"] == {f"reward_mix.{t}.weight": "linear" for t in ("format", "correct", "plainint")}
-    from grpo_sweep.search.space import merge_overrides
+    from grpo_sweep.search.base import merge_overrides
 
     trial = ["reward_mix.format.weight=0.2", "reward_mix.correct.weight=0.3", "reward_mix.plainint.weight=0.5"]
     cfg = compose(merge_overrides(base, trial))

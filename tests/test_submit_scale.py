@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_sweep.sweeps.status import SHOWN, array_tasks, report
+from grpo_sweep.launching.jobs import array_tasks
+from grpo_sweep.sweeps.status import SHOWN, report
 
 from .test_launchers import CPU_JOB, submit
 
@@ -119,7 +120,7 @@ def test_rerunning_a_sweep_queues_only_the_runs_that_did_not_finish(tmp_path, fa
 
 
 def test_last_step_reads_the_end_of_a_long_metrics_file(tmp_path):
-    from grpo_sweep.sweeps.results import last_step
+    from grpo_sweep.reading.results import last_step
 
     rows = [json.dumps({"step": s, "reward": 0.5, "pad": "x" * 100}) for s in range(1, 2001)]
     (tmp_path / "metrics.jsonl").write_text("\n".join(rows) + "\n" + '{"step": 20')  # a last line cut by a kill

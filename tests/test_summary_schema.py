@@ -9,7 +9,7 @@ import pytest
 
 from grpo_sweep.run.results import SUMMARY, read_run_summary, record_failure, write_summary
 from grpo_sweep.run.record import FIELD_NAMES, RunSummary
-from grpo_sweep.sweeps.results import UNREADABLE, SweepResults
+from grpo_sweep.reading.results import UNREADABLE, SweepResults
 from grpo_sweep.tracking.wandb_logger import summary_fields
 
 

@@ -1,5 +1,5 @@
-"""grpo_sweep/sweeps/tables.py: the one table helper every report and status line uses."""
-from grpo_sweep.sweeps.tables import aligned_columns, markdown_table
+"""grpo_sweep/reading/tables.py: the one table helper every report and status line uses."""
+from grpo_sweep.reading.tables import aligned_columns, markdown_table
 
 
 def test_markdown_table_pads_escapes_and_has_its_rule():

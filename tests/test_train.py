@@ -166,7 +166,7 @@ def test_every_way_a_run_ends_writes_the_same_summary_fields(finished_run, tmp_p
     from grpo_sweep.run.context import RunContext
     from grpo_sweep.run.results import EvaluationFailed
     from grpo_sweep.run.record import RunSummary
-    from grpo_sweep.search.pruning import TrialMonitor
+    from grpo_sweep.search.optuna.pruning import TrialMonitor
 
     class PruneAtOnce:
         def report(self, value, step):

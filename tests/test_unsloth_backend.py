@@ -2,7 +2,6 @@
 CPU fallback (skipped where unsloth is not importable: see docs/gpu.md "On CPU" for the CPU install)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,13 +13,8 @@ import pytest
 from grpo_sweep.backends.gpu_stack import GPU_PINS, BackendError, check_cpu_fallback, check_device, check_stack
 from grpo_sweep.run.validate import ConfigError, validate
 
-from .conftest import FAST, ROOT, compose, launch_here, run_launch
+from .conftest import FAST, ROOT, compose, launch_here, needs_unsloth, run_launch
 
-HAS_UNSLOTH = importlib.util.find_spec("unsloth") is not None
-needs_unsloth = pytest.mark.skipif(
-    not HAS_UNSLOTH,
-    reason="unsloth is not importable (CPU install: docs/gpu.md 'On CPU'; put it on PYTHONPATH)",
-)
 
 
 def _cuda() -> bool:

@@ -18,10 +18,10 @@ from hydra.errors import ConfigCompositionException
 from grpo_sweep.run import validate as validation
 from grpo_sweep.run.resume import ResumeError, check_same_run, remember_config
 from grpo_sweep.rewards.sandbox import SandboxUnavailable
-from grpo_sweep.search.storage import check_storage_url
-from grpo_sweep.sweeps.gate import check_one_engine, check_study_engine, check_study_processes
+from grpo_sweep.search.optuna.storage import check_storage_url
+from grpo_sweep.launching.gate import check_one_engine, check_study_engine, check_study_processes
 from grpo_sweep.run.distributed import check_world
-from grpo_sweep.sweeps.submit import Node, check_partition_fit, check_resources, run_world
+from grpo_sweep.launching.submit import Node, check_partition_fit, check_resources, run_world
 from grpo_sweep.run.validate import ConfigError, check_machine, validate
 
 from .conftest import ROOT, compose

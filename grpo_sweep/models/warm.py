@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grpo_sweep.data.arithmetic import question
+from ..data.arithmetic import question
 
 from .tiny import TinySpec, WarmStartSpec, build_cached, cache_root
 

@@ -46,7 +46,7 @@ def check_options(name: str, model: Any, args: Mapping[str, Any]) -> dict:
     """The term's options with their defaults filled in; a one-line RewardError naming the term's bad key and value.
 
     A local model must be a directory with a ``config.json`` of a sequence-classification model with one label
-    (its score); a hub id is fetched and checked by the gate like the policy's (sweeps/hub.py)."""
+    (its score); a hub id is fetched and checked by the gate like the policy's (launching/hub.py)."""
     key = f"reward_mix.{name}.model"
     if not isinstance(model, str) or not model.strip():
         raise RewardError(f"{key}={model!r}: give a local directory or a hub id (org/name) of a reward model")

@@ -1,4 +1,4 @@
-"""One run, start to end, whoever starts it: the Hydra task (app.py), an Optuna trial (search/worker.py) and each
+"""One run, start to end, whoever starts it: the Hydra task (app.py), an Optuna trial (search/optuna/worker.py) and each
 rank of a run over several processes (run/distributed.py) all call ``run_one``.
 
 ``run_one`` checks what is left to check here, imports the backend first (backend=unsloth must be imported before

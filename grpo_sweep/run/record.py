@@ -80,7 +80,7 @@ class RunSummary(Mapping):
     device: dict | None = None
     # a run over several processes: {strategy, world_size, nodes} (distributed=none: 1 process, 1 node)
     distributed: dict | None = None
-    # a run that did not finish (results.record_failure) and an Optuna trial's block (search/worker.py)
+    # a run that did not finish (results.record_failure) and an Optuna trial's block (search/optuna/worker.py)
     error: str | None = None
     traceback: str | None = None
     failed_in: str | None = None

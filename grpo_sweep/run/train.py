@@ -1,5 +1,5 @@
 """One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation (run/evaluate.py) → the
-run's record (run/summary.trained_summary)."""
+run's record (run/record.trained_summary)."""
 from __future__ import annotations
 
 import contextlib
@@ -108,7 +108,7 @@ class PauseAt(TrainerCallback):
 class LearningRateFromConfig(TrainerCallback):
     """On a resume, the learning rate is the config's: a checkpoint restores the optimizer's and the scheduler's
     rates, which a plain resume keeps (its config must be the one it started with, ``resume.check_same_run``), and
-    population-based training changes between rounds (search/pbt.py); the schedule's shape goes on from the step."""
+    population-based training changes between rounds (search/pbt/population.py); the schedule's shape goes on from the step."""
 
     def __init__(self, learning_rate: float):
         self.learning_rate = float(learning_rate)

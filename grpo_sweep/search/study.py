@@ -1,25 +1,8 @@
-"""Show an Optuna sweep's results, finished or running: ``python -m grpo_sweep.search.study <sweep_dir>``."""
-from __future__ import annotations
-
-import argparse
+"""`python -m grpo_sweep.search.study <sweep_dir>`: an Optuna study's report, finished or running; kept at the
+spelling the docs and users' scripts use. The study's code is search/optuna/ (this runs optuna/study.py)."""
 import sys
-from pathlib import Path
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_sweep.search.study", description=__doc__)
-    parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("--no-plots", action="store_true")
-    args = parser.parse_args(argv)
-    from .report import study_report
-
-    try:
-        print(study_report(args.sweep_dir, plots=not args.no_plots))
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
+from .optuna.study import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,1 +1,2 @@
-"""Many runs: the planning gate, the launchers' glue (pool, submit), and reading a sweep back (table, report, status)."""
+"""What a user runs on a sweep directory, and the end of a ``-m`` sweep: ``status``, ``report``, ``next_seeds`` and the
+end-of-sweep callback (sweep_end.py). Each asks the strategy that ran the sweep (search/) to read it."""

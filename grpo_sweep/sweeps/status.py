@@ -9,68 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from ..run.files import read_jsonl, write_text_atomic
 from ..run.results import METRICS
 from ..run.resume import RESUMES
-from .results import UNREADABLE, SweepResults, last_step, varying_overrides
-from .tables import aligned_columns, sweep_table
+from ..reading.results import UNREADABLE, SweepResults, last_step, varying_overrides
+from ..reading.tables import aligned_columns, sweep_table
+from ..launching.jobs import JOBS, SLURM_ENDED, slurm_jobs
+from ..search import of_sweep
 
-JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (sweeps/submit.py writes it)
 
 ENDED = ("done", "failed")
-# SLURM states of a job that ended; without a summary.json it ended without finishing its run
-SLURM_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
-
-
-_ARRAY_TASKS = re.compile(r"(\d+)_\[([^\]]*)\]")
-
-
-def array_tasks(job_id: str) -> list[str]:
-    """sacct's line for an array's pending tasks, ``4242_[5-9,12%64]``, as task ids; any other id as itself."""
-    match = _ARRAY_TASKS.fullmatch(job_id)
-    if not match:
-        return [job_id]
-    base, spec = match.group(1), match.group(2).split("%")[0]
-    tasks = []
-    for part in spec.split(","):
-        first, _, last = part.partition("-")
-        if first.isdigit() and (not last or last.isdigit()):
-            tasks += [f"{base}_{n}" for n in range(int(first), int(last or first) + 1)]
-    return tasks
-
-
-def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
-    """job id -> (current SLURM state, times requeued), from one sacct call; empty where sacct is not there.
-
-    Asked by each array's own id, not task by task: sacct answers nothing for ``-j 4242_7`` while that task is
-    pending (the array's pending tasks are one line, ``4242_[7-999%64]``), and one id per array keeps the call
-    short at 1,000 tasks.
-    """
-    if not job_ids or not shutil.which("sacct"):
-        return {}
-    asked = sorted({job_id.split("_")[0] for job_id in job_ids})
-    try:
-        out = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "--duplicates", "-o", "JobID,State", "-j", ",".join(asked)],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return {}
-    jobs: dict[str, tuple[str, int]] = {}
-    for line in out.splitlines():
-        job_id, _, state = line.partition("|")
-        state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0"
-        for task in array_tasks(job_id):
-            _, requeues = jobs.get(task, ("", 0))
-            jobs[task] = (state, requeues + (state == "REQUEUED"))
-    wanted = set(job_ids)
-    return {job_id: state for job_id, state in jobs.items() if job_id in wanted}
 
 
 def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
@@ -87,8 +38,9 @@ def _jobs(sweep_dir: Path) -> list[dict] | None:
 
 
 def read_sweep(sweep_dir: Path) -> SweepResults:
-    """The sweep's runs, read once: its run directories and those jobs.json lists (started or not)."""
-    return SweepResults.read(sweep_dir, also=[Path(job["run_dir"]) for job in _jobs(sweep_dir) or []])
+    """The sweep's runs, read once by the strategy that ran it: its run directories and those jobs.json lists
+    (started or not)."""
+    return of_sweep(sweep_dir).read(sweep_dir, also=[Path(job["run_dir"]) for job in _jobs(sweep_dir) or []])
 
 
 def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dict]:
@@ -211,14 +163,8 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
 
 
 def round_due(results: SweepResults) -> str | None:
-    """A seeds sweep whose design asks for more runs: how many, and how to start them (called once every run so
-    far has ended, so none of them is on its way)."""
-    if results.seeds_design is None or results.adaptive.plan.done:
-        return None
-    sweep_dir = results.sweep_dir
-    return (f"The seeds sweep is not over: a round is due, {len(results.adaptive.plan.todo)} run(s) (a detached "
-            f"sweep's seeds-driver job submits it; else their commands: python -m grpo_sweep.sweeps.next_seeds "
-            f"{sweep_dir}, or the sweep's command again with hydra.sweep.dir={sweep_dir}).")
+    """What the strategy says when the runs so far are not the whole sweep (a seeds sweep's due round), or None."""
+    return of_sweep(results.sweep_dir).status_line(results)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 group (job_type ``verdicts``) holding the comparison table and, per configuration, its verdict and test difference
 in the summary, so the dashboard that groups the training runs by ``choices.*`` shows the same verdicts as the
 sweep table and report.md. It reads the sweep directory's verdicts.json (written by the sweep's end,
-grpo_sweep/sweeps/sweep_end.py): the same comparisons, not a second computation.
+grpo_sweep/sweeps/sweep_end.py, which calls ``publish_verdicts``): the same comparisons, not a second computation.
 """
 from __future__ import annotations
 
@@ -11,15 +11,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hydra.experimental.callback import Callback
-
 from ..run.context import RunContext
 from ..run.redact import redact
 from .wandb_setup import choose_mode, default_group, where_saved
 
 log = logging.getLogger(__name__)
 
-VERDICTS_FILE = "verdicts.json"  # sweeps/results.py names it too: the two packages are siblings, the file is the seam
+VERDICTS_FILE = "verdicts.json"  # reading/results.py names it too: the two packages are siblings, the file is the seam
 COLUMNS = ("config", "verdict", "rank_mean", "mean", "delta", "low", "high", "mde", "seeds_needed", "seeds", "note")
 
 
@@ -36,21 +34,20 @@ def verdict_summary(comparisons: list[dict]) -> dict:
     return out
 
 
-class WandbVerdicts(Callback):
-    """Hydra callback (after the sweep table's): log verdicts.json as a W&B run of the sweep's group."""
-
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        if config.logger.name != "wandb" or config.logger.mode == "disabled" or config.hydra.launcher.get("detach"):
-            return
-        sweep_dir = Path(config.hydra.sweep.dir).resolve()
-        try:
-            record = json.loads((sweep_dir / VERDICTS_FILE).read_text())
-        except (OSError, ValueError):
-            return  # the sweep wrote none (an Optuna study, a failed end): nothing to show
-        try:
-            log_verdicts(config, sweep_dir, record)
-        except Exception as exc:  # noqa: BLE001  (the runs are done and saved; W&B must not fail the sweep)
-            print(f"W&B: verdicts not logged ({type(exc).__name__}: {exc}); they are in {sweep_dir / VERDICTS_FILE}")
+def publish_verdicts(config: Any, sweep_dir: Path) -> None:
+    """At the end of a ``-m`` sweep with logger=wandb (sweeps/sweep_end.py, after it wrote verdicts.json): log them
+    as a W&B run of the sweep's group. W&B must not fail the sweep: a problem is printed."""
+    if config.logger.name != "wandb" or config.logger.mode == "disabled":
+        return
+    sweep_dir = Path(sweep_dir).resolve()
+    try:
+        record = json.loads((sweep_dir / VERDICTS_FILE).read_text())
+    except (OSError, ValueError):
+        return  # the end wrote none: nothing to show
+    try:
+        log_verdicts(config, sweep_dir, record)
+    except Exception as exc:  # noqa: BLE001  (the runs are done and saved; W&B must not fail the sweep)
+        print(f"W&B: verdicts not logged ({type(exc).__name__}: {exc}); they are in {sweep_dir / VERDICTS_FILE}")
 
 
 def log_verdicts(cfg: Any, sweep_dir: Path, record: dict) -> None:

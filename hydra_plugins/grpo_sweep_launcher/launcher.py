@@ -1,6 +1,6 @@
 """grpo-sweep's submitit launchers: hydra-submitit-launcher's, plus what a shared cluster needs.
 
-Every launcher here goes through grpo_sweep's gate (``grpo_sweep/sweeps/gate.py``: ``GatedLauncher``) before any run
+Every launcher here goes through grpo_sweep's gate (``grpo_sweep/launching/gate.py``: ``GatedLauncher``) before any run
 of its batch starts: each run composed, validated, its run directory checked, the launcher's resources checked.
 hydra/launcher=local is Hydra's BasicLauncher with that gate.
 
@@ -15,10 +15,6 @@ The local one (``hydra/launcher=submitit_local``: a subprocess per run) gets the
 ``array_parallelism`` runs at a time (default: one per ``cpus_per_task`` cores): the stock one starts every run
 at once, and 16 runs on 2 cores each took 64 s just to start (BENCHMARKS.md, scaling).
 
-``GrpoBasicSweeper`` (the default ``hydra/sweeper=grpo_basic``) is Hydra's BasicSweeper whose check of each batch
-is the gate, over the whole sweep before Hydra writes anything (Hydra's only composes each batch to see that it
-composes, after writing the sweep's multirun.yaml); it hands the plan to the launcher, so each run is composed once.
-
 Hydra only instantiates launchers found under the ``hydra_plugins`` namespace, hence this package.
 Imports stay light: Hydra imports every plugin module at start-up, on login nodes too.
 """
@@ -32,9 +28,9 @@ from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 
-from grpo_sweep.adapters.hydra import BasicLauncher, BasicLauncherConf, BasicSweeper, BasicSweeperConf, sweep_jobs
+from grpo_sweep.adapters.hydra import BasicLauncher, BasicLauncherConf
 from grpo_sweep.adapters.submitit import executor_kind
-from grpo_sweep.sweeps.gate import GatedLauncher
+from grpo_sweep.launching.gate import GatedLauncher
 
 
 @dataclass
@@ -60,23 +56,23 @@ class GrpoBasicLauncher(GatedLauncher, BasicLauncher):
 
 
 class _SubmitLaunch(GatedLauncher):
-    """``launch`` is grpo_sweep.sweeps.submit's; everything else (the job side, the requeue on preemption/timeout) is
+    """``launch`` is grpo_sweep.launching.submit's; everything else (the job side, the requeue on preemption/timeout) is
     the stock launcher's."""
 
     process_per_run = True  # a submitit job per run: a subprocess here, a SLURM job on a cluster
 
     def check_resources(self) -> None:
-        from grpo_sweep.sweeps import submit
+        from grpo_sweep.launching import submit
 
         submit.check_resources(self.params, executor_kind(self))
 
     def run_world(self, cfg: Any) -> tuple:
-        from grpo_sweep.sweeps import submit
+        from grpo_sweep.launching import submit
 
         return submit.run_world(self.params, executor_kind(self), cfg)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from grpo_sweep.sweeps import submit
+        from grpo_sweep.launching import submit
 
         return submit.launch(self, job_overrides, initial_job_idx)
 
@@ -113,17 +109,17 @@ class GrpoPoolConf:
 
 class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
     """hydra/launcher=pool: worker processes that run several runs each; a worker that dies costs one run, not
-    the sweep (grpo_sweep/sweeps/pool.py)."""
+    the sweep (grpo_sweep/launching/pool.py)."""
 
     def __init__(self, n_jobs: int = -1) -> None:
         super().__init__(n_jobs=n_jobs)
         self.n_jobs = n_jobs
 
     def run_world(self, cfg: Any) -> tuple:
-        from grpo_sweep.sweeps import pool
+        from grpo_sweep.launching import pool
 
         if cfg.distributed.strategy != "none" and pool.visible_gpus():
-            from grpo_sweep.sweeps.submit import SubmitError
+            from grpo_sweep.launching.submit import SubmitError
 
             raise SubmitError(
                 f"distributed={cfg.distributed.strategy} with hydra/launcher=pool: the pool pins each worker to one "
@@ -132,44 +128,9 @@ class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
         return cfg.distributed.nproc_per_node, 1, None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from grpo_sweep.sweeps import pool
+        from grpo_sweep.launching import pool
 
         return pool.launch(self, job_overrides, initial_job_idx)
-
-
-@dataclass
-class GrpoBasicSweeperConf(BasicSweeperConf):
-    _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoBasicSweeper"
-
-
-class GrpoBasicSweeper(BasicSweeper):
-    # the whole sweep passes the gate before Hydra writes its multirun.yaml (the Preflight callback leaves sweeps
-    # to the sweeper)
-    gates_sweep = True
-
-    def sweep(self, arguments: list[str]) -> Any:
-        self.plan_sweep(arguments)
-        return super().sweep(arguments)
-
-    def plan_sweep(self, arguments: list[str]) -> None:
-        """Every run of the sweep through the gate, before the first batch and before anything is written (a refused
-        sweep leaves no directory); the launcher, when it is one of grpo-sweep's, keeps the plan and composes
-        nothing again."""
-        from grpo_sweep.sweeps.gate import Refused, plan_runs, stop
-
-        try:
-            if self.max_batch_size is not None and self.max_batch_size < 1:
-                raise Refused(f"hydra.sweeper.max_batch_size={self.max_batch_size}: a batch holds at least one run; "
-                              "use >= 1, or null for the whole sweep in one batch")
-            plan_runs(self.launcher, sweep_jobs(self, arguments), 0, config=self.config,
-                      loader=self.hydra_context.config_loader)
-        except Refused as exc:
-            stop(exc)
-
-    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        # Hydra composes each batch here only to see that it composes, then drops it (a compose a run): plan_sweep
-        # composed and checked every batch already
-        pass
 
 
 ConfigStore.instance().store(
@@ -182,4 +143,3 @@ ConfigStore.instance().store(
     group="hydra/launcher", name="grpo_basic", node=GrpoBasicLauncherConf, provider="grpo_sweep"
 )
 ConfigStore.instance().store(group="hydra/launcher", name="grpo_pool", node=GrpoPoolConf, provider="grpo_sweep")
-ConfigStore.instance().store(group="hydra/sweeper", name="grpo_basic", node=GrpoBasicSweeperConf, provider="grpo_sweep")

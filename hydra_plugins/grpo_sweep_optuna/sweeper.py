@@ -1,5 +1,5 @@
 """Hydra only instantiates sweepers that live in the ``hydra_plugins`` namespace; the logic is in grpo_sweep."""
-from grpo_sweep.search.sweeper import OptunaSweeperImpl
+from grpo_sweep.search.optuna.sweeper import OptunaSweeperImpl
 
 
 class GRPOOptunaSweeper(OptunaSweeperImpl):

@@ -6,7 +6,6 @@ from config: Optuna does not store them, and a worker that guessed would silentl
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,15 +13,15 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..adapters.optuna import TrialBudgetSpent, load_budgeted_study, trial_id, trial_of
-from ..run.context import RunContext
-from ..run.files import write_json_atomic
-from ..run.lifecycle import run_one
-from ..run.results import lookup
-from ..run.record import RunSummary
-from ..sweeps.results import WORKER_MARKER
-from .config import PRUNERS, SAMPLERS, TRIALS_DIR, grid_of, objectives_and_directions
-from .space import SearchSpace, merge_overrides
+from ...adapters.optuna import TrialBudgetSpent, load_budgeted_study, trial_id, trial_of
+from ...run.context import RunContext
+from ...run.files import write_json_atomic
+from ...run.lifecycle import run_one
+from ...run.results import lookup
+from ...run.record import RunSummary
+from ..base import merge_overrides, searchpath_overrides
+from .config import PRUNERS, SAMPLERS, TRIALS_DIR, WORKER_MARKER, grid_of, objectives_and_directions
+from .space import SearchSpace
 from .storage import open_storage, resolve_url
 
 log = logging.getLogger(__name__)
@@ -133,27 +132,6 @@ def config_groups(config_loader, choices, config_name: str | None = None, search
     }
 
 
-def searchpath_overrides(hydra_cfg) -> list[str]:
-    """The sweep's ``hydra.searchpath`` as an override (none when it has none). Hydra reads the search path afresh
-    from each composition's overrides (or the primary config): every config of a sweep composed outside the
-    launch's own composition (a trial's, the space's mixes, the group options, the reproduce command) needs it, or
-    the user's own directories are not searched. ``--config-dir`` needs nothing: it is in the loader's own
-    search path, restored in every job with Hydra's state."""
-    paths = [str(p) for p in hydra_cfg.searchpath or []]
-    if not paths:
-        return []
-    return [f"hydra.searchpath=[{','.join(map(quoted, paths))}]"]
-
-
-def quoted(value: str) -> str:
-    """``value`` as an element of a list in Hydra's override grammar: as it is where it can be (as a user would type
-    it: file:///home/me/conf), else quoted, where a backslash escapes only a quote or a backslash before one (or
-    before the closing quote)."""
-    if re.fullmatch(r"[A-Za-z0-9_/.:+@-]+", value):
-        return value
-    return "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value) + "'"
-
-
 class Objective:
     """Train one trial: ``seeds_per_trial`` runs of one configuration, seeds the configuration has not had yet,
     each in ``trials/<number>/seed<seed>/``; the value told to Optuna is the mean over all the configuration's
@@ -231,8 +209,8 @@ class Objective:
              replica: dict) -> RunSummary:
         """One replica of the trial: run it in ``run_dir`` (run_one records how it ended there); a failure is
         raised."""
-        from ..sweeps.gate import check_run
-        from ..tracking import open_logger
+        from ...launching.gate import check_run
+        from ...tracking import open_logger
 
         cfg = self.trial_config({**values, **seed}, overrides)
         hydra_dir = run_dir / ".hydra"

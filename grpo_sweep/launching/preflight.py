@@ -1,4 +1,4 @@
-"""A Hydra callback: a single run passes the gate (grpo_sweep/sweeps/gate.py) before Hydra writes into its run dir.
+"""A Hydra callback: a single run passes the gate (grpo_sweep/launching/gate.py) before Hydra writes into its run dir.
 
 A single run has no launcher, so this callback is its gate: its config, this machine (which trains it), and that
 its directory holds no run started with another config (Hydra rewrites ``.hydra/`` before the task starts, so

@@ -178,7 +178,7 @@ def curve(series: Iterable[dict]) -> Curve | None:
 # ---------------------------------------------------------------------------------------------------- drawing
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +187,7 @@ def _pyplot():
     return plt
 
 
-def _colors(plt) -> list[str]:
+def palette(plt) -> list[str]:
     return plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
@@ -237,8 +237,8 @@ def plot_val_accuracy(configs: Sequence[ConfigRuns], curves: dict[str, Curve | N
     drawn = [(i, c, curves[c.label]) for i, c in enumerate(configs) if curves.get(c.label)]
     if not drawn:
         return None
-    plt = _pyplot()
-    colors = _colors(plt)
+    plt = pyplot()
+    colors = palette(plt)
     short = abbreviate(c.label for c in configs)
     fig, ax = plt.subplots(figsize=(10, 4.8))
     rest = 0
@@ -256,7 +256,7 @@ def plot_val_accuracy(configs: Sequence[ConfigRuns], curves: dict[str, Curve | N
     ax.set(xlabel="training step (evaluations on the validation split)", ylabel="validation accuracy")
     ax.grid(alpha=0.3)
     fig.text(0.01, -0.02, f"Line: mean over seeds; {BAND}{smoothing}.", fontsize=8, ha="left", va="top")
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return title
 
 
@@ -285,8 +285,8 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
     present = [n for n in names if any(curves.get(c.label, {}).get(n) for c in configs)]
     if not present:
         return None
-    plt = _pyplot()
-    colors = _colors(plt)
+    plt = pyplot()
+    colors = palette(plt)
     cols = min(3, len(present))
     rows = math.ceil(len(present) / cols)
     short = abbreviate(c.label for c in configs)
@@ -337,7 +337,7 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
     weighted = " Dashed: the term's scheduled weight, right axis." if dashed else ""
     fig.text(0.01, -0.01, f"Each panel one reward term on its own y-axis. Line: mean over seeds; {BAND}{smoothing}."
              f"{weighted}", fontsize=8, ha="left", va="top")
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return (f"Reward terms during training, one panel per term on its own scale (mean over seeds; {BAND}{smoothing})"
             + ("; dashed, a scheduled term's weight" if dashed else ""))
 
@@ -382,7 +382,7 @@ def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = Non
         first = [i for i, r in enumerate(rows) if is_ref[i] or _verdict_word(r.verdict) in ("better", "worse")]
         chosen = sorted((first + [i for i in range(total) if i not in set(first)])[:max_rows])
         rows, is_ref = [rows[i] for i in chosen], [is_ref[i] for i in chosen]
-    plt = _pyplot()
+    plt = pyplot()
     height = 1.3 + 0.32 * len(rows)
     fig, ax = plt.subplots(figsize=(10, height))
     ys = list(range(len(rows)))[::-1]  # first row at the top
@@ -417,7 +417,7 @@ def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = Non
     shown = f" ({len(rows)} of {total} configurations: the reference, every better/worse, then in order)" \
         if len(rows) < total else ""
     ax.set_title(f"Difference from the reference, {interval_text}{shown}", fontsize=10)
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     return f"Difference from the reference per configuration, {interval_text} (forest plot){shown}"
 
 
@@ -455,7 +455,7 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
     if metric[1] and any(r.test is not None for _, _, r in points):
         panels.append(("test", test_name))
     highlight = set(highlight)
-    plt = _pyplot()
+    plt = pyplot()
     width = min(14.0, max(4.5, 0.7 * len(values) + 2.2)) if slots else 6.0
     stacked = width * len(panels) > 12  # wide panels go one above the other, not side by side
     shape = (len(panels), 1) if stacked else (1, len(panels))
@@ -497,13 +497,13 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best", framealpha=0.8)
     fig.tight_layout()
-    _save(fig, out_path)
+    save_figure(fig, out_path)
     what = "Validation and test accuracy" if metric[0] == VAL_ACCURACY else " and ".join(n for _, n in panels)
     return f"{what} vs {param}" + (
         " (points: runs; error bars: mean and 95% t-interval)" if slots else " (points: runs)")
 
 
-def _save(fig, path: Path) -> None:
+def save_figure(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -566,32 +566,3 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     return plots
 
 
-def plot_lineage(scores: dict[int, Sequence], take_overs: dict[int, Sequence[dict]], steps_per_round: int,
-                 out_path: Path, metric: str) -> None:
-    """A population-based training's lineage (search/pbt.py): each member's score at the end of each round, a
-    solid line where it went on from its own weights, a dotted one from the donor's point where it took over
-    another member's checkpoint; a member that failed a round has no point there."""
-    plt = _pyplot()
-    colors = _colors(plt)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    rounds = sorted(scores)
-    members = max((len(s) for s in scores.values()), default=0)
-    for m in range(members):
-        color = colors[m % len(colors)]
-        points = [((r + 1) * steps_per_round, scores[r][m]) for r in rounds if scores[r][m] is not None]
-        if points:
-            ax.plot(*zip(*points), linestyle="none", marker="o", color=color, label=f"member {m}")
-        for r in rounds:
-            after = scores.get(r + 1)
-            if not after or after[m] is None:
-                continue
-            moved = {t["member"]: t["donor"] for t in take_overs.get(r, [])}
-            start = scores[r][moved.get(m, m)]
-            if start is not None:
-                ax.plot([(r + 1) * steps_per_round, (r + 2) * steps_per_round], [start, after[m]], color=color,
-                        linestyle=":" if m in moved else "-")
-    ax.set_xlabel("step (end of round)")
-    ax.set_ylabel(metric)
-    ax.set_title("PBT lineage; dotted: went on from another member's checkpoint", fontsize=10)
-    ax.legend(fontsize=8)
-    _save(fig, out_path)

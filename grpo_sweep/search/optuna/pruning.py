@@ -1,9 +1,9 @@
 """Report the objective, measured on a few validation prompts, to the trial every N steps, and stop when pruned.
 
 The probe reads validation only (like everything that chooses); the test split is never shown to a trial before its
-training ends. ``quick_eval(model)`` returns the probe's scores (``run.summary.Scores``); the objective's name finds
-its value among them under summary.json's names (``run.summary.val_figures``).
-In a replicated trial only the first replica has a monitor (search/worker.py says why)."""
+training ends. ``quick_eval(model)`` returns the probe's scores (``run.record.Scores``); the objective's name finds
+its value among them under summary.json's names (``run.record.val_figures``).
+In a replicated trial only the first replica has a monitor (search/optuna/worker.py says why)."""
 from __future__ import annotations
 
 import math
@@ -11,8 +11,8 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-from ..run.results import lookup, without_best
-from ..run.record import Scores, val_figures
+from ...run.results import lookup, without_best
+from ...run.record import Scores, val_figures
 
 
 class TrialMonitor:

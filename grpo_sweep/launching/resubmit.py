@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..run.results import read_run_summary
-from .status import JOBS, slurm_jobs
+from .jobs import JOBS, slurm_jobs
 
 # SLURM states of a job that will still run (or is running) its run
 SLURM_LIVE = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED",

@@ -28,8 +28,8 @@ so nothing is called on validation alone. "At most alpha_n" rests on stats.judge
 configurations of unequal noise because each brings its own variance: bench/verdict_battery.py measures the whole
 procedure (tests/test_sequential.py a small version).
 
-Pure arithmetic over numpy (scipy through stats, where used); no files: sweeps/results.py reads the runs and
-search/seeds_sweeper.py launches them.
+Pure arithmetic over numpy (scipy through stats, where used); no files: reading/results.py reads the runs and
+search/seeds/sweeper.py launches them.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import stats
+from ...reading import stats
 
 # why a configuration stopped (``State.stop``)
 DECIDED, ALL_DECIDED, MAX_SEEDS, BUDGET, FAILED = "decided", "all decided", "max_seeds", "budget", "failed"

@@ -1,15 +1,15 @@
-"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (sweeps/results.py reads it)."""
+"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (reading/results.py reads it)."""
 from __future__ import annotations
+
+import json
 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..run.files import write_json_atomic
-from ..run.results import without_best
-from ..sweeps.results import STUDY_FILE
-from ..sweeps.sequential import Settings as SeedsSettings
-from ..sweeps.stats import is_seed
+from ...run.files import write_json_atomic
+from ...run.results import without_best
+from ...reading.stats import is_seed
 
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"
 SAMPLERS = ("tpe", "random", "grid", "cmaes")
@@ -17,6 +17,18 @@ PRUNERS = ("median", "hyperband", "none")
 VAL_PREFIX, TEST_PREFIX = "val_", "test_"
 # a study's runs: trials/<trial number>/seed<seed>/, one run directory per replica
 TRIALS_DIR = "trials"
+
+# An Optuna study's sweep directory holds it (directions, objectives, the reproduce command), written by its sweeper.
+STUDY_FILE = "study.json"
+
+def read_study_file(sweep_dir: Path) -> dict:
+    path = Path(sweep_dir) / STUDY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{sweep_dir} holds no {STUDY_FILE}; is it the directory of an Optuna sweep?")
+    return json.loads(path.read_text())
+
+# Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
+WORKER_MARKER = "optuna_worker.json"
 
 
 @dataclass
@@ -65,52 +77,6 @@ class GRPOOptunaSweeperConf:
     params: Dict[str, Any] = field(default_factory=dict)
     # search the mix's weights on the simplex: {rewards: [names] or null for all}; null: don't
     reward_weights: Optional[Dict[str, Any]] = None
-
-
-PBT_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper"
-
-
-@dataclass
-class GRPOPBTSweeperConf:
-    _target_: str = PBT_SWEEPER_TARGET
-    # the PBT's name: its directory (hparams_search=pbt: outputs/<task>/pbt/<name>), so the same command continues it
-    name: str = "pbt"
-    population: int = 4
-    rounds: int = 3
-    # null: trainer.max_steps / rounds; else trainer.max_steps becomes rounds x steps_per_round
-    steps_per_round: Optional[int] = None
-    # after a round, this fraction at the bottom takes over from as many at the top
-    exploit_fraction: float = 0.25
-    # explore: each moved value times one of these (clipped to its range) ...
-    perturb_factors: List[float] = field(default_factory=lambda: [0.8, 1.25])
-    # ... or, with this probability, drawn afresh in its range
-    resample_probability: float = 0.25
-    direction: str = "maximize"
-    # the draws (the first population, who takes over from whom, the moves)
-    seed: int = 0
-    # the keys PBT moves: reward_mix.<term>.weight and optimizer.learning_rate, each {low, high[, log]}
-    params: Dict[str, Any] = field(default_factory=dict)
-
-
-SEEDS_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_seeds.sweeper.GRPOSeedsSweeper"
-
-
-@dataclass
-class GRPOSeedsSweeperConf:
-    """hydra/sweeper=seeds (grpo_sweep/sweeps/sequential.py): seeds only where a comparison is still open."""
-
-    _target_: str = SEEDS_SWEEPER_TARGET
-    # every configuration runs this many seeds first; no configuration gets more than max_seeds (the defaults are
-    # sequential.Settings', which next_seeds takes for a grid)
-    min_seeds: int = SeedsSettings.min_seeds
-    max_seeds: int = SeedsSettings.max_seeds
-    # the sweep's whole budget in runs; null: every configuration may reach max_seeds
-    max_runs: Optional[int] = SeedsSettings.max_runs
-    # the family-wise error of the verdicts, shared by the looks (sequential.budgets)
-    alpha: float = SeedsSettings.alpha
-    # the key the sweeper sets (its last dotted part must be `seed`), and the first seed: first_seed, first_seed+1, ...
-    seed_key: str = "trainer.seed"
-    first_seed: int = 1
 
 
 def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list[str], list[str]]:

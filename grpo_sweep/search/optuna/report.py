@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..run.files import write_text_atomic
-from ..run.results import lookup, without_best
-from ..run.record import OUTCOME_FIELDS, test_counterpart
-from ..sweeps.results import UNREADABLE, SweepResults, read_study_file
-from ..sweeps.stats import test_interval
-from ..sweeps.tables import markdown_table, number, seed_block
-from .config import TRIALS_DIR
-from .space import MIX, SIMPLEX, merge_overrides, override_key
+from ...run.files import write_text_atomic
+from ...run.results import lookup, without_best
+from ...run.record import OUTCOME_FIELDS, test_counterpart
+from ...reading.results import UNREADABLE, SweepResults
+from ...reading.stats import test_interval
+from ...reading.tables import markdown_table, number, seed_block
+from ..base import merge_overrides, override_key
+from .config import TRIALS_DIR, WORKER_MARKER, read_study_file
+from .space import MIX, SIMPLEX
 from .storage import dashboard_argument, open_storage
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
 
     sweep_dir = Path(sweep_dir)
     info = read_study_file(sweep_dir)
-    results = results or SweepResults.read(sweep_dir, info["directions"][0])
+    results = results or SweepResults.read(sweep_dir, info["directions"][0], not_runs=(WORKER_MARKER,))
     study = optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
     trials = study.trials
     states = {}

@@ -2,10 +2,10 @@
 
 ``python launch.py -m hydra/sweeper=seeds reward_mix=format,correct,format_correct hydra.sweeper.max_seeds=8``
 runs every configuration of the grid at ``min_seeds`` seeds, then in rounds adds a seed to the leader and to each
-configuration whose comparison with it validation has not decided (sweeps/sequential.py: the design, its error
+configuration whose comparison with it validation has not decided (search/seeds/sequential.py: the design, its error
 budget and the verdicts). Each round goes through the configured launcher (local, pool, submitit_local, SLURM) and
 its gate like any batch of a grid. The driver keeps no state: each round is replayed from the runs on disk
-(results.SweepResults.adaptive), so the same command with ``hydra.sweep.dir=<its dir>`` continues a killed sweep
+(design.Adaptive), so the same command with ``hydra.sweep.dir=<its dir>`` continues a killed sweep
 and trains nothing twice. With ``hydra.launcher.detach=true`` on SLURM it submits the round and, after it, a small
 job that runs the same command again (``--dependency=afterany``): that job submits the next round, and so on.
 No torch here.
@@ -20,22 +20,21 @@ import sys
 from pathlib import Path
 from typing import Any, List
 
-from ..run.files import write_json_atomic
-from ..sweeps.results import SEEDS_FILE, SweepResults, seeds_run_dir
-from ..sweeps.sequential import Settings, check_settings
-from ..sweeps.stats import is_seed
-from .sweeper import ComposingSweeper
+from ...reading.stats import is_seed
+from ...run.files import write_json_atomic
+from ..base import StrategySweeper, read_json, same_design
+from .design import SEEDS_FILE, seeds_run_dir
+from .sequential import Settings, check_settings
 
 log = logging.getLogger(__name__)
 
 
-class SeedsSweeperImpl(ComposingSweeper):
+class SeedsSweeperImpl(StrategySweeper):
     # its first round passes the gate before anything is written; every later round passes it in the launcher
-    gates_sweep = True
 
     def sweep(self, arguments: List[str]) -> Any:
-        from ..adapters.hydra import grid_jobs
-        from ..sweeps.gate import plan_runs
+        from ...adapters.hydra import grid_jobs
+        from ...launching.gate import plan_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         s = self.settings
@@ -57,7 +56,8 @@ class SeedsSweeperImpl(ComposingSweeper):
             design = {"settings": {"min_seeds": settings.min_seeds, "max_seeds": settings.max_seeds,
                                    "max_runs": settings.max_runs, "alpha": settings.alpha},
                       "configs": configs, "seed_key": str(s.seed_key), "first_seed": int(s.first_seed)}
-            _same_design(sweep_dir, design)
+            same_design(sweep_dir / SEEDS_FILE, read_json(sweep_dir / SEEDS_FILE), design,
+                        ("configs", "settings", "seed_key", "first_seed"), "a seeds sweep", "give another hydra.sweep.dir")
             first = [(c, i) for c in range(len(configs)) for i in range(settings.min_seeds)]
             jobs = self._jobs(design, first)
             if not (sweep_dir / SEEDS_FILE).exists():  # the first round, as the launcher will start it
@@ -70,11 +70,13 @@ class SeedsSweeperImpl(ComposingSweeper):
                  settings.budget(len(configs)), sweep_dir, sweep_dir)
         returns = []
         if self.config.hydra.launcher.get("detach"):
-            from ..sweeps.submit import record_lost_jobs
+            from ...launching.submit import record_lost_jobs
 
             record_lost_jobs(sweep_dir)
+        from . import STRATEGY
+
         while True:
-            adaptive = SweepResults.read(sweep_dir).adaptive
+            adaptive = STRATEGY.design(STRATEGY.read(sweep_dir))
             plan = adaptive.plan
             if plan.done:
                 break
@@ -84,16 +86,13 @@ class SeedsSweeperImpl(ComposingSweeper):
             first_num = plan.runs - len(round_)
             log.info("seeds sweep: round of %d run(s) (%s)", len(round_), ", ".join(
                 f"{adaptive.labels[c]} seed {adaptive.seed(i)}" for c, i in round_))
-            returns += self.launcher.launch(self._jobs(design, round_), initial_job_idx=first_num)
+            jobs = self._jobs(design, round_)
             if self.config.hydra.launcher.get("detach"):
+                returns += self.launcher.launch(jobs, initial_job_idx=first_num)
                 self._follow_up(sweep_dir)
                 return returns
-            for r in returns:
-                try:
-                    _ = r.return_value
-                except Exception as exc:  # noqa: BLE001 - a run that died: the design sees it failed
-                    log.error("a run of the seeds sweep failed: %s: %s", type(exc).__name__, exc)
-            again = SweepResults.read(sweep_dir).adaptive.plan
+            returns += self.launch(jobs, first_num, "a run of the seeds sweep")  # one that died: the design sees it failed
+            again = STRATEGY.design(STRATEGY.read(sweep_dir)).plan
             if again.todo == plan.todo:  # nothing new finished (every run of the round failed to start): stop
                 log.error("seeds sweep: the round's runs did not finish; the same command tries them again")
                 break
@@ -110,7 +109,7 @@ class SeedsSweeperImpl(ComposingSweeper):
 
     def _follow_up(self, sweep_dir: Path) -> None:
         """SLURM, detached: after this round's jobs end, a small job runs this command again (the next round)."""
-        from ..sweeps.status import JOBS
+        from ...launching.jobs import JOBS
 
         params = self.launcher.params
         jobs = json.loads((sweep_dir / JOBS).read_text())["jobs"] if (sweep_dir / JOBS).exists() else []
@@ -135,13 +134,3 @@ class SeedsSweeperImpl(ComposingSweeper):
               f"again); the sweep ends when a round leaves nothing open: python -m grpo_sweep.sweeps.status "
               f"{sweep_dir}", flush=True)
 
-
-def _same_design(sweep_dir: Path, design: dict) -> None:
-    path = sweep_dir / SEEDS_FILE
-    if not path.is_file():
-        return
-    recorded = json.loads(path.read_text())
-    for key in ("configs", "settings", "seed_key", "first_seed"):
-        if recorded.get(key) != design[key]:
-            raise ValueError(f"{path} holds a seeds sweep with other {key} ({recorded.get(key)} -> {design[key]}); "
-                             "the same command continues it: keep them, or give another hydra.sweep.dir")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import judge
+from grpo_sweep.reading.stats import judge
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, ques
 def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdicts:
     """The naive procedure: rank by the per-run values themselves, compare each configuration with the best mean by a
     paired t over seeds (n - 1 df), no multiplicity correction. ``values``: (sweeps, k, seeds)."""
-    from .stats import t_quantile
+    from grpo_sweep.reading.stats import t_quantile
 
     sweeps, k, seeds = values.shape
     reference = values.mean(2).argmax(1)
@@ -150,7 +150,7 @@ def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdic
 
 @dataclass
 class Adaptive:
-    """``hydra/sweeper=seeds`` (sweeps/sequential.py) over a batch of simulated sweeps: per sweep, the runs it used
+    """``hydra/sweeper=seeds`` (search/seeds/sequential.py) over a batch of simulated sweeps: per sweep, the runs it used
     and its calls, each (configuration, its look's leader, -1 worse / +1 better)."""
 
     runs: np.ndarray  # (sweeps,)
@@ -171,7 +171,7 @@ def adaptive_sweeps(rng: np.random.Generator, sweeps: int, k: int, settings, noi
     """Simulate the whole adaptive procedure: every configuration's seeds 1..max_seeds drawn up front (validation and
     test sharing each run's luck; no seed effect shared across configurations), the design replayed on validation
     (sequential.plan reads only the runs it asked for), the verdicts (sequential.verdicts)."""
-    from .sequential import plan, verdicts
+    from grpo_sweep.search.seeds.sequential import plan, verdicts
 
     val, test = simulate(rng, sweeps, k, settings.max_seeds, noise, shifts, noisy)
     runs, calls, seeds = np.zeros(sweeps, int), [], np.zeros((sweeps, k), int)

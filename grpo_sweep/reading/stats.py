@@ -4,8 +4,8 @@
 values; any leading batch axes) and returns a typed ``Judgement``: each configuration against a reference, its
 difference, standard error, family-wise critical value, the difference it detects with 80 % power and the call.
 Everything that prints or stores a verdict goes through it: ``compare`` below (a grid's runs), the seeds sweeper's
-looks and verdicts (sweeps/sequential.py: this engine with a budget over its looks), the batch simulations
-(sweeps/simulate.py, bench/verdict_battery.py). Words are made from its results in sweeps/wording.py.
+looks and verdicts (search/seeds/sequential.py: this engine with a budget over its looks), the batch simulations
+(bench/simulate.py, bench/verdict_battery.py). Words are made from its results in reading/wording.py.
 
 - **Ranking and reference** come from validation (``rank_value``, normally ``summary.objective`` = val_accuracy);
   the reference is the best complete configuration (of configurations tied on it, the first in the sweep's order).
@@ -33,7 +33,7 @@ looks and verdicts (sweeps/sequential.py: this engine with a budget over its loo
 
 bench/verdict_battery.py measures the error and the power in every regime above. Pure arithmetic over numpy and
 scipy.stats (imported where used: the login node imports this module, not scipy); no torch, no files
-(grpo_sweep/sweeps/results.py reads the run directories). Every interval of the project is here: the verdicts',
+(grpo_sweep/reading/results.py reads the run directories). Every interval of the project is here: the verdicts',
 a configuration's test figure (``test_interval``), the plots' t band (``t_quantile``).
 """
 from __future__ import annotations
@@ -378,11 +378,11 @@ class Comparison:
     extra_seeds: tuple = ()  # seeds it has that the design does not use (too few configurations ran them)
     mde: float | None = None  # smallest true |delta| detected with 80 % power at this design
     seeds_needed: int | None = None  # seeds per configuration for 80 % power at the observed |delta|
-    method: str = ""  # how the intervals were made, one sentence for reports (sweeps/wording.py)
+    method: str = ""  # how the intervals were made, one sentence for reports (reading/wording.py)
     is_best: bool = False
     n_questions: int | None = None  # questions paired per seed (None: per-run values)
     tied: tuple = ()  # the reference's: the configurations whose validation mean equals its own
-    reason: str = ""  # why the verdict is what it is, one of REASONS (words: sweeps/wording.py)
+    reason: str = ""  # why the verdict is what it is, one of REASONS (words: reading/wording.py)
     se: float | None = None  # standard error of delta
     mde_one_more: float | None = None  # the mde with one more seed each (what a further seed buys)
     seed_share: float | None = None  # the share of delta's variance that comes from seeds (the rest: questions)
@@ -463,7 +463,7 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
 
     ``groups``: {configuration: its runs}. Returns one Comparison per configuration: complete configurations by
     validation mean (best first, the reference), then incomplete ones, then those without any result (``-``); each
-    with its numbers and ``reason``, no words (sweeps/wording.py describes them).
+    with its numbers and ``reason``, no words (reading/wording.py describes them).
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"compare: direction={direction!r}; use maximize or minimize")

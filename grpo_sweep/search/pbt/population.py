@@ -1,5 +1,5 @@
 """Population-based training over reward weights and the learning rate: the population, its decisions and its
-record (``hparams_search=pbt``; the Hydra sweeper that drives it is ``search/pbt_sweeper.py``).
+record (``hparams_search=pbt``; the Hydra sweeper that drives it is ``search/pbt/sweeper.py``).
 
 Truncation selection as in Jaderberg et al. (2017): ``population`` members train side by side in ``rounds`` of
 ``steps_per_round`` steps. After each round the members are ranked on validation (the run's ``optimized_metric``
@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..run.files import append_jsonl, read_jsonl, write_jsonl_atomic
-from ..run.record import SUMMARY_NAME, row_scores, val_figures
-from ..run.results import BEST_DIR, METRICS, lookup
-from ..run.resume import CHECKPOINTS, last_checkpoint, rows_up_to
-from ..sweeps.results import PBT_LINEAGE
+from ...run.files import append_jsonl, read_jsonl, write_jsonl_atomic
+from ...run.record import SUMMARY_NAME, row_scores, val_figures
+from ...run.results import BEST_DIR, METRICS, lookup
+from ...run.resume import CHECKPOINTS, last_checkpoint, rows_up_to
 
-LINEAGE = PBT_LINEAGE
+# the population's lineage: its members are rounds of changing configs, not a grid's configurations
+LINEAGE = "pbt.jsonl"
 
 PLOT = "pbt.png"
 MEMBERS_DIR = "members"

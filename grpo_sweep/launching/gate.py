@@ -246,7 +246,7 @@ def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job
     other launcher (Hydra's stock ones) gets the config checks only (``config``/``loader`` then say what to
     compose with).
     """
-    from .results import varying_overrides
+    from ..reading.results import varying_overrides
 
     gated = isinstance(launcher, GatedLauncher)
     planned: dict = getattr(launcher, "_gate_planned", {}) if gated else {}

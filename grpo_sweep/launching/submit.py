@@ -1,6 +1,6 @@
 """Submitting a sweep through submitit (the launch side of hydra_plugins/grpo_sweep_launcher).
 
-Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/sweeps/gate.py) before
+Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/launching/gate.py) before
 one is queued.
 """
 from __future__ import annotations
@@ -175,8 +175,8 @@ def record_lost_jobs(sweep_dir: Path) -> None:
     """A detached sweep's runs whose SLURM job ended without a summary, recorded as failed runs (as the attached
     launch records them, ``lost_run_return``): the seeds sweeper's next round must see them failed, not running."""
     from .resubmit import SLURM_LIVE
-    from .results import SweepResults
-    from .status import slurm_jobs
+    from ..reading.results import SweepResults
+    from .jobs import slurm_jobs
 
     path = Path(sweep_dir) / JOBS
     if not path.is_file():

@@ -299,34 +299,6 @@ def _select(cfg: Any, key: str):
     return value
 
 
-def override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
-    """``base`` then ``extra``, dropping base overrides of a key that ``extra`` sets: Hydra refuses two
-    values for one config group (``reward_mix=smoke reward_mix=format``), and the later one is meant. A key that
-    ``base`` adds (``+key=...``, or ``++key=...``: added or set) is absent from the config both start from, so
-    ``extra``'s plain value for it takes the same prefix (else Hydra refuses it: ``Could not override``)."""
-    prefix = {override_key(o): o[: len(o) - len(o.lstrip("+"))] for o in base if o.startswith("+")}
-    extra = [prefix.get(override_key(o), "") + o if not o.startswith(("+", "~")) else o for o in extra]
-    keys = {override_key(o) for o in extra}
-    return [o for o in base if override_key(o) not in keys] + extra
-
-
-def group_overrides(base: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]:
-    """``group=option`` for each config group whose choice differs from ``base`` to ``target`` (``hydra.runtime.choices``),
-    Hydra's own groups and the study's ``hparams_search`` left out: a single run gets the study's mix
-    (``override /reward_mix: mine`` in its hparams_search file) as a group override, which a trial's own choice of the
-    group replaces (``merge_overrides``), instead of leaf edits that would add one mix's terms to another's."""
-    out = []
-    for group, option in target.items():
-        if group.startswith(("hydra", "hparams_search")) or base.get(group, _MISSING) == option:
-            continue
-        out.append(f"{group}={'null' if option is None else option}")
-    return out
-
-
 def _override_value(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)

@@ -1,6 +1,7 @@
 """The PBT sweeper (``hydra/sweeper=grpo_pbt``, chosen by ``hparams_search=pbt``): it drives the population's
 rounds on the login node, each member's round one job on the configured launcher (local, pool, submitit_local,
-SLURM), every job through the same gate as any sweep's. The population's logic is ``search/pbt.py``.
+SLURM), every job through the same gate as any sweep's. The population's logic is ``population.py``, its plot
+``plot.py``.
 
 One job a member and round: a job is a plain run continued in its member's directory (``trainer.pause_at_step``),
 so a preempted or requeued member resumes from its own checkpoint as any run does, and the driver holds no state
@@ -17,22 +18,20 @@ from typing import Any, List
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..run.resume import CHECKPOINTS, remember_config
-from .pbt import (BEST_SCHEDULE, LEARNING_RATE, LINEAGE, PLOT, Lineage, Param, PBTError, Settings, check_metric,
+from ...run.resume import CHECKPOINTS, remember_config
+from .population import (BEST_SCHEDULE, LEARNING_RATE, LINEAGE, PLOT, Lineage, Param, PBTError, Settings, check_metric,
                   check_settings, decide, initial_population, member_dir, member_overrides, parse_params, ranked,
                   round_score, take_over)
-from .space import merge_overrides
-from .sweeper import ComposingSweeper
+from ..base import StrategySweeper, merge_overrides, quoted, same_design
 
 log = logging.getLogger(__name__)
 
-class PBTSweeperImpl(ComposingSweeper):
+class PBTSweeperImpl(StrategySweeper):
     # the population's first round passes the gate before anything is written; every later round's jobs pass it
     # again in the launcher, as each batch of any sweep does
-    gates_sweep = True
 
     def sweep(self, arguments: List[str]) -> Any:
-        from ..sweeps.gate import plan_runs
+        from ...launching.gate import plan_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         job_cfg = self._compose(arguments)
@@ -46,8 +45,8 @@ class PBTSweeperImpl(ComposingSweeper):
             params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix)
             lineage = Lineage.read(sweep_dir / LINEAGE)
             start = self._start_row(settings, params, job_cfg)
-            if lineage.start is not None:
-                _same_pbt(lineage.start, start, sweep_dir)
+            same_design(sweep_dir / LINEAGE, lineage.start, start, ("settings", "params", "metric", "base_seed"),
+                        "a PBT", "give another hydra.sweeper.name")
             self._check_ranges(arguments, params)
             first = self._jobs(arguments, params, settings, start["base_seed"], [[v] for v in start["population"]],
                                list(range(settings.population)))
@@ -76,7 +75,7 @@ class PBTSweeperImpl(ComposingSweeper):
         if lineage.test is None:
             self._test_best(arguments, lineage, params, settings, base_seed, job_cfg.optimized_metric)
         replay = self._write_best_schedule(arguments, lineage, params, settings, job_cfg)
-        from ..sweeps.plots import plot_lineage
+        from .plot import plot_lineage
 
         plot_lineage(lineage.scores, lineage.decisions, settings.steps_per_round, sweep_dir / PLOT, job_cfg.optimized_metric)
         print(pbt_report(lineage, params, sweep_dir, job_cfg.optimized_metric, replay))
@@ -92,8 +91,8 @@ class PBTSweeperImpl(ComposingSweeper):
     def _check_ranges(self, arguments: List[str], params: list[Param]) -> None:
         """Each range's ends on the base config through the config's checks: a value no run can take would fail
         the member that draws it, rounds later."""
-        from ..config.show import first_line
-        from ..sweeps.gate import check_config
+        from ...config.show import first_line
+        from ...launching.gate import check_config
 
         for p in params:
             for value in (p.low, p.high):
@@ -112,22 +111,18 @@ class PBTSweeperImpl(ComposingSweeper):
     def _launch(self, jobs: list[list[str]], members: list[int], first_index: int) -> None:
         """Start ``jobs`` (one a member) on the launcher, after recording in each member's directory that its
         config for this round is its own (the run's resume refuses a directory started with another config)."""
-        from ..sweeps.gate import compose_runs
+        from ...launching.gate import compose_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         for m, cfg in zip(members, compose_runs(self.hydra_context.config_loader, self.config, jobs)):
             if (member_dir(sweep_dir, m) / CHECKPOINTS).exists():
                 remember_config(member_dir(sweep_dir, m), cfg)
-        for r in self.launcher.launch(jobs, initial_job_idx=first_index):
-            try:
-                _ = r.return_value
-            except Exception as exc:  # noqa: BLE001 - a job that died: the member has no score this round
-                log.error("a PBT member's job failed: %s: %s", type(exc).__name__, exc)
+        self.launch(jobs, first_index, "a PBT member's job")  # one that died: the member has no score this round
 
     def _train_round(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
                      base_seed: int, round_: int, metric: str) -> None:
-        from ..run.validate import ConfigError
-        from ..sweeps.gate import stop
+        from ...run.validate import ConfigError
+        from ...launching.gate import stop
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         step = (round_ + 1) * settings.steps_per_round
@@ -150,8 +145,8 @@ class PBTSweeperImpl(ComposingSweeper):
     def _test_best(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
                    base_seed: int, metric: str) -> None:
         """The best member of the last round runs on to its end: its final evaluation, the test split once."""
-        from ..run.validate import ConfigError
-        from ..sweeps.gate import stop
+        from ...run.validate import ConfigError
+        from ...launching.gate import stop
 
         last = settings.rounds - 1
         scores = lineage.scores[last]
@@ -178,8 +173,7 @@ class PBTSweeperImpl(ComposingSweeper):
                              job_cfg: DictConfig) -> list[str]:
         """The best member's mix as an option of the reward_mix group (``<sweep>/conf/reward_mix/
         best_schedule.yaml``); returns the command line's overrides that train it as a plain run."""
-        from ..run.files import write_text_atomic
-        from .worker import quoted
+        from ...run.files import write_text_atomic
 
         sweep_dir = Path(self.config.hydra.sweep.dir).resolve()
         best = lineage.best["member"]
@@ -205,17 +199,9 @@ class PBTSweeperImpl(ComposingSweeper):
 
 
 
-def _same_pbt(recorded: dict, now: dict, sweep_dir: Path) -> None:
-    for key in ("settings", "params", "metric", "base_seed"):
-        if recorded.get(key) != now.get(key):
-            raise PBTError(f"{sweep_dir / LINEAGE} holds a PBT started with other {key} ({recorded.get(key)} -> "
-                           f"{now.get(key)}); the same command continues it: keep them, or give another "
-                           "hydra.sweeper.name")
-
-
 def _member_summaries(sweep_dir: Path, population: int) -> dict[int, Any]:
     """Each member's summary.json as the sweep's one reader reads it (None: the member has none)."""
-    from ..sweeps.results import SweepResults
+    from ...reading.results import SweepResults
 
     results = SweepResults.read(sweep_dir)
     out: dict[int, Any] = {}
