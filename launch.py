@@ -2,6 +2,7 @@
 
 Kept thin and light: composing, validating and submitting must not import torch/trl (login nodes).
 """
+
 import sys
 
 import hydra

@@ -1,5 +1,6 @@
 """What the benchmarks share: the checkout they measure, its config composed, `python launch.py` run as a user runs
 it, a fresh process timed from outside, and the numbers kept in bench/results/."""
+
 from __future__ import annotations
 
 import argparse
@@ -104,13 +105,26 @@ def compose(overrides: list[str] | tuple[str, ...] = ()):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-def launch(args: list[str], out: Path | str, *, env: dict | None = None, cwd: Path | str = ROOT,
-           timeout: float | None = None, check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+def launch(
+    args: list[str],
+    out: Path | str,
+    *,
+    env: dict | None = None,
+    cwd: Path | str = ROOT,
+    timeout: float | None = None,
+    check: bool = True,
+) -> tuple[float, subprocess.CompletedProcess]:
     """`python launch.py ARGS output_root=OUT` in a fresh process: its wall seconds and the finished process. With
     ``check``, a failed launch ends the benchmark with the tail of its stderr."""
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, env=child_env(env))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(env),
+    )
     wall = time.perf_counter() - started
     if check and proc.returncode:
         raise SystemExit(f"launch.py {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
@@ -136,8 +150,13 @@ def timed_process(cmd: list[str], cwd: Path | str = ROOT, env: dict | None = Non
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or child_env())
     out = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
-    return {"wall_s": round(time.perf_counter() - started, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "rc": os.waitstatus_to_exitcode(status), "output": out}
+    return {
+        "wall_s": round(time.perf_counter() - started, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "rc": os.waitstatus_to_exitcode(status),
+        "output": out,
+    }
 
 
 def seconds_each(fn: Callable[[], object], repeats: int) -> list[float]:

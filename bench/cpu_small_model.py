@@ -15,6 +15,7 @@ per-validation-problem and per-test-problem seconds are read from the run's metr
 scaled to the preset's steps, validations and split sizes (an estimate, printed as such).
 Writes bench/results/cpu_small_model.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,33 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench._common import ROOT, child_env, command, compose, machine, parser, read_jsonl, record, run_dirs, timed_process
+from bench._common import (
+    ROOT,
+    child_env,
+    command,
+    compose,
+    machine,
+    parser,
+    read_jsonl,
+    record,
+    run_dirs,
+    timed_process,
+)
 
 # Qwen/Qwen2.5-0.5B-Instruct's config.json, the values that decide the cost
-QWEN2_5_0_5B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                    num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1000000.0,
-                    rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
+QWEN2_5_0_5B = dict(
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+)
 # 10 % carved for validation and 10 % for test: 10 rows each, of which the run evaluates 8
 PROBLEMS = 100
 
@@ -41,8 +63,13 @@ def build_model(path: Path) -> int:
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "grpo_sweep" / "models" / "prebuilt")
-    config = Qwen2Config(**QWEN2_5_0_5B, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, architectures=["Qwen2ForCausalLM"])
+    config = Qwen2Config(
+        **QWEN2_5_0_5B,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        architectures=["Qwen2ForCausalLM"],
+    )
     model = Qwen2ForCausalLM(config)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -56,10 +83,14 @@ def word_problems(path: Path, n: int = PROBLEMS) -> None:
     with path.open("w") as f:
         for _ in range(n):
             name, a, b, c = rng.choice(names), rng.randint(3, 12), rng.randint(4, 20), rng.randint(1, 30)
-            question = (f"{name} runs a small bakery. Every morning {name} bakes {a} trays of muffins, and each tray "
-                        f"holds {b} muffins. By noon {name} has sold all but {c} of them, and gives the rest to a "
-                        f"neighbour who helps in the shop. How many muffins did {name} sell before noon?")
-            answer = f"{name} bakes {a} * {b} = {a * b} muffins. {a * b} - {c} = {a * b - c} were sold.\n#### {a * b - c}"
+            question = (
+                f"{name} runs a small bakery. Every morning {name} bakes {a} trays of muffins, and each tray "
+                f"holds {b} muffins. By noon {name} has sold all but {c} of them, and gives the rest to a "
+                f"neighbour who helps in the shop. How many muffins did {name} sell before noon?"
+            )
+            answer = (
+                f"{name} bakes {a} * {b} = {a * b} muffins. {a * b} - {c} = {a * b - c} were sold.\n#### {a * b - c}"
+            )
             f.write(json.dumps({"question": question, "answer": answer}) + "\n")
 
 
@@ -72,14 +103,27 @@ def main() -> int:
     model_dir, data = tmp / "qwen2_5_0_5b_shape", tmp / "word_problems.jsonl"
     parameters = build_model(model_dir)
     word_problems(data)
-    overrides = ["experiment=cpu_qwen0_5b", f"model.name_or_path={model_dir}", "data=file", f"data.path={data}",
-                 "data.prompt_column=question", "data.ground_truth_column=answer", "data.ground_truth_after='####'",
-                 "data.max_val_samples=8", "data.max_test_samples=8", f"trainer.max_steps={opts.steps}",
-                 f"trainer.save_steps={opts.steps}", "trainer.eval.every_steps=0", "trainer.disable_tqdm=true"]
+    overrides = [
+        "experiment=cpu_qwen0_5b",
+        f"model.name_or_path={model_dir}",
+        "data=file",
+        f"data.path={data}",
+        "data.prompt_column=question",
+        "data.ground_truth_column=answer",
+        "data.ground_truth_after='####'",
+        "data.max_val_samples=8",
+        "data.max_test_samples=8",
+        f"trainer.max_steps={opts.steps}",
+        f"trainer.save_steps={opts.steps}",
+        "trainer.eval.every_steps=0",
+        "trainer.disable_tqdm=true",
+    ]
     if opts.threads:
         overrides.append(f"trainer.torch_threads={opts.threads}")
-    proc = timed_process([sys.executable, str(ROOT / "launch.py"), *overrides, f"output_root={tmp / 'out'}"],
-                         env=child_env({"HF_HUB_OFFLINE": "1"}))
+    proc = timed_process(
+        [sys.executable, str(ROOT / "launch.py"), *overrides, f"output_root={tmp / 'out'}"],
+        env=child_env({"HF_HUB_OFFLINE": "1"}),
+    )
     if proc["rc"]:
         raise SystemExit(f"the launch failed:\n{proc['output'][-3000:]}")
     [run_dir] = run_dirs(tmp / "out")
@@ -95,23 +139,36 @@ def main() -> int:
     max_steps, every = preset.trainer.max_steps, preset.trainer.eval.every_steps
     validations = len(set(range(0, max_steps, every or max_steps)) | {max_steps})
     val_n, test_n = preset.data.max_val_samples, preset.data.max_test_samples
-    estimate = (max_steps * step_s + validations * val_n * val_problem_s + 2 * test_n * test_problem_s
-                + summary["timings_s"]["startup"] + summary["timings_s"]["setup"])
+    estimate = (
+        max_steps * step_s
+        + validations * val_n * val_problem_s
+        + 2 * test_n * test_problem_s
+        + summary["timings_s"]["startup"]
+        + summary["timings_s"]["setup"]
+    )
     result = {
         "command": command("bench.cpu_small_model"),
         "machine": machine("at the end"),
         "parameters": parameters,
         "launch": "python launch.py " + " ".join(o.replace(str(tmp), "$TMP") for o in overrides),
         "measured": {
-            "wall_s": proc["wall_s"], "peak_rss_mb": proc["peak_rss_mb"], "steps": len(steps), "step_s": [round(s, 1) for s in steps],
-            "completions_mean_length": statistics.median(r["completions/mean_length"] for r in rows if "step_time" in r),
-            "validation_s_a_problem": round(val_problem_s, 2), "test_s_a_problem": round(test_problem_s, 2),
+            "wall_s": proc["wall_s"],
+            "peak_rss_mb": proc["peak_rss_mb"],
+            "steps": len(steps),
+            "step_s": [round(s, 1) for s in steps],
+            "completions_mean_length": statistics.median(
+                r["completions/mean_length"] for r in rows if "step_time" in r
+            ),
+            "validation_s_a_problem": round(val_problem_s, 2),
+            "test_s_a_problem": round(test_problem_s, 2),
             "timings_s": summary["timings_s"],
         },
         "estimated_preset_run_min": round(estimate / 60, 1),
-        "estimated_from": (f"the preset's {max_steps} steps x step_s + {validations} validations x {val_n} problems x "
-                           f"validation_s_a_problem + 2 x {test_n} test problems x test_s_a_problem + start-up; every "
-                           "completion at full length (a random model never stops)"),
+        "estimated_from": (
+            f"the preset's {max_steps} steps x step_s + {validations} validations x {val_n} problems x "
+            f"validation_s_a_problem + 2 x {test_n} test problems x test_s_a_problem + start-up; every "
+            "completion at full length (a random model never stops)"
+        ),
     }
     record("cpu_small_model", result)
     print(proc["output"][-1500:], file=sys.stderr)

@@ -7,6 +7,7 @@ directories (a Dataset, a DatasetDict with train/validation/test), all with the 
 Each case is timed twice: the first load_splits of a file or shard directory builds `datasets`' Arrow cache, the
 second reads it. Prints a markdown table.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ from bench._common import compose, parser
 
 def rows(n: int, start: int = 0) -> list[dict]:
     # GSM8K-like: a ~250-character question, a worked answer ending in "#### N"
-    return [{"question": f"Problem {i}: " + "Tom has some boxes of pens and gives a few away. " * 5 + "How many?",
-             "answer": f"{i} * 3 = {3 * i}\n#### {3 * i}"} for i in range(start, start + n)]
+    return [
+        {
+            "question": f"Problem {i}: " + "Tom has some boxes of pens and gives a few away. " * 5 + "How many?",
+            "answer": f"{i} * 3 = {3 * i}\n#### {3 * i}",
+        }
+        for i in range(start, start + n)
+    ]
 
 
 def main() -> None:
@@ -33,6 +39,7 @@ def main() -> None:
     import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from grpo_sweep.data import load_splits, precheck_files
 
     datasets.disable_progress_bars()
@@ -44,7 +51,7 @@ def main() -> None:
     for fmt in ("jsonl", "parquet"):
         (tmp / fmt).mkdir()
         for k in range(args.shards):
-            part = all_rows[k * per:(k + 1) * per]
+            part = all_rows[k * per : (k + 1) * per]
             if fmt == "jsonl":
                 (tmp / fmt / f"part-{k:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
             else:
@@ -52,17 +59,31 @@ def main() -> None:
     full = datasets.Dataset.from_list(all_rows)
     full.save_to_disk(str(tmp / "saved"))
     n_val = n_test = max(1, args.rows // 10)
-    datasets.DatasetDict(train=full.select(range(n_val + n_test, args.rows)), validation=full.select(range(n_val)),
-                         test=full.select(range(n_val, n_val + n_test))).save_to_disk(str(tmp / "saved_dict"))
+    datasets.DatasetDict(
+        train=full.select(range(n_val + n_test, args.rows)),
+        validation=full.select(range(n_val)),
+        test=full.select(range(n_val, n_val + n_test)),
+    ).save_to_disk(str(tmp / "saved_dict"))
 
     cases = [("built-in task (`data=arithmetic`)", [])]
-    common = ["data=file", "data.prompt_column=question", "data.ground_truth_column=answer", "data.ground_truth_after='####'"]
-    for name, path in (("one jsonl file", "one.jsonl"), (f"{args.shards} jsonl shards", "jsonl"),
-                       (f"{args.shards} parquet shards", "parquet"), ("save_to_disk Dataset", "saved"),
-                       ("save_to_disk DatasetDict (train/validation/test)", "saved_dict")):
+    common = [
+        "data=file",
+        "data.prompt_column=question",
+        "data.ground_truth_column=answer",
+        "data.ground_truth_after='####'",
+    ]
+    for name, path in (
+        ("one jsonl file", "one.jsonl"),
+        (f"{args.shards} jsonl shards", "jsonl"),
+        (f"{args.shards} parquet shards", "parquet"),
+        ("save_to_disk Dataset", "saved"),
+        ("save_to_disk DatasetDict (train/validation/test)", "saved_dict"),
+    ):
         cases.append((name, [*common, f"data.path={tmp / path}"]))
     print(f"{args.rows} rows ({(tmp / 'one.jsonl').stat().st_size / 1e6:.1f} MB as jsonl), {args.shards} shards\n")
-    print("| data | splits (train / validation / test) | precheck_files (s) | load_splits, first (s) | load_splits, again (s) |")
+    print(
+        "| data | splits (train / validation / test) | precheck_files (s) | load_splits, first (s) | load_splits, again (s) |"
+    )
     print("|---|---|---|---|---|")
     for name, overrides in cases:
         cfg = compose(overrides)

@@ -7,6 +7,7 @@ sets, harder (``repetition_penalty: 1.3, top_k: 2``): its greedy test accuracy b
 every run evaluates now (``backends/decoding.py``), and the way it did before (``generate(do_sample=False)`` alone,
 which fills the rest from that file). The README's main job reports 0.359 for the unmodified model.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,11 @@ def old_generate(model, tokenizer, prompts, decoding, batch_size=32):
     out = []
     with torch.no_grad():
         for start in range(0, len(ids), batch_size):
-            batch = tokenizer.pad({"input_ids": ids[start:start + batch_size]}, return_tensors="pt")
-            generated = model.generate(**batch, max_new_tokens=decoding.max_new_tokens, do_sample=False,
-                                       pad_token_id=tokenizer.pad_token_id)
-            out += tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+            batch = tokenizer.pad({"input_ids": ids[start : start + batch_size]}, return_tensors="pt")
+            generated = model.generate(
+                **batch, max_new_tokens=decoding.max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+            out += tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     return out
 
 
@@ -51,7 +53,10 @@ def main(argv: list[str] | None = None) -> None:
     rewards, _ = build_mix(cfg.reward_mix, cfg.trainer)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, extra in (("as built", {}), ("repetition_penalty 1.3, top_k 2", {"repetition_penalty": 1.3, "top_k": 2})):
+        for name, extra in (
+            ("as built", {}),
+            ("repetition_penalty 1.3, top_k 2", {"repetition_penalty": 1.3, "top_k": 2}),
+        ):
             path = Path(tmp) / name.replace(" ", "_").replace(",", "")
             shutil.copytree(source, path)
             config = json.loads((path / "generation_config.json").read_text())
@@ -62,8 +67,14 @@ def main(argv: list[str] | None = None) -> None:
                 backend = types.SimpleNamespace(generate=generate)
                 scores = Evaluator(backend, tokenizer, test, rewards, cfg).greedy(model).scores
                 results[f"{name} / {how}"] = scores.accuracy
-    record("decoding", {"command": command("bench.decoding", argv), "machine": machine(),
-                        "greedy_test_accuracy_before_training": results})
+    record(
+        "decoding",
+        {
+            "command": command("bench.decoding", argv),
+            "machine": machine(),
+            "greedy_test_accuracy_before_training": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ The standard preset runs on the tiny model on CPU for 40 steps with an evaluatio
 take ~20 min here); `projected_share_*` is the share of each preset's full run (120 steps / 250 steps, an
 evaluation every 40), from the measured time per evaluation and per training step.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,18 @@ from bench._common import launch, machine, parser, record, run_dirs
 SETTINGS = {
     "smoke": [],  # the main job as it ships: 120 steps, evaluations at 0, 40, 80 (+ final)
     # the walkthrough's 6 x 768-token completions on the tiny model: 40 steps, an evaluation at 0 and 20 (+ final)
-    "standard": ["experiment=gpu", "model.max_seq_length=1024", "trainer.max_steps=40", "trainer.save_steps=40", "trainer.eval.every_steps=20",
-                 "trainer.bf16=false", "trainer.torch_threads=1", "trainer.mask_truncated_completions=false",
-                 "data.max_val_samples=32", "data.max_test_samples=32"],
+    "standard": [
+        "experiment=gpu",
+        "model.max_seq_length=1024",
+        "trainer.max_steps=40",
+        "trainer.save_steps=40",
+        "trainer.eval.every_steps=20",
+        "trainer.bf16=false",
+        "trainer.torch_threads=1",
+        "trainer.mask_truncated_completions=false",
+        "data.max_val_samples=32",
+        "data.max_test_samples=32",
+    ],
 }
 
 
@@ -37,8 +47,11 @@ def projected(name: str, measured: dict) -> dict:
     periodic_evals = len(range(0, steps, every))  # step 0 and every `every` steps before the last
     per_eval = measured["periodic_eval_s"] / (len(measured["eval_steps"]) - 1)  # the last one is the final evaluation
     per_step = measured["train_s_without_evals"] / measured["steps"]
-    return {"per_eval_s": round(per_eval, 3), "per_step_s": round(per_step, 3),
-            f"projected_share_{steps}_steps_every_{every}": round(periodic_evals * per_eval / (steps * per_step), 4)}
+    return {
+        "per_eval_s": round(per_eval, 3),
+        "per_step_s": round(per_step, 3),
+        f"projected_share_{steps}_steps_every_{every}": round(periodic_evals * per_eval / (steps * per_step), 4),
+    }
 
 
 def main() -> None:

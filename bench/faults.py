@@ -8,6 +8,7 @@
 - math-verify through the helper process vs in-process, and the time to recover from a hung comparison;
 - the reward guard's overhead on a cheap reward.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,7 @@ import subprocess
 import time
 
 from bench._common import machine, median_ms, parser, record
-from grpo_sweep.rewards import REWARDS
-from grpo_sweep.rewards import mathcheck
+from grpo_sweep.rewards import REWARDS, mathcheck
 from grpo_sweep.rewards.guard import guarded
 from grpo_sweep.rewards.sandbox import Limits, execute
 
@@ -59,11 +59,18 @@ def main() -> None:
     faults = {}
     for name, program in HOSTILE.items():
         start = time.perf_counter()
-        result = execute(program + "\ndef add(a, b): return a + b", ADD, Limits(timeout_s=3, per_test_s=1, memory_mb=256))
+        result = execute(
+            program + "\ndef add(a, b): return a + b", ADD, Limits(timeout_s=3, per_test_s=1, memory_mb=256)
+        )
         seconds = time.perf_counter() - start
         after = execute(GOOD, ADD).score
-        faults[name] = {"score": result.score, "status": result.status, "seconds": round(seconds, 2),
-                        "next_execution_score": after, "processes_left": leftovers()}
+        faults[name] = {
+            "score": result.score,
+            "status": result.status,
+            "seconds": round(seconds, 2),
+            "next_execution_score": after,
+            "processes_left": leftovers(),
+        }
     results["fault_injection"] = faults
 
     # math-verify: helper process vs in-process, uncached latex comparisons
@@ -97,7 +104,8 @@ def main() -> None:
     texts = [f"<think>{i}</think><answer>{i}</answer>" for i in range(1000)]
     raw, wrapped = REWARDS["xmlcount"], guarded(REWARDS["xmlcount"], "xmlcount")
     results["guard_overhead_ms_per_1000"] = {
-        "raw": median_ms(lambda: raw(completions=texts), 20), "guarded": median_ms(lambda: wrapped(completions=texts), 20)
+        "raw": median_ms(lambda: raw(completions=texts), 20),
+        "guarded": median_ms(lambda: wrapped(completions=texts), 20),
     }
 
     record("faults", results)

@@ -8,6 +8,7 @@ completion, a hang, garbage, 429s, a reply of many megabytes, one that trickles 
 requests and the most it had in flight, and keeps each request's Authorization header and prompt. `free_port()`
 with nothing started on it is a judge that is down.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,12 +43,24 @@ def tiny_model_server(startup_s: float = 90.0):
     """`transformers serve` with the tiny model preloaded on CPU; yields the base URL (…/v1). Requests must name
     the model as it was given (`TINY_MODEL`): another name is a 400."""
     port = free_port()
-    cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(TINY_MODEL), "--device", "cpu",
-           "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "transformers.cli.transformers",
+        "serve",
+        str(TINY_MODEL),
+        "--device",
+        "cpu",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     # its log goes to a file: a pipe nobody reads fills up after a few hundred requests and stalls the server
     log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     try:
         started = time.monotonic()
         while True:
@@ -75,12 +88,20 @@ def tiny_model_server(startup_s: float = 90.0):
 
 
 def chat_reply(text: str, prompt: str = "", model: str = "judge") -> web.Response:
-    return web.json_response({
-        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-        "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                  "total_tokens": len(prompt.split()) + len(text.split())},
-    })
+    return web.json_response(
+        {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {
+                "prompt_tokens": len(prompt.split()),
+                "completion_tokens": len(text.split()),
+                "total_tokens": len(prompt.split()) + len(text.split()),
+            },
+        }
+    )
 
 
 # a handler: (the server, the request's number from 1, its prompt) -> the response
@@ -139,7 +160,7 @@ class JudgeServer:
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
 
-    def __enter__(self) -> "JudgeServer":
+    def __enter__(self) -> JudgeServer:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
         return self
@@ -180,8 +201,11 @@ def rate_limited(times: int, retry_after: str = "0.1", then: Handler | None = No
 
     async def handle(server, number, prompt):
         if number <= times:
-            return web.json_response({"error": {"message": "rate limited", "type": "rate_limit"}}, status=429,
-                                     headers={"Retry-After": retry_after})
+            return web.json_response(
+                {"error": {"message": "rate limited", "type": "rate_limit"}},
+                status=429,
+                headers={"Retry-After": retry_after},
+            )
         return await then(server, number, prompt)
 
     return handle
@@ -211,7 +235,7 @@ def trickle(every_s: float, text: str = "Score: 7") -> Handler:
         response = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": str(len(body))})
         await response.prepare(server.request_of(number))
         for i in range(len(body)):
-            await response.write(body[i:i + 1])
+            await response.write(body[i : i + 1])
             await asyncio.sleep(every_s)
         await response.write_eof()
         return response

@@ -8,6 +8,7 @@ with a judge term riding along at weight 0, so every run trains the same way and
 - the same, `group=true`: one request per prompt, its 8 completions scored together (RULER-style);
 - an aiohttp endpoint that answers at once (bench/judge_servers.JudgeServer): the client's own cost.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,13 @@ FACTORY = "grpo_sweep.rewards.judge.llm_judge"
 
 
 def judge_args(base_url: str, model: str, *extra: str) -> list[str]:
-    return [f"+reward_mix.judge.factory={FACTORY}", f"+reward_mix.judge.factory_args.base_url={base_url}",
-            f"+reward_mix.judge.factory_args.model={model}", "+reward_mix.judge.weight=0",
-            *(f"+reward_mix.judge.factory_args.{a}" for a in extra)]
+    return [
+        f"+reward_mix.judge.factory={FACTORY}",
+        f"+reward_mix.judge.factory_args.base_url={base_url}",
+        f"+reward_mix.judge.factory_args.model={model}",
+        "+reward_mix.judge.weight=0",
+        *(f"+reward_mix.judge.factory_args.{a}" for a in extra),
+    ]
 
 
 def run(label: str, overrides: list[str], steps: int) -> dict:
@@ -53,8 +58,10 @@ def run(label: str, overrides: list[str], steps: int) -> dict:
         "requests/step": sum(r["judge/judge/requests"] for r in rows) / len(rows),
         "cache hit rate": sum(r["judge/judge/cache_hit_rate"] for r in rows) / len(rows),
         "failures/step": sum(r["judge/judge/failures"] for r in rows) / len(rows),
-        "tokens/step (prompt + completion)": sum(r["judge/judge/prompt_tokens"] + r["judge/judge/completion_tokens"]
-                                                 for r in rows) / len(rows),
+        "tokens/step (prompt + completion)": sum(
+            r["judge/judge/prompt_tokens"] + r["judge/judge/completion_tokens"] for r in rows
+        )
+        / len(rows),
         "why unscored (samples, training and evaluations)": ", ".join(f"{v} {k}" for k, v in kinds.items()) or "-",
         "reward_cost share": cost["share"],
         "correct share": summary["reward_cost"]["correct"]["share"],
@@ -70,8 +77,13 @@ def main() -> None:
     with tiny_model_server() as base_url:
         model = str(TINY_MODEL)
         results.append(run("tiny model, transformers serve", judge_args(base_url, model, "max_tokens=16"), args.steps))
-        results.append(run("tiny model, transformers serve, group=true",
-                           judge_args(base_url, model, "max_tokens=32", "group=true"), args.steps))
+        results.append(
+            run(
+                "tiny model, transformers serve, group=true",
+                judge_args(base_url, model, "max_tokens=32", "group=true"),
+                args.steps,
+            )
+        )
     with JudgeServer(scored(lambda prompt: "Score: 7")) as server:
         results.append(run("instant aiohttp endpoint", judge_args(server.base_url, "m"), args.steps))
     keys = list(results[0])

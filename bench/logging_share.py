@@ -6,6 +6,7 @@ and with logger=wandb transformers' W&B callback and the completions table), ove
 Each callback's on_log is timed in place; the total is divided by the run's training time (timings_s.train).
 logger=wandb runs offline (no account), as a run without credentials does.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,10 @@ def timed(cls, clock: dict) -> None:
 
 def main() -> None:
     parser(__doc__).parse_args()
-    import grpo_sweep.run.train as train_module
-    from grpo_sweep.tracking import open_logger
     from transformers.integrations import WandbCallback
 
+    import grpo_sweep.run.train as train_module
+    from grpo_sweep.tracking import open_logger
     from grpo_sweep.tracking.wandb_logger import CompletionsTable
 
     os.environ.setdefault("WANDB_MODE", "offline")
@@ -64,8 +65,15 @@ def main() -> None:
             "per_callback_seconds": {k: round(v, 4) for k, v in clock.items()},
         }
         print(name, json.dumps(results[name], indent=2), flush=True)
-    write("logging_share.json", {"results": results, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
-                                 "command": command("bench.logging_share")})
+    write(
+        "logging_share.json",
+        {
+            "results": results,
+            "machine": machine(),
+            "date": time.strftime("%Y-%m-%d"),
+            "command": command("bench.logging_share"),
+        },
+    )
 
 
 if __name__ == "__main__":

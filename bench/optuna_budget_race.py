@@ -7,6 +7,7 @@ Each repeat: a fresh SQLite study, ``--workers`` processes whose trials end at o
 tests/test_adapters.py::test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget, which runs the
 lock's arm once). Prints the trial counts of each arm.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -27,7 +28,9 @@ def _budgeted_worker(args):
     storage = open_storage(storage_url)
     if not budgeted:  # Optuna's own budget, the arm the lock is compared with
         study = optuna.load_study(study_name="s", storage=storage)
-        study.optimize(lambda t: t.suggest_float("x", 0, 1), callbacks=[optuna.study.MaxTrialsCallback(n_trials, states=None)])
+        study.optimize(
+            lambda t: t.suggest_float("x", 0, 1), callbacks=[optuna.study.MaxTrialsCallback(n_trials, states=None)]
+        )
         return
     study = load_budgeted_study("s", storage, None, None, n_trials, lock_path)
     try:

@@ -23,6 +23,7 @@ measured is the framework and the storage:
 
 Writes bench/results/optuna_concurrency.json (under --label) and prints a markdown table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench._common import RESULTS, ROOT, child_env, command, parser, record_labelled
+
 VICTIM_TRIAL = 1  # the killed worker dies in its 2nd trial: early, so that the others run most of the study after it
 
 
@@ -55,7 +57,9 @@ def worker(args: argparse.Namespace) -> None:
     storage = open_storage(args.url, args.heartbeat_interval or None, args.grace_period or None)
     sampler = TPESampler(seed=args.index, constant_liar=True)
     if args.budget == "lock":
-        study = load_budgeted_study(args.study, storage, sampler, None, args.trials, str(Path(args.out) / "trial_budget"))
+        study = load_budgeted_study(
+            args.study, storage, sampler, None, args.trials, str(Path(args.out) / "trial_budget")
+        )
         callbacks = []
     else:
         study = optuna.load_study(study_name=args.study, storage=storage, sampler=sampler)
@@ -125,13 +129,37 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
     optuna.create_study(study_name=study_name, storage=open_storage(url), direction="minimize")
     procs = []
     for i in range(args.workers):
-        cmd = [sys.executable, "-m", "bench.optuna_concurrency", "--worker", "--url", url, "--study", study_name,
-               "--index", str(i), "--out", str(tmp), "--trials", str(args.trials), "--sleep", str(args.sleep),
-               "--heartbeat-interval", str(args.heartbeat_interval), "--grace-period", str(args.grace_period),
-               "--budget", args.budget]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.optuna_concurrency",
+            "--worker",
+            "--url",
+            url,
+            "--study",
+            study_name,
+            "--index",
+            str(i),
+            "--out",
+            str(tmp),
+            "--trials",
+            str(args.trials),
+            "--sleep",
+            str(args.sleep),
+            "--heartbeat-interval",
+            str(args.heartbeat_interval),
+            "--grace-period",
+            str(args.grace_period),
+            "--budget",
+            args.budget,
+        ]
         if i == 0:
             cmd.append("--victim")
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp / f"err.{i}", "w")))
+        procs.append(
+            subprocess.Popen(
+                cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=open(tmp / f"err.{i}", "w")
+            )
+        )
     deadline = time.time() + 600
     while sum((tmp / f"ready.{i}").exists() for i in range(args.workers)) < args.workers:
         if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
@@ -164,7 +192,9 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
                 del pending[pid]
         if failed_after is None and victim_trial is not None:
             # this one trial, not the study's every trial (which would load the storage under test)
-            victim_state = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id, victim_trial)).state
+            victim_state = storage.get_trial(
+                storage.get_trial_id_from_study_id_trial_number(study_id, victim_trial)
+            ).state
             if victim_state == optuna.trial.TrialState.FAIL:
                 failed_after = round(time.perf_counter() - killed_at, 1)
             elif not pending:
@@ -210,26 +240,37 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
         "victim_failed_after_kill_s": failed_after,
         "workers_exit_codes": dict(Counter(codes.values())),
         # how evenly the workers shared the trials (a worker that made none waited on the others the whole time)
-        "trials_per_worker_min_median_max": _spread([sum(1 for _ in open(tmp / f"told.{i}.jsonl")) for i in range(args.workers)]),
+        "trials_per_worker_min_median_max": _spread(
+            [sum(1 for _ in open(tmp / f"told.{i}.jsonl")) for i in range(args.workers)]
+        ),
         "load_avg_before_after": [round(load_before, 1), round(load_after, 1)],
     }
     return row
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| storage | budget by | trials (states) | lost / duplicated | trials a worker, min / median / max "
-           "| overhead per trial, median / p95 | wall | trials/s | killed worker's trial |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| storage | budget by | trials (states) | lost / duplicated | trials a worker, min / median / max "
+        "| overhead per trial, median / p95 | wall | trials/s | killed worker's trial |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         states = ", ".join(f"{n} {s}" for s, n in sorted(r["states"].items()))
         ok = "numbers 0..N-1 once" if r["numbers_unique_and_contiguous"] else "numbers NOT contiguous/unique"
-        victim = (f"FAIL {r['victim_failed_after_kill_s']} s after the kill" if r["victim_state"] == "FAIL"
-                  else "none killed" if r["victim_state"] is None else f"{r['victim_state']} (never failed)")
+        victim = (
+            f"FAIL {r['victim_failed_after_kill_s']} s after the kill"
+            if r["victim_state"] == "FAIL"
+            else "none killed"
+            if r["victim_state"] is None
+            else f"{r['victim_state']} (never failed)"
+        )
         spread = " / ".join(str(n) for n in r.get("trials_per_worker_min_median_max", [])) or "not recorded"
-        out.append(f"| {r['storage']} | {r.get('budget_by', 'callback')} | {r['trials_in_storage']} ({states}) | "
-                   f"{len(r['lost'])} / {len(r['told_twice'])}; {ok} | {spread} | "
-                   f"{r['overhead_ms_median']} / {r['overhead_ms_p95']} ms | "
-                   f"{r['wall_s']} s | {r['trials_per_s']} | {victim} |")
+        out.append(
+            f"| {r['storage']} | {r.get('budget_by', 'callback')} | {r['trials_in_storage']} ({states}) | "
+            f"{len(r['lost'])} / {len(r['told_twice'])}; {ok} | {spread} | "
+            f"{r['overhead_ms_median']} / {r['overhead_ms_p95']} ms | "
+            f"{r['wall_s']} s | {r['trials_per_s']} | {victim} |"
+        )
     return "\n".join(out)
 
 
@@ -245,8 +286,12 @@ def main() -> None:
     cli.add_argument("--grace-period", type=int, default=3)
     cli.add_argument("--root", default=None, help="where the SQLite/journal files go (default: a temp dir)")
     cli.add_argument("--label", default="after")
-    cli.add_argument("--budget", choices=["lock", "callback"], default="lock",
-                     help="lock: grpo-sweep's workers (exactly --trials); callback: Optuna's MaxTrialsCallback")
+    cli.add_argument(
+        "--budget",
+        choices=["lock", "callback"],
+        default="lock",
+        help="lock: grpo-sweep's workers (exactly --trials); callback: Optuna's MaxTrialsCallback",
+    )
     # a worker process (started by this script)
     cli.add_argument("--worker", action="store_true")
     cli.add_argument("--url")
@@ -265,8 +310,14 @@ def main() -> None:
         # saved storage by storage (a later storage's failure keeps the earlier rows), one row per storage a label
         entry = (json.loads(saved.read_text()) if saved.exists() else {}).get(args.label, {"rows": []})
         entry["rows"] = [r for r in entry["rows"] if r["storage"] != kind] + [row]
-        entry.update(table=table(entry["rows"]), cpus=os.cpu_count(), machine=platform.machine(),
-                     heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period, sleep_s=args.sleep)
+        entry.update(
+            table=table(entry["rows"]),
+            cpus=os.cpu_count(),
+            machine=platform.machine(),
+            heartbeat_interval=args.heartbeat_interval,
+            grace_period=args.grace_period,
+            sleep_s=args.sleep,
+        )
         record_labelled("optuna_concurrency", args.label, entry)
     print(entry["table"])
 

@@ -5,6 +5,7 @@ linearly (the tests check what they return; how long they take is measured here)
 
 A ratio near 2 when the input doubles is linear; near 4 quadratic.
 """
+
 from __future__ import annotations
 
 from bench._common import parser, seconds_each, write
@@ -45,17 +46,35 @@ def main() -> None:
             fn = REWARDS[reward]
             small = seconds(lambda: fn(completions=[make(args.n)], ground_truth=["12"]))
             large = seconds(lambda: fn(completions=[make(2 * args.n)], ground_truth=["12"]))
-            rows.append({"input": name, "function": reward, "n": args.n, "s": round(small, 4), "s_2n": round(large, 4),
-                         "ratio": round(large / small, 2) if small > 0 else None})
+            rows.append(
+                {
+                    "input": name,
+                    "function": reward,
+                    "n": args.n,
+                    "s": round(small, 4),
+                    "s_2n": round(large, 4),
+                    "ratio": round(large / small, 2) if small > 0 else None,
+                }
+            )
     for name, make in LENIENT.items():
         small = seconds(lambda: extract_lenient(make(args.n)))
         large = seconds(lambda: extract_lenient(make(2 * args.n)))
-        rows.append({"input": name, "function": "extract_lenient", "n": args.n, "s": round(small, 4),
-                     "s_2n": round(large, 4), "ratio": round(large / small, 2) if small > 0 else None})
+        rows.append(
+            {
+                "input": name,
+                "function": "extract_lenient",
+                "n": args.n,
+                "s": round(small, 4),
+                "s_2n": round(large, 4),
+                "ratio": round(large / small, 2) if small > 0 else None,
+            }
+        )
     width = max(len(r["input"]) for r in rows)
     print(f"{'input':<{width}}  {'function':<16} {'n':>7} {'s':>8} {'s at 2n':>8} {'ratio':>6}")
     for r in rows:
-        print(f"{r['input']:<{width}}  {r['function']:<16} {r['n']:>7} {r['s']:>8.4f} {r['s_2n']:>8.4f} {r['ratio']!s:>6}")
+        print(
+            f"{r['input']:<{width}}  {r['function']:<16} {r['n']:>7} {r['s']:>8.4f} {r['s_2n']:>8.4f} {r['ratio']!s:>6}"
+        )
     worst = max(rows, key=lambda r: r["s_2n"])
     print(f"slowest: {worst['function']} on {worst['input']}: {worst['s_2n']:.3f} s at n={2 * args.n}")
     if args.json:

@@ -5,6 +5,7 @@
 Run by bench/overhead.py: it reads the model directory, data and GRPOConfig that bench/overhead.py exported from
 the composed config (SPEC.json), and does by hand what grpo-sweep does: seed, LoRA, train, save, evaluate.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,14 +56,25 @@ def main() -> None:
     completions = []
     with torch.no_grad():
         for i in range(0, len(texts), spec["eval_batch_size"]):
-            batch = tokenizer(texts[i : i + spec["eval_batch_size"]], return_tensors="pt", padding=True, add_special_tokens=False)
-            generated = model.generate(**batch, max_new_tokens=spec["max_new_tokens"], do_sample=False, pad_token_id=tokenizer.pad_token_id)
-            completions += tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+            batch = tokenizer(
+                texts[i : i + spec["eval_batch_size"]], return_tensors="pt", padding=True, add_special_tokens=False
+            )
+            generated = model.generate(
+                **batch, max_new_tokens=spec["max_new_tokens"], do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+            completions += tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     chats = [[{"role": "assistant", "content": c}] for c in completions]
     truths = [r["ground_truth"] for r in held_out]
     scores = {fn.__name__: fn(completions=chats, ground_truth=truths) for fn in rewards}
-    print(json.dumps({"steps": trainer.state.global_step, "runtime_s": time.perf_counter() - started,
-                      "eval": {k: sum(v) / len(v) for k, v in scores.items()}}))
+    print(
+        json.dumps(
+            {
+                "steps": trainer.state.global_step,
+                "runtime_s": time.perf_counter() - started,
+                "eval": {k: sum(v) / len(v) for k, v in scores.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 Prints the numbers and writes bench/results/report.json. The sweep: 4 reward mixes x 2 seeds x 2 LoRA ranks,
 30 steps each, with the tiny CPU model.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,16 @@ from bench._common import ROOT, child_env, launch, machine, parser, record
 
 GRID = ["reward_mix=format,smoke,correct,format_correct", "trainer.seed=1,2", "lora.r=8,16"]
 SETTINGS = [
-    "trainer.max_steps=30", "trainer.save_steps=30", "trainer.max_completion_length=32",
-    "trainer.eval.max_new_tokens=32", "data.max_val_samples=16", "data.max_test_samples=16", "data.arithmetic.n_train=128",
-    "data.arithmetic.n_val=16", "data.arithmetic.n_test=16", "trainer.disable_tqdm=true",
+    "trainer.max_steps=30",
+    "trainer.save_steps=30",
+    "trainer.max_completion_length=32",
+    "trainer.eval.max_new_tokens=32",
+    "data.max_val_samples=16",
+    "data.max_test_samples=16",
+    "data.arithmetic.n_train=128",
+    "data.arithmetic.n_val=16",
+    "data.arithmetic.n_test=16",
+    "trainer.disable_tqdm=true",
 ]
 
 
@@ -47,8 +55,13 @@ def main() -> None:
     cli = []  # what a user waits for: a fresh process (imports included)
     for _ in range(args.repeats):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "grpo_sweep.reading.report", str(sweep_dir)], check=True, cwd=ROOT,
-                       stdout=subprocess.DEVNULL, env=child_env())
+        subprocess.run(
+            [sys.executable, "-m", "grpo_sweep.reading.report", str(sweep_dir)],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            env=child_env(),
+        )
         cli.append(time.perf_counter() - started)
 
     from grpo_sweep.sweeps.report import build_report

@@ -13,6 +13,7 @@ summary), one has a half-written summary.json: the bad input a real sweep has.
 Each command runs in a fresh process; wall time and peak RSS come from os.wait4 on that process. Results are added
 to bench/results/report_scale.json under ``--label`` (e.g. ``before`` / ``after``).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,8 +28,12 @@ from pathlib import Path
 
 from bench._common import command, machine, parser, read_jsonl, record_labelled, timed_process
 
-MIXES = {"format": ["xmlcount"], "correct": ["correct"], "format_correct": ["xmlcount", "correct"],
-         "smoke": ["xmlcount", "correct", "length"]}
+MIXES = {
+    "format": ["xmlcount"],
+    "correct": ["correct"],
+    "format_correct": ["xmlcount", "correct"],
+    "smoke": ["xmlcount", "correct", "length"],
+}
 RANKS = [8, 16, 32, 64]
 LRS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3]
 COMMON = ["trainer.max_steps=200", "trainer.save_steps=200"]
@@ -55,8 +60,12 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
     for i, (mix, rank, lr, seed) in enumerate(grid(n)):
         run = sweep / str(i)
         (run / ".hydra").mkdir(parents=True)
-        overrides = COMMON + [f"reward_mix={mix}", f"lora.r={rank}", f"optimizer.learning_rate={lr}",
-                              f"trainer.seed={seed}"]
+        overrides = COMMON + [
+            f"reward_mix={mix}",
+            f"lora.r={rank}",
+            f"optimizer.learning_rate={lr}",
+            f"trainer.seed={seed}",
+        ]
         (run / ".hydra" / "config.yaml").write_text(config_yaml)
         (run / ".hydra" / "hydra.yaml").write_text(hydra_yaml)
         (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
@@ -66,8 +75,14 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
         history = []
         for step in range(0, steps + 1):
             if step % 50 == 0:  # periodic validation, from before training to the end
-                history.append({"step": step, "val/accuracy": 0.3 + (final - 0.3) * step / steps,
-                                "val/accuracy_lenient": 0.3 + (final - 0.3) * step / steps, "val/runtime": 1.0})
+                history.append(
+                    {
+                        "step": step,
+                        "val/accuracy": 0.3 + (final - 0.3) * step / steps,
+                        "val/accuracy_lenient": 0.3 + (final - 0.3) * step / steps,
+                        "val/runtime": 1.0,
+                    }
+                )
             if step == 0:
                 continue
             row = dict(train_rows[(step - 1) % len(train_rows)])
@@ -83,16 +98,36 @@ def build(sweep: Path, n: int, source: Path, steps: int, half_written: bool = Tr
         if i == n - 1:
             continue  # still running: no summary yet
         rewards = {name: round(final * 0.8 / len(MIXES[mix]), 4) for name in MIXES[mix]}
-        summary = {**summary0, "overrides": overrides, "run_dir": str(run), "optimized_metric": "val_accuracy",
-                   "objective": final, "val_accuracy": final, "val_accuracy_lenient": min(1.0, final + 0.05),
-                   "val_accuracy_before": 0.3, "val_rewards": rewards, "test_accuracy": min(1.0, max(0.0, final - 0.02
-                   + rng.gauss(0, 0.03))), "test_accuracy_before": 0.3, "test_rewards": rewards, "steps": steps,
-                   "reward": history[-1]["reward"], "reward_first": history[1]["reward"], "train_rewards": rewards,
-                   "best_objective": final, "best_step": steps, "best_metric": "val_accuracy",
-                   "reward_weights": {name: 1.0 for name in MIXES[mix]}}
+        summary = {
+            **summary0,
+            "overrides": overrides,
+            "run_dir": str(run),
+            "optimized_metric": "val_accuracy",
+            "objective": final,
+            "val_accuracy": final,
+            "val_accuracy_lenient": min(1.0, final + 0.05),
+            "val_accuracy_before": 0.3,
+            "val_rewards": rewards,
+            "test_accuracy": min(1.0, max(0.0, final - 0.02 + rng.gauss(0, 0.03))),
+            "test_accuracy_before": 0.3,
+            "test_rewards": rewards,
+            "steps": steps,
+            "reward": history[-1]["reward"],
+            "reward_first": history[1]["reward"],
+            "train_rewards": rewards,
+            "best_objective": final,
+            "best_step": steps,
+            "best_metric": "val_accuracy",
+            "reward_weights": {name: 1.0 for name in MIXES[mix]},
+        }
         if i % 97 == 5:
-            summary.update(status="failed", error="RuntimeError: CUDA out of memory (synthetic)", objective=None,
-                           val_accuracy=None, test_accuracy=None)
+            summary.update(
+                status="failed",
+                error="RuntimeError: CUDA out of memory (synthetic)",
+                objective=None,
+                val_accuracy=None,
+                test_accuracy=None,
+            )
         text = json.dumps(summary, indent=2)
         if half_written and i == n // 2:
             text = text[: len(text) // 2]  # half-written (a copy cut short, a full disk)
@@ -115,8 +150,11 @@ def main() -> None:
     cli.add_argument("--root", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "report_scale")
     cli.add_argument("--label", default="after", help="key in report_scale.json (before / after)")
     cli.add_argument("--status", action="store_true", help="also time python -m grpo_sweep.sweeps.status")
-    cli.add_argument("--no-half-written", action="store_true",
-                     help="leave out the half-written summary (the report before this change stopped at it)")
+    cli.add_argument(
+        "--no-half-written",
+        action="store_true",
+        help="leave out the half-written summary (the report before this change stopped at it)",
+    )
     cli.add_argument("--keep", action="store_true", help="reuse sweeps already built under --root")
     args = cli.parse_args()
     entry: dict = {}
@@ -126,8 +164,11 @@ def main() -> None:
             started = time.perf_counter()
             build(sweep, n, args.source, args.steps, not args.no_half_written)
             print(f"built {sweep} ({n} runs) in {time.perf_counter() - started:.1f} s", flush=True)
-        row = {"runs": n, "steps_per_run": args.steps,
-               "sweep_mb": round(sum(f.stat().st_size for f in sweep.rglob("*") if f.is_file()) / 2**20, 1)}
+        row = {
+            "runs": n,
+            "steps_per_run": args.steps,
+            "sweep_mb": round(sum(f.stat().st_size for f in sweep.rglob("*") if f.is_file()) / 2**20, 1),
+        }
         row["report"] = timed([sys.executable, "-m", "grpo_sweep.reading.report", str(sweep)])
         print(f"{n} runs: report {row['report']}", flush=True)
         for name in ("report.md", "runs.csv", "plots/val_accuracy.png", "plots/reward_terms.png"):
@@ -143,9 +184,19 @@ def main() -> None:
             print(f"{n} runs: status {row['status']}", flush=True)
         entry[str(n)] = row
     entry["machine"] = machine("at the end")
-    entry["command"] = command("bench.report_scale", [
-        "--source", "SRC", "--runs", *map(str, args.runs), "--label", args.label, *(["--status"] if args.status else []),
-        *(["--no-half-written"] if args.no_half_written else [])])
+    entry["command"] = command(
+        "bench.report_scale",
+        [
+            "--source",
+            "SRC",
+            "--runs",
+            *map(str, args.runs),
+            "--label",
+            args.label,
+            *(["--status"] if args.status else []),
+            *(["--no-half-written"] if args.no_half_written else []),
+        ],
+    )
     record_labelled("report_scale", args.label, entry)
 
 

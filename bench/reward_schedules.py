@@ -23,6 +23,7 @@ The protocol was fixed before any of its runs (issue 33 §3):
 
 Writes bench/results/reward_schedules.json; each sweep's report stays in its directory (printed).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,13 +51,19 @@ TRIED = [
     (["model.tiny.warm_start.chat_fraction=0.028"], "0.21 -> 0.55"),
     (["model.tiny.warm_start.chat_fraction=0.029"], "0.88 -> 1.00"),
     (["model.tiny.warm_start.chat_fraction=0.027", "trainer.max_steps=240"], "0.21 -> 0.60"),
-    (["model.tiny.warm_start.chat_fraction=0.027", "trainer.max_steps=240", "optimizer.learning_rate=1e-3"],
-     "0.21 -> 1.00"),
+    (
+        ["model.tiny.warm_start.chat_fraction=0.027", "trainer.max_steps=240", "optimizer.learning_rate=1e-3"],
+        "0.21 -> 1.00",
+    ),
 ]
 FORMAT_BEFORE_BELOW, FORMAT_AFTER_AT_LEAST = 0.5, 0.8
 CONSTANT = ["reward_mix.xmlcount.weight=0,0.5,1"]
-SCHEDULED = ["reward_mix.xmlcount.weight=1", "++reward_mix.xmlcount.schedule.kind=linear",
-             "++reward_mix.xmlcount.schedule.end=0", "++reward_mix.xmlcount.schedule.until=0.25,0.5,1"]
+SCHEDULED = [
+    "reward_mix.xmlcount.weight=1",
+    "++reward_mix.xmlcount.schedule.kind=linear",
+    "++reward_mix.xmlcount.schedule.end=0",
+    "++reward_mix.xmlcount.schedule.until=0.25,0.5,1",
+]
 
 
 PBT_OPTION = """# @package _global_
@@ -91,9 +98,19 @@ def choose_task(tmp: Path, every: bool) -> tuple[list[str], list[dict]]:
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         evals = {r["step"]: r["val/xmlcount"] for r in rows if "val/xmlcount" in r}
         before, after = evals.get(0), evals.get(max(evals))
-        ok = before is not None and after is not None and before < FORMAT_BEFORE_BELOW and after >= FORMAT_AFTER_AT_LEAST
-        seen.append({"task": task, "first_measured": measured, "val_format_before": before, "val_format_at_end": after,
-                     "meets": ok, "wall_s": round(wall)})
+        ok = (
+            before is not None and after is not None and before < FORMAT_BEFORE_BELOW and after >= FORMAT_AFTER_AT_LEAST
+        )
+        seen.append(
+            {
+                "task": task,
+                "first_measured": measured,
+                "val_format_before": before,
+                "val_format_at_end": after,
+                "meets": ok,
+                "wall_s": round(wall),
+            }
+        )
         print(f"{' '.join(task)}: validation format {before} -> {after} ({'meets' if ok else 'no'})", file=sys.stderr)
         if ok:
             return task, seen
@@ -122,9 +139,12 @@ def main() -> int:
     args = parser(__doc__)
     args.add_argument("--seeds", type=int, default=5, help="seeds per configuration in each stage")
     args.add_argument("--all-candidates", action="store_true", help="stage 0: run every candidate task again")
-    args.add_argument("--built-in", action="store_true",
-                      help="the control: the main job's task as it is (the format known from the start: no phase to "
-                           "exploit), no stage 0; results in reward_schedules_built_in.json")
+    args.add_argument(
+        "--built-in",
+        action="store_true",
+        help="the control: the main job's task as it is (the format known from the start: no phase to "
+        "exploit), no stage 0; results in reward_schedules_built_in.json",
+    )
     options = args.parse_args()
     n = options.seeds
     tmp = Path(tempfile.mkdtemp(prefix="reward-schedules-"))
@@ -136,48 +156,75 @@ def main() -> int:
     conf = tmp / "conf"
     (conf / "hparams_search").mkdir(parents=True)
     (conf / "hparams_search" / "pbt_bench.yaml").write_text(PBT_OPTION)
-    pbt_s, proc = launch(["-m", "hydra/launcher=pool", *task, f"hydra.searchpath=[file://{conf}]",
-                          "hparams_search=pbt_bench", "trainer.seed=1", "trainer.disable_tqdm=true"], tmp / "pbt")
+    pbt_s, proc = launch(
+        [
+            "-m",
+            "hydra/launcher=pool",
+            *task,
+            f"hydra.searchpath=[file://{conf}]",
+            "hparams_search=pbt_bench",
+            "trainer.seed=1",
+            "trainer.disable_tqdm=true",
+        ],
+        tmp / "pbt",
+    )
     pbt_dir = tmp / "pbt" / "grpo" / "pbt" / "bench"
     lineage = [json.loads(line) for line in (pbt_dir / "pbt.jsonl").read_text().splitlines()]
     const_best, sched_best = best(const), best(sched)
     weight = float(const_best["config"].split("=")[-1])
     until = float(sched_best["config"].split("=")[-1])
     mix_file(conf / "reward_mix" / "best_constant.yaml", {"weight": weight})
-    mix_file(conf / "reward_mix" / "best_schedule.yaml",
-             {"weight": 1.0, "schedule": {"kind": "linear", "end": 0.0, "until": until}})
-    (conf / "reward_mix" / "pbt_schedule.yaml").write_text((pbt_dir / "conf" / "reward_mix" / "best_schedule.yaml").read_text())
-    final_dir, final, final_s = sweep([f"hydra.searchpath=[file://{conf}]",
-                                       "reward_mix=best_constant,best_schedule,pbt_schedule", seeds(n + 1)],
-                                      tmp / "final", task)
+    mix_file(
+        conf / "reward_mix" / "best_schedule.yaml",
+        {"weight": 1.0, "schedule": {"kind": "linear", "end": 0.0, "until": until}},
+    )
+    (conf / "reward_mix" / "pbt_schedule.yaml").write_text(
+        (pbt_dir / "conf" / "reward_mix" / "best_schedule.yaml").read_text()
+    )
+    final_dir, final, final_s = sweep(
+        [f"hydra.searchpath=[file://{conf}]", "reward_mix=best_constant,best_schedule,pbt_schedule", seeds(n + 1)],
+        tmp / "final",
+        task,
+    )
 
     def row(c: dict) -> dict:
         return {k: c[k] for k in ("config", "rank_mean", "mean", "delta", "low", "high", "verdict", "note")}
 
     events = lambda kind: [r for r in lineage if r["event"] == kind]  # noqa: E731
     [test] = events("test")
-    record("reward_schedules_built_in" if options.built_in else "reward_schedules", {
-        "command": command("bench.reward_schedules"),
-        "machine": machine("at the end"),
-        "stage_0_task": stage_0,
-        "task": task,
-        "stage_1_constant": [row(c) for c in const["comparisons"]],
-        "stage_1_scheduled": [row(c) for c in sched["comparisons"]],
-        "stage_1_pbt": {"rounds": [{"round": r["round"], "scores": r["scores"], "seconds": r["seconds"]}
-                                   for r in events("round")],
-                        "take_overs": [t for r in events("decide") for t in r["take_overs"]],
-                        "copied_bytes_per_round": [r["bytes"] for r in events("carried_out")],
-                        "best": events("best")[0], "best_member_test_accuracy": test["test_accuracy"],
-                        "replayed_mix": (conf / "reward_mix" / "pbt_schedule.yaml").read_text()},
-        "chosen": {"constant xmlcount weight": weight, "schedule xmlcount 1 -> 0 until": until},
-        "stage_2": [row(c) for c in final["comparisons"]],
-        "stage_2_method": final["comparisons"][0]["method"] if final["comparisons"] else final.get("why_none"),
-        # the pool's two workers were busy throughout each: a family's core-seconds are about twice its wall
-        "wall_s": {"stage_1_constant": round(const_s), "stage_1_scheduled": round(sched_s),
-                   "stage_1_pbt": round(pbt_s), "stage_2": round(final_s),
-                   "total": round(time.perf_counter() - started)},
-        "reports": [str(d / "report.md") for d in (const_dir, sched_dir, final_dir)] + [str(pbt_dir / "pbt.png")],
-    })
+    record(
+        "reward_schedules_built_in" if options.built_in else "reward_schedules",
+        {
+            "command": command("bench.reward_schedules"),
+            "machine": machine("at the end"),
+            "stage_0_task": stage_0,
+            "task": task,
+            "stage_1_constant": [row(c) for c in const["comparisons"]],
+            "stage_1_scheduled": [row(c) for c in sched["comparisons"]],
+            "stage_1_pbt": {
+                "rounds": [
+                    {"round": r["round"], "scores": r["scores"], "seconds": r["seconds"]} for r in events("round")
+                ],
+                "take_overs": [t for r in events("decide") for t in r["take_overs"]],
+                "copied_bytes_per_round": [r["bytes"] for r in events("carried_out")],
+                "best": events("best")[0],
+                "best_member_test_accuracy": test["test_accuracy"],
+                "replayed_mix": (conf / "reward_mix" / "pbt_schedule.yaml").read_text(),
+            },
+            "chosen": {"constant xmlcount weight": weight, "schedule xmlcount 1 -> 0 until": until},
+            "stage_2": [row(c) for c in final["comparisons"]],
+            "stage_2_method": final["comparisons"][0]["method"] if final["comparisons"] else final.get("why_none"),
+            # the pool's two workers were busy throughout each: a family's core-seconds are about twice its wall
+            "wall_s": {
+                "stage_1_constant": round(const_s),
+                "stage_1_scheduled": round(sched_s),
+                "stage_1_pbt": round(pbt_s),
+                "stage_2": round(final_s),
+                "total": round(time.perf_counter() - started),
+            },
+            "reports": [str(d / "report.md") for d in (const_dir, sched_dir, final_dir)] + [str(pbt_dir / "pbt.png")],
+        },
+    )
     return 0
 
 

@@ -6,6 +6,7 @@ Trains the tiny model on CPU for a few steps with every built-in reward of `rewa
 timed inside TRL's reward call, and divides their total time by the training time. The standard preset's
 steps are far longer on a real model, so its share there is lower still: these shares are upper bounds.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,14 +20,23 @@ from bench._common import command, compose, machine, parser, read_jsonl, write
 SETTINGS = {
     "smoke": ["trainer=cpu_tiny", "trainer.max_steps=20"],
     # the walkthrough's 6 x 768-token completions, on the tiny model (GPU-only bits off)
-    "standard": ["experiment=gpu", "model.max_seq_length=1024", "trainer.max_steps=3", "trainer.bf16=false",
-                 "trainer.torch_threads=1", "trainer.mask_truncated_completions=false", "data.max_val_samples=2", "data.max_test_samples=2"],
+    "standard": [
+        "experiment=gpu",
+        "model.max_seq_length=1024",
+        "trainer.max_steps=3",
+        "trainer.bf16=false",
+        "trainer.torch_threads=1",
+        "trainer.mask_truncated_completions=false",
+        "data.max_val_samples=2",
+        "data.max_test_samples=2",
+    ],
 }
 
 
 def timed_rewards(funcs, clock):
     out = []
     for fn in funcs:
+
         @functools.wraps(fn)
         def wrapper(*args, _fn=fn, **kwargs):
             if "trainer_state" not in kwargs:  # the held-out evaluation, not a training step
@@ -36,6 +46,7 @@ def timed_rewards(funcs, clock):
                 return _fn(*args, **kwargs)
             finally:
                 clock[_fn.__name__] = clock.get(_fn.__name__, 0.0) + time.perf_counter() - start
+
         out.append(wrapper)
     return out
 
@@ -71,8 +82,15 @@ def main() -> None:
         }
         print(name, json.dumps(results[name], indent=2), flush=True)
     train_module.build_mix = original
-    write("reward_share.json", {"results": results, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
-                                "command": command("bench.reward_share")})
+    write(
+        "reward_share.json",
+        {
+            "results": results,
+            "machine": machine(),
+            "date": time.strftime("%Y-%m-%d"),
+            "command": command("bench.reward_share"),
+        },
+    )
 
 
 if __name__ == "__main__":

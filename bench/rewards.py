@@ -1,7 +1,8 @@
 """Time each built-in reward per 1,000 completions (realistic mixed completions, both formats).
 
-    python -m bench.rewards            # prints a table, writes bench/results/rewards.json
+python -m bench.rewards            # prints a table, writes bench/results/rewards.json
 """
+
 from __future__ import annotations
 
 import random
@@ -36,8 +37,9 @@ def main() -> None:
         for r in range(repeats):
             # fresh completions each repeat, so math-verify's parse cache does not flatter `correct`
             chats, truths, ids = completions(n, seed=r)
-            times += seconds_each(lambda: fn(completions=chats, ground_truth=truths, completion_ids=ids,
-                                             max_completion_length=256), 1)
+            times += seconds_each(
+                lambda: fn(completions=chats, ground_truth=truths, completion_ids=ids, max_completion_length=256), 1
+            )
         results[name] = {
             "median_ms_per_1000": round(1000 * statistics.median(times), 2),
             # the least disturbed repeat: on a shared machine the median also measures the neighbours

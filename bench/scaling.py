@@ -9,6 +9,7 @@ imports for its first run, and the gap since the previous run for the next runs 
     python -m bench.scaling [--steps 10]     # SLURM part needs `bash scripts/slurm_local.sh start`
                                              # writes bench/results/scaling.json
 """
+
 from __future__ import annotations
 
 import json
@@ -25,23 +26,45 @@ LAUNCHERS = {
     "local": [],
     "pool": ["hydra/launcher=pool"],
     "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=30"],
-    "submitit_local_all_at_once": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=30",
-                                   "hydra.launcher.array_parallelism=1000"],
-    "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
-              "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=30"],
+    "submitit_local_all_at_once": [
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=30",
+        "hydra.launcher.array_parallelism=1000",
+    ],
+    "slurm": [
+        "hydra/launcher=slurm",
+        "hydra.launcher.gpus_per_node=null",
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=2",
+        "hydra.launcher.timeout_min=30",
+    ],
 }
 PHASES = ("startup", "setup", "train", "save", "eval")
 
 
 def sweep(launcher: str, n: int, steps: int, out: Path) -> dict:
     seeds = ",".join(str(i) for i in range(1, n + 1))
-    wall, _ = launch(["-m", f"trainer.seed={seeds}", f"trainer.max_steps={steps}", f"trainer.save_steps={steps}",
-                      "data.max_val_samples=16", "data.max_test_samples=16", *LAUNCHERS[launcher]], out)
+    wall, _ = launch(
+        [
+            "-m",
+            f"trainer.seed={seeds}",
+            f"trainer.max_steps={steps}",
+            f"trainer.save_steps={steps}",
+            "data.max_val_samples=16",
+            "data.max_test_samples=16",
+            *LAUNCHERS[launcher],
+        ],
+        out,
+    )
     summaries = [json.loads(p.read_text()) for p in out.glob("grpo/multiruns/*/*/summary.json")]
     assert len(summaries) == n, (launcher, n, len(summaries))
     per_phase = {ph: round(statistics.mean(s["timings_s"][ph] or 0 for s in summaries), 2) for ph in PHASES}
-    return {"runs": n, "sweep_wall_s": round(wall, 1), "per_run_mean_s": per_phase,
-            "per_run_total_mean_s": round(sum(per_phase.values()), 2)}
+    return {
+        "runs": n,
+        "sweep_wall_s": round(wall, 1),
+        "per_run_mean_s": per_phase,
+        "per_run_total_mean_s": round(sum(per_phase.values()), 2),
+    }
 
 
 def main() -> None:
@@ -63,8 +86,16 @@ def main() -> None:
             row = sweep(launcher, n, args.steps, Path(tempfile.mkdtemp(prefix=f"grpo-scale-{launcher}-{n}-")))
             results[launcher].append(row)
             print(launcher, json.dumps(row), flush=True)
-    write(args.out, {"results": results, "steps": args.steps, "machine": machine(),
-                     "date": time.strftime("%Y-%m-%d"), "command": command("bench.scaling")})
+    write(
+        args.out,
+        {
+            "results": results,
+            "steps": args.steps,
+            "machine": machine(),
+            "date": time.strftime("%Y-%m-%d"),
+            "command": command("bench.scaling"),
+        },
+    )
 
 
 if __name__ == "__main__":

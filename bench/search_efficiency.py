@@ -19,6 +19,7 @@ them; a repeat of a pruned configuration is pruned at no cost. Time to target: t
 mean over its seeds so far) has a grid mean (over all cached seeds) within 95 % of the grid's best. Reported: the
 median and interquartile range of that over the sampler seeds, and how many never reached it within the budget.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,15 +53,23 @@ def config_key(values: dict) -> str:
 
 def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: list[str]) -> dict:
     """Train every configuration on every seed; the cache the replay reads."""
+    from grpo_sweep.reading.results import SweepResults
     from grpo_sweep.run.files import read_jsonl
     from grpo_sweep.run.results import lookup
-    from grpo_sweep.reading.results import SweepResults
 
     out = Path(tempfile.mkdtemp(prefix="grpo-bench-search-"))
-    args = ["-m", f"optimizer.learning_rate={','.join(map(str, LRS))}",
-            f"trainer.num_generations={','.join(map(str, GENERATIONS))}", f"trainer.seed={','.join(map(str, seeds))}",
-            f"optimized_metric={objective}", f"trainer.max_steps={steps}", f"trainer.save_steps={steps}",
-            f"trainer.eval.every_steps={every}", *COMMON, *extra]
+    args = [
+        "-m",
+        f"optimizer.learning_rate={','.join(map(str, LRS))}",
+        f"trainer.num_generations={','.join(map(str, GENERATIONS))}",
+        f"trainer.seed={','.join(map(str, seeds))}",
+        f"optimized_metric={objective}",
+        f"trainer.max_steps={steps}",
+        f"trainer.save_steps={steps}",
+        f"trainer.eval.every_steps={every}",
+        *COMMON,
+        *extra,
+    ]
     wall, _ = launch(args, out)
     # the curve of the objective: val/<name> rows of metrics.jsonl (val_accuracy -> val/accuracy)
     curve_key = "val/" + objective.removeprefix("val_").removeprefix("rewards.")
@@ -69,17 +78,38 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
         cfg = json.loads(json.dumps(_load_config(run_dir)))
         values = {AXES[0]: cfg["optimizer"]["learning_rate"], AXES[1]: cfg["trainer"]["num_generations"]}
         data = summary.to_dict()
-        curve = {str(row["step"]): row[curve_key] for row in read_jsonl(run_dir / "metrics.jsonl")
-                 if isinstance(row.get(curve_key), (int, float)) and row.get("step")}
-        runs.append({"config": config_key(values), "seed": cfg["trainer"]["seed"], "value": summary.objective,
-                     "test_accuracy": lookup(data, "test_accuracy"), "steps": summary.steps,
-                     "runtime_s": summary.runtime_s, "curve": curve})
+        curve = {
+            str(row["step"]): row[curve_key]
+            for row in read_jsonl(run_dir / "metrics.jsonl")
+            if isinstance(row.get(curve_key), (int, float)) and row.get("step")
+        }
+        runs.append(
+            {
+                "config": config_key(values),
+                "seed": cfg["trainer"]["seed"],
+                "value": summary.objective,
+                "test_accuracy": lookup(data, "test_accuracy"),
+                "steps": summary.steps,
+                "runtime_s": summary.runtime_s,
+                "curve": curve,
+            }
+        )
     if any(r["value"] is None for r in runs):
-        raise SystemExit(f"some runs have no {objective} in summary.json: {[r['config'] for r in runs if r['value'] is None]}")
-    return {"objective": objective, "max_steps": steps, "every_steps": every, "seeds": seeds, "overrides": extra,
-            "runs": runs, "wall_seconds": round(wall, 1), "date": time.strftime("%Y-%m-%d"),
-            "machine": machine(),
-            "command": command("bench.search_efficiency")}
+        raise SystemExit(
+            f"some runs have no {objective} in summary.json: {[r['config'] for r in runs if r['value'] is None]}"
+        )
+    return {
+        "objective": objective,
+        "max_steps": steps,
+        "every_steps": every,
+        "seeds": seeds,
+        "overrides": extra,
+        "runs": runs,
+        "wall_seconds": round(wall, 1),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "command": command("bench.search_efficiency"),
+    }
 
 
 def _load_config(run_dir: Path) -> dict:
@@ -94,40 +124,61 @@ def cached_runs(grid: dict) -> tuple[dict[str, list[dict]], str | None]:
         by_config: dict[str, list[dict]] = {}
         for run in sorted(grid["runs"], key=lambda r: r["seed"]):
             by_config.setdefault(run["config"], []).append(run)
-        legacy = None if str(grid.get("objective", "")).startswith("val_") else (
-            f"the cached grid's objective is {grid.get('objective')!r}, not a validation figure")
+        legacy = (
+            None
+            if str(grid.get("objective", "")).startswith("val_")
+            else (f"the cached grid's objective is {grid.get('objective')!r}, not a validation figure")
+        )
         return by_config, legacy
     # the cache of the script's first version: one seed, final values only, on the held-out set later split into
     # validation and test. Usable as a stand-in for the replay's mechanics; regenerate with --grid.
     by_config = {}
     for key, value in grid["objectives"].items():
         values = dict(part.split("=", 1) for part in key.split())
-        by_config[config_key(values)] = [{"seed": 42, "value": value, "steps": grid.get("max_steps", 40), "curve": None}]
-    return by_config, (f"the cached grid holds {grid.get('objective', 'eval_accuracy')!r} on the old held-out set "
-                       "(one seed, no validation curves: no pruning in the replay); regenerate it with "
-                       "`python -m bench.search_efficiency --grid` once runs report val_accuracy")
+        by_config[config_key(values)] = [
+            {"seed": 42, "value": value, "steps": grid.get("max_steps", 40), "curve": None}
+        ]
+    return by_config, (
+        f"the cached grid holds {grid.get('objective', 'eval_accuracy')!r} on the old held-out set "
+        "(one seed, no validation curves: no pruning in the replay); regenerate it with "
+        "`python -m bench.search_efficiency --grid` once runs report val_accuracy"
+    )
 
 
-def replay(by_config: dict[str, list[dict]], sampler: str, seed: int, n_trials: int, seeds_per_trial: int,
-           target: float, grid_mean: dict[str, float]) -> dict:
+def replay(
+    by_config: dict[str, list[dict]],
+    sampler: str,
+    seed: int,
+    n_trials: int,
+    seeds_per_trial: int,
+    target: float,
+    grid_mean: dict[str, float],
+) -> dict:
     """One search replayed on the cache: its trial-steps and trials until the pick is within target."""
     import optuna
-
 
     prune = sampler == "tpe" and all(run.get("curve") for runs in by_config.values() for run in runs)
     study = optuna.create_study(
         direction="maximize",
-        sampler=(optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True)
-                 if sampler.startswith("tpe") else optuna.samplers.RandomSampler(seed=seed)),
-        pruner=(optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP, n_warmup_steps=PRUNE_WARMUP)
-                if prune else optuna.pruners.NopPruner()),
+        sampler=(
+            optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True)
+            if sampler.startswith("tpe")
+            else optuna.samplers.RandomSampler(seed=seed)
+        ),
+        pruner=(
+            optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP, n_warmup_steps=PRUNE_WARMUP)
+            if prune
+            else optuna.pruners.NopPruner()
+        ),
     )
     seen: dict[str, dict] = {}  # config -> {"seeds": claimed, "values": {seed: value}, "pruned": bool}
     spent = {"steps": 0, "reached": None, "trials": None}
 
     def objective(trial):
-        values = {AXES[0]: trial.suggest_categorical(AXES[0], list(LRS)),
-                  AXES[1]: trial.suggest_categorical(AXES[1], list(GENERATIONS))}
+        values = {
+            AXES[0]: trial.suggest_categorical(AXES[0], list(LRS)),
+            AXES[1]: trial.suggest_categorical(AXES[1], list(GENERATIONS)),
+        }
         key = config_key(values)
         state = seen.setdefault(key, {"seeds": set(), "values": {}, "pruned": False})
         if state["pruned"] and not state["values"]:
@@ -162,8 +213,13 @@ def replay(by_config: dict[str, list[dict]], sampler: str, seed: int, n_trials: 
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study.optimize(objective, n_trials=n_trials, callbacks=[check])
-    return {"steps_to_target": spent["reached"], "trials_to_target": spent["trials"], "steps_total": spent["steps"],
-            "pruned": sum(t.state.name == "PRUNED" for t in study.trials), "configurations": len(seen)}
+    return {
+        "steps_to_target": spent["reached"],
+        "trials_to_target": spent["trials"],
+        "steps_total": spent["steps"],
+        "pruned": sum(t.state.name == "PRUNED" for t in study.trials),
+        "configurations": len(seen),
+    }
 
 
 def quantiles(values: list[float | None]) -> dict:
@@ -173,8 +229,13 @@ def quantiles(values: list[float | None]) -> dict:
     finite = np.array([float("inf") if v is None else float(v) for v in values])
     q = np.quantile(finite, [0.25, 0.5, 0.75], method="inverted_cdf")  # no interpolation towards inf
     as_number = lambda x: None if not np.isfinite(x) else float(x)  # noqa: E731
-    return {"median": as_number(q[1]), "q25": as_number(q[0]), "q75": as_number(q[2]),
-            "not_reached": sum(v is None for v in values), "of": len(values)}
+    return {
+        "median": as_number(q[1]),
+        "q25": as_number(q[0]),
+        "q75": as_number(q[2]),
+        "not_reached": sum(v is None for v in values),
+        "of": len(values),
+    }
 
 
 def compare(grid: dict, sampler_seeds: int, n_trials: int, seeds_per_trial: int) -> dict:
@@ -183,21 +244,32 @@ def compare(grid: dict, sampler_seeds: int, n_trials: int, seeds_per_trial: int)
     best = max(grid_mean.values())
     target = 0.95 * best
     full_grid = sum(runs[0]["steps"] * min(seeds_per_trial, len(runs)) for runs in by_config.values())
-    out = {"objective": grid.get("objective"), "sampler_seeds": sampler_seeds, "trials_per_search": n_trials,
-           "seeds_per_trial": seeds_per_trial, "grid_best_mean": best, "target": target,
-           "configurations_within_target": sum(v >= target for v in grid_mean.values()),
-           "configurations": len(grid_mean), "grid_trial_steps": full_grid}
+    out = {
+        "objective": grid.get("objective"),
+        "sampler_seeds": sampler_seeds,
+        "trials_per_search": n_trials,
+        "seeds_per_trial": seeds_per_trial,
+        "grid_best_mean": best,
+        "target": target,
+        "configurations_within_target": sum(v >= target for v in grid_mean.values()),
+        "configurations": len(grid_mean),
+        "grid_trial_steps": full_grid,
+    }
     if legacy:
         out["caveat"] = legacy
     # TPE with the median pruner (the study's setting), TPE alone (what pruning adds or costs), random search
     for sampler in ("tpe", "tpe_unpruned", "random"):
-        runs = [replay(by_config, sampler, seed, n_trials, seeds_per_trial, target, grid_mean)
-                for seed in range(sampler_seeds)]
-        out[sampler] = {"pruning": sampler == "tpe" and all(r.get("curve") for v in by_config.values() for r in v),
-                        "steps_to_target": quantiles([r["steps_to_target"] for r in runs]),
-                        "trials_to_target": quantiles([r["trials_to_target"] for r in runs]),
-                        "pruned_trials_mean": sum(r["pruned"] for r in runs) / len(runs),
-                        "per_seed": [r["steps_to_target"] for r in runs]}
+        runs = [
+            replay(by_config, sampler, seed, n_trials, seeds_per_trial, target, grid_mean)
+            for seed in range(sampler_seeds)
+        ]
+        out[sampler] = {
+            "pruning": sampler == "tpe" and all(r.get("curve") for v in by_config.values() for r in v),
+            "steps_to_target": quantiles([r["steps_to_target"] for r in runs]),
+            "trials_to_target": quantiles([r["trials_to_target"] for r in runs]),
+            "pruned_trials_mean": sum(r["pruned"] for r in runs) / len(runs),
+            "per_seed": [r["steps_to_target"] for r in runs],
+        }
     med_tpe, med_random = out["tpe"]["steps_to_target"]["median"], out["random"]["steps_to_target"]["median"]
     out["ratio_median_steps_tpe_to_random"] = round(med_tpe / med_random, 3) if med_tpe and med_random else None
     return out
@@ -225,15 +297,22 @@ def main() -> None:
     elif "replay" in previous:
         grid = previous["grid"]
     elif "grid" in previous:  # the first version's file: its grid's final objectives only
-        grid = {"objective": previous.get("objective", "eval_accuracy"), "objectives": previous["grid"]["objectives"],
-                "max_steps": previous.get("space", {}).get("max_steps", 40), "date": previous.get("date"),
-                "command": previous.get("command")}
+        grid = {
+            "objective": previous.get("objective", "eval_accuracy"),
+            "objectives": previous["grid"]["objectives"],
+            "max_steps": previous.get("space", {}).get("max_steps", 40),
+            "date": previous.get("date"),
+            "command": previous.get("command"),
+        }
     else:
         raise SystemExit(f"no cached grid in {DEST}: run with --grid first")
     start = time.perf_counter()
     result = {"grid": grid, "replay": compare(grid, args.sampler_seeds, args.trials, args.seeds_per_trial)}
-    result["replay"].update(seconds=round(time.perf_counter() - start, 1), date=time.strftime("%Y-%m-%d"),
-                            command=command("bench.search_efficiency"))
+    result["replay"].update(
+        seconds=round(time.perf_counter() - start, 1),
+        date=time.strftime("%Y-%m-%d"),
+        command=command("bench.search_efficiency"),
+    )
     print(json.dumps(result["replay"], indent=2))
     write(DEST.name, result)
 

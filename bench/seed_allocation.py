@@ -16,6 +16,7 @@ up front, the procedure reading only those it asks for. ``min_seeds`` 2, ``max_s
 - ``saving``: one clearly worse configuration (-0.25) and two close ones (+0.03 apart), and one moderately worse
   (-0.10): runs used and power, against the fixed design (every configuration 8 seeds, stats.compare at 0.05).
 """
+
 from __future__ import annotations
 
 import platform
@@ -24,8 +25,8 @@ import time
 import numpy as np
 
 from bench._common import command, machine, parser, record, write
-from grpo_sweep.search.seeds import sequential
 from bench.simulate import Noise, adaptive_sweeps, batch_verdicts, simulate
+from grpo_sweep.search.seeds import sequential
 
 CONFIGS = (3, 5, 10)
 SETTINGS = sequential.Settings(min_seeds=2, max_seeds=8, max_runs=None, alpha=0.05)
@@ -49,8 +50,7 @@ def main() -> None:
     for name, noise in NOISES.items():
         for k in CONFIGS:
             row = {"noise": name, "configs": k}
-            for label, settings in (("no budget", SETTINGS),
-                                    ("budget", sequential.Settings(2, 8, 6 * k, 0.05))):
+            for label, settings in (("no budget", SETTINGS), ("budget", sequential.Settings(2, 8, 6 * k, 0.05))):
                 a = adaptive_sweeps(rng, n, k, settings, noise, noisy=args.noisy)
                 row[label] = float(a.any_false(np.zeros(k)).mean())
                 row[f"{label} runs"] = round(float(a.runs.mean()), 2)
@@ -58,51 +58,84 @@ def main() -> None:
             null.append(row)
             print(row, flush=True)
     saving = []
-    for label, shifts, close in (("one clearly worse (-0.25), two close (+0.03)", {0: -0.25, 2: 0.03}, True),
-                                 ("one moderately worse (-0.10)", {0: -0.10}, False)):
+    for label, shifts, close in (
+        ("one clearly worse (-0.25), two close (+0.03)", {0: -0.25, 2: 0.03}, True),
+        ("one moderately worse (-0.10)", {0: -0.10}, False),
+    ):
         noise = NOISES["built-in"]
         a = adaptive_sweeps(rng, n, 3, SETTINGS, noise, shifts=shifts, noisy=args.noisy)
         f = fixed(rng, n, 3, noise, shifts, args.noisy)
-        row = {"case": label, "adaptive runs": round(float(a.runs.mean()), 2),
-               "adaptive seeds per configuration": [round(float(x), 2) for x in a.seeds.mean(0)],
-               "fixed runs": 3 * SETTINGS.max_seeds,
-               "adaptive P(worse)": float(a.called(0).mean()), "fixed P(worse)": float((f.calls[:, 0] == -1).mean())}
+        row = {
+            "case": label,
+            "adaptive runs": round(float(a.runs.mean()), 2),
+            "adaptive seeds per configuration": [round(float(x), 2) for x in a.seeds.mean(0)],
+            "fixed runs": 3 * SETTINGS.max_seeds,
+            "adaptive P(worse)": float(a.called(0).mean()),
+            "fixed P(worse)": float((f.calls[:, 0] == -1).mean()),
+        }
         if close:
             row["adaptive P(close pair called)"] = float((a.called(1, -1) | a.called(2, 1)).mean())
             ref = f.reference
-            row["fixed P(close pair called)"] = float(((ref == 2) & (f.calls[:, 1] == -1)
-                                                       | (ref == 1) & (f.calls[:, 2] == 1)).mean())
+            row["fixed P(close pair called)"] = float(
+                ((ref == 2) & (f.calls[:, 1] == -1) | (ref == 1) & (f.calls[:, 2] == 1)).mean()
+            )
         saving.append(row)
         print(row, flush=True)
-    result = {"command": command("bench.seed_allocation"), "sweeps_per_cell": n, "seed": args.seed,
-              "noisy": args.noisy, "settings": SETTINGS.__dict__, "null": null, "saving": saving,
-              "worst_null": max(max(r["no budget"], r["budget"]) for r in null),
-              "runtime_s": round(time.perf_counter() - started, 1), "python": platform.python_version(),
-              "numpy": np.__version__, "machine": machine()}
+    result = {
+        "command": command("bench.seed_allocation"),
+        "sweeps_per_cell": n,
+        "seed": args.seed,
+        "noisy": args.noisy,
+        "settings": SETTINGS.__dict__,
+        "null": null,
+        "saving": saving,
+        "worst_null": max(max(r["no budget"], r["budget"]) for r in null),
+        "runtime_s": round(time.perf_counter() - started, 1),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "machine": machine(),
+    }
     record("seed_allocation", result)
     write("seed_allocation.md", markdown(result))
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Seeds where the answer is open: the null and the saving", "",
-             f"`{result['command']}` — {result['sweeps_per_cell']} simulated sweeps per cell (Monte Carlo sd at 0.05: "
-             f"±{(0.05 * 0.95 / result['sweeps_per_cell']) ** 0.5:.3f}); min_seeds 2, max_seeds 8, alpha 0.05; half "
-             f"the configurations {result['noisy']:g}x noisier; {result['runtime_s']} s on {result['machine']}.", "",
-             "## Null: P(any false better/worse) (0.05 is the bound)", "",
-             "| noise | configs | adaptive | runs | adaptive, max_runs = 6k | runs | fixed 8 seeds |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Seeds where the answer is open: the null and the saving",
+        "",
+        f"`{result['command']}` — {result['sweeps_per_cell']} simulated sweeps per cell (Monte Carlo sd at 0.05: "
+        f"±{(0.05 * 0.95 / result['sweeps_per_cell']) ** 0.5:.3f}); min_seeds 2, max_seeds 8, alpha 0.05; half "
+        f"the configurations {result['noisy']:g}x noisier; {result['runtime_s']} s on {result['machine']}.",
+        "",
+        "## Null: P(any false better/worse) (0.05 is the bound)",
+        "",
+        "| noise | configs | adaptive | runs | adaptive, max_runs = 6k | runs | fixed 8 seeds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in result["null"]:
-        lines.append(f"| {r['noise']} | {r['configs']} | {r['no budget']:.4f} | {r['no budget runs']} | "
-                     f"{r['budget']:.4f} | {r['budget runs']} | {r['fixed 8 seeds']:.4f} |")
-    lines += ["", "## Saving against the fixed design (3 configurations, 8 seeds at most)", "",
-              "| case | runs: adaptive / fixed | seeds per configuration | P(worse called): adaptive / fixed | "
-              "P(close pair called): adaptive / fixed |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['noise']} | {r['configs']} | {r['no budget']:.4f} | {r['no budget runs']} | "
+            f"{r['budget']:.4f} | {r['budget runs']} | {r['fixed 8 seeds']:.4f} |"
+        )
+    lines += [
+        "",
+        "## Saving against the fixed design (3 configurations, 8 seeds at most)",
+        "",
+        "| case | runs: adaptive / fixed | seeds per configuration | P(worse called): adaptive / fixed | "
+        "P(close pair called): adaptive / fixed |",
+        "|---|---|---|---|---|",
+    ]
     for r in result["saving"]:
-        close = (f"{r['adaptive P(close pair called)']:.3f} / {r['fixed P(close pair called)']:.3f}"
-                 if "adaptive P(close pair called)" in r else "-")
-        lines.append(f"| {r['case']} | {r['adaptive runs']} / {r['fixed runs']} | "
-                     f"{', '.join(map(str, r['adaptive seeds per configuration']))} | "
-                     f"{r['adaptive P(worse)']:.3f} / {r['fixed P(worse)']:.3f} | {close} |")
+        close = (
+            f"{r['adaptive P(close pair called)']:.3f} / {r['fixed P(close pair called)']:.3f}"
+            if "adaptive P(close pair called)" in r
+            else "-"
+        )
+        lines.append(
+            f"| {r['case']} | {r['adaptive runs']} / {r['fixed runs']} | "
+            f"{', '.join(map(str, r['adaptive seeds per configuration']))} | "
+            f"{r['adaptive P(worse)']:.3f} / {r['fixed P(worse)']:.3f} | {close} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ agree), and ``uncorrected_verdicts`` the naive procedure (a paired t
 of each configuration against the best, no correction for choosing the best or for the number of pairs), the
 baseline the benchmark measures against.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,13 +46,16 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _centre(noise: Noise, shift: float = 0.0, draws: int = 400_000) -> float:
     """The mean logit giving mean accuracy ``noise.accuracy + shift`` over questions and runs (bisection on a fixed
     sample, so the same noise always gets the same centre)."""
     rng = np.random.default_rng(12345)
-    z = (noise.question_sd * rng.standard_normal(draws) + noise.run_sd * rng.standard_normal(draws)
-         + noise.seed_sd * rng.standard_normal(draws))
+    z = (
+        noise.question_sd * rng.standard_normal(draws)
+        + noise.run_sd * rng.standard_normal(draws)
+        + noise.seed_sd * rng.standard_normal(draws)
+    )
     target = noise.accuracy + shift
     if not 0.0 < target < 1.0:
         raise ValueError(f"simulate: accuracy {noise.accuracy} + shift {shift} leaves (0, 1)")
@@ -62,8 +66,15 @@ def _centre(noise: Noise, shift: float = 0.0, draws: int = 400_000) -> float:
     return (low + high) / 2
 
 
-def simulate(rng: np.random.Generator, sweeps: int, k: int, seeds: int, noise: Noise = QUESTIONS,
-             shifts: dict[int, float] | None = None, noisy: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def simulate(
+    rng: np.random.Generator,
+    sweeps: int,
+    k: int,
+    seeds: int,
+    noise: Noise = QUESTIONS,
+    shifts: dict[int, float] | None = None,
+    noisy: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """(validation, test) outcomes, each (sweeps, k, seeds, questions) of 0.0/1.0. ``shifts``: {configuration
     index: true difference in mean accuracy from the others} (0.25 lower: ``{0: -0.25}``). ``noisy``: the last
     k // 2 configurations' own run luck is this many times the others' (a noisier recipe)."""
@@ -72,7 +83,7 @@ def simulate(rng: np.random.Generator, sweeps: int, k: int, seeds: int, noise: N
     for c, shift in (shifts or {}).items():
         offset[c] = _centre(noise, shift) - base
     run_sd = np.full(k, noise.run_sd)
-    run_sd[k - k // 2:] *= noisy
+    run_sd[k - k // 2 :] *= noisy
     run = run_sd[None, :, None, None] * rng.standard_normal((sweeps, k, seeds, 1))
     seed = noise.seed_sd * rng.standard_normal((sweeps, 1, seeds, 1))
     out = []
@@ -83,8 +94,16 @@ def simulate(rng: np.random.Generator, sweeps: int, k: int, seeds: int, noise: N
     return out[0], out[1]
 
 
-def rounded_objectives(rng: np.random.Generator, sweeps: int, k: int, seeds: int, sd: float = 0.03,
-                       mean: float = 0.6, questions: int = 64, shifts: dict[int, float] | None = None) -> np.ndarray:
+def rounded_objectives(
+    rng: np.random.Generator,
+    sweeps: int,
+    k: int,
+    seeds: int,
+    sd: float = 0.03,
+    mean: float = 0.6,
+    questions: int = 64,
+    shifts: dict[int, float] | None = None,
+) -> np.ndarray:
     """A null from summaries alone: objectives ~ N(mean, sd) rounded to 1/questions, (sweeps, k, seeds)."""
     offset = np.zeros(k)
     for c, shift in (shifts or {}).items():
@@ -111,8 +130,9 @@ class Verdicts:
         return ref_equal & called.any(1)
 
 
-def batch_verdicts(rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, questions: bool = True,
-                   n_questions: int | None = 64) -> Verdicts:
+def batch_verdicts(
+    rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, questions: bool = True, n_questions: int | None = 64
+) -> Verdicts:
     """What ``stats.compare`` decides, for a batch of complete sweeps (maximize): stats.judge over the batch.
 
     ``rank``: (sweeps, k, seeds[, questions]) validation outcomes or per-run values, averaged to rank;
@@ -165,9 +185,16 @@ class Adaptive:
         return np.array([any(x == c and v == call for x, _, v in calls) for calls in self.calls])
 
 
-def adaptive_sweeps(rng: np.random.Generator, sweeps: int, k: int, settings, noise: Noise = QUESTIONS,
-                    shifts: dict[int, float] | None = None, noisy: float = 1.0,
-                    direction: str = "maximize") -> Adaptive:
+def adaptive_sweeps(
+    rng: np.random.Generator,
+    sweeps: int,
+    k: int,
+    settings,
+    noise: Noise = QUESTIONS,
+    shifts: dict[int, float] | None = None,
+    noisy: float = 1.0,
+    direction: str = "maximize",
+) -> Adaptive:
     """Simulate the whole adaptive procedure: every configuration's seeds 1..max_seeds drawn up front (validation and
     test sharing each run's luck; no seed effect shared across configurations), the design replayed on validation
     (sequential.plan reads only the runs it asked for), the verdicts (sequential.verdicts)."""

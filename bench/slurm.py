@@ -7,6 +7,7 @@
 - the 4-run grid (tiny CPU settings) through SLURM against the same grid with the local launcher
 - preemption: from `scancel --signal=USR2` to the run resuming from its checkpoint in the same run dir
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ from pathlib import Path
 
 from bench._common import ROOT, SHORT_RUN, child_env, compose, launch, parser, record, tests_environment
 
-SLURM = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
-         "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=20"]
+SLURM = [
+    "hydra/launcher=slurm",
+    "hydra.launcher.gpus_per_node=null",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.mem_gb=2",
+    "hydra.launcher.timeout_min=20",
+]
 GRID = ["reward_mix=format,correct", "lora.r=16,32"]
 HEAVY = ("torch", "trl", "transformers", "unsloth")
 
@@ -50,10 +56,13 @@ def compose_validate() -> dict:
         validate(compose([f"lora.r={r}", "reward_mix=format_correct"]))
         times.append(time.perf_counter() - started)
     started = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "launch.py"), "--cfg", "job"], capture_output=True, check=True,
-                   env=child_env())
-    return {"compose_validate_s": round(sorted(times)[len(times) // 2], 3),
-            "launch_cfg_job_process_s": round(time.perf_counter() - started, 2)}
+    subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), "--cfg", "job"], capture_output=True, check=True, env=child_env()
+    )
+    return {
+        "compose_validate_s": round(sorted(times)[len(times) // 2], 3),
+        "launch_cfg_job_process_s": round(time.perf_counter() - started, 2),
+    }
 
 
 def submit_32(tmp: Path, repeats: int = 5) -> dict:
@@ -62,9 +71,16 @@ def submit_32(tmp: Path, repeats: int = 5) -> dict:
     for attempt in range(repeats):
         out = tmp / f"submit32_{attempt}"
         out.mkdir()
-        args = ["-m", *SLURM, "hydra.launcher.detach=true", "+hydra.launcher.additional_parameters.hold=true",
-                "reward_mix=format,correct,format_correct,length", "lora.r=8,16,32,64", "trainer.seed=1,2",
-                f"output_root={out}"]
+        args = [
+            "-m",
+            *SLURM,
+            "hydra.launcher.detach=true",
+            "+hydra.launcher.additional_parameters.hold=true",
+            "reward_mix=format,correct,format_correct,length",
+            "lora.r=8,16,32,64",
+            "trainer.seed=1,2",
+            f"output_root={out}",
+        ]
         # held in the queue (sbatch --hold), so the 32 jobs never start; cancelled right after
         probe = (
             "import json, runpy, sys\n"
@@ -82,8 +98,11 @@ def submit_32(tmp: Path, repeats: int = 5) -> dict:
         submitted = jobs(out)
         validated = [line for line in (proc.stdout + proc.stderr).splitlines() if "validated" in line]
         subprocess.run(["scancel", submitted[0]["job_id"].split("_")[0]], check=True)
-        last = {"jobs_submitted": len(submitted), "heavy_modules_imported": heavy,
-                "validate_log": validated[-1].split("] ")[-1] if validated else None}
+        last = {
+            "jobs_submitted": len(submitted),
+            "heavy_modules_imported": heavy,
+            "validate_log": validated[-1].split("] ")[-1] if validated else None,
+        }
     return {"submit_32_runs_s": sorted(walls)[len(walls) // 2], "submit_32_runs_all_s": walls, **last}
 
 
@@ -95,8 +114,18 @@ def grids(tmp: Path) -> dict:
 
 def preemption(tmp: Path) -> dict:
     out = tmp / "preempt"
-    launch_in(["-m", *SLURM, "hydra.launcher.detach=true", *SHORT_RUN, "trainer.max_steps=30", "trainer.save_steps=4",
-            "trainer.disable_tqdm=true"], out)
+    launch_in(
+        [
+            "-m",
+            *SLURM,
+            "hydra.launcher.detach=true",
+            *SHORT_RUN,
+            "trainer.max_steps=30",
+            "trainer.save_steps=4",
+            "trainer.disable_tqdm=true",
+        ],
+        out,
+    )
     [job] = jobs(out)
     run_dir = Path(job["run_dir"])
     while not (run_dir / "checkpoints" / "checkpoint-4").exists():
@@ -106,8 +135,11 @@ def preemption(tmp: Path) -> dict:
     running_again = None
     while not (run_dir / "resumes.jsonl").exists():
         if running_again is None:
-            state = subprocess.run(["sacct", "-X", "-n", "-P", "--duplicates", "-o", "State", "-j", job["job_id"]],
-                                   capture_output=True, text=True).stdout.split()
+            state = subprocess.run(
+                ["sacct", "-X", "-n", "-P", "--duplicates", "-o", "State", "-j", job["job_id"]],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             if "REQUEUED" in state and state[-1] == "RUNNING":
                 running_again = time.time()
         time.sleep(0.2)
@@ -126,8 +158,10 @@ def preemption(tmp: Path) -> dict:
 def main() -> None:
     parser(__doc__).parse_args()
     tests_environment()
-    results = {"machine": f"{os.cpu_count()} CPUs, {platform.python_version()}",
-               "load_average_at_start": os.getloadavg()}
+    results = {
+        "machine": f"{os.cpu_count()} CPUs, {platform.python_version()}",
+        "load_average_at_start": os.getloadavg(),
+    }
     results.update(compose_validate())
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

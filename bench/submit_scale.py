@@ -18,6 +18,7 @@ job id, ``srun`` is there because submitit looks for it, and ``sacct`` answers f
 ``--code DIR`` runs another checkout's code (e.g. ``git archive <commit> | tar -x -C DIR`` for a "before" row).
 Results go to bench/results/submit_scale.json under ``--label``.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ import sys
 from pathlib import Path
 
 from bench._common import ROOT, command, machine, parser, record_labelled, timed_process
+
 HEAVY = ("torch", "trl", "transformers", "unsloth", "peft", "datasets")
 ARRAY = 4242  # the first job id the stand-in sbatch hands out
 
@@ -41,7 +43,7 @@ def fake_slurm(bin_dir: Path, scripts: Path, states: Path, calls: Path) -> None:
     tools = {
         # keeps the script, answers with the next job id
         "sbatch": f'#!/bin/sh\nid=$(cat {counter})\necho $((id + 1)) > {counter}\ncp "$1" {scripts}/$id.sh\n'
-                  f'echo "Submitted batch job $id"\n',
+        f'echo "Submitted batch job $id"\n',
         "srun": '#!/bin/sh\necho "stand-in srun: not for running" >&2\nexit 1\n',
         # one line per call to the call log; the answer is the state file, whatever was asked
         "sacct": f'#!/bin/sh\necho "$*" >> {calls}\ncat {states} 2>/dev/null\n',
@@ -55,8 +57,12 @@ def grid(n: int) -> list[str]:
     seeds = math.ceil(n / 100)
     if n % 100:
         raise SystemExit(f"--runs={n}: use a multiple of 100 (4 mixes x 5 ranks x 5 learning rates x seeds)")
-    return ["reward_mix=format,correct,format_correct,smoke", "lora.r=4,8,16,32,64",
-            "optimizer.learning_rate=1e-5,3e-5,1e-4,3e-4,1e-3", f"trainer.seed=range(1,{seeds + 1})"]
+    return [
+        "reward_mix=format,correct,format_correct,smoke",
+        "lora.r=4,8,16,32,64",
+        "optimizer.learning_rate=1e-5,3e-5,1e-4,3e-4,1e-3",
+        f"trainer.seed=range(1,{seeds + 1})",
+    ]
 
 
 PROBE = """
@@ -92,8 +98,13 @@ def array_line(script: Path) -> str:
 def simulate(sweep: Path, jobs: list[dict], states: Path) -> dict[str, list[int]]:
     """Give each run what a sweep mid-way leaves; return the run numbers by what happened to them."""
     n = len(jobs)
-    cut = {"done": int(n * 0.90), "failed": int(n * 0.94), "running": int(n * 0.96), "requeued": int(n * 0.97),
-           "lost": int(n * 0.98)}  # lost: the job ended (cancelled, out of memory) without a summary; then pending
+    cut = {
+        "done": int(n * 0.90),
+        "failed": int(n * 0.94),
+        "running": int(n * 0.96),
+        "requeued": int(n * 0.97),
+        "lost": int(n * 0.98),
+    }  # lost: the job ended (cancelled, out of memory) without a summary; then pending
     fate: dict[str, list[int]] = {k: [] for k in (*cut, "pending")}
     lines = []
     for job in jobs:
@@ -104,20 +115,27 @@ def simulate(sweep: Path, jobs: list[dict], states: Path) -> dict[str, list[int]
             continue
         run.mkdir(parents=True, exist_ok=True)
         steps = 200 if kind in ("done", "failed") else 120
-        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": s / 200}) + "\n"
-                                                   for s in range(10, steps + 1, 10)))
+        (run / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": s, "reward": s / 200}) + "\n" for s in range(10, steps + 1, 10))
+        )
         if kind == "done":
             summary = {"status": "completed", "objective": 0.3 + (num % 37) / 100, "overrides": job["overrides"]}
             lines.append(f"{job['job_id']}|COMPLETED")
         elif kind == "failed":
-            summary = {"status": "failed", "error": "RuntimeError: CUDA out of memory (synthetic)",
-                       "traceback": "Traceback ...\nRuntimeError: CUDA out of memory", "overrides": job["overrides"]}
+            summary = {
+                "status": "failed",
+                "error": "RuntimeError: CUDA out of memory (synthetic)",
+                "traceback": "Traceback ...\nRuntimeError: CUDA out of memory",
+                "overrides": job["overrides"],
+            }
             lines.append(f"{job['job_id']}|FAILED")
         else:
             summary = None
-            lines += {"running": [f"{job['job_id']}|RUNNING"],
-                      "requeued": [f"{job['job_id']}|REQUEUED", f"{job['job_id']}|PENDING"],
-                      "lost": [f"{job['job_id']}|{'CANCELLED by 0' if num % 2 else 'OUT_OF_MEMORY'}"]}[kind]
+            lines += {
+                "running": [f"{job['job_id']}|RUNNING"],
+                "requeued": [f"{job['job_id']}|REQUEUED", f"{job['job_id']}|PENDING"],
+                "lost": [f"{job['job_id']}|{'CANCELLED by 0' if num % 2 else 'OUT_OF_MEMORY'}"],
+            }[kind]
         if summary:
             (run / "summary.json").write_text(json.dumps(summary, indent=2))
     if fate["pending"]:
@@ -131,8 +149,11 @@ def status(sweep: Path, env: dict, code: Path, calls: Path) -> dict:
     row = timed_process([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep)], code, env)
     out = row.pop("output")
     lines = out.splitlines()
-    row.update(sacct_calls=len(calls.read_text().splitlines()), output_lines=len(lines),
-               first_line=lines[0][:300] if lines else "")
+    row.update(
+        sacct_calls=len(calls.read_text().splitlines()),
+        output_lines=len(lines),
+        first_line=lines[0][:300] if lines else "",
+    )
     return row
 
 
@@ -152,16 +173,26 @@ def main() -> None:
     out_root.mkdir(parents=True)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(code)}
     env.pop("SLURM_CONF", None)
-    sweep_args = ["-m", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.detach=true",
-               *grid(args.runs), f"output_root={out_root}"]
+    sweep_args = [
+        "-m",
+        "hydra/launcher=slurm",
+        "hydra.launcher.gpus_per_node=null",
+        "hydra.launcher.detach=true",
+        *grid(args.runs),
+        f"output_root={out_root}",
+    ]
     entry: dict = {"runs": args.runs, "code": "this checkout" if code == ROOT else str(code)}
 
     row, out = submit(sweep_args, env, out_root, code)
     [sweep] = list(out_root.glob("grpo/multiruns/*"))
     jobs = json.loads((sweep / "jobs.json").read_text())["jobs"]
     first = sorted(scripts.iterdir())
-    row.update(jobs_json_entries=len(jobs), sbatch_calls=len(first), array=[array_line(s) for s in first][:3],
-               submitted_line=next((line for line in out.splitlines() if line.startswith("Submitted")), "")[:300])
+    row.update(
+        jobs_json_entries=len(jobs),
+        sbatch_calls=len(first),
+        array=[array_line(s) for s in first][:3],
+        submitted_line=next((line for line in out.splitlines() if line.startswith("Submitted")), "")[:300],
+    )
     entry["submit"] = row
     print(f"submit: {row}", flush=True)
 
@@ -176,15 +207,25 @@ def main() -> None:
     queued = []
     for script in again:
         spec = array_line(script).split("%")[0]
-        queued += [n for part in spec.split(",") if part for a, _, b in [part.partition("-")]
-                   for n in range(int(a), int(b or a) + 1)]
+        queued += [
+            n
+            for part in spec.split(",")
+            if part
+            for a, _, b in [part.partition("-")]
+            for n in range(int(a), int(b or a) + 1)
+        ]
     jobs = json.loads((sweep / "jobs.json").read_text())["jobs"]
     new_ids = sorted(j["num"] for j in jobs if str(j["job_id"]).split("_")[0] not in ("None", str(ARRAY)))
     expected = sorted(fate["failed"] + fate["lost"])
-    row.update(sbatch_calls=len(again), queued=len(queued), queued_runs_with_new_job_id=len(new_ids),
-               expected=len(expected), only_unfinished=new_ids == expected and len(queued) == len(expected),
-               sacct_calls=len(calls.read_text().splitlines()),
-               not_queued_line=next((line for line in out.splitlines() if line.startswith("not queued")), "")[:300])
+    row.update(
+        sbatch_calls=len(again),
+        queued=len(queued),
+        queued_runs_with_new_job_id=len(new_ids),
+        expected=len(expected),
+        only_unfinished=new_ids == expected and len(queued) == len(expected),
+        sacct_calls=len(calls.read_text().splitlines()),
+        not_queued_line=next((line for line in out.splitlines() if line.startswith("not queued")), "")[:300],
+    )
     entry["resubmit"] = row
     print(f"resubmit: {row}", flush=True)
 
@@ -193,8 +234,9 @@ def main() -> None:
         run = Path(job["run_dir"])
         if not (run / "summary.json").exists() or job["num"] in new_ids:
             run.mkdir(parents=True, exist_ok=True)
-            (run / "summary.json").write_text(json.dumps({"status": "completed", "objective": 0.5,
-                                                          "overrides": job["overrides"]}))
+            (run / "summary.json").write_text(
+                json.dumps({"status": "completed", "objective": 0.5, "overrides": job["overrides"]})
+            )
     states.write_text("".join(f"{j['job_id']}|COMPLETED\n" for j in jobs if j["job_id"]))
     entry["status_ended"] = status(sweep, env, code, calls)
     print(f"status when every run ended: {entry['status_ended']}", flush=True)

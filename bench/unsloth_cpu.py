@@ -7,6 +7,7 @@ wall time of the same short GRPO run (bench._common.SHORT_RUN, the tests' settin
 on the unsloth run, and compose + validate of experiment=walkthrough_llama8b (must stay light: no torch).
 Each number is one process, timed from outside; the load average is recorded since the machine is shared.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,17 +38,24 @@ def main() -> int:
     parser(__doc__).parse_args()
     tests_environment()
     if importlib.util.find_spec("unsloth") is None:
-        print("unsloth is not importable: pip install --no-deps --target DIR unsloth==2026.10.9 unsloth_zoo==2026.10.9; PYTHONPATH=DIR")
+        print(
+            "unsloth is not importable: pip install --no-deps --target DIR unsloth==2026.10.9 unsloth_zoo==2026.10.9; PYTHONPATH=DIR"
+        )
         return 2
     out: dict = {"load_average_before": os.getloadavg(), "cpus": os.cpu_count()}
     out["unsloth_packages_mb"] = round(package_mb("unsloth") + package_mb("unsloth_zoo"), 1)
     out["import_unsloth_s"], result = timed([sys.executable, "-c", "import unsloth"])
-    out["import_torch_trl_transformers_peft_s"], _ = timed([sys.executable, "-c", "import torch, trl, transformers, peft"])
+    out["import_torch_trl_transformers_peft_s"], _ = timed(
+        [sys.executable, "-c", "import torch, trl, transformers, peft"]
+    )
     out["compose_validate_walkthrough_s"], result = timed(
-        [sys.executable, "-c",
-         "import sys; from bench._common import compose; from grpo_sweep.run.validate import validate;"
-         "validate(compose(['experiment=walkthrough_llama8b']));"
-         "sys.exit(int(any(m in sys.modules for m in ('torch', 'unsloth', 'transformers'))))"]
+        [
+            sys.executable,
+            "-c",
+            "import sys; from bench._common import compose; from grpo_sweep.run.validate import validate;"
+            "validate(compose(['experiment=walkthrough_llama8b']));"
+            "sys.exit(int(any(m in sys.modules for m in ('torch', 'unsloth', 'transformers'))))",
+        ]
     )
     out["compose_validate_imports_heavy"] = result.returncode != 0
     with tempfile.TemporaryDirectory() as tmp:

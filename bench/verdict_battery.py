@@ -36,6 +36,7 @@ root first), and runs the same battery on it, skipping what it lacks (the printe
 ``--label`` (default ``new`` or ``old``, by whether the engine has stats.judge) in the JSON, beside other labels;
 with two labels there the side-by-side tables are printed too.
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,8 +60,13 @@ QUESTION_SD = 4.0
 RUN_SD = 0.35
 ALPHA = 0.05
 RATE_LIMIT, UPPER_LIMIT, POWER_GOAL = 0.05, 0.06, 0.8
-SPREADS = {"equal": (1.0, ""), "half2": (2.0, "half"), "half4": (4.0, "half"), "one2": (2.0, "one"),
-           "one4": (4.0, "one")}
+SPREADS = {
+    "equal": (1.0, ""),
+    "half2": (2.0, "half"),
+    "half4": (4.0, "half"),
+    "one2": (2.0, "one"),
+    "one4": (4.0, "one"),
+}
 GRID_K, GRID_S = (2, 3, 5, 10, 20), (2, 3, 5, 8)
 SPECIAL_DESIGNS = ((10, 3), (3, 2), (3, 5))
 POWER_K = (3, 10)
@@ -74,6 +80,7 @@ DEFAULT_JSON = RESULTS / "verdict_battery.json"
 
 
 # --- the generator ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Regime:
@@ -113,7 +120,7 @@ class Regime:
         multiplier, which = SPREADS[self.spread]
         sd = np.full(self.k, RUN_SD)
         if which == "half":
-            sd[self.k - self.k // 2:] *= multiplier
+            sd[self.k - self.k // 2 :] *= multiplier
         elif which == "one":
             sd[0] *= multiplier
         return sd
@@ -132,7 +139,7 @@ class Regime:
 
     def centres(self) -> np.ndarray:
         """(k,) logit centres giving each configuration its true mean accuracy under its own total spread."""
-        spread = np.sqrt(QUESTION_SD ** 2 + self.run_sd() ** 2 + self.seed_shared ** 2 + self.interaction ** 2)
+        spread = np.sqrt(QUESTION_SD**2 + self.run_sd() ** 2 + self.seed_shared**2 + self.interaction**2)
         truth = self.truth()
         if self.collapsed:  # it answers nothing right whatever its centre
             truth[-1] = self.accuracy
@@ -143,7 +150,7 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hermite(nodes: int = 160) -> tuple[np.ndarray, np.ndarray]:
     x, w = np.polynomial.hermite_e.hermegauss(nodes)
     return x, w / w.sum()
@@ -155,7 +162,7 @@ def mean_accuracy(centre: float, sd: float) -> float:
     return float(w @ _sigmoid(centre + sd * x))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def centre_for(accuracy: float, sd: float) -> float:
     """The logit centre whose mean accuracy under a N(0, sd) logit spread is ``accuracy`` (bisection)."""
     if not 0.0 < accuracy < 1.0:
@@ -200,6 +207,7 @@ def batches(regime: Regime, sweeps: int, rng: np.random.Generator):
 
 # --- the engine, whichever checkout is on the import path ------------------------------------------------------------
 
+
 def use_engine(path: str | None) -> None:
     """Put another checkout's grpo_sweep first on the import path (before anything imports it)."""
     if not path:
@@ -226,8 +234,12 @@ def engine_info() -> dict:
     for name in ("stats.py", "sequential.py", "simulate.py"):
         digest.update((package / "sweeps" / name).read_bytes())
     head = subprocess.run(["git", "-C", str(package.parent), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return {"grpo_sweep": str(package), "commit": head.stdout.strip() or None,
-            "sweeps_sha256": digest.hexdigest()[:16], "mde": has_mde()}
+    return {
+        "grpo_sweep": str(package),
+        "commit": head.stdout.strip() or None,
+        "sweeps_sha256": digest.hexdigest()[:16],
+        "mde": has_mde(),
+    }
 
 
 def fixed_verdicts(regime: Regime, val: np.ndarray, test: np.ndarray):
@@ -269,9 +281,18 @@ def rate_row(part: str, cell: str, regime: Regime, count: int, n: int, **extra) 
     """A null cell's row: the false-call rate, its Wilson interval, pass."""
     low, high = wilson(count, n)
     rate = count / n
-    return {"part": part, "cell": cell, "regime": asdict(regime), "sweeps": n, "false": int(count),
-            "rate": round(rate, 4), "low": round(low, 4), "high": round(high, 4),
-            "pass": bool(rate <= RATE_LIMIT and high <= UPPER_LIMIT), **extra}
+    return {
+        "part": part,
+        "cell": cell,
+        "regime": asdict(regime),
+        "sweeps": n,
+        "false": int(count),
+        "rate": round(rate, 4),
+        "low": round(low, 4),
+        "high": round(high, 4),
+        "pass": bool(rate <= RATE_LIMIT and high <= UPPER_LIMIT),
+        **extra,
+    }
 
 
 def design_cell(regime: Regime) -> str:
@@ -279,6 +300,7 @@ def design_cell(regime: Regime) -> str:
 
 
 # --- the cells -------------------------------------------------------------------------------------------------------
+
 
 def fixed_cell(part: str, regime: Regime, sweeps: int, seed: int, mde: bool = False) -> dict:
     """A fixed-design cell: the any-false rate among the truly equal configurations; configuration 0's printed mde
@@ -295,8 +317,10 @@ def fixed_cell(part: str, regime: Regime, sweeps: int, seed: int, mde: bool = Fa
         gaps.append(test[:, 0].mean() - test[:, equal].mean())
         if mde:
             mdes.append(printed_mde(val, test))
-    extra = {"per_run_sd": [round(float(x), 4) for x in np.mean(sds, 0)[[0, -1]]],
-             "p_worse_0": round(worse / sweeps, 4)}
+    extra = {
+        "per_run_sd": [round(float(x), 4) for x in np.mean(sds, 0)[[0, -1]]],
+        "p_worse_0": round(worse / sweeps, 4),
+    }
     if mde:
         found = np.concatenate(mdes)
         extra["mde_median"] = round(float(np.median(found)), 4) if found.size else None
@@ -332,10 +356,19 @@ def adaptive_cell(part: str, regime: Regime, settings: tuple[int, int], sweeps: 
             false += any(x.call and truth[c] == truth[p.states[c].leader] for c, x in found.items())
             worse += bool(0 in found and found[0].call == -1)
     cell = f"k={k} seeds {low_seeds}..{high_seeds} {regime.label}"
-    return rate_row(part, cell, regime, false, sweeps, settings=list(settings),
-                    runs_mean=round(float(np.mean(runs)), 2), fixed_runs=k * high_seeds,
-                    p_worse_0=round(worse / sweeps, 4), fixed_p_worse_0=round(fixed_worse / sweeps, 4),
-                    fixed_rate=round(fixed_false / sweeps, 4))
+    return rate_row(
+        part,
+        cell,
+        regime,
+        false,
+        sweeps,
+        settings=list(settings),
+        runs_mean=round(float(np.mean(runs)), 2),
+        fixed_runs=k * high_seeds,
+        p_worse_0=round(worse / sweeps, 4),
+        fixed_p_worse_0=round(fixed_worse / sweeps, 4),
+        fixed_rate=round(fixed_false / sweeps, 4),
+    )
 
 
 def _call(task):
@@ -358,11 +391,18 @@ def special_regimes(k: int, seeds: int) -> list[Regime]:
     """The awkward cases beside the spreads: extreme accuracies, a collapsed configuration, configuration x question
     interaction, per-run values only, a seed effect shared by configurations, and some of them with a noisy one."""
     base = Regime(k, seeds)
-    return [replace(base, accuracy=0.05), replace(base, accuracy=0.95), replace(base, accuracy=0.05, spread="one4"),
-            replace(base, collapsed=True), replace(base, collapsed=True, spread="one4"),
-            replace(base, interaction=1.0), replace(base, interaction=1.0, spread="half4"),
-            replace(base, per_run=True), replace(base, per_run=True, spread="one4"),
-            replace(base, seed_shared=RUN_SD)]
+    return [
+        replace(base, accuracy=0.05),
+        replace(base, accuracy=0.95),
+        replace(base, accuracy=0.05, spread="one4"),
+        replace(base, collapsed=True),
+        replace(base, collapsed=True, spread="one4"),
+        replace(base, interaction=1.0),
+        replace(base, interaction=1.0, spread="half4"),
+        replace(base, per_run=True),
+        replace(base, per_run=True, spread="one4"),
+        replace(base, seed_shared=RUN_SD),
+    ]
 
 
 def power_regimes() -> list[Regime]:
@@ -373,11 +413,17 @@ def power_rows(mdes: dict, args) -> list[dict]:
     """Each power cell's row: configuration 0 planted worse by the median mde printed for it in its null cell. A
     printed mde past the accuracy itself cannot be planted: there configuration 0 is planted at the largest
     difference there is (its accuracy down to MIN_ACCURACY), to show what the design does see, with no pass/fail."""
+
     def planted(r: Regime) -> float:
         return min(mdes[design_cell(r)], r.accuracy - MIN_ACCURACY)
 
-    found = run_cells([("fixed", ("power", replace(r, shift=-planted(r)), args.power_sweeps, args.seed, True))
-                       for r in power_regimes()], args.jobs)
+    found = run_cells(
+        [
+            ("fixed", ("power", replace(r, shift=-planted(r)), args.power_sweeps, args.seed, True))
+            for r in power_regimes()
+        ],
+        args.jobs,
+    )
     for r, row in zip(power_regimes(), found):
         row["mde_median"], row["mde_printed_here"] = mdes[design_cell(r)], row["mde_median"]
         row["plantable"] = planted(r) == mdes[design_cell(r)]
@@ -404,13 +450,20 @@ def battery(args) -> dict:
         grid = [Regime(k, s, spread) for k in GRID_K for s in GRID_S for spread in SPREADS]
         timed("fixed", [("fixed", ("fixed", r, args.sweeps, args.seed, r in mde_cells)) for r in grid])
     if "special" in parts:
-        timed("special", [("fixed", ("special", r, args.sweeps, args.seed))
-                          for k, s in SPECIAL_DESIGNS for r in special_regimes(k, s)])
+        timed(
+            "special",
+            [
+                ("fixed", ("special", r, args.sweeps, args.seed))
+                for k, s in SPECIAL_DESIGNS
+                for r in special_regimes(k, s)
+            ],
+        )
     if "power" in parts and mde_ok:
         mdes = {r["cell"]: r["mde_median"] for r in rows if r.get("mde_median") is not None}
         if not mdes:  # the grid was not run: the null sweeps of the power cells alone
-            found = run_cells([("fixed", ("fixed", r, args.sweeps, args.seed, True)) for r in power_regimes()],
-                              args.jobs)
+            found = run_cells(
+                [("fixed", ("fixed", r, args.sweeps, args.seed, True)) for r in power_regimes()], args.jobs
+            )
             mdes = {r["cell"]: r["mde_median"] for r in found}
         started = time.perf_counter()
         rows.extend(power_rows(mdes, args))
@@ -419,15 +472,25 @@ def battery(args) -> dict:
     elif "power" in parts:
         print("[power at the printed mde: skipped, this engine prints no mde (no stats.judge)]")
     if "shifts" in parts:
-        timed("shifts", [("fixed", ("shifts", Regime(k, s, shift=shift), args.power_sweeps, args.seed))
-                         for k in SHIFT_K for s in SHIFT_S for shift in SHIFTS])
+        timed(
+            "shifts",
+            [
+                ("fixed", ("shifts", Regime(k, s, shift=shift), args.power_sweeps, args.seed))
+                for k in SHIFT_K
+                for s in SHIFT_S
+                for shift in SHIFTS
+            ],
+        )
     if "adaptive" in parts:
         null = [Regime(k, 0, spread) for k in ADAPTIVE_K for spread in ADAPTIVE_SPREADS]
         null += [Regime(k, 0, accuracy=0.05) for k in ADAPTIVE_K]
         saving = [Regime(k, 0, shift=shift) for k in ADAPTIVE_K for shift in ADAPTIVE_SHIFTS]
-        tasks = [("adaptive", (part, r, s, args.adaptive_sweeps, args.seed))
-                 for part, regimes in (("adaptive", null), ("saving", saving)) for r in regimes
-                 for s in ADAPTIVE_SETTINGS]
+        tasks = [
+            ("adaptive", (part, r, s, args.adaptive_sweeps, args.seed))
+            for part, regimes in (("adaptive", null), ("saving", saving))
+            for r in regimes
+            for s in ADAPTIVE_SETTINGS
+        ]
         # the slow (k = 10) cells first, so the two processes end together
         order = sorted(range(len(tasks)), key=lambda i: -tasks[i][1][1].k)
         started = time.perf_counter()
@@ -440,6 +503,7 @@ def battery(args) -> dict:
 
 # --- tables ----------------------------------------------------------------------------------------------------------
 
+
 def _rate(row: dict) -> str:
     text = f"{row['rate']:.3f} ({row['high']:.3f})"
     return text if row["pass"] else f"**FAIL {text}**"
@@ -448,9 +512,11 @@ def _rate(row: dict) -> str:
 def _power_line(r: dict) -> str:
     head = f"| {r['regime']['k']} x {r['regime']['seeds']} | {r['regime']['spread']} | {r['mde_median']:.4f} | "
     verdict = {True: "yes", False: "**FAIL**", None: "n/a: the mde is past the accuracy, the largest Δ planted"}
-    return head + (f"{r['measured_delta']:+.4f} | {r['mde_printed_here']:.4f} | {r['sweeps']} | "
-                   f"{r['p_worse_0']:.3f} [{r['power_low']:.3f}, {r['power_high']:.3f}] | "
-                   f"{verdict[r['power_pass']]} | {_rate(r)} |")
+    return head + (
+        f"{r['measured_delta']:+.4f} | {r['mde_printed_here']:.4f} | {r['sweeps']} | "
+        f"{r['p_worse_0']:.3f} [{r['power_low']:.3f}, {r['power_high']:.3f}] | "
+        f"{verdict[r['power_pass']]} | {_rate(r)} |"
+    )
 
 
 def failures(rows: list[dict]) -> list[str]:
@@ -459,13 +525,17 @@ def failures(rows: list[dict]) -> list[str]:
     for r in rows:
         if r["part"] in ("power", "saving", "shifts"):
             if r["part"] == "power" and r["power_pass"] is False:
-                out.append(f"power {r['cell']}: P(worse) {r['p_worse_0']:.3f} < {POWER_GOAL} at the printed mde "
-                           f"{r['mde_median']:.4f}")
+                out.append(
+                    f"power {r['cell']}: P(worse) {r['p_worse_0']:.3f} < {POWER_GOAL} at the printed mde "
+                    f"{r['mde_median']:.4f}"
+                )
             if not r["pass"]:
                 out.append(f"{r['part']} {r['cell']}: false among the equal {r['rate']:.4f} (upper {r['high']:.4f})")
         elif not r["pass"]:
-            out.append(f"{r['part']} {r['cell']}: rate {r['rate']:.4f}, Wilson 95 % [{r['low']:.4f}, "
-                       f"{r['high']:.4f}] ({r['false']} of {r['sweeps']})")
+            out.append(
+                f"{r['part']} {r['cell']}: rate {r['rate']:.4f}, Wilson 95 % [{r['low']:.4f}, "
+                f"{r['high']:.4f}] ({r['false']} of {r['sweeps']})"
+            )
     return out
 
 
@@ -484,44 +554,86 @@ def tables(entry: dict) -> str:
     if "fixed" in by_part:
         grid = _grid(by_part["fixed"])
         n = by_part["fixed"][0]["sweeps"]
-        out += [f"Fixed design, null: P(any false better/worse) (upper Wilson 95 %), {n} sweeps a cell (pass: rate "
-                f"<= {RATE_LIMIT}, upper <= {UPPER_LIMIT}, i.e. rate <= {passing_rate(n):.4f} at {n} sweeps)", "",
-                *grid_table(lambda key: _rate(grid[key]) if key in grid else None), ""]
+        out += [
+            f"Fixed design, null: P(any false better/worse) (upper Wilson 95 %), {n} sweeps a cell (pass: rate "
+            f"<= {RATE_LIMIT}, upper <= {UPPER_LIMIT}, i.e. rate <= {passing_rate(n):.4f} at {n} sweeps)",
+            "",
+            *grid_table(lambda key: _rate(grid[key]) if key in grid else None),
+            "",
+        ]
     if "special" in by_part:
-        out += _section("Fixed design, null, special cells", ["k x S", "regime", "sweeps", "rate", "Wilson 95 %", "pass"],
-                        [f"| {r['regime']['k']} x {r['regime']['seeds']} | {Regime(**r['regime']).label} | "
-                         f"{r['sweeps']} | {r['rate']:.4f} | [{r['low']:.4f}, {r['high']:.4f}] | "
-                         f"{'yes' if r['pass'] else '**FAIL**'} |" for r in by_part["special"]])
+        out += _section(
+            "Fixed design, null, special cells",
+            ["k x S", "regime", "sweeps", "rate", "Wilson 95 %", "pass"],
+            [
+                f"| {r['regime']['k']} x {r['regime']['seeds']} | {Regime(**r['regime']).label} | "
+                f"{r['sweeps']} | {r['rate']:.4f} | [{r['low']:.4f}, {r['high']:.4f}] | "
+                f"{'yes' if r['pass'] else '**FAIL**'} |"
+                for r in by_part["special"]
+            ],
+        )
     if "power" in by_part:
-        out += _section("Power at the printed detectable difference: configuration 0 planted worse by the median mde "
-                        "printed for it in the null sweeps",
-                        ["k x S", "spread", "printed mde (median, null)", "planted Δ, measured on test",
-                         "printed mde (median, planted)", "sweeps", "P(called worse) [Wilson 95 %]", "pass (>= 0.8)",
-                         "false among the equal"], [_power_line(r) for r in by_part["power"]])
+        out += _section(
+            "Power at the printed detectable difference: configuration 0 planted worse by the median mde "
+            "printed for it in the null sweeps",
+            [
+                "k x S",
+                "spread",
+                "printed mde (median, null)",
+                "planted Δ, measured on test",
+                "printed mde (median, planted)",
+                "sweeps",
+                "P(called worse) [Wilson 95 %]",
+                "pass (>= 0.8)",
+                "false among the equal",
+            ],
+            [_power_line(r) for r in by_part["power"]],
+        )
     if "shifts" in by_part:
-        out += _section("Power at fixed shifts (equal spreads): P(configuration 0 called worse)",
-                        ["k x S", "true difference", "measured on test", "sweeps", "P(called worse)",
-                         "false among the equal"],
-                        [f"| {r['regime']['k']} x {r['regime']['seeds']} | {r['regime']['shift']:+.2f} | "
-                         f"{r['measured_delta']:+.4f} | {r['sweeps']} | {r['p_worse_0']:.3f} | {_rate(r)} |"
-                         for r in by_part["shifts"]])
+        out += _section(
+            "Power at fixed shifts (equal spreads): P(configuration 0 called worse)",
+            ["k x S", "true difference", "measured on test", "sweeps", "P(called worse)", "false among the equal"],
+            [
+                f"| {r['regime']['k']} x {r['regime']['seeds']} | {r['regime']['shift']:+.2f} | "
+                f"{r['measured_delta']:+.4f} | {r['sweeps']} | {r['p_worse_0']:.3f} | {_rate(r)} |"
+                for r in by_part["shifts"]
+            ],
+        )
     if "adaptive" in by_part:
         n = by_part["adaptive"][0]["sweeps"]
-        out += _section("Adaptive design (hydra/sweeper=seeds), null: P(any false better/worse) (upper Wilson 95 %; "
-                        f"pass: rate <= {passing_rate(n):.4f} at {n} sweeps)",
-                        ["k", "seeds", "regime", "sweeps", "adaptive", "runs used (fixed: k x max)",
-                         "fixed design at max seeds"],
-                        [f"| {r['regime']['k']} | {r['settings'][0]}..{r['settings'][1]} | "
-                         f"{Regime(**r['regime']).label} | {r['sweeps']} | {_rate(r)} | {r['runs_mean']:.1f} "
-                         f"({r['fixed_runs']}) | {r['fixed_rate']:.3f} |" for r in by_part["adaptive"]])
+        out += _section(
+            "Adaptive design (hydra/sweeper=seeds), null: P(any false better/worse) (upper Wilson 95 %; "
+            f"pass: rate <= {passing_rate(n):.4f} at {n} sweeps)",
+            ["k", "seeds", "regime", "sweeps", "adaptive", "runs used (fixed: k x max)", "fixed design at max seeds"],
+            [
+                f"| {r['regime']['k']} | {r['settings'][0]}..{r['settings'][1]} | "
+                f"{Regime(**r['regime']).label} | {r['sweeps']} | {_rate(r)} | {r['runs_mean']:.1f} "
+                f"({r['fixed_runs']}) | {r['fixed_rate']:.3f} |"
+                for r in by_part["adaptive"]
+            ],
+        )
     if "saving" in by_part:
-        out += _section("Runs the adaptive design saves: configuration 0 truly worse, the others equal",
-                        ["k", "seeds", "true difference", "runs used", "fixed runs", "saved", "P(worse) adaptive",
-                         "P(worse) fixed", "false among the equal"],
-                        [f"| {r['regime']['k']} | {r['settings'][0]}..{r['settings'][1]} | "
-                         f"{r['regime']['shift']:+.2f} | {r['runs_mean']:.1f} | {r['fixed_runs']} | "
-                         f"{1 - r['runs_mean'] / r['fixed_runs']:.0%} | {r['p_worse_0']:.3f} | "
-                         f"{r['fixed_p_worse_0']:.3f} | {_rate(r)} |" for r in by_part["saving"]])
+        out += _section(
+            "Runs the adaptive design saves: configuration 0 truly worse, the others equal",
+            [
+                "k",
+                "seeds",
+                "true difference",
+                "runs used",
+                "fixed runs",
+                "saved",
+                "P(worse) adaptive",
+                "P(worse) fixed",
+                "false among the equal",
+            ],
+            [
+                f"| {r['regime']['k']} | {r['settings'][0]}..{r['settings'][1]} | "
+                f"{r['regime']['shift']:+.2f} | {r['runs_mean']:.1f} | {r['fixed_runs']} | "
+                f"{1 - r['runs_mean'] / r['fixed_runs']:.0%} | {r['p_worse_0']:.3f} | "
+                f"{r['fixed_p_worse_0']:.3f} | {_rate(r)} |"
+                for r in by_part["saving"]
+            ],
+        )
     failed = failures(rows)
     out += ["Failing cells: " + ("none" if not failed else ""), *[f"- {line}" for line in failed]]
     return "\n".join(out) + "\n"
@@ -564,21 +676,35 @@ def side_by_side(results: dict) -> str:
     if not shared:
         return ""
     names = " / ".join(labels)
-    out = [f"Side by side, {names}: null cells P(any false) (bold: the cell fails), truly-worse cells P(configuration "
-           "0 called worse)", ""]
-    grids = {label: _grid([r for (part, _), found in shared.items() if part == "fixed" for r in [found[label]]])
-             for label in labels}
+    out = [
+        f"Side by side, {names}: null cells P(any false) (bold: the cell fails), truly-worse cells P(configuration "
+        "0 called worse)",
+        "",
+    ]
+    grids = {
+        label: _grid([r for (part, _), found in shared.items() if part == "fixed" for r in [found[label]]])
+        for label in labels
+    }
     if grids[labels[0]]:
-        out += [f"Fixed design, null ({names})", "",
-                *grid_table(lambda key: " / ".join(_short(grids[x][key]) for x in labels)
-                            if key in grids[labels[0]] else None), ""]
+        out += [
+            f"Fixed design, null ({names})",
+            "",
+            *grid_table(
+                lambda key: " / ".join(_short(grids[x][key]) for x in labels) if key in grids[labels[0]] else None
+            ),
+            "",
+        ]
     out += [f"| part | cell | {' | '.join(labels)} |", "|---|---|" + "---|" * len(labels)]
-    out += [f"| {part} | {cell} | " + " | ".join(_short(found[x]) for x in labels) + " |"
-            for (part, cell), found in shared.items() if part != "fixed"]
+    out += [
+        f"| {part} | {cell} | " + " | ".join(_short(found[x]) for x in labels) + " |"
+        for (part, cell), found in shared.items()
+        if part != "fixed"
+    ]
     return "\n".join(out) + "\n"
 
 
 # --- the command -----------------------------------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> None:
     cli = parser(__doc__)
@@ -608,14 +734,24 @@ def main(argv: list[str] | None = None) -> None:
     print(f"engine: {info['grpo_sweep']} (sha256 {info['sweeps_sha256']}), label {label}", flush=True)
     started = time.perf_counter()
     entry = battery(args)
-    entry.update({
-        "command": command("bench.verdict_battery", argv), "engine": info, "label": label,
-        "sweeps": args.sweeps, "power_sweeps": args.power_sweeps, "adaptive_sweeps": args.adaptive_sweeps,
-        "seed": args.seed, "jobs": args.jobs, "wall_total_s": round(time.perf_counter() - started, 1),
-        "generator": {"questions": QUESTIONS, "question_sd": QUESTION_SD, "run_sd": RUN_SD, "alpha": ALPHA},
-        "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-        "machine": machine("at the end"),
-    })
+    entry.update(
+        {
+            "command": command("bench.verdict_battery", argv),
+            "engine": info,
+            "label": label,
+            "sweeps": args.sweeps,
+            "power_sweeps": args.power_sweeps,
+            "adaptive_sweeps": args.adaptive_sweeps,
+            "seed": args.seed,
+            "jobs": args.jobs,
+            "wall_total_s": round(time.perf_counter() - started, 1),
+            "generator": {"questions": QUESTIONS, "question_sd": QUESTION_SD, "run_sd": RUN_SD, "alpha": ALPHA},
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
+            "machine": machine("at the end"),
+        }
+    )
     entry["failures"] = failures(entry["rows"])
     text = tables(entry)
     results = json.loads(args.json.read_text()) if args.json.exists() else {}  # read now: another label may be new

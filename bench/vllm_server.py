@@ -8,6 +8,7 @@ SIGKILL after a 1 s grace); failure detection: a server that exits at once, unti
 The stand-in is a Python http.server: these numbers are the orchestration's overhead, not vLLM's start-up (a 7B
 model's load and CUDA graph capture take minutes; only a GPU check measures those).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,23 +49,31 @@ def main() -> None:
         for _ in range(REPEATS):
             started = time.perf_counter()
             try:
-                with serving(ServerSpec(model="standin", startup_timeout_s=30), tmp, command=standin("exit"),
-                             lock_dir=tmp / "locks"):
+                with serving(
+                    ServerSpec(model="standin", startup_timeout_s=30),
+                    tmp,
+                    command=standin("exit"),
+                    lock_dir=tmp / "locks",
+                ):
                     pass
             except ServerError:
                 failures.append(time.perf_counter() - started)
     ms = lambda xs: round(1000 * statistics.median(xs), 1)
-    record("vllm_server", {
-        "host": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs visible",
-        "repeats": REPEATS,
-        "python_startup_ms (median, bare `python -c 'import http.server'`)": median_ms(
-            lambda: subprocess.run([sys.executable, "-c", "import http.server"], check=True), 5),
-        "start_to_healthy_ms (median)": ms([u for u, _ in ok]),
-        "start_to_healthy_ms (max)": round(1000 * max(u for u, _ in ok), 1),
-        "stop_sigterm_ms (median)": ms([s for _, s in ok]),
-        "stop_sigterm_ignored_grace_1s_ms (median of 3)": ms([s for _, s in stubborn]),
-        "exit_at_once_detected_ms (median)": ms(failures),
-    })
+    record(
+        "vllm_server",
+        {
+            "host": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs visible",
+            "repeats": REPEATS,
+            "python_startup_ms (median, bare `python -c 'import http.server'`)": median_ms(
+                lambda: subprocess.run([sys.executable, "-c", "import http.server"], check=True), 5
+            ),
+            "start_to_healthy_ms (median)": ms([u for u, _ in ok]),
+            "start_to_healthy_ms (max)": round(1000 * max(u for u, _ in ok), 1),
+            "stop_sigterm_ms (median)": ms([s for _, s in ok]),
+            "stop_sigterm_ignored_grace_1s_ms (median of 3)": ms([s for _, s in stubborn]),
+            "exit_at_once_detected_ms (median)": ms(failures),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the run grpo-sweep started, and grpo-sweep's completions table) are driven with 
 2-reward mix) and a 16-row completions buffer, the way GRPOTrainer calls them, so the numbers are the logging's own
 cost.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,18 @@ STEPS, REPEATS = 100, 3
 
 
 def trl_row(step: int) -> dict:
-    row = {"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-3, "num_tokens": 1000.0 * step, "reward": 0.1,
-           "reward_std": 0.05, "frac_reward_zero_std": 0.0, "entropy": 5.1, "step_time": 0.1, "epoch": step / 100}
+    row = {
+        "loss": 0.01,
+        "grad_norm": 0.5,
+        "learning_rate": 1e-3,
+        "num_tokens": 1000.0 * step,
+        "reward": 0.1,
+        "reward_std": 0.05,
+        "frac_reward_zero_std": 0.0,
+        "entropy": 5.1,
+        "step_time": 0.1,
+        "epoch": step / 100,
+    }
     for key in ("mean", "min", "max"):
         row[f"completions/{key}_length"] = 32.0
     for name in ("xmlcount", "correct"):
@@ -36,16 +47,24 @@ def _tiny_model():
     """A model for WandbCallback's set-up (it logs the model's config and parameter count)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                        num_attention_heads=2, num_key_value_heads=2))
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
 
 
 def one_run(cfg, run_dir: Path) -> dict:
-    from grpo_sweep.run.context import RunContext
-    from grpo_sweep.tracking import open_logger
-
     from transformers.integrations import WandbCallback
     from trl import GRPOConfig
+
+    from grpo_sweep.run.context import RunContext
+    from grpo_sweep.tracking import open_logger
 
     t0 = time.perf_counter()
     logger = open_logger(cfg, RunContext(run_dir, ["reward_mix=smoke", "lora.r=16"]))
@@ -55,8 +74,12 @@ def one_run(cfg, run_dir: Path) -> dict:
     trainer = SimpleNamespace(
         args=args,
         add_callback=added.append,
-        _logs={"prompt": deque(["What is 2+3?"] * 16), "completion": deque(["<think>5</think><answer>5</answer>"] * 16),
-               "rewards": {"xmlcount": deque([0.5] * 16), "correct": deque([1.0] * 16)}, "advantages": deque([0.1] * 16)},
+        _logs={
+            "prompt": deque(["What is 2+3?"] * 16),
+            "completion": deque(["<think>5</think><answer>5</answer>"] * 16),
+            "rewards": {"xmlcount": deque([0.5] * 16), "correct": deque([1.0] * 16)},
+            "advantages": deque([0.1] * 16),
+        },
     )
     logger.watch(trainer)
     model = _tiny_model()
@@ -83,8 +106,14 @@ def main() -> None:
         runs = [one_run(cfg, Path(tmp) / str(i)) for i in range(REPEATS)]
     result = {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
     result["history_by"] = "transformers WandbCallback"
-    result.update(import_wandb_s=round(import_s, 2), steps=STEPS, repeats=REPEATS, completions_tables=STEPS // 25,
-                  command=command("bench.wandb_overhead"), load_avg=round(os.getloadavg()[0], 1))
+    result.update(
+        import_wandb_s=round(import_s, 2),
+        steps=STEPS,
+        repeats=REPEATS,
+        completions_tables=STEPS // 25,
+        command=command("bench.wandb_overhead"),
+        load_avg=round(os.getloadavg()[0], 1),
+    )
     record("wandb_overhead", result)
 
 

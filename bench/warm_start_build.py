@@ -6,6 +6,7 @@ fresh cache as the first `python launch.py` builds them; and whether the weights
 
 Numbers go to bench/results/warm_start_build.json (issue 13: the first preparation <= 90 s on 2 cores).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,7 +35,9 @@ def build_once(threads: int | None) -> dict:
         if threads is not None:
             warm.build_threads = lambda: threads
         try:
-            path = warm.ensure_warm_model(base, spec, warm.WarmTask(cfg.data.system_prompt, tuple(held_out_questions(cfg.data))))
+            path = warm.ensure_warm_model(
+                base, spec, warm.WarmTask(cfg.data.system_prompt, tuple(held_out_questions(cfg.data)))
+            )
         finally:
             warm.build_threads = original
         done = time.perf_counter()

@@ -8,6 +8,7 @@ over several warm-start seeds: per seed, the validation format, and the test acc
 Each seed is one `python launch.py model.tiny.warm_start.seed=S [overrides]` (its build cached in --cache, so a
 second call with the same recipe only trains). Rows go to bench/results/warm_start_seeds.json under --label.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ from bench._common import last_error, launch, parser, read_jsonl, record_labelle
 
 def one_seed(seed: int, overrides: list[str], cache: Path) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        wall, proc = launch([f"model.tiny.warm_start.seed={seed}", *overrides], out,
-                            env={"GRPO_SWEEP_CACHE": str(cache)}, check=False)
+        wall, proc = launch(
+            [f"model.tiny.warm_start.seed={seed}", *overrides], out, env={"GRPO_SWEEP_CACHE": str(cache)}, check=False
+        )
         if proc.returncode != 0:
             return {"seed": seed, "error": [last_error(proc)]}
         [run] = run_dirs(out)

@@ -1,5 +1,6 @@
 """The Hydra task: how this process was launched, then one run (run/lifecycle.run_one), its end-of-run lines, and
 the objective for the sweeper."""
+
 from __future__ import annotations
 
 import logging
@@ -9,16 +10,16 @@ import sys
 import traceback
 from typing import Any, NoReturn
 
+from .reading.tables import number
 from .run.context import RunContext, from_hydra
+from .run.cost import costly_terms
+from .run.distributed import RankFailed, in_slurm_job_of_many_tasks, join_slurm_job
 from .run.lifecycle import run_one
 from .run.record import RunFailed, RunSummary
-from .reading.tables import number
-from .tracking import open_logger
 from .run.redact import install_log_redaction
-from .run.cost import costly_terms
 from .run.results import read_run_summary
-from .run.distributed import RankFailed, in_slurm_job_of_many_tasks, join_slurm_job
 from .run.validate import ConfigError, check_machine
+from .tracking import open_logger
 
 log = logging.getLogger(__name__)
 # what the end-of-run lines show for a figure the run did not measure
@@ -69,8 +70,10 @@ def interrupted(context: RunContext) -> NoReturn:
     recorded), so that the same command in its directory goes on from its last checkpoint; the launch stops, with
     one line saying how, and the exit status of an interrupt (130)."""
     if context.multirun:
-        line = (f"interrupted in run {context.run_dir}; the same sweep with hydra.sweep.dir={context.run_dir.parent} "
-                "continues it from its last checkpoint")
+        line = (
+            f"interrupted in run {context.run_dir}; the same sweep with hydra.sweep.dir={context.run_dir.parent} "
+            "continues it from its last checkpoint"
+        )
     else:
         line = f"interrupted; the same command with hydra.run.dir={context.run_dir} continues the run from its last checkpoint"
     print(f"grpo-sweep: {line}", file=sys.stderr)
@@ -83,9 +86,11 @@ def task_context(cfg: Any) -> RunContext:
     context = from_hydra()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not in_slurm_job_of_many_tasks():
         # each process would be a run of its own, with its own run directory and files
-        raise SystemExit(f"grpo-sweep: launch.py was started as one of {os.environ['WORLD_SIZE']} processes (torchrun, "
-                         "accelerate launch); it starts a run's processes itself: python launch.py distributed=ddp "
-                         f"distributed.nproc_per_node={os.environ['WORLD_SIZE']}")
+        raise SystemExit(
+            f"grpo-sweep: launch.py was started as one of {os.environ['WORLD_SIZE']} processes (torchrun, "
+            "accelerate launch); it starts a run's processes itself: python launch.py distributed=ddp "
+            f"distributed.nproc_per_node={os.environ['WORLD_SIZE']}"
+        )
     if cfg.distributed.strategy != "none" and in_slurm_job_of_many_tasks():
         context = context.for_rank(join_slurm_job())  # SLURM started this task as one process of the run
     return context
@@ -109,8 +114,11 @@ def format_summary(summary: RunSummary | dict) -> str:
     def v(value: Any) -> str:
         return number(value, missing=NA)
 
-    ended = ("paused (trainer.pause_at_step: the same command with a later one, or null, continues it)" if s.status == "paused"
-             else "finished")
+    ended = (
+        "paused (trainer.pause_at_step: the same command with a later one, or null, continues it)"
+        if s.status == "paused"
+        else "finished"
+    )
     lines = [
         f"grpo-sweep: run {ended} in {s.runtime_s:.1f} s ({s.steps} steps)",
         f"  reward (weighted)      {v(s.reward_first)} -> {v(s.reward)}",
@@ -120,8 +128,10 @@ def format_summary(summary: RunSummary | dict) -> str:
     # only a term that weighs on the run's time (run/cost.COSTLY_SHARE: a judge, a reward model, a sandbox); the
     # cheap ones would be noise here
     for name, cost in costly_terms(s):
-        lines.append(f"  reward cost: {name} took {cost['share']:.1%} of training time "
-                     f"({cost['seconds']:.1f} s in {cost['calls']} calls)")
+        lines.append(
+            f"  reward cost: {name} took {cost['share']:.1%} of training time "
+            f"({cost['seconds']:.1f} s in {cost['calls']} calls)"
+        )
     held = ", ".join(f"{n} {v(x)}" for n, x in (s.test_rewards or {}).items())
     lines.append(
         f"  validation ({s.val_samples} prompts): accuracy {v(s.val_accuracy_before)} -> "
@@ -134,11 +144,15 @@ def format_summary(summary: RunSummary | dict) -> str:
         f"{v(s.test_accuracy_lenient_before)} -> {v(s.test_accuracy_lenient)})"
     )
     if s.test_k:
-        lines.append(f"  test sampled ({s.test_k} per prompt): pass@{s.test_k} {v(s.test_pass_at_k)}, "
-                     f"maj@{s.test_k} {v(s.test_maj_at_k)}")
+        lines.append(
+            f"  test sampled ({s.test_k} per prompt): pass@{s.test_k} {v(s.test_pass_at_k)}, "
+            f"maj@{s.test_k} {v(s.test_maj_at_k)}"
+        )
     lines.append(f"  test rewards: {held}")
     if s.base_model_sha256:
         lines.append(f"  base model sha256 {s.base_model_sha256[:16]}")
     lines.append(f"  objective {s.optimized_metric} = {v(s.objective)}")
-    lines.append(f"  saved to {s.run_dir}  (summary.json, metrics.jsonl, outcomes/, samples.jsonl, adapter {s.adapter})")
+    lines.append(
+        f"  saved to {s.run_dir}  (summary.json, metrics.jsonl, outcomes/, samples.jsonl, adapter {s.adapter})"
+    )
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """What Hydra is told before it composes: the schema (config/schema.py), each search strategy's sweepers and its
 submitit_local launcher, put into Hydra's ConfigStore. Called by launch.py (and tests, benchmarks) before
 composing; it sits at the top so that config/ imports nothing above it."""
+
 from __future__ import annotations
 
 

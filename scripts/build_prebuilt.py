@@ -10,6 +10,7 @@ cache name, what it was made from, which ``models.shipped_warm_start`` matches a
 weights' sha256). Every machine then starts the main job from bit-identical weights. ``--check`` tells whether this machine's build is the same
 model (it is on the machine that built it; on another CPU type it need not be, which is why the file ships).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-         "chat_template.jinja")
+FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+)
 
 
 def cpu_name() -> str:
@@ -41,8 +48,12 @@ def cpu_name() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="build here and compare with the shipped weights")
-    parser.add_argument("--cache", type=Path, help="a GRPO_SWEEP_CACHE that already holds this recipe's build: ship "
-                                                   "that one instead of building (bench/warm_start_seeds.py's cache)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="a GRPO_SWEEP_CACHE that already holds this recipe's build: ship "
+        "that one instead of building (bench/warm_start_seeds.py's cache)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides (the shipped build uses none)")
     args = parser.parse_args()
 
@@ -68,8 +79,18 @@ def main() -> None:
             record = json.loads((PREBUILT / PREBUILT_RECORD).read_text())
             same_recipe = record["name"] == name and record.get("made_from") == made
             same = record["sha256"] == sha and same_recipe
-            print(json.dumps({"built_here": sha, "shipped": record["sha256"], "same_recipe": same_recipe,
-                              "same_weights": same, "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0))}))
+            print(
+                json.dumps(
+                    {
+                        "built_here": sha,
+                        "shipped": record["sha256"],
+                        "same_recipe": same_recipe,
+                        "same_weights": same,
+                        "cpu": cpu_name(),
+                        "cores": len(os.sched_getaffinity(0)),
+                    }
+                )
+            )
             sys.exit(0 if same else 1)
         shutil.rmtree(PREBUILT, ignore_errors=True)
         PREBUILT.mkdir(parents=True)
@@ -78,11 +99,14 @@ def main() -> None:
             os.chmod(PREBUILT / file, 0o644)
     import torch
 
-    record = {"name": name, "sha256": sha, "built_on": {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
-                                                         "torch": torch.__version__},
-              "recipe": "conf/model/tiny.yaml's tiny + warm_start, conf/data/arithmetic.yaml's validation and test "
-                        "questions held out of its chat turns",
-              "made_from": made}
+    record = {
+        "name": name,
+        "sha256": sha,
+        "built_on": {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__},
+        "recipe": "conf/model/tiny.yaml's tiny + warm_start, conf/data/arithmetic.yaml's validation and test "
+        "questions held out of its chat turns",
+        "made_from": made,
+    }
     (PREBUILT / PREBUILT_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 

@@ -24,6 +24,7 @@ what the runs' own files say (steps, world size, training time) with every GPU's
 times the server's start to its first healthy answer and reads its GPUs' memory once it is stopped. With fewer than
 2 GPUs they are reported as skipped, with the reason. --cpu-dry-run runs trl-ddp as 2 gloo processes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,43 +46,84 @@ sys.path.insert(0, str(ROOT))
 
 # Qwen/Qwen2.5-0.5B-Instruct's config.json (architecture and size; the weights are random).
 QWEN2_5_0_5B = dict(
-    vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
-    hidden_act="silu", tie_word_embeddings=True, use_sliding_window=False,
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    tie_word_embeddings=True,
+    use_sliding_window=False,
 )
 TINY_QWEN2 = dict(
-    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-    max_position_embeddings=2048, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=True,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=2048,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    tie_word_embeddings=True,
 )
 # gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth
 BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth", "trl-ddp": "trl", "trl-server": "trl"}
 DEFAULT_CHECKS = ["trl", "unsloth", "trl-ddp", "trl-server"]
 # one run over 2 GPUs: 2 DDP processes; 1 training process + 1 vLLM server GPU
-MULTI_GPU = {"trl-ddp": ["distributed=ddp", "distributed.nproc_per_node=2"],
-             "trl-server": ["trainer.use_vllm=true", "trainer.vllm_mode=server", "trainer.vllm_server.gpus=1"]}
+MULTI_GPU = {
+    "trl-ddp": ["distributed=ddp", "distributed.nproc_per_node=2"],
+    "trl-server": ["trainer.use_vllm=true", "trainer.vllm_mode=server", "trainer.vllm_server.gpus=1"],
+}
 # What each check waits for, in seconds, on one GPU with the pinned stack: estimates from the sources and the
 # walkthrough until a GPU run measures them (each check prints "budget / used"; BENCHMARKS.md records them). A check's
 # budget is what it waits for plus MARGIN; the model build is bounded by what is left of --budget.
 WAITS = {
     "model": {"151,936-token tokenizer (add, save), random bf16 model, save": 30},
-    "trl": {"process start and imports": 20, "10 GRPO steps, HF generation (~4 s a step)": 45,
-            "held-out evaluations, HF": 20, "LoRA round trip (PEFT)": 10},
-    "trl-vllm": {"process start and imports": 20, "vLLM engine start (torch.compile, CUDA graphs)": 90,
-                 "10 GRPO steps, vLLM generation": 20, "held-out evaluations, vLLM": 10, "LoRA round trip": 10},
-    "unsloth": {"process start and imports": 20, "Unsloth import and patching": 25,
-                "vLLM engine start (torch.compile, CUDA graphs)": 90, "10 GRPO steps, vLLM generation": 20,
-                "held-out evaluations, vLLM": 10, "LoRA round trip (vLLM and PEFT)": 20},
+    "trl": {
+        "process start and imports": 20,
+        "10 GRPO steps, HF generation (~4 s a step)": 45,
+        "held-out evaluations, HF": 20,
+        "LoRA round trip (PEFT)": 10,
+    },
+    "trl-vllm": {
+        "process start and imports": 20,
+        "vLLM engine start (torch.compile, CUDA graphs)": 90,
+        "10 GRPO steps, vLLM generation": 20,
+        "held-out evaluations, vLLM": 10,
+        "LoRA round trip": 10,
+    },
+    "unsloth": {
+        "process start and imports": 20,
+        "Unsloth import and patching": 25,
+        "vLLM engine start (torch.compile, CUDA graphs)": 90,
+        "10 GRPO steps, vLLM generation": 20,
+        "held-out evaluations, vLLM": 10,
+        "LoRA round trip (vLLM and PEFT)": 20,
+    },
     # python -m grpo_sweep.run.generate on a run: a fresh process loads it and answers once
     "cli-trl": {"process start and imports": 20, "base model and adapter": 5, "one answer": 5},
     "cli-trl-vllm": {"process start and imports": 20, "base model and adapter": 5, "one answer": 5},
-    "cli-unsloth": {"process start and imports": 20, "Unsloth import and patching": 25,
-                    "vLLM engine start (torch.compile, CUDA graphs)": 90, "one answer": 5},
+    "cli-unsloth": {
+        "process start and imports": 20,
+        "Unsloth import and patching": 25,
+        "vLLM engine start (torch.compile, CUDA graphs)": 90,
+        "one answer": 5,
+    },
     # 2 GPUs: two processes start, load the model and join NCCL, then 10 steps; a vLLM server's start, 10 steps
     # with a weight sync each, the final evaluation through the server, the stop
     "trl-ddp": {"two processes start and join NCCL": 40, "10 GRPO steps, HF generation": 60, "evaluations": 30},
-    "trl-server": {"process start and imports": 20, "vLLM server start to healthy": 90,
-                   "10 GRPO steps, a weight sync each": 40, "evaluations through the server": 10,
-                   "server stop and GPU freed": 30},
+    "trl-server": {
+        "process start and imports": 20,
+        "vLLM server start to healthy": 90,
+        "10 GRPO steps, a weight sync each": 40,
+        "evaluations through the server": 10,
+        "server stop and GPU freed": 30,
+    },
 }
 MARGIN = 1.1
 CHECK_BUDGETS = {name: math.ceil(sum(waits.values()) * MARGIN) for name, waits in WAITS.items()}
@@ -93,22 +135,42 @@ DRY_RUN_BUDGET_FACTOR = 3
 STOP_GRACE_S = 30.0
 # how long a stopped server's GPUs may take to show their memory freed
 FREE_WAIT_S = 30.0
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cpu-dry-run", action="store_true", help="tiny model on CPU: exercises the script, no GPU numbers")
-    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per backend (default 10; 2 for --cpu-dry-run)")
-    parser.add_argument("--backends", default=None,
-                        help=f"comma list (default: {','.join(DEFAULT_CHECKS)}; trl-ddp and trl-server need 2 GPUs)")
-    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
-                        help="results and work dir (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check)")
+    parser.add_argument(
+        "--cpu-dry-run", action="store_true", help="tiny model on CPU: exercises the script, no GPU numbers"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="GRPO steps per backend (default 10; 2 for --cpu-dry-run)"
+    )
+    parser.add_argument(
+        "--backends",
+        default=None,
+        help=f"comma list (default: {','.join(DEFAULT_CHECKS)}; trl-ddp and trl-server need 2 GPUs)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
+        help="results and work dir (default: $OUT, else $TMPDIR/grpo-sweep-gpu-check)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="the results' JSON (default: OUT/gpu_check.json)")
     parser.add_argument("--plan", action="store_true", help="list the checks and their budgets; run nothing")
     parser.add_argument("--skip-cli", action="store_true", help="skip `python -m grpo_sweep.run.generate` per run")
-    parser.add_argument("--budget", type=float, default=540.0,
-                        help="seconds for the whole check (default 540); each 2-GPU check that runs adds its own budget")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=540.0,
+        help="seconds for the whole check (default 540); each 2-GPU check that runs adds its own budget",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -198,7 +260,9 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
         return common + ["backend=trl", *MULTI_GPU[backend], "trainer.vllm_server.max_model_len=1024"]
     if backend == "trl-vllm":  # TRL's own vLLM generation, colocated in the training process
         return common + [
-            "backend=trl", "trainer.use_vllm=true", "trainer.vllm_mode=colocate",
+            "backend=trl",
+            "trainer.use_vllm=true",
+            "trainer.vllm_mode=colocate",
             "+trainer.args.vllm_gpu_memory_utilization=0.3",
         ]
     fast = "false" if dry_run else "true"
@@ -277,15 +341,20 @@ def used_memory_reader(gpu_id: str, torch_device: int | None = None):
 
         pynvml.nvmlInit()
         # NVML counts every GPU of the machine, whatever CUDA_VISIBLE_DEVICES says
-        handle = (pynvml.nvmlDeviceGetHandleByIndex(int(gpu_id)) if gpu_id.isdigit()
-                  else pynvml.nvmlDeviceGetHandleByUUID(gpu_id))
+        handle = (
+            pynvml.nvmlDeviceGetHandleByIndex(int(gpu_id))
+            if gpu_id.isdigit()
+            else pynvml.nvmlDeviceGetHandleByUUID(gpu_id)
+        )
         return (lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used), "nvml"
     except Exception:  # no nvidia-ml-py, or a MIG/UUID setup it cannot map: the same number from CUDA
         if torch_device is None:
             return None, None
         import torch
 
-        return (lambda: (lambda free, total: total - free)(*torch.cuda.mem_get_info(torch_device))), "torch.cuda.mem_get_info"
+        return (
+            lambda: (lambda free, total: total - free)(*torch.cuda.mem_get_info(torch_device))
+        ), "torch.cuda.mem_get_info"
 
 
 def record_generation_times(durations: list):
@@ -370,7 +439,9 @@ def run_child(backend_name: str, model_dir: Path, out: Path, steps: int, dry_run
         "train_tokens_per_s": tokens_per_training_second(completion_tokens, summary),
         "train_generation_tokens_per_s": round(completion_tokens / gen_seconds, 1) if gen_seconds else None,
         "train_generation_timer": sorted({name for name, _ in gen_durations if name != "sync_weights"}),
-        "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1) if eval_timing else None,
+        "eval_generation_tokens_per_s": round(eval_timing["tokens"] / eval_timing["seconds"], 1)
+        if eval_timing
+        else None,
         "eval_prompts": eval_timing.get("prompts"),
         "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
         "peak_gpu_memory_source": memory.source,
@@ -411,8 +482,11 @@ def watch_server(server: dict):
             if not limit or all(a <= b for a, b in zip(after, limit)) or time.perf_counter() - stopped > FREE_WAIT_S:
                 break
             time.sleep(0.5)
-        server.update(after_stop_gib=after, freed_s=round(time.perf_counter() - stopped, 1),
-                      memory_freed=bool(limit) and len(after) == len(limit) and all(a <= b for a, b in zip(after, limit)))
+        server.update(
+            after_stop_gib=after,
+            freed_s=round(time.perf_counter() - stopped, 1),
+            memory_freed=bool(limit) and len(after) == len(limit) and all(a <= b for a, b in zip(after, limit)),
+        )
 
     VLLMServer.start, VLLMServer.stop = start, stop
 
@@ -455,8 +529,11 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
     from grpo_sweep.run.files import read_jsonl
 
     if not (out / "summary.json").is_file():  # refused before it started: its one line is the exit's message
-        raise RuntimeError(exit_code if isinstance(exit_code, str)
-                           else f"launch.py exited with {exit_code} and wrote no summary.json in {out}")
+        raise RuntimeError(
+            exit_code
+            if isinstance(exit_code, str)
+            else f"launch.py exited with {exit_code} and wrote no summary.json in {out}"
+        )
     summary = json.loads((out / "summary.json").read_text())
     world = (summary.get("distributed") or {}).get("world_size", 1)
     history = [row for row in read_jsonl(out / "metrics.jsonl") if "step_time" in row]
@@ -482,10 +559,14 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
     }
     if name == "trl-server":
         syncs = [d for n, d in gen_durations if n == "sync_weights"]
-        result.update(server_start_to_healthy_s=server.get("start_to_healthy_s"), server_gpus=server.get("gpus"),
-                      weight_sync_s=round(sum(syncs) / len(syncs), 3) if syncs else None,
-                      server_gpu_memory_after_stop_gib=server.get("after_stop_gib"),
-                      server_memory_freed=server.get("memory_freed"), server_memory_freed_after_s=server.get("freed_s"))
+        result.update(
+            server_start_to_healthy_s=server.get("start_to_healthy_s"),
+            server_gpus=server.get("gpus"),
+            weight_sync_s=round(sum(syncs) / len(syncs), 3) if syncs else None,
+            server_gpu_memory_after_stop_gib=server.get("after_stop_gib"),
+            server_memory_freed=server.get("memory_freed"),
+            server_memory_freed_after_s=server.get("freed_s"),
+        )
         if "gpus" not in server:
             result["error"] = "the run started no vLLM server (trainer.vllm_mode=server is not wired into runs here)"
     if summary.get("error"):  # a failed run's own one line (record_failure)
@@ -549,8 +630,12 @@ def peft_round_trip(backend, cfg, run_dir: Path, prompts):
     from grpo_sweep.backends.decoding import Decoding
 
     texts = backend.generate(model, tokenizer, prompts, Decoding(max_new_tokens=32))
-    chats = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + t for p, t in zip(prompts, texts)]
-    batch = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False).to(next(model.parameters()).device)
+    chats = [
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + t for p, t in zip(prompts, texts)
+    ]
+    batch = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False).to(
+        next(model.parameters()).device
+    )
 
     def sequence_logprobs():
         with torch.no_grad():
@@ -567,8 +652,9 @@ def peft_round_trip(backend, cfg, run_dir: Path, prompts):
 # -- the whole check (parent process) ----------------------------------------------------------------------------
 
 
-def run_process(args: list[str], env: dict, seconds_left: float, log: Path, floor_s: float = 10.0,
-                grace_s: float = STOP_GRACE_S) -> tuple[int | None, str]:
+def run_process(
+    args: list[str], env: dict, seconds_left: float, log: Path, floor_s: float = 10.0, grace_s: float = STOP_GRACE_S
+) -> tuple[int | None, str]:
     """(returncode or None on timeout, output); the output goes to ``log`` as it comes.
 
     The check runs in a process group of its own, and on timeout everything it started goes with it: SIGTERM to its
@@ -576,8 +662,9 @@ def run_process(args: list[str], env: dict, seconds_left: float, log: Path, floo
     SIGKILL to every group any of its processes was in. ``subprocess.run(timeout=)`` killed the child alone, and the
     server, in a session of its own, kept 90 % of the GPU from the next check."""
     with log.open("w") as sink:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
         try:
             code = proc.wait(timeout=max(floor_s, seconds_left))
         except subprocess.TimeoutExpired:
@@ -651,7 +738,16 @@ def last_line(output: str) -> str:
 
 def run_cli(run_dir: Path, env: dict, seconds_left: float, log: Path) -> dict:
     started = time.perf_counter()
-    question = ["-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--max-new-tokens", "32", "--seed", "0"]
+    question = [
+        "-m",
+        "grpo_sweep.run.generate",
+        str(run_dir),
+        "What is 2 + 3?",
+        "--max-new-tokens",
+        "32",
+        "--seed",
+        "0",
+    ]
     code, output = run_process([sys.executable, *question], env, seconds_left, log)
     return {
         "ok": code == 0,
@@ -682,13 +778,20 @@ def passed(result: dict) -> bool:
 def report(results: list[dict], header: dict) -> str:
     lines = [f"grpo-sweep GPU check: {header['device']}; {header['model']}; {header['steps']} GRPO steps", ""]
     rows = [
-        ("status", "status"), ("budget / used (s)", "budget_used"), ("processes", "processes"), ("train tokens/s (all ranks)", "train_tokens_per_s"),
+        ("status", "status"),
+        ("budget / used (s)", "budget_used"),
+        ("processes", "processes"),
+        ("train tokens/s (all ranks)", "train_tokens_per_s"),
         ("train generation tokens/s", "train_generation_tokens_per_s"),
-        ("eval generation tokens/s", "eval_generation_tokens_per_s"), ("step time (s, steps 2..)", "step_time_s"),
-        ("first step (s)", "first_step_time_s"), ("train wall (s)", "train_wall_s"),
-        ("peak GPU memory (GiB)", "peak_gpu_memory_gib"), ("  per GPU (GiB)", "peak_gpu_memory_gib_per_gpu"),
+        ("eval generation tokens/s", "eval_generation_tokens_per_s"),
+        ("step time (s, steps 2..)", "step_time_s"),
+        ("first step (s)", "first_step_time_s"),
+        ("train wall (s)", "train_wall_s"),
+        ("peak GPU memory (GiB)", "peak_gpu_memory_gib"),
+        ("  per GPU (GiB)", "peak_gpu_memory_gib_per_gpu"),
         ("torch max allocated (GiB)", "torch_max_allocated_gib"),
-        ("server start->healthy (s)", "server_start_to_healthy_s"), ("weight sync to server (s)", "weight_sync_s"),
+        ("server start->healthy (s)", "server_start_to_healthy_s"),
+        ("weight sync to server (s)", "weight_sync_s"),
         ("server GPU freed at stop", "server_memory_freed"),
     ]
     for r in results:
@@ -707,9 +810,16 @@ def report(results: list[dict], header: dict) -> str:
         "  LoRA changes log-probs".ljust(28)
         + "".join(fmt(r.get("lora_round_trip", {}).get("lora_changes_logprobs")).ljust(width) for r in results)
     )
-    lines.append("generate CLI (new process)".ljust(28) + "".join(fmt(r.get("cli", {}).get("ok")).ljust(width) for r in results))
-    lines.append("  budget / used (s)".ljust(28) + "".join(
-        (f"{r['cli'].get('budget_s')} / {r['cli'].get('seconds')}" if r.get("cli") else "n/a").ljust(width) for r in results))
+    lines.append(
+        "generate CLI (new process)".ljust(28) + "".join(fmt(r.get("cli", {}).get("ok")).ljust(width) for r in results)
+    )
+    lines.append(
+        "  budget / used (s)".ljust(28)
+        + "".join(
+            (f"{r['cli'].get('budget_s')} / {r['cli'].get('seconds')}" if r.get("cli") else "n/a").ljust(width)
+            for r in results
+        )
+    )
     for r in results:
         for problem in (r.get("error"), r.get("lora_round_trip", {}).get("error"), (r.get("cli") or {}).get("error")):
             if problem:
@@ -718,9 +828,13 @@ def report(results: list[dict], header: dict) -> str:
 
 
 # what each backend's check imports beyond torch and transformers
-STACKS = {"trl": ["trl", "peft", "accelerate", "datasets", "hydra"], "trl-vllm": ["trl", "vllm"],
-          "unsloth": ["unsloth", "unsloth_zoo", "vllm"], "trl-ddp": ["trl", "peft", "accelerate", "datasets", "hydra"],
-          "trl-server": ["trl", "peft", "accelerate", "datasets", "hydra", "vllm"]}
+STACKS = {
+    "trl": ["trl", "peft", "accelerate", "datasets", "hydra"],
+    "trl-vllm": ["trl", "vllm"],
+    "unsloth": ["unsloth", "unsloth_zoo", "vllm"],
+    "trl-ddp": ["trl", "peft", "accelerate", "datasets", "hydra"],
+    "trl-server": ["trl", "peft", "accelerate", "datasets", "hydra", "vllm"],
+}
 
 
 def select_backends(requested: list[str], dry_run: bool, gpus: int = 1) -> tuple[list[str], dict[str, str]]:
@@ -732,11 +846,15 @@ def select_backends(requested: list[str], dry_run: bool, gpus: int = 1) -> tuple
         if dry_run and name in ("trl-vllm", "trl-server"):
             skipped[name] = "needs a GPU; the dry run leaves it out"
         elif name in MULTI_GPU and not dry_run and gpus < 2:
-            skipped[name] = (f"needs 2 GPUs ({' '.join(MULTI_GPU[name])}) and {gpus} "
-                             f"{'is' if gpus == 1 else 'are'} visible here")
+            skipped[name] = (
+                f"needs 2 GPUs ({' '.join(MULTI_GPU[name])}) and {gpus} {'is' if gpus == 1 else 'are'} visible here"
+            )
         elif lacking:
-            where = ('pip install -e ".[gpu]" where the full stack can be installed' if name != "trl"
-                     else "install the wheelhouse: scripts/gpu_check.sh --offline-wheels DIR")
+            where = (
+                'pip install -e ".[gpu]" where the full stack can be installed'
+                if name != "trl"
+                else "install the wheelhouse: scripts/gpu_check.sh --offline-wheels DIR"
+            )
             skipped[name] = f"not installed here: {', '.join(lacking)}; {where}"
         else:
             run.append(name)
@@ -795,21 +913,29 @@ def main(argv=None) -> int:
     checks = {check: budget_of[check] for check in budgets(backends, not args.skip_cli)}
     if args.plan:
         print(f"gpu_check: results would go to {work} (gpu_check.json, gpu_check.txt, a log per check)")
-        print(f"gpu_check: {'a tiny Qwen2 on CPU' if dry_run else 'a random Qwen2.5-0.5B-sized model'} built "
-              f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within "
-              f"{(args.budget + multi_gpu_seconds(backends)) * factor:.0f} s")
+        print(
+            f"gpu_check: {'a tiny Qwen2 on CPU' if dry_run else 'a random Qwen2.5-0.5B-sized model'} built "
+            f"locally in {work} (no hub), then {steps} GRPO steps per backend; whole check within "
+            f"{(args.budget + multi_gpu_seconds(backends)) * factor:.0f} s"
+        )
         for check, seconds in checks.items():
-            what = {"model": "build the model",
-                    "trl-ddp": "one run over 2 processes (python launch.py ... distributed=ddp): steps, tokens/s, "
-                               "step time, peak memory of each GPU",
-                    "trl-server": "one run with a vLLM server on the last GPU (python launch.py ... "
-                                  "trainer.vllm_mode=server): server start to healthy, tokens/s, each GPU's peak "
-                                  "memory, the server GPU's memory after the stop"}.get(check) or (
-                f"python -m grpo_sweep.run.generate on the {check[4:]} run" if check.startswith("cli-") else
-                f"train with backend={check}: step time, generation tokens/s, peak GPU memory (NVML), LoRA round trip")
+            what = {
+                "model": "build the model",
+                "trl-ddp": "one run over 2 processes (python launch.py ... distributed=ddp): steps, tokens/s, "
+                "step time, peak memory of each GPU",
+                "trl-server": "one run with a vLLM server on the last GPU (python launch.py ... "
+                "trainer.vllm_mode=server): server start to healthy, tokens/s, each GPU's peak "
+                "memory, the server GPU's memory after the stop",
+            }.get(check) or (
+                f"python -m grpo_sweep.run.generate on the {check[4:]} run"
+                if check.startswith("cli-")
+                else f"train with backend={check}: step time, generation tokens/s, peak GPU memory (NVML), LoRA round trip"
+            )
             print(f"gpu_check: would run {check} (budget {seconds} s): {what}")
         for name in backends:
-            print(f"gpu_check:   {name} overrides: {' '.join(overrides(name, work / model_name(dry_run), steps, dry_run))}")
+            print(
+                f"gpu_check:   {name} overrides: {' '.join(overrides(name, work / model_name(dry_run), steps, dry_run))}"
+            )
         for name, why in skipped.items():
             print(f"gpu_check: would skip {name}: {why}")
         return 0
@@ -823,7 +949,11 @@ def main(argv=None) -> int:
         print("gpu_check: no backend can run here", file=sys.stderr)
         return 2
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **OFFLINE_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        **OFFLINE_ENV,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     env.setdefault("GRPO_SWEEP_CACHE", str(work / "cache"))
 
     started = time.perf_counter()
@@ -841,7 +971,18 @@ def main(argv=None) -> int:
     results = []
     for name in backends:
         run_dir = work / f"run-{name}"
-        child = [sys.executable, __file__, "--child", name, "--model-dir", str(model_dir), "--out", str(run_dir), "--steps", str(steps)]
+        child = [
+            sys.executable,
+            __file__,
+            "--child",
+            name,
+            "--model-dir",
+            str(model_dir),
+            "--out",
+            str(run_dir),
+            "--steps",
+            str(steps),
+        ]
         if dry_run:
             child.append("--cpu-dry-run")
         print(f"gpu_check: {steps} GRPO steps with backend={name} ...", flush=True)
@@ -852,14 +993,20 @@ def main(argv=None) -> int:
         if code == 0 and result_file.is_file():
             result = json.loads(result_file.read_text())
         else:
-            why = (f"timed out (its budget: {budget_of[name]} s, or --budget; its processes were stopped)"
-                   if code is None else last_line(output))
+            why = (
+                f"timed out (its budget: {budget_of[name]} s, or --budget; its processes were stopped)"
+                if code is None
+                else last_line(output)
+            )
             result = {"backend": name, "status": "failed", "error": f"{why} (log: {log})"}
         result["process_wall_s"] = round(time.perf_counter() - t0, 1)
         result["budget_s"] = budget_of[name]
         results.append(result)
-        print(f"gpu_check: backend={name} {result['status']}, budget / used {result['budget_s']} / "
-              f"{result['process_wall_s']} s", flush=True)
+        print(
+            f"gpu_check: backend={name} {result['status']}, budget / used {result['budget_s']} / "
+            f"{result['process_wall_s']} s",
+            flush=True,
+        )
     # after every training run: a fresh process loading each run is worth less than the runs themselves
     for name, result in zip(backends, results):
         if result.get("status") == "completed" and not args.skip_cli and name not in MULTI_GPU:
@@ -870,8 +1017,11 @@ def main(argv=None) -> int:
             seconds = min(budget_of[f"cli-{name}"], deadline - time.perf_counter())
             result["cli"] = run_cli(work / f"run-{name}", env, seconds, work / f"{name}-cli.log")
             result["cli"]["budget_s"] = budget_of[f"cli-{name}"]
-            print(f"gpu_check: generate CLI on the {name} run: {'ok' if result['cli']['ok'] else 'FAILED'}, "
-                  f"budget / used {result['cli']['budget_s']} / {result['cli']['seconds']} s", flush=True)
+            print(
+                f"gpu_check: generate CLI on the {name} run: {'ok' if result['cli']['ok'] else 'FAILED'}, "
+                f"budget / used {result['cli']['budget_s']} / {result['cli']['seconds']} s",
+                flush=True,
+            )
 
     results += [{"backend": name, "status": "skipped", "error": f"skipped: {why}"} for name, why in skipped.items()]
     header["total_s"] = round(time.perf_counter() - started, 1)

@@ -10,6 +10,7 @@ The list is scripts/gpu_check_wheels.txt. ``build`` downloads every entry (or, g
 ``install`` installs only the entries this Python lacks, with ``--no-deps``: pip then never replaces the node's
 torch or transformers. Imports nothing heavy (no torch): it runs before the stack is there.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,11 @@ def wheel_for(directory: Path, name: str) -> Path | None:
 def build(directory: Path, python_version: str, node_freeze: Path | None) -> int:
     wanted = requirements()
     if node_freeze is not None:
-        have = {canonical(re.split(r"[=@ ]", line, maxsplit=1)[0]) for line in node_freeze.read_text().splitlines() if line.strip()}
+        have = {
+            canonical(re.split(r"[=@ ]", line, maxsplit=1)[0])
+            for line in node_freeze.read_text().splitlines()
+            if line.strip()
+        }
         wanted = [(n, line) for n, line in wanted if n not in have]
     directory.mkdir(parents=True, exist_ok=True)
     binary = [line for n, line in wanted if n not in SOURCE_ONLY]
@@ -69,15 +74,32 @@ def build(directory: Path, python_version: str, node_freeze: Path | None) -> int
     pip = [sys.executable, "-m", "pip"]
     if binary:
         platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-        subprocess.run([*pip, "download", "-q", "--no-deps", "--only-binary=:all:", *platforms,
-                        "--python-version", python_version, "-d", str(directory), *binary], check=True)
+        subprocess.run(
+            [
+                *pip,
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                *platforms,
+                "--python-version",
+                python_version,
+                "-d",
+                str(directory),
+                *binary,
+            ],
+            check=True,
+        )
     if source:
         subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(directory), *source], check=True)
     size = sum(f.stat().st_size for f in directory.glob("*.whl")) / 2**20
     print(f"gpu_wheels: {len(wanted)} wheels, {size:.1f} MB in {directory}")
     if size > LIMIT_MB:
-        print(f"gpu_wheels: over {LIMIT_MB} MB: pass the node's `pip list --format=freeze` as --node-freeze to leave "
-              f"out what it has", file=sys.stderr)
+        print(
+            f"gpu_wheels: over {LIMIT_MB} MB: pass the node's `pip list --format=freeze` as --node-freeze to leave "
+            f"out what it has",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -89,14 +111,30 @@ def install(directory: Path) -> int:
     todo = plan(directory)
     lacking = [name for name, wheel in todo if wheel is None]
     if lacking:
-        print(f"gpu_wheels: not in {directory}: {', '.join(lacking)}; build the wheelhouse again "
-              f"(python scripts/gpu_wheels.py build {directory}) on a machine with an index", file=sys.stderr)
+        print(
+            f"gpu_wheels: not in {directory}: {', '.join(lacking)}; build the wheelhouse again "
+            f"(python scripts/gpu_wheels.py build {directory}) on a machine with an index",
+            file=sys.stderr,
+        )
         return 1
     if not todo:
         print("gpu_wheels: this Python has every package of the list; nothing to install")
         return 0
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--find-links",
-                    str(directory), *[str(wheel) for _, wheel in todo]], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--find-links",
+            str(directory),
+            *[str(wheel) for _, wheel in todo],
+        ],
+        check=True,
+    )
     print(f"gpu_wheels: installed {len(todo)} from {directory}: {', '.join(name for name, _ in todo)}")
     return 0
 
@@ -105,9 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["build", "plan", "install"])
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--python-version", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-                        help="the node's Python (default: this one's)")
-    parser.add_argument("--node-freeze", type=Path, help="the node's `pip list --format=freeze`: download only what it lacks")
+    parser.add_argument(
+        "--python-version",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="the node's Python (default: this one's)",
+    )
+    parser.add_argument(
+        "--node-freeze", type=Path, help="the node's `pip list --format=freeze`: download only what it lacks"
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         return build(args.directory, args.python_version, args.node_freeze)
@@ -117,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     if not todo:
         print("gpu_wheels: would install nothing: this Python has every package of the list")
     for name, wheel in todo:
-        print(f"gpu_wheels: would install {name} from {wheel.name if wheel else 'NOTHING: not in ' + str(args.directory)}")
+        print(
+            f"gpu_wheels: would install {name} from {wheel.name if wheel else 'NOTHING: not in ' + str(args.directory)}"
+        )
     return 0
 
 

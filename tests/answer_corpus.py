@@ -19,6 +19,7 @@ Each row: (form, answer, truth, correct, boxed, source).
 - ``source``: "model" (written as the models write), "issue 23" (the issue's table), "issue 31"/"issue 32" (the
   forms those issues reported), or the peer test.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,22 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("sentence-math", "The answer is $72$.", "72", 1, None, "issue 23"),
     ("prefix-math", "Answer $ 9 $", "9", 1, None, "issue 23"),
     ("thousands", "is $32,\\!349$", "32349", 1, None, "issue 23"),
-    ("boxed-in-sentence", "Therefore $\\boxed{\\frac94\\pi}$.", "\\frac{9}{4}\\pi", 1, 1, "issue 23; " + MV + "test_latex_notation_math[28]"),
-    ("boxed-in-sentence", "The answer is $\\boxed{\\sqrt 2+\\sqrt 5}$", "\\sqrt{2}+\\sqrt{5}", 1, 1, "issue 23; " + MV + "test_latex_notation_math[27]"),
+    (
+        "boxed-in-sentence",
+        "Therefore $\\boxed{\\frac94\\pi}$.",
+        "\\frac{9}{4}\\pi",
+        1,
+        1,
+        "issue 23; " + MV + "test_latex_notation_math[28]",
+    ),
+    (
+        "boxed-in-sentence",
+        "The answer is $\\boxed{\\sqrt 2+\\sqrt 5}$",
+        "\\sqrt{2}+\\sqrt{5}",
+        1,
+        1,
+        "issue 23; " + MV + "test_latex_notation_math[27]",
+    ),
     ("percent", "$\\boxed{28}$ pct", "28\\%", 1, 1, "issue 23; " + MV + "test_percent_notation[5]"),
     ("sentence", "The answer is 72.", "72", 1, None, "issue 23"),
     ("unit-word", "72 apples", "72", 1, None, "issue 23"),
@@ -76,7 +91,14 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("boxed", "\\boxed{204}", "204", 1, 1, "model"),
     ("boxed", "$\\boxed{10}$", "10", 1, 1, "model"),
     ("boxed-in-sentence", "The final answer is $\\boxed{7}$.", "7", 1, 1, "model"),
-    ("boxed-in-sentence", "Therefore, the final answer is: $\\boxed{1.5}$. I hope it is correct.", "1.5", 1, 1, "model"),
+    (
+        "boxed-in-sentence",
+        "Therefore, the final answer is: $\\boxed{1.5}$. I hope it is correct.",
+        "1.5",
+        1,
+        1,
+        "model",
+    ),
     ("boxed-display", "\\[\n\\boxed{3\\sqrt{13}}\n\\]", "3\\sqrt{13}", 1, 1, "model"),
     ("boxed-in-sentence", "So there are $\\boxed{2}$ distinct possible values for $B$.", "2", 1, 1, "model"),
     ("boxed-units", "$\\boxed{15 \\text{ cm}}$", "15", 1, 1, "model"),
@@ -133,7 +155,14 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("symbolic", "$\\boxed{1 \\pm \\sqrt{19}}$", "1 \\pm \\sqrt{19}", 1, 1, MV + "test_latex_notation_math[19]"),
     ("symbolic", "$\\frac{1}{3} \\text{meters}$", "1/3", 1, None, MV + "test_latex_notation[19]"),
     ("symbolic", "$k = \\frac{1}{3}$", "1/3", 1, None, MV + "test_latex_notation[21]"),
-    ("symbolic", "$\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}$", "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", 1, None, "model"),
+    (
+        "symbolic",
+        "$\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}$",
+        "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}",
+        1,
+        None,
+        "model",
+    ),
     ("symbolic", "The answer is $2\\pi$.", "2\\pi", 1, None, "model"),
     ("words", "**Evelyn**", "Evelyn", 1, None, "model"),
     ("words", "$\\text{Tuesday}$.", "Tuesday", 1, None, "model"),
@@ -236,7 +265,14 @@ ROWS: list[tuple[str, str, str, int, int | None, str]] = [
     ("thousands", "72,000", "72", 0, None, "model"),
     ("decimal", "7.2", "72", 0, None, "model"),
     ("percent", "0.28%", "28", 0, None, "model"),
-    ("number-word", "12 thousand", "12000", 0, None, "model; digits and a scale word are two numbers (a second value, as in `72 in three days`)"),
+    (
+        "number-word",
+        "12 thousand",
+        "12000",
+        0,
+        None,
+        "model; digits and a scale word are two numbers (a second value, as in `72 in three days`)",
+    ),
     ("decimal", "0.28", "28", 0, None, "model"),
     # --- two values
     ("two-values", "72 or 73", "72", 0, None, "model"),

@@ -1,4 +1,5 @@
 """Shared fixtures: compose the real configs, switched to tiny CPU settings, each test in its own dir."""
+
 from __future__ import annotations
 
 import copy
@@ -17,16 +18,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # ImportError, when Unsloth is absent, so pytest.importorskip would fail rather than skip.
 HAS_UNSLOTH = importlib.util.find_spec("unsloth") is not None
 
-SWEEPERS = {"grid": "hydra_plugins.grpo_sweep_grid.sweeper.GrpoBasicSweeper",
-            "seeds": "hydra_plugins.grpo_sweep_seeds.sweeper.GRPOSeedsSweeper",
-            "optuna": "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper",
-            "pbt": "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper"}
+SWEEPERS = {
+    "grid": "hydra_plugins.grpo_sweep_grid.sweeper.GrpoBasicSweeper",
+    "seeds": "hydra_plugins.grpo_sweep_seeds.sweeper.GRPOSeedsSweeper",
+    "optuna": "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper",
+    "pbt": "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper",
+}
 
 
 def declare_sweeper(sweep_dir: Path, strategy: str) -> None:
     """A made-up sweep's multirun.yaml as its sweeper writes it (the part that names the strategy that ran it)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     (sweep_dir / "multirun.yaml").write_text(f"hydra:\n  sweeper:\n    _target_: {SWEEPERS[strategy]}\n")
+
+
 needs_unsloth = pytest.mark.skipif(
     not HAS_UNSLOTH,
     reason="unsloth is not importable (CPU install: docs/gpu.md 'On CPU'; put it on PYTHONPATH)",
@@ -39,7 +44,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # several torch processes share 2 cores in the tests: OpenMP spin-waits would slow each 30x
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The SLURM that scripts/slurm_local.sh starts, for the `slurm` tests (its clients need SLURM_CONF).
-_LOCAL_SLURM_CONF = Path(os.environ.get("SLURM_BASE", Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-slurm")) / "etc/slurm.conf"
+_LOCAL_SLURM_CONF = (
+    Path(os.environ.get("SLURM_BASE", Path(os.environ.get("TMPDIR", "/tmp")) / "grpo-sweep-slurm")) / "etc/slurm.conf"
+)
 if _LOCAL_SLURM_CONF.exists():
     os.environ.setdefault("SLURM_CONF", str(_LOCAL_SLURM_CONF))
 
@@ -158,7 +165,16 @@ def grid_sweep(tmp_path_factory):
     train. Returns (what the launch printed and its exit status, the sweep directory)."""
     out_dir = tmp_path_factory.mktemp("grid")
     flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
-    out = launch_here(["-m", *flaky, "+reward_mix.flaky.params.fail=true,false", "reward_mix=format,correct", *FAST,
-                       "trainer.max_steps=2"], out_dir)
+    out = launch_here(
+        [
+            "-m",
+            *flaky,
+            "+reward_mix.flaky.params.fail=true,false",
+            "reward_mix=format,correct",
+            *FAST,
+            "trainer.max_steps=2",
+        ],
+        out_dir,
+    )
     [sweep_dir] = list(out_dir.glob("grpo/multiruns/*"))
     return out, sweep_dir

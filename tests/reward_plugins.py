@@ -72,8 +72,10 @@ def ends_with_block(completions, tag="final", **kwargs):
     parameter names, declared as the built-in format rewards declare theirs."""
     texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
     opening, closing = f"<{tag}>", f"</{tag}>"
-    return [1.0 if t.rstrip().endswith(closing) and t[t.rfind(opening) + len(opening):t.rfind(closing)].strip() else 0.0
-            for t in texts]
+    return [
+        1.0 if t.rstrip().endswith(closing) and t[t.rfind(opening) + len(opening) : t.rfind(closing)].strip() else 0.0
+        for t in texts
+    ]
 
 
 def _declare():

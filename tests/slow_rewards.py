@@ -1,4 +1,5 @@
 """A reward as slow as a remote judge, imported by path in tests: it sleeps SLEEP_S on every call."""
+
 import time
 
 SLEEP_S = 0.020

@@ -1,5 +1,6 @@
 """Guards for the private APIs grpo_sweep/adapters/ use: each fails naming the library and its version when an
 upgrade takes away what the adapter relies on."""
+
 from __future__ import annotations
 
 import inspect
@@ -25,12 +26,25 @@ def test_trl_grpo_trainer_keeps_its_latest_batch_in_logs(tmp_path):
         return [float(len(c)) for c in completions]
 
     path = ensure_tiny_model(TinySpec())
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=4, report_to=[], save_strategy="no", use_cpu=True, logging_steps=1,
-                      disable_tqdm=True)
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), reward_funcs=[length], args=args,
-                          train_dataset=datasets.Dataset.from_list([{"prompt": "1 + 1 ="}] * 4),
-                          processing_class=AutoTokenizer.from_pretrained(path))
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=4,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        logging_steps=1,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(path),
+        reward_funcs=[length],
+        args=args,
+        train_dataset=datasets.Dataset.from_list([{"prompt": "1 + 1 ="}] * 4),
+        processing_class=AutoTokenizer.from_pretrained(path),
+    )
     where = f"{_version('trl')} (adapters/trl.py)"
     assert latest_completions(trainer) is None, where  # before the first batch
     trainer.train()
@@ -61,12 +75,27 @@ def test_trl_grpo_trainer_weights_each_scoring_with_the_reward_weights_set_in_pl
             set_reward_weights(trainer, [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]][state.global_step])
 
     path = ensure_tiny_model(TinySpec())
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=4, report_to=[], save_strategy="no", use_cpu=True, logging_steps=1,
-                      disable_tqdm=True, reward_weights=[1.0, 1.0])
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), reward_funcs=[one, three], args=args,
-                          train_dataset=datasets.Dataset.from_list([{"prompt": "1 + 1 ="}] * 12),
-                          processing_class=AutoTokenizer.from_pretrained(path), callbacks=[Swap()])
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=4,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        logging_steps=1,
+        disable_tqdm=True,
+        reward_weights=[1.0, 1.0],
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(path),
+        reward_funcs=[one, three],
+        args=args,
+        train_dataset=datasets.Dataset.from_list([{"prompt": "1 + 1 ="}] * 12),
+        processing_class=AutoTokenizer.from_pretrained(path),
+        callbacks=[Swap()],
+    )
     trainer.train()
     rewards = [row["reward"] for row in trainer.state.log_history if "reward" in row]
     assert rewards == [1.0, 3.0, 2.0], f"{_version('trl')} (adapters/trl.py): {rewards}"
@@ -79,8 +108,15 @@ def test_hydra_internals_the_adapter_calls_are_there():
     from grpo_sweep.adapters import hydra as adapter  # its own imports are the rest of the guard
 
     where = f"{_version('hydra-core')} ({adapter.__name__})"
-    assert list(inspect.signature(ConfigLoaderImpl._apply_overrides_to_config).parameters) == ["overrides", "cfg"], where
-    assert list(inspect.signature(get_overrides_dirname).parameters) == ["overrides", "exclude_keys", "item_sep", "kv_sep"], where
+    assert list(inspect.signature(ConfigLoaderImpl._apply_overrides_to_config).parameters) == ["overrides", "cfg"], (
+        where
+    )
+    assert list(inspect.signature(get_overrides_dirname).parameters) == [
+        "overrides",
+        "exclude_keys",
+        "item_sep",
+        "kv_sep",
+    ], where
     assert list(inspect.signature(execute_job).parameters)[:2] == ["idx", "overrides"], where
 
 
@@ -98,24 +134,30 @@ def test_hydra_apply_overrides_sets_plain_values_as_hydra_does():
 
 
 def test_submitit_launchers_keep_their_executor_and_positional_job_side():
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher, LocalLauncher, SlurmLauncher
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+        BaseSubmititLauncher,
+        LocalLauncher,
+        SlurmLauncher,
+    )
 
     from grpo_sweep.adapters.hydra import BasicLauncher
     from grpo_sweep.adapters.submitit import JOB_ARGUMENTS, executor_kind, job_arguments, process_per_job
 
     where = f"{_version('hydra-submitit-launcher')} (adapters/submitit.py)"
     assert (executor_kind(LocalLauncher), executor_kind(SlurmLauncher)) == ("local", "slurm"), where
-    assert process_per_job(LocalLauncher) and process_per_job(SlurmLauncher) and not process_per_job(BasicLauncher), where
+    assert process_per_job(LocalLauncher) and process_per_job(SlurmLauncher) and not process_per_job(BasicLauncher), (
+        where
+    )
     assert tuple(inspect.signature(BaseSubmititLauncher.__call__).parameters)[1:] == JOB_ARGUMENTS, where
     assert len(job_arguments(["a=1"], 3)) == len(JOB_ARGUMENTS) - 1  # Hydra's state goes last
 
 
 def test_loky_names_the_dead_workers_exit_codes_in_its_error():
-    from grpo_sweep.adapters.loky import BrokenProcessPool, worker_exit_codes
-
     import os
 
     from joblib.externals.loky import get_reusable_executor
+
+    from grpo_sweep.adapters.loky import BrokenProcessPool, worker_exit_codes
 
     where = f"{_version('joblib')} (adapters/loky.py)"
     executor = get_reusable_executor(max_workers=1, kill_workers=True)
@@ -183,7 +225,9 @@ def test_latex2sympy_keeps_the_written_order_of_a_chain():
     from grpo_sweep.adapters.latex2sympy import conjuncts_in_order
 
     chain = parse("$x = 2 = y$", parsing_timeout=None)[0]
-    assert hasattr(chain, "_unsorted_args"), f"{_version('latex2sympy2_extended')}: a parsed chain lost _unsorted_args (adapters/latex2sympy.py)"
+    assert hasattr(chain, "_unsorted_args"), (
+        f"{_version('latex2sympy2_extended')}: a parsed chain lost _unsorted_args (adapters/latex2sympy.py)"
+    )
     assert [str(c) for c in conjuncts_in_order(chain)] == ["Eq(x, 2)", "Eq(2, y)"]
     assert [str(c) for c in chain.args] == ["Eq(2, y)", "Eq(x, 2)"]  # what sympy's sorted args would give
 
@@ -193,8 +237,16 @@ def test_submitit_executor_is_set_up_from_the_launchers_params(tmp_path):
 
     from grpo_sweep.adapters.submitit import make_executor
 
-    launcher = LocalLauncher(submitit_folder=str(tmp_path / "%j"), timeout_min=7, cpus_per_task=1, gpus_per_node=0,
-                             tasks_per_node=1, mem_gb=1, nodes=1, name="guard")
+    launcher = LocalLauncher(
+        submitit_folder=str(tmp_path / "%j"),
+        timeout_min=7,
+        cpus_per_task=1,
+        gpus_per_node=0,
+        tasks_per_node=1,
+        mem_gb=1,
+        nodes=1,
+        name="guard",
+    )
     executor = make_executor(launcher)
     where = f"{_version('hydra-submitit-launcher')}/{_version('submitit')} (adapters/submitit.py)"
     assert executor.cluster == "local" and executor.parameters["timeout_min"] == 7, where
@@ -247,8 +299,8 @@ def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypa
     """What Hydra's run_and_report prints for an override it cannot compose, as one line; HYDRA_FULL_ERROR=1 still
     gives the trace; any other exception is Hydra's to report."""
     import pytest
-    from hydra._internal import utils
     from hydra import compose, initialize_config_dir
+    from hydra._internal import utils
 
     from grpo_sweep.adapters.hydra import one_line_errors
     from grpo_sweep.configstore import register_configs
@@ -263,6 +315,7 @@ def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypa
         def run():
             with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
                 compose(config_name="config", overrides=[override])
+
         return lambda: utils.run_and_report(run)
 
     lines = {
@@ -283,6 +336,7 @@ def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypa
 
         def bug():
             raise RuntimeError("a bug")
+
         with pytest.raises(SystemExit) as stopped:  # Hydra's own report: a traceback, exit status 1
             utils.run_and_report(bug)
         assert stopped.value.code == 1 and "RuntimeError: a bug" in capsys.readouterr().err, where
@@ -342,12 +396,23 @@ def test_no_private_api_of_another_library_outside_adapters():
         where = path.relative_to(ROOT)
         for node in ast.walk(tree):
             name = None
-            if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            if isinstance(node, ast.Attribute) and not (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            ):
                 name = node.attr
-            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr", "setattr") \
-                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("getattr", "hasattr", "setattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
                 name = node.args[1].value
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("grpo_sweep"):
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and not (node.module or "").startswith("grpo_sweep")
+            ):
                 parts = (node.module or "").split(".") + [alias.name for alias in node.names]
                 name = next((part for part in parts if PRIVATE.match(part)), None)
                 if name is not None:
@@ -369,7 +434,14 @@ def test_trl_vllm_generation_keeps_what_an_evaluation_through_it_reads():
     trainer = inspect.getsource(GRPOTrainer)
     assert "self.use_vllm = args.use_vllm" in trainer and "self.vllm_generation = VLLMGeneration(" in trainer, where
     handle = inspect.getsource(VLLMGeneration)
-    for read in ("self.mode = mode", "self.enable_sleep_mode = enable_sleep_mode", "self.vllm_client = VLLMClient(",
-                 "self.llm = LLM(", "def sync_weights(self)", "self.llm.sleep(level=2)",
-                 "self._llm_weights_sleeping = True", "and self._llm_weights_sleeping:"):
+    for read in (
+        "self.mode = mode",
+        "self.enable_sleep_mode = enable_sleep_mode",
+        "self.vllm_client = VLLMClient(",
+        "self.llm = LLM(",
+        "def sync_weights(self)",
+        "self.llm.sleep(level=2)",
+        "self._llm_weights_sleeping = True",
+        "and self._llm_weights_sleeping:",
+    ):
         assert read in handle, f"{where}: VLLMGeneration no longer has {read!r}"

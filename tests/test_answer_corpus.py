@@ -7,6 +7,7 @@ message. `boxed` gets, with a line of reasoning (or a ``<think>`` block) before 
 no digit outside it, with that span boxed (``The answer is $\\boxed{72}$.``, how a boxed-answer model writes the same
 sentence), expecting the row's `correct` score. Rows without a box must earn no `boxed` reward.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -37,6 +38,8 @@ BOXED_LAYOUTS = {
     "after-reasoning": "Let me compute step by step. First, 8 * 9 = 72.\n{}",
     "after-think": "<think>\nreasoning, maybe \\boxed{{1}}\n</think>\n{}",
 }
+
+
 def misses(name: str, texts: list, truths: list[str], expected: list[int], labels: list[str]) -> list[str]:
     got = REWARDS[name](completions=texts, ground_truth=truths)
     return [f"{label}: want {want}, got {score}" for label, want, score in zip(labels, expected, got) if score != want]
@@ -61,13 +64,17 @@ def test_the_corpus_is_big_balanced_and_labelled():
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_correct_scores_every_row_as_expected(layout):
     texts = [LAYOUTS[layout].format(answer) for _, answer, *_ in ROWS]
-    found = misses("correct", texts, [row[2] for row in ROWS], [row[3] for row in ROWS], [label(i) for i in range(len(ROWS))])
+    found = misses(
+        "correct", texts, [row[2] for row in ROWS], [row[3] for row in ROWS], [label(i) for i in range(len(ROWS))]
+    )
     assert not found, "\n".join(found)
 
 
 def test_correct_scores_chat_messages_as_strings():
     texts = [[{"role": "assistant", "content": LAYOUTS["after-think"].format(answer)}] for _, answer, *_ in ROWS]
-    found = misses("correct", texts, [row[2] for row in ROWS], [row[3] for row in ROWS], [label(i) for i in range(len(ROWS))])
+    found = misses(
+        "correct", texts, [row[2] for row in ROWS], [row[3] for row in ROWS], [label(i) for i in range(len(ROWS))]
+    )
     assert not found, "\n".join(found)
 
 
@@ -126,8 +133,20 @@ def test_the_ambiguous_cases_are_decided_as_documented(answer, want):
 
 # --- The reading does not depend on the wrapping: any stack of wrappers around one value pays, a second value does not.
 WRAPPERS = [
-    "**{}**", "__{}__", "`{}`", "${}$", "\\({}\\)", "$\\boxed{{{}}}$", "The answer is {}.", "Final answer: {}",
-    "Answer: {}", "So, {}", "Therefore {}.", "{} (the total)", "### Answer\n{}", "{} apples",
+    "**{}**",
+    "__{}__",
+    "`{}`",
+    "${}$",
+    "\\({}\\)",
+    "$\\boxed{{{}}}$",
+    "The answer is {}.",
+    "Final answer: {}",
+    "Answer: {}",
+    "So, {}",
+    "Therefore {}.",
+    "{} (the total)",
+    "### Answer\n{}",
+    "{} apples",
 ]
 VALUES = st.sampled_from(["72", "-5", "0.75", "1,250", "\\frac{3}{4}"])
 
@@ -135,8 +154,12 @@ VALUES = st.sampled_from(["72", "-5", "0.75", "1,250", "\\frac{3}{4}"])
 # derandomize: the same 120 stacks on every run, so that CI is decided by the code, not by a draw (the draws found
 # one miss so far, `72 (the total)..`, now paid: see AMBIGUOUS)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
-@given(VALUES, st.lists(st.sampled_from(WRAPPERS), min_size=1, max_size=3, unique=True), st.sampled_from(["13", "$13$", "**13**", "thirteen"]),
-       st.sampled_from([" or {}", ", not {}", " ({})", " and {}", " maybe"]))
+@given(
+    VALUES,
+    st.lists(st.sampled_from(WRAPPERS), min_size=1, max_size=3, unique=True),
+    st.sampled_from(["13", "$13$", "**13**", "thirteen"]),
+    st.sampled_from([" or {}", ", not {}", " ({})", " and {}", " maybe"]),
+)
 def test_any_wrapping_of_one_value_pays_and_a_second_value_never_does(value, wrappers, other, second):
     truth = value.replace(",", "")
     text = value
@@ -151,10 +174,28 @@ def test_any_wrapping_of_one_value_pays_and_a_second_value_never_does(value, wra
 
 
 # --- issue 32's two classes, every form against every sentence: the right amount pays, any other amount does not.
-AMOUNTS = {"$18": "18", "$18.50": "18.5", "$1,234": "1234", "€18": "18", "£7.25": "7.25", "\\$18": "18", "US$18": "18",
-           "$0.50": "0.5", "18 dollars": "18", "-$5": "-5"}
-SENTENCES = ["The total is {}.", "So she pays {}.", "{}.", "The answer is {}.", "It costs {}!", "Total: {}.", "**{}.**",
-             "Therefore, the answer is {}. "]
+AMOUNTS = {
+    "$18": "18",
+    "$18.50": "18.5",
+    "$1,234": "1234",
+    "€18": "18",
+    "£7.25": "7.25",
+    "\\$18": "18",
+    "US$18": "18",
+    "$0.50": "0.5",
+    "18 dollars": "18",
+    "-$5": "-5",
+}
+SENTENCES = [
+    "The total is {}.",
+    "So she pays {}.",
+    "{}.",
+    "The answer is {}.",
+    "It costs {}!",
+    "Total: {}.",
+    "**{}.**",
+    "Therefore, the answer is {}. ",
+]
 
 
 @pytest.mark.parametrize("sentence", SENTENCES)
@@ -166,11 +207,27 @@ def test_a_currency_amount_ending_a_sentence_is_the_amount(sentence):
 
 
 # Numbers and their names as a reader writes them (not derived from the code under test).
-SPELLED = {"0": "zero", "3": "three", "18": "eighteen", "40": "forty", "72": "seventy-two", "99": "ninety nine",
-           "105": "one hundred and five", "1250": "one thousand two hundred fifty", "1000000": "one million",
-           "-5": "minus five"}
-RESTATED = ["{n} ({w})", "{n} ({w}).", "The answer is {n} ({w}).", "{w} ({n})", "**{n}** ({w})", "$\\boxed{{{n}}}$ ({w})",
-            "That is {n} ({w}) in all."]
+SPELLED = {
+    "0": "zero",
+    "3": "three",
+    "18": "eighteen",
+    "40": "forty",
+    "72": "seventy-two",
+    "99": "ninety nine",
+    "105": "one hundred and five",
+    "1250": "one thousand two hundred fifty",
+    "1000000": "one million",
+    "-5": "minus five",
+}
+RESTATED = [
+    "{n} ({w})",
+    "{n} ({w}).",
+    "The answer is {n} ({w}).",
+    "{w} ({n})",
+    "**{n}** ({w})",
+    "$\\boxed{{{n}}}$ ({w})",
+    "That is {n} ({w}) in all.",
+]
 
 
 @pytest.mark.parametrize("form", RESTATED)

@@ -2,6 +2,7 @@
 plugins, and launch.py) sits in a layer of LAYERS, imports only from lower layers or from its own package, and no
 import loop exists between modules — counting imports inside functions, which are loops all the same once both
 run. Parsed with ``ast``, nothing is imported."""
+
 from __future__ import annotations
 
 import ast
@@ -21,22 +22,42 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("launching many runs", ["grpo_sweep.launching"]),
     ("search strategies (grid, seeds, Optuna, PBT)", ["grpo_sweep.search"]),
     ("a sweep directory's commands and end", ["grpo_sweep.sweeps"]),
-    ("entry", ["grpo_sweep", "grpo_sweep.app", "grpo_sweep.configstore", "hydra_plugins.grpo_sweep_launcher",
-               "hydra_plugins.grpo_sweep_grid",
-               "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
-               "hydra_plugins.grpo_sweep_seeds", "launch"]),
+    (
+        "entry",
+        [
+            "grpo_sweep",
+            "grpo_sweep.app",
+            "grpo_sweep.configstore",
+            "hydra_plugins.grpo_sweep_launcher",
+            "hydra_plugins.grpo_sweep_grid",
+            "hydra_plugins.grpo_sweep_optuna",
+            "hydra_plugins.grpo_sweep_pbt",
+            "hydra_plugins.grpo_sweep_seeds",
+            "launch",
+        ],
+    ),
 ]
 ENTRY = len(LAYERS) - 1
 # units that are one module, not everything under them (grpo_sweep/__init__.py is not every module of grpo_sweep)
 ONE_MODULE = {"grpo_sweep"}
-OURS = ("grpo_sweep", "hydra_plugins.grpo_sweep_launcher", "hydra_plugins.grpo_sweep_grid", "hydra_plugins.grpo_sweep_optuna", "hydra_plugins.grpo_sweep_pbt",
-        "hydra_plugins.grpo_sweep_seeds",
-        "launch")
+OURS = (
+    "grpo_sweep",
+    "hydra_plugins.grpo_sweep_launcher",
+    "hydra_plugins.grpo_sweep_grid",
+    "hydra_plugins.grpo_sweep_optuna",
+    "hydra_plugins.grpo_sweep_pbt",
+    "hydra_plugins.grpo_sweep_seeds",
+    "launch",
+)
 
 
 def module_files(root: Path) -> dict[str, Path]:
     """Dotted module name -> file, for every module of ours under ``root``."""
-    files = [root / "launch.py", *(root / "grpo_sweep").rglob("*.py"), *(root / "hydra_plugins").glob("grpo_sweep_*/*.py")]
+    files = [
+        root / "launch.py",
+        *(root / "grpo_sweep").rglob("*.py"),
+        *(root / "hydra_plugins").glob("grpo_sweep_*/*.py"),
+    ]
     modules = {}
     for path in files:
         parts = list(path.relative_to(root).with_suffix("").parts)
@@ -157,7 +178,9 @@ def test_the_checks_find_a_loop_and_an_upward_import():
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     edges = graph(ROOT)
     assert "grpo_sweep.run.train" in edges["grpo_sweep.run.lifecycle"]  # imported inside run_one's training
-    assert "grpo_sweep.backends.trl_backend" in edges["grpo_sweep.backends.unsloth_backend"]  # `from . import trl_backend`
+    assert (
+        "grpo_sweep.backends.trl_backend" in edges["grpo_sweep.backends.unsloth_backend"]
+    )  # `from . import trl_backend`
     assert len(edges) > 50
 
 
@@ -181,7 +204,9 @@ def sweep_readers(root: Path) -> dict[str, set[str]]:
     """Module -> the sweep-reading names it uses (called, imported or looked up as an attribute)."""
     found = {}
     for name, path in module_files(root).items():
-        inside = name.startswith(("grpo_sweep.sweeps", "grpo_sweep.search", "grpo_sweep.launching", "grpo_sweep.reading"))
+        inside = name.startswith(
+            ("grpo_sweep.sweeps", "grpo_sweep.search", "grpo_sweep.launching", "grpo_sweep.reading")
+        )
         if not inside or name in (READER, "grpo_sweep.reading.stats"):
             continue
         used = set()
@@ -222,14 +247,22 @@ GROUP_CHECKS = {
 }
 # Where a ConfigError may be raised: the group checks, validate (across groups, and the training machine's own),
 # and the gate with its hub look-ups (what depends on the launcher, the sweep or the network).
-RAISE_CONFIG_ERROR = {"grpo_sweep.config.checks", "grpo_sweep.models", "grpo_sweep.run.validate",
-                      "grpo_sweep.launching.gate", "grpo_sweep.launching.hub"}
+RAISE_CONFIG_ERROR = {
+    "grpo_sweep.config.checks",
+    "grpo_sweep.models",
+    "grpo_sweep.run.validate",
+    "grpo_sweep.launching.gate",
+    "grpo_sweep.launching.hub",
+}
 
 
 def called_names(node: ast.AST) -> list[str]:
     """The names of the functions ``node`` calls (``f(...)`` and ``mod.f(...)``)."""
-    return [c.func.id if isinstance(c.func, ast.Name) else c.func.attr for c in ast.walk(node)
-            if isinstance(c, ast.Call) and isinstance(c.func, (ast.Name, ast.Attribute))]
+    return [
+        c.func.id if isinstance(c.func, ast.Name) else c.func.attr
+        for c in ast.walk(node)
+        if isinstance(c, ast.Call) and isinstance(c.func, (ast.Name, ast.Attribute))
+    ]
 
 
 def top_functions(path: Path) -> dict[str, ast.FunctionDef]:
@@ -241,24 +274,34 @@ def test_validate_calls_each_groups_check_once_and_each_lives_beside_its_group()
     [validate] = [f for name, f in top_functions(modules["grpo_sweep.run.validate"]).items() if name == "validate"]
     calls = called_names(validate)
     assert {name: calls.count(name) for name in GROUP_CHECKS} == {name: 1 for name in GROUP_CHECKS}
-    assert {name: name in top_functions(modules[owner]) for name, owner in GROUP_CHECKS.items()} == \
-        {name: True for name in GROUP_CHECKS}
+    assert {name: name in top_functions(modules[owner]) for name, owner in GROUP_CHECKS.items()} == {
+        name: True for name in GROUP_CHECKS
+    }
 
 
 def test_no_group_is_checked_again_outside_validate():
     """build_mix builds the mix the gate checked, the data loader loads the data it checked: a group's check runs
     once a run (check_world again only with the world a launcher or the training machine gives)."""
     again = {name for name in GROUP_CHECKS if name not in ("check_world", "check_across")}
-    found = sorted(f"{name} calls {call}" for name, path in module_files(ROOT).items()
-                   if name != "grpo_sweep.run.validate" for call in called_names(ast.parse(path.read_text()))
-                   if call in again)
+    found = sorted(
+        f"{name} calls {call}"
+        for name, path in module_files(ROOT).items()
+        if name != "grpo_sweep.run.validate"
+        for call in called_names(ast.parse(path.read_text()))
+        if call in again
+    )
     assert found == []
 
 
 def test_config_errors_are_raised_only_by_the_checks():
-    raising = {name for name, path in module_files(ROOT).items() for node in ast.walk(ast.parse(path.read_text()))
-               if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
-               and getattr(node.exc.func, "id", None) == "ConfigError"}
+    raising = {
+        name
+        for name, path in module_files(ROOT).items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Raise)
+        and isinstance(node.exc, ast.Call)
+        and getattr(node.exc.func, "id", None) == "ConfigError"
+    }
     assert raising == RAISE_CONFIG_ERROR
 
 
@@ -290,8 +333,11 @@ def calls_of(name: str, path: Path, source: str) -> set[str]:
                 module = node.module or ""
             if module.startswith(OURS):
                 imported.update({alias.asname or alias.name: f"{module}.{alias.name}" for alias in node.names})
-    return {imported[node.func.id] for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in imported}
+    return {
+        imported[node.func.id]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in imported
+    }
 
 
 def lifecycle_problems(sources: dict[str, str], modules: dict[str, Path]) -> list[str]:
@@ -310,8 +356,10 @@ def lifecycle_problems(sources: dict[str, str], modules: dict[str, Path]) -> lis
 def test_the_lifecycle_check_finds_a_second_lifecycle():
     """The check itself: a made-up worker that trains and records a failure on its own."""
     modules = module_files(ROOT)
-    worker = ("from ...run.train import train\nfrom ...run.results import record_failure as rf\n"
-              "def go(cfg, ctx):\n    try:\n        train(cfg, ctx)\n    except Exception:\n        rf(ctx.run_dir, 'x', [])\n")
+    worker = (
+        "from ...run.train import train\nfrom ...run.results import record_failure as rf\n"
+        "def go(cfg, ctx):\n    try:\n        train(cfg, ctx)\n    except Exception:\n        rf(ctx.run_dir, 'x', [])\n"
+    )
     assert lifecycle_problems({"grpo_sweep.search.optuna.worker": worker}, modules) == [
         "grpo_sweep.search.optuna.worker calls grpo_sweep.run.train.train: a run's lifecycle is run/lifecycle.run_one",
         "grpo_sweep.search.optuna.worker calls grpo_sweep.run.results.record_failure: a run's lifecycle is run/lifecycle.run_one",
@@ -336,8 +384,12 @@ RECORD_SPELLINGS = {"val_accuracy", "val/accuracy"}
 
 
 def test_the_validation_metric_is_spelled_only_in_the_record_module():
-    spelled = {name for name, path in module_files(ROOT).items() for node in ast.walk(ast.parse(path.read_text()))
-               if isinstance(node, ast.Constant) and node.value in RECORD_SPELLINGS}
+    spelled = {
+        name
+        for name, path in module_files(ROOT).items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in RECORD_SPELLINGS
+    }
     assert spelled == {RECORD}
 
 
@@ -352,15 +404,32 @@ def test_one_module_computes_verdicts_and_nothing_reaches_into_its_private_parts
         name = path.relative_to(ROOT).as_posix()
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
-                    and isinstance(node.value, ast.Name) and node.value.id in ("stats", "sequential"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("stats", "sequential")
+            ):
                 problems.append(f"{name}:{node.lineno} reads {node.value.id}.{node.attr}")
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(("stats", "sequential")) \
-                    and "scipy" not in (node.module or ""):
-                problems += [f"{name}:{node.lineno} imports {a.name} from {node.module}" for a in node.names
-                             if a.name.startswith("_")]
-            if isinstance(node, ast.ImportFrom) and node.module == "scipy.stats" \
-                    and name != "grpo_sweep/reading/stats.py":
-                problems += [f"{name}:{node.lineno} imports scipy's {a.name}" for a in node.names
-                             if a.name == "studentized_range"]
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").endswith(("stats", "sequential"))
+                and "scipy" not in (node.module or "")
+            ):
+                problems += [
+                    f"{name}:{node.lineno} imports {a.name} from {node.module}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "scipy.stats"
+                and name != "grpo_sweep/reading/stats.py"
+            ):
+                problems += [
+                    f"{name}:{node.lineno} imports scipy's {a.name}"
+                    for a in node.names
+                    if a.name == "studentized_range"
+                ]
     assert problems == []

@@ -1,6 +1,7 @@
 """The benchmarks stay runnable: each one's command line answers `--help` without measuring anything, and every name
 a benchmark takes from grpo_sweep still exists there (a rename elsewhere is caught here, not at the next
 measurement). Cheap: one process for every `--help`, and the names are checked on the source, importing nothing."""
+
 from __future__ import annotations
 
 import ast
@@ -69,8 +70,12 @@ def _defined(module: str) -> set[str] | None:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 names |= {(a.asname or a.name).split(".")[0] for a in node.names}
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
-                blocks += [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
-                           *[h.body for h in getattr(node, "handlers", [])]]
+                blocks += [
+                    node.body,
+                    getattr(node, "orelse", []),
+                    getattr(node, "finalbody", []),
+                    *[h.body for h in getattr(node, "handlers", [])],
+                ]
     return None if "__getattr__" in names else names
 
 
@@ -110,16 +115,25 @@ def test_every_name_a_benchmark_takes_from_grpo_sweep_exists():
 
 
 def test_the_name_check_sees_a_renamed_function_and_a_removed_module():
-    source = ("from grpo_sweep.rewards import REWARDS, no_such_reward\n"
-              "import grpo_sweep.reading.stats as stats\n"
-              "def main():\n    from grpo_sweep.no_such_module import x\n    return stats.no_such_function\n")
-    assert missing_names(source) == ["grpo_sweep.rewards.no_such_reward", "grpo_sweep.no_such_module (no such module)",
-                                     "grpo_sweep.reading.stats.no_such_function"]
+    source = (
+        "from grpo_sweep.rewards import REWARDS, no_such_reward\n"
+        "import grpo_sweep.reading.stats as stats\n"
+        "def main():\n    from grpo_sweep.no_such_module import x\n    return stats.no_such_function\n"
+    )
+    assert missing_names(source) == [
+        "grpo_sweep.rewards.no_such_reward",
+        "grpo_sweep.no_such_module (no such module)",
+        "grpo_sweep.reading.stats.no_such_function",
+    ]
 
 
 def test_benchmarks_import_no_test_code():
     """What a benchmark shares with the tests lives in bench/ (the tests may import it), not the other way round."""
-    found = [f"{p.name}: {node.module or node.names[0].name}" for p in sorted(BENCH.glob("*.py"))
-             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, (ast.Import, ast.ImportFrom))
-             and ((node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0] == "tests"]
+    found = [
+        f"{p.name}: {node.module or node.names[0].name}"
+        for p in sorted(BENCH.glob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        and ((node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0] == "tests"
+    ]
     assert found == []

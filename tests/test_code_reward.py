@@ -1,4 +1,5 @@
 """The code reward: fraction of tests passed, and containment of hostile programs (each scores 0, the run goes on)."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,12 @@ def nobody_processes() -> int:
 
 
 def test_scores_the_fraction_of_tests_passed():
-    completions = [fenced("def add(a, b):\n    return a + b"), fenced("def add(a, b):\n    return 3"),
-                   "<answer>def add(a, b): return a - b</answer>", "no code at all"]
+    completions = [
+        fenced("def add(a, b):\n    return a + b"),
+        fenced("def add(a, b):\n    return 3"),
+        "<answer>def add(a, b): return a - b</answer>",
+        "no code at all",
+    ]
     assert code_reward(completions=completions, tests=[ADD] * 4) == [1.0, 1 / 3, 0.0, 0.0]
 
 
@@ -35,7 +40,9 @@ def test_stdin_stdout_tests_and_json_columns():
     tests = '{"inputs": ["3", "10"], "outputs": ["6", "21"]}'
     assert code_reward(completions=[program], tests=[tests]) == [0.5]
     assert code_reward(completions=[program, program], tests=[None, "[]"]) == [None, None]  # no tests: TRL skips
-    assert code_reward(completions=[[{"role": "assistant", "content": program}]], tests=[[{"input": "1", "output": "2"}]]) == [1.0]
+    assert code_reward(
+        completions=[[{"role": "assistant", "content": program}]], tests=[[{"input": "1", "output": "2"}]]
+    ) == [1.0]
 
 
 def test_extraction_and_parsing():
@@ -60,8 +67,13 @@ HOSTILE = {
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_programs_score_zero_and_the_next_one_runs(name):
-    scores = code_reward(completions=[fenced(HOSTILE[name]), fenced("def add(a, b):\n    return a + b")],
-                         tests=[ADD, ADD], timeout_s=2.0, per_test_s=0.5, memory_mb=256)
+    scores = code_reward(
+        completions=[fenced(HOSTILE[name]), fenced("def add(a, b):\n    return a + b")],
+        tests=[ADD, ADD],
+        timeout_s=2.0,
+        per_test_s=0.5,
+        memory_mb=256,
+    )
     assert scores == [0.0, 1.0]  # returned at all: the sandbox stopped it (a hang would stop the suite)
     if os.geteuid() == 0:
         assert nobody_processes() == 0  # nothing left running
@@ -74,7 +86,9 @@ def test_cannot_write_outside_its_temp_dir(tmp_path):
         assert code_reward(completions=[fenced(program)], tests=[ADD]) == [0.0] or str(path).startswith("/tmp/grpo")
         assert not os.path.exists(path)
     # its own working directory is writable, and thrown away
-    assert code_reward(completions=[fenced("open('scratch', 'w').write('x')\ndef add(a, b): return a + b")], tests=[ADD]) == [1.0]
+    assert code_reward(
+        completions=[fenced("open('scratch', 'w').write('x')\ndef add(a, b): return a + b")], tests=[ADD]
+    ) == [1.0]
 
 
 def test_cannot_open_a_network_connection():
@@ -97,15 +111,17 @@ def test_cannot_open_a_network_connection():
 def test_cannot_read_the_parents_secrets(monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "wandb-secret-123")
     monkeypatch.setenv("HF_TOKEN", "hf_secret_456")
-    program = ("import os\n"
-               "def add(a, b):\n"
-               "    leaked = os.environ.get('WANDB_API_KEY') or os.environ.get('HF_TOKEN')\n"
-               "    for pid in os.listdir('/proc'):\n"
-               "        try:\n"
-               "            leaked = leaked or ('secret' in open(f'/proc/{pid}/environ').read())\n"
-               "        except Exception:\n"
-               "            pass\n"
-               "    return a + b if leaked else None")
+    program = (
+        "import os\n"
+        "def add(a, b):\n"
+        "    leaked = os.environ.get('WANDB_API_KEY') or os.environ.get('HF_TOKEN')\n"
+        "    for pid in os.listdir('/proc'):\n"
+        "        try:\n"
+        "            leaked = leaked or ('secret' in open(f'/proc/{pid}/environ').read())\n"
+        "        except Exception:\n"
+        "            pass\n"
+        "    return a + b if leaked else None"
+    )
     assert code_reward(completions=[fenced(program)], tests=[ADD]) == [0.0]
 
 
@@ -131,11 +147,15 @@ def test_a_real_run_with_the_code_reward(tmp_path):
 
     from .conftest import FAST, compose
 
-    rows = [{"prompt": f"Write add(a, b). Example: add({i}, 1) = {i + 1}", "ground_truth": str(i + 1), "tests": ADD}
-            for i in range(40)]
+    rows = [
+        {"prompt": f"Write add(a, b). Example: add({i}, 1) = {i + 1}", "ground_truth": str(i + 1), "tests": ADD}
+        for i in range(40)
+    ]
     data = tmp_path / "code.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = compose(FAST + ["data=file", f"data.path={data}", "+reward_mix.code.weight=1", "+reward_mix.code.params.timeout_s=2"])
+    cfg = compose(
+        FAST + ["data=file", f"data.path={data}", "+reward_mix.code.weight=1", "+reward_mix.code.params.timeout_s=2"]
+    )
     validate(cfg)
     check_machine(cfg)
     summary = train(cfg, tmp_path / "run")

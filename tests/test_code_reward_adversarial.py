@@ -5,6 +5,7 @@ Each attack program scores 0 (against tests that an honest program passes, see t
 sandbox's own attacks (reading the host's files, root's powers under isolation=rlimits) each fail; the
 hard-coding case documents what the reward cannot see: the visible tests' answers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,7 +48,7 @@ HONEST = {
     "stdin/stdout": ("s = input()\nprint('zq-7c1e-pong' if s == 'ping' else int(s) * 2)", STDIO),
 }
 
-FORGE_VIA_FRAMES = '''
+FORGE_VIA_FRAMES = """
 import sys, os, re
 f = sys._getframe()
 while f is not None:
@@ -62,8 +63,8 @@ while f is not None:
             os._exit(0)
     f = f.f_back
 def add(a, b): return -99
-'''
-PAYLOAD_VIA_FRAMES = '''
+"""
+PAYLOAD_VIA_FRAMES = """
 import sys
 q = sys.stdin.read().strip()
 f = sys._getframe()
@@ -73,8 +74,8 @@ while f is not None:
             if isinstance(t, dict) and t.get("input", "").strip() == q and "output" in t:
                 print(t["output"])
     f = f.f_back
-'''
-PAYLOAD_VIA_GC = '''
+"""
+PAYLOAD_VIA_GC = """
 import gc, re
 TABLE = {}
 for o in gc.get_objects():
@@ -82,8 +83,8 @@ for o in gc.get_objects():
         for a, e in re.findall(r"fib\\((\\d+)\\) == (\\d+)", str(o)[:100000]):
             TABLE[int(a)] = int(e)
 def fib(n): return TABLE.get(n)
-'''
-SCAN_OWN_MEMORY = '''
+"""
+SCAN_OWN_MEMORY = """
 import re
 found = set()
 with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
@@ -97,41 +98,83 @@ with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
             except (OSError, OverflowError, ValueError):
                 pass
 print(*sorted(hit.decode() for hit in found))
-'''
+"""
 ALWAYS_EQUAL = "class A:\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __bool__ = lambda s: True\n    __hash__ = object.__hash__\n"
 
 # name: (program, tests). Each earns 0.
 ATTACKS = {
     "__eq__ always true": (ALWAYS_EQUAL + "def add(a, b): return A()", ADD),
     "__eq__/__ne__/__bool__ on mixed asserts": (ALWAYS_EQUAL + "def add(a, b): return A()", MIXED),
-    "int subclass __eq__": ("class I(int):\n    __eq__ = lambda s, o: True\n    __hash__ = int.__hash__\ndef add(a, b): return I(-99)", ADD),
-    "str subclass __eq__": ("class S(str):\n    __eq__ = lambda s, o: True\n    __hash__ = str.__hash__\ndef greet(n): return S('nope')", GREET),
+    "int subclass __eq__": (
+        "class I(int):\n    __eq__ = lambda s, o: True\n    __hash__ = int.__hash__\ndef add(a, b): return I(-99)",
+        ADD,
+    ),
+    "str subclass __eq__": (
+        "class S(str):\n    __eq__ = lambda s, o: True\n    __hash__ = str.__hash__\ndef greet(n): return S('nope')",
+        GREET,
+    ),
     "list subclass __eq__": ("class L(list):\n    __eq__ = lambda s, o: True\ndef pair(x): return L()", PAIR),
     "dict subclass __eq__": ("class D(dict):\n    __eq__ = lambda s, o: True\ndef freq(s): return D()", FREQ),
-    "fake __class__ claims int": ("class F:\n    __class__ = property(lambda s: int)\n    __eq__ = lambda s, o: True\n    __hash__ = object.__hash__\ndef add(a, b): return F()", ADD),
+    "fake __class__ claims int": (
+        "class F:\n    __class__ = property(lambda s: int)\n    __eq__ = lambda s, o: True\n    __hash__ = object.__hash__\ndef add(a, b): return F()",
+        ADD,
+    ),
     "shadow set() used by the test": ("def set(*a): return 1\ndef common(a, b): return []", COMMON[:1]),
-    "fake math module": ("import types\nmath = types.SimpleNamespace(isclose=lambda *a, **k: True)\ndef area(r): return 0.0", AREA[:1]),
+    "fake math module": (
+        "import types\nmath = types.SimpleNamespace(isclose=lambda *a, **k: True)\ndef area(r): return 0.0",
+        AREA[:1],
+    ),
     "patch builtins.abs": ("import builtins\nbuiltins.abs = lambda x: 0\ndef area(r): return 0.0", AREA[1:]),
     "sys.exit(0) at import": ("import sys\nsys.exit(0)\ndef add(a, b): return -99", ADD),
     "raise SystemExit in the function": ("def add(a, b):\n    raise SystemExit(0)", ADD),
     "os._exit(0) in the function": ("import os\ndef add(a, b):\n    os._exit(0)", ADD),
     "quit()": ("def add(a, b):\n    quit()", ADD),
-    "rebind AssertionError": ("import builtins\nbuiltins.AssertionError = type('Nope', (Exception,), {})\ndef add(a, b): return -99", ADD),
-    "rebind BaseException": ("import builtins\nbuiltins.BaseException = type('Nope', (Exception,), {})\ndef add(a, b): return -99", ADD),
-    "patch builtins.isinstance": ("import builtins\nbuiltins.isinstance = lambda *a: True\ndef add(a, b): return -99", ADD),
-    "patch json.dumps (the report)": ("import json\njson.dumps = lambda *a, **k: '[true, true, true]'\ndef add(a, b): return -99", ADD),
+    "rebind AssertionError": (
+        "import builtins\nbuiltins.AssertionError = type('Nope', (Exception,), {})\ndef add(a, b): return -99",
+        ADD,
+    ),
+    "rebind BaseException": (
+        "import builtins\nbuiltins.BaseException = type('Nope', (Exception,), {})\ndef add(a, b): return -99",
+        ADD,
+    ),
+    "patch builtins.isinstance": (
+        "import builtins\nbuiltins.isinstance = lambda *a: True\ndef add(a, b): return -99",
+        ADD,
+    ),
+    "patch json.dumps (the report)": (
+        "import json\njson.dumps = lambda *a, **k: '[true, true, true]'\ndef add(a, b): return -99",
+        ADD,
+    ),
     "forge the report with the token from frames": (FORGE_VIA_FRAMES, ADD),
-    "caller's constants as an oracle": ("import sys\ndef fib(n):\n    consts = sys._getframe(1).f_code.co_consts\n    return [c for c in consts if isinstance(c, int) and c != n][-1]", FIB),
+    "caller's constants as an oracle": (
+        "import sys\ndef fib(n):\n    consts = sys._getframe(1).f_code.co_consts\n    return [c for c in consts if isinstance(c, int) and c != n][-1]",
+        FIB,
+    ),
     "tests from the harness's frames (stdio)": (PAYLOAD_VIA_FRAMES, STDIO),
     "tests from gc.get_objects()": (PAYLOAD_VIA_GC, FIB),
     "expected output from /proc/self/mem (stdio)": (SCAN_OWN_MEMORY, STDIO),
-    "replace sys.stdout (stdio)": ("import sys, io\nclass W(io.StringIO):\n    def getvalue(self): return 'zq-7c1e-pong'\nsys.stdout = W()", STDIO),
-    "atexit and __del__ print a pass": ("import atexit, os\natexit.register(lambda: os.write(1, b'[true, true, true]\\n'))\nclass D:\n    def __del__(self): print('passed')\nd = D()\ndef add(a, b): return -99", ADD),
+    "replace sys.stdout (stdio)": (
+        "import sys, io\nclass W(io.StringIO):\n    def getvalue(self): return 'zq-7c1e-pong'\nsys.stdout = W()",
+        STDIO,
+    ),
+    "atexit and __del__ print a pass": (
+        "import atexit, os\natexit.register(lambda: os.write(1, b'[true, true, true]\\n'))\nclass D:\n    def __del__(self): print('passed')\nd = D()\ndef add(a, b): return -99",
+        ADD,
+    ),
     "cyclic value": ("def add(a, b):\n    x = []\n    x.append(x)\n    return x", ADD),
-    "fork: a child lingers": ("import os, time\nif os.fork() == 0:\n    time.sleep(30)\ndef add(a, b): return -99", ADD),
+    "fork: a child lingers": (
+        "import os, time\nif os.fork() == 0:\n    time.sleep(30)\ndef add(a, b): return -99",
+        ADD,
+    ),
     "fork bomb": ("import os\nwhile True:\n    os.fork()", ADD),
-    "catch the timeout, return garbage": ("def add(a, b):\n    try:\n        while True:\n            pass\n    except BaseException:\n        return None", ADD),
-    "ignore SIGALRM and loop": ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ndef add(a, b):\n    while True:\n        pass", ADD),
+    "catch the timeout, return garbage": (
+        "def add(a, b):\n    try:\n        while True:\n            pass\n    except BaseException:\n        return None",
+        ADD,
+    ),
+    "ignore SIGALRM and loop": (
+        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ndef add(a, b):\n    while True:\n        pass",
+        ADD,
+    ),
 }
 
 
@@ -205,9 +248,11 @@ def test_hard_coding_the_visible_tests_is_not_detected():
 
 # ---- the sandbox against the machine it runs on ----------------------------------------------------------------
 
-SEES = ("import os\ndef seen(path):\n    if not os.path.exists(path):\n        return 0\n    try:\n"
-        "        os.listdir(path) if os.path.isdir(path) else open(path, 'rb').close()\n        return 2\n"
-        "    except OSError:\n        return 1")
+SEES = (
+    "import os\ndef seen(path):\n    if not os.path.exists(path):\n        return 0\n    try:\n"
+    "        os.listdir(path) if os.path.isdir(path) else open(path, 'rb').close()\n        return 2\n"
+    "    except OSError:\n        return 1"
+)
 
 
 def unseen(paths: list[str], isolation: str = "namespaces") -> dict[str, bool]:
@@ -288,8 +333,10 @@ def test_rlimits_refuses_tcp_where_landlock_can():
     with socket.create_server(("127.0.0.1", 0)) as server:
         server.settimeout(0.5)
         port = server.getsockname()[1]
-        program = (f"import socket\ndef reached():\n    try:\n        socket.create_connection(('127.0.0.1', {port}), 1)\n"
-                   "        return True\n    except OSError:\n        return False")
+        program = (
+            f"import socket\ndef reached():\n    try:\n        socket.create_connection(('127.0.0.1', {port}), 1)\n"
+            "        return True\n    except OSError:\n        return False"
+        )
         assert execute(program, ["assert not reached()"], Limits(timeout_s=5), "rlimits").passed == [True]
         with pytest.raises(socket.timeout):
             server.accept()
@@ -301,16 +348,24 @@ def test_a_user_other_than_root_sees_the_same_minimal_root(dataset):
     if os.geteuid() != 0 or shutil.which("setpriv") is None or python is None:
         pytest.skip("needs root (to become another user), setpriv and a system python3")
     paths = [dataset, str(ROOT), "/etc/passwd", "/home"]
-    script = ("import importlib.util, sys\n"
-              f"spec = importlib.util.spec_from_file_location('sandbox', {str(ROOT / 'grpo_sweep/rewards/sandbox.py')!r})\n"
-              "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\nspec.loader.exec_module(sandbox)\n"
-              f"tests = [f'assert seen({{path!r}}) == 0' for path in {paths!r}] + ['assert seen(\"/tmp\") == 2']\n"
-              f"result = sandbox.execute({SEES!r}, tests, sandbox.Limits(timeout_s=5))\n"
-              "print(result.status, result.passed, result.detail.strip().splitlines()[-1:])")
+    script = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('sandbox', {str(ROOT / 'grpo_sweep/rewards/sandbox.py')!r})\n"
+        "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\nspec.loader.exec_module(sandbox)\n"
+        f"tests = [f'assert seen({{path!r}}) == 0' for path in {paths!r}] + ['assert seen(\"/tmp\") == 2']\n"
+        f"result = sandbox.execute({SEES!r}, tests, sandbox.Limits(timeout_s=5))\n"
+        "print(result.status, result.passed, result.detail.strip().splitlines()[-1:])"
+    )
     os.chmod(Path(dataset).parent, 0o755)  # readable by that user too: what hides it is the sandbox
     Path(dataset).chmod(0o644)
-    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", python, "-I", "-c", script],
-                         capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", python, "-I", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
     if "Permission denied" in out.stderr:
         pytest.skip(f"the checkout is not readable by uid 65534 ({out.stderr.strip().splitlines()[-1]})")
     assert out.stdout.strip() == f"ok {[True] * (len(paths) + 1)} []", out
@@ -355,16 +410,24 @@ def test_root_runs_generated_code_as_nobody(name, isolation, tmp_path):
 
 def refusal_without(capabilities: str, isolation: str) -> str:
     """What check_isolation refuses with, run as root without `capabilities` (dropped by setpriv)."""
-    check = ("from grpo_sweep.rewards.sandbox import SandboxUnavailable, check_isolation\n"
-             f"try:\n    check_isolation({isolation!r})\nexcept SandboxUnavailable as exc:\n    print(exc)")
-    out = subprocess.run(["setpriv", f"--bounding-set={capabilities}", "--", sys.executable, "-c", check],
-                         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    check = (
+        "from grpo_sweep.rewards.sandbox import SandboxUnavailable, check_isolation\n"
+        f"try:\n    check_isolation({isolation!r})\nexcept SandboxUnavailable as exc:\n    print(exc)"
+    )
+    out = subprocess.run(
+        ["setpriv", f"--bounding-set={capabilities}", "--", sys.executable, "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.stdout.count("\n") == 1, out  # one line
     return out.stdout
 
 
-needs_setpriv = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                                   reason="root, and setpriv to drop capabilities")
+needs_setpriv = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="root, and setpriv to drop capabilities"
+)
 
 
 @needs_setpriv

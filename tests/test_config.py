@@ -1,4 +1,5 @@
 """Every config group option composes onto the schema; typos and bad values fail before any training."""
+
 from __future__ import annotations
 
 import subprocess
@@ -74,7 +75,9 @@ def option_values(group: str, option: str):
 def flat(container, prefix: str = "") -> dict:
     if not isinstance(container, dict) or not container:
         return {prefix: container}
-    return {k: v for key, value in container.items() for k, v in flat(value, f"{prefix}.{key}" if prefix else key).items()}
+    return {
+        k: v for key, value in container.items() for k, v in flat(value, f"{prefix}.{key}" if prefix else key).items()
+    }
 
 
 @pytest.mark.parametrize("group, option", [(g, o) for g in GROUPS if g not in BUNDLES for o in options(g)])
@@ -84,8 +87,11 @@ def test_choosing_an_option_gives_its_files_values(group, option):
     expected = OmegaConf.merge(OmegaConf.structured(Config), {group: option_values(group, option)})[group]
     got = OmegaConf.to_container(compose([f"{group}={option}"])[group])
     want = OmegaConf.to_container(expected)
-    wrong = {key: f"{value!r}, the file says {flat(want).get(key, '(no such key)')!r}"
-             for key, value in flat(got).items() if flat(want).get(key, object()) != value}
+    wrong = {
+        key: f"{value!r}, the file says {flat(want).get(key, '(no such key)')!r}"
+        for key, value in flat(got).items()
+        if flat(want).get(key, object()) != value
+    }
     wrong.update({key: "missing" for key in flat(want).keys() - flat(got).keys()})
     assert not wrong, f"{group}={option} gives {wrong}"
 
@@ -95,8 +101,11 @@ def test_the_schema_holds_types_only():
     from grpo_sweep.config.schema import TinyModelConfig
 
     for schema in (Config, TinyModelConfig):  # Config's model.tiny is null until a model file (model=tiny) sets it
-        valued = {key: value for key, value in flat(OmegaConf.to_container(OmegaConf.structured(schema))).items()
-                  if value not in ("???", None)}
+        valued = {
+            key: value
+            for key, value in flat(OmegaConf.to_container(OmegaConf.structured(schema))).items()
+            if value not in ("???", None)
+        }
         assert not valued, f"defaults in config/schema.py (set them in conf/ instead): {valued}"
     unset = [key for key, value in flat(OmegaConf.to_container(compose().model.tiny)).items() if value == "???"]
     assert not unset, f"conf/model/tiny.yaml leaves model.tiny.{unset} unset"
@@ -109,7 +118,13 @@ def test_defaults_are_the_cpu_main_job():
     assert cfg.trainer.mask_truncated_completions is False
     assert cfg.optimizer.lr_scheduler_type == "constant"
     o = cfg.optimizer
-    assert (o.optim, o.learning_rate, o.warmup_steps, o.max_grad_norm, o.weight_decay) == ("adamw_torch", 3e-4, 0, 1.0, 0.0)
+    assert (o.optim, o.learning_rate, o.warmup_steps, o.max_grad_norm, o.weight_decay) == (
+        "adamw_torch",
+        3e-4,
+        0,
+        1.0,
+        0.0,
+    )
     assert (cfg.lora.r, cfg.lora.alpha) == (64, 64)
     assert {k: v["weight"] for k, v in cfg.reward_mix.items()} == {"xmlcount": 0.0, "correct": 1.0}
     assert cfg.model.tiny.warm_start.steps == 600 and cfg.data.arithmetic.max_operands == 2
@@ -118,8 +133,14 @@ def test_defaults_are_the_cpu_main_job():
 
 
 # the main job's recipe, conf/experiment/cpu_tiny.yaml: one pick per group
-MAIN_JOB = {"model": "tiny", "data": "arithmetic", "reward_mix": "smoke", "optimizer": "adamw_constant", "lora": "wide",
-            "trainer": "cpu_tiny"}
+MAIN_JOB = {
+    "model": "tiny",
+    "data": "arithmetic",
+    "reward_mix": "smoke",
+    "optimizer": "adamw_constant",
+    "lora": "wide",
+    "trainer": "cpu_tiny",
+}
 
 
 def test_the_main_job_is_one_experiment_whose_picks_the_command_line_overrides():
@@ -131,7 +152,12 @@ def test_the_main_job_is_one_experiment_whose_picks_the_command_line_overrides()
     assert main == compose(["~experiment", *picks])
     base = compose(["~experiment"])
     assert (base.trainer.max_steps, base.optimizer.learning_rate, base.lora.r) == (250, 5e-6, 16)
-    for group, option in [("trainer", "standard"), ("optimizer", "adamw_torch"), ("lora", "none"), ("reward_mix", "format")]:
+    for group, option in [
+        ("trainer", "standard"),
+        ("optimizer", "adamw_torch"),
+        ("lora", "none"),
+        ("reward_mix", "format"),
+    ]:
         chosen = compose([f"{group}={option}"])
         assert chosen[group] == compose(["~experiment", f"{group}={option}"])[group], group
         assert all(chosen[g] == main[g] for g in main if g != group), group
@@ -147,7 +173,13 @@ def test_a_trainer_option_sets_trainer_values_only_and_the_gpu_experiment_bundle
             assert standard[group] == default[group], group
     cfg = compose(["experiment=gpu"])
     o = cfg.optimizer
-    assert (o.optim, o.learning_rate, o.lr_scheduler_type, o.warmup_steps, o.max_grad_norm) == ("adamw_torch", 5e-6, "cosine", 0.1, 0.1)
+    assert (o.optim, o.learning_rate, o.lr_scheduler_type, o.warmup_steps, o.max_grad_norm) == (
+        "adamw_torch",
+        5e-6,
+        "cosine",
+        0.1,
+        0.1,
+    )
     assert (cfg.lora.r, cfg.lora.alpha) == (16, 32) and cfg.trainer == standard.trainer
     cfg = compose(["experiment=gpu", "optimizer=adamw_constant", "lora=wide"])
     assert (cfg.optimizer.learning_rate, cfg.optimizer.lr_scheduler_type, cfg.lora.r) == (3e-4, "constant", 64)
@@ -158,11 +190,30 @@ def test_walkthrough_experiment_is_the_walkthrough_setup():
     assert cfg.model.name_or_path.endswith("Meta-Llama-3.1-8B-Instruct") and cfg.model.load_in_4bit
     assert cfg.model.max_seq_length == 1024
     assert (cfg.lora.r, cfg.lora.alpha) == (32, 32)
-    assert list(cfg.lora.target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    assert list(cfg.lora.target_modules) == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
     o, t = cfg.optimizer, cfg.trainer
-    assert (o.optim, o.learning_rate, o.adam_beta1, o.adam_beta2, o.weight_decay) == ("paged_adamw_8bit", 5e-6, 0.9, 0.99, 0.1)
+    assert (o.optim, o.learning_rate, o.adam_beta1, o.adam_beta2, o.weight_decay) == (
+        "paged_adamw_8bit",
+        5e-6,
+        0.9,
+        0.99,
+        0.1,
+    )
     assert (o.warmup_steps, o.lr_scheduler_type, o.max_grad_norm) == (0.1, "cosine", 0.1)
-    assert (t.per_device_train_batch_size, t.num_generations, t.max_prompt_length, t.max_completion_length) == (6, 6, 256, 768)
+    assert (t.per_device_train_batch_size, t.num_generations, t.max_prompt_length, t.max_completion_length) == (
+        6,
+        6,
+        256,
+        768,
+    )
     assert (t.max_steps, t.save_steps) == (250, 250)
     assert cfg.backend.gpu_memory_utilization == 0.6
 
@@ -170,18 +221,27 @@ def test_walkthrough_experiment_is_the_walkthrough_setup():
 def test_unsloth_gsm8k_weights():
     mix = compose(["reward_mix=unsloth_gsm8k"]).reward_mix
     assert {k: v.weight for k, v in mix.items()} == {
-        "xmlcount": 0.5, "soft_format": 0.5, "strict_format": 0.5, "int": 0.5, "correct": 2.0
+        "xmlcount": 0.5,
+        "soft_format": 0.5,
+        "strict_format": 0.5,
+        "int": 0.5,
+        "correct": 2.0,
     }
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
 def test_every_experiments_prompt_asks_for_the_tags_its_rewards_score(experiment):
     cfg = compose([f"experiment={experiment}"])
-    tags = {p.get("think_tag", "think") for name, p in ((n, t.get("params") or {}) for n, t in cfg.reward_mix.items())
-            if name in ("xmlcount", "format", "soft_format", "strict_format") and cfg.reward_mix[name].weight > 0}
+    tags = {
+        p.get("think_tag", "think")
+        for name, p in ((n, t.get("params") or {}) for n, t in cfg.reward_mix.items())
+        if name in ("xmlcount", "format", "soft_format", "strict_format") and cfg.reward_mix[name].weight > 0
+    }
     tags |= {"answer"}
     assert all(f"<{tag}>" in cfg.data.system_prompt and f"</{tag}>" in cfg.data.system_prompt for tag in tags), (
-        tags, cfg.data.system_prompt)
+        tags,
+        cfg.data.system_prompt,
+    )
     validate(cfg)
 
 
@@ -250,7 +310,10 @@ def test_launch_cfg_job_imports_nothing_heavy():
 
 
 # the multi-GPU recipes: (experiment, SLURM launcher profile, training processes, nodes, server GPUs)
-RECIPES = [("qwen7b_server_1node", "slurm_8gpu_6tasks", 6, 1, 2), ("qwen7b_server_2nodes", "slurm_2x8gpu_4tasks", 8, 2, 4)]
+RECIPES = [
+    ("qwen7b_server_1node", "slurm_8gpu_6tasks", 6, 1, 2),
+    ("qwen7b_server_2nodes", "slurm_2x8gpu_4tasks", 8, 2, 4),
+]
 
 
 @pytest.mark.parametrize("experiment, profile, processes, nodes, server", RECIPES)
@@ -261,17 +324,24 @@ def test_the_multi_gpu_recipes_fit_their_nodes_and_their_batch(experiment, profi
     from hydra import initialize_config_dir
 
     from grpo_sweep.configstore import register_configs
-    from grpo_sweep.run.distributed import check_world, server_gpus
     from grpo_sweep.launching.submit import run_world
+    from grpo_sweep.run.distributed import check_world, server_gpus
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        full = hydra_compose(config_name="config", overrides=[f"experiment={experiment}", f"hydra/launcher={profile}"],
-                             return_hydra_config=True)
+        full = hydra_compose(
+            config_name="config",
+            overrides=[f"experiment={experiment}", f"hydra/launcher={profile}"],
+            return_hydra_config=True,
+        )
     launcher = OmegaConf.to_container(full.hydra.launcher, resolve=False)
     cfg = compose([f"experiment={experiment}"])
     validate(cfg)
-    assert (cfg.model.name_or_path, cfg.distributed.strategy, cfg.lora.enabled) == ("Qwen/Qwen2.5-7B-Instruct", "zero2", False)
+    assert (cfg.model.name_or_path, cfg.distributed.strategy, cfg.lora.enabled) == (
+        "Qwen/Qwen2.5-7B-Instruct",
+        "zero2",
+        False,
+    )
     assert run_world(launcher, "slurm", cfg) == (processes, nodes, 8)  # what the gate asks the SLURM launcher
     check_world(cfg, processes, nodes, gpus_per_node=8)
     # the same run without SLURM on one node: nproc_per_node processes and the server on that node's 8 GPUs
@@ -281,6 +351,8 @@ def test_the_multi_gpu_recipes_fit_their_nodes_and_their_batch(experiment, profi
     assert processes * t.per_device_train_batch_size * t.gradient_accumulation_steps == 384 == 48 * t.num_generations
     assert t.max_steps == 6973 // 48  # one epoch of GSM8K's train split less the 500 validation problems
     # one more training process than the node has GPUs for, beside the server, is refused in one line
-    with pytest.raises(ValueError, match=f"{processes // nodes + 1} training processes \\+ {server} vLLM server GPUs "
-                                         "per node but 8 GPUs per node"):
+    with pytest.raises(
+        ValueError,
+        match=f"{processes // nodes + 1} training processes \\+ {server} vLLM server GPUs per node but 8 GPUs per node",
+    ):
         check_world(cfg, processes + nodes, nodes, gpus_per_node=8)

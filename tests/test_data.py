@@ -1,5 +1,6 @@
 """Data sources: the built-in arithmetic task, hub data and local files or directories, each in three disjoint
 splits (train / validation / test), with clear errors for bad data."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ def questions(ds) -> set[str]:
 
 
 # --- the built-in task ----------------------------------------------------------------------------------------
+
 
 def test_arithmetic_is_seeded_disjoint_and_correct():
     train, validation, test = arithmetic_splits(200, 40, 50, 2, 3, 9, seed=1)
@@ -67,12 +69,15 @@ def test_the_default_test_questions_are_the_ones_held_out_before_validation_exis
 
 
 def test_sample_limits_apply_per_split():
-    splits = load_splits(compose(["data.max_train_samples=5", "data.max_val_samples=3", "data.max_test_samples=2"]).data,
-                         need_ground_truth=True)
+    splits = load_splits(
+        compose(["data.max_train_samples=5", "data.max_val_samples=3", "data.max_test_samples=2"]).data,
+        need_ground_truth=True,
+    )
     assert tuple(map(len, splits)) == (5, 3, 2)
 
 
 # --- local data: files, fractions, directories ------------------------------------------------------------------
+
 
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -94,8 +99,14 @@ def sizes(splits):
 def test_file_source_with_gsm8k_style_answers(tmp_path):
     rows = [{"question": f"q{i}", "answer": f"work...\n#### {i},000", "extra": i} for i in range(20)]
     path = write_jsonl(tmp_path / "d.jsonl", rows)
-    cfg = file_cfg(path, "data.prompt_column=question", "data.ground_truth_column=answer",
-                   "data.ground_truth_after='####'", "data.validation_size=0.25", "data.test_size=0.25")
+    cfg = file_cfg(
+        path,
+        "data.prompt_column=question",
+        "data.ground_truth_column=answer",
+        "data.ground_truth_after='####'",
+        "data.validation_size=0.25",
+        "data.test_size=0.25",
+    )
     splits = load_splits(cfg, need_ground_truth=True)
     assert sizes(splits) == (10, 5, 5)
     for ds in splits:
@@ -131,7 +142,9 @@ def test_separate_validation_and_test_files(tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", numbered(20))
     val = write_jsonl(tmp_path / "val.jsonl", numbered(4, 100))
     test = write_jsonl(tmp_path / "test.jsonl", numbered(6, 200))
-    splits = load_splits(file_cfg(train, f"data.validation_path={val}", f"data.test_path={test}"), need_ground_truth=True)
+    splits = load_splits(
+        file_cfg(train, f"data.validation_path={val}", f"data.test_path={test}"), need_ground_truth=True
+    )
     assert sizes(splits) == (20, 4, 6)
     assert splits.validation["ground_truth"] == [str(i) for i in range(100, 104)]  # a given split keeps its order
     # only a test file: validation is carved from train (10 % of 20)
@@ -169,9 +182,11 @@ def test_a_saved_dataset_is_carved_like_a_file(tmp_path):
 def test_a_saved_dataset_dict_gives_its_splits_by_name(tmp_path):
     import datasets
 
-    full = datasets.DatasetDict(train=datasets.Dataset.from_list(numbered(30)),
-                                validation=datasets.Dataset.from_list(numbered(4, 100)),
-                                test=datasets.Dataset.from_list(numbered(6, 200)))
+    full = datasets.DatasetDict(
+        train=datasets.Dataset.from_list(numbered(30)),
+        validation=datasets.Dataset.from_list(numbered(4, 100)),
+        test=datasets.Dataset.from_list(numbered(6, 200)),
+    )
     full.save_to_disk(str(tmp_path / "full"))
     splits = load_splits(file_cfg(tmp_path / "full"), need_ground_truth=True)
     assert sizes(splits) == (30, 4, 6) and splits.test["ground_truth"] == [str(i) for i in range(200, 206)]
@@ -185,7 +200,9 @@ def test_a_saved_dataset_dict_gives_its_splits_by_name(tmp_path):
     assert sizes(load_splits(file_cfg(tmp_path / "dev"), need_ground_truth=True)) == (27, 4, 3)
 
     # splits under other names are named in config
-    datasets.DatasetDict(fit=full["train"], holdout=full["test"], check=full["validation"]).save_to_disk(str(tmp_path / "odd"))
+    datasets.DatasetDict(fit=full["train"], holdout=full["test"], check=full["validation"]).save_to_disk(
+        str(tmp_path / "odd")
+    )
     cfg = file_cfg(tmp_path / "odd", "data.train_split=fit", "data.validation_split=check", "data.test_split=holdout")
     assert sizes(load_splits(cfg, need_ground_truth=True)) == (30, 4, 6)
 
@@ -195,8 +212,10 @@ def test_hub_validation_is_carved_from_train_and_test_is_the_test_split(monkeypa
     import datasets
 
     asked = []
-    hub = {"train": [{"question": f"t{i}", "answer": f"...\n#### {i}"} for i in range(2000)],
-           "test": [{"question": f"x{i}", "answer": f"...\n#### {i}"} for i in range(1319)]}
+    hub = {
+        "train": [{"question": f"t{i}", "answer": f"...\n#### {i}"} for i in range(2000)],
+        "test": [{"question": f"x{i}", "answer": f"...\n#### {i}"} for i in range(1319)],
+    }
 
     def load_dataset(path, subset, split):
         asked.append((path, subset, split))
@@ -216,17 +235,28 @@ def test_hub_validation_is_carved_from_train_and_test_is_the_test_split(monkeypa
 
 TEN = numbered(10)
 SHAPES = {
-    "blank lines between the rows": ("d.jsonl", "\n".join(json.dumps(r) for r in TEN[:5]) + "\n\n  \n"
-                                     + "".join(json.dumps(r) + "\n" for r in TEN[5:])),
+    "blank lines between the rows": (
+        "d.jsonl",
+        "\n".join(json.dumps(r) for r in TEN[:5]) + "\n\n  \n" + "".join(json.dumps(r) + "\n" for r in TEN[5:]),
+    ),
     "a byte-order mark": ("d.jsonl", "\ufeff" + "".join(json.dumps(r) + "\n" for r in TEN)),
-    "a line break U+2028 inside a string": ("d.jsonl", "".join(json.dumps({**r, "prompt": r["prompt"] + "\u2028x"},
-                                                                        ensure_ascii=False) + "\n" for r in TEN)),
+    "a line break U+2028 inside a string": (
+        "d.jsonl",
+        "".join(json.dumps({**r, "prompt": r["prompt"] + "\u2028x"}, ensure_ascii=False) + "\n" for r in TEN),
+    ),
     "a list of objects over many lines": ("d.json", json.dumps(TEN, indent=2)),
-    "chat messages as prompts": ("d.jsonl", "".join(json.dumps({"prompt": [{"role": "user", "content": r["prompt"]}],
-                                                                "ground_truth": int(r["ground_truth"])}) + "\n"
-                                                    for r in TEN)),
-    "a CSV with blank lines": ("d.csv", "\n\nprompt,ground_truth\n" + "".join(f"{r['prompt']},{r['ground_truth']}\n\n"
-                                                                            for r in TEN)),
+    "chat messages as prompts": (
+        "d.jsonl",
+        "".join(
+            json.dumps({"prompt": [{"role": "user", "content": r["prompt"]}], "ground_truth": int(r["ground_truth"])})
+            + "\n"
+            for r in TEN
+        ),
+    ),
+    "a CSV with blank lines": (
+        "d.csv",
+        "\n\nprompt,ground_truth\n" + "".join(f"{r['prompt']},{r['ground_truth']}\n\n" for r in TEN),
+    ),
 }
 
 
@@ -239,7 +269,8 @@ def test_the_check_takes_what_training_loads_with_the_same_rows(tmp_path, name):
     assert checked.columns == ["prompt", "ground_truth"]
     assert sum(sizes(splits)) == 10 and checked.train_rows == len(splits.train) == 8
     assert sorted(p[-1]["content"].split("\u2028")[0] for s in splits for p in s["prompt"]) == sorted(
-        r["prompt"] for r in TEN)
+        r["prompt"] for r in TEN
+    )
 
 
 def test_the_check_counts_the_rows_the_train_split_keeps(tmp_path):
@@ -253,7 +284,9 @@ def test_the_check_counts_the_rows_the_train_split_keeps(tmp_path):
 
 def test_training_names_data_that_is_not_utf8(tmp_path):
     path = tmp_path / "d.jsonl"
-    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in numbered(9)) + b'{"prompt": "\xff", "ground_truth": "1"}\n')
+    path.write_bytes(
+        b"".join(json.dumps(r).encode() + b"\n" for r in numbered(9)) + b'{"prompt": "\xff", "ground_truth": "1"}\n'
+    )
     with pytest.raises(DataError, match=r"^the train data is not UTF-8 text \(byte 0xff\); save its files as UTF-8$"):
         load_splits(file_cfg(path), need_ground_truth=True)
 
@@ -265,25 +298,44 @@ def test_training_names_a_bad_prompt_the_check_could_not_see(monkeypatch):
 
     rows = [{"question": "q", "answer": "#### 1"}] * 3 + [{"question": None, "answer": "#### 2"}]
     monkeypatch.setattr(datasets, "load_dataset", lambda path, subset, split: datasets.Dataset.from_list(rows))
-    with pytest.raises(DataError, match=r"^the train data's row 3: the prompt \(data.prompt_column='question'\) is "
-                                        r"null; give a string or a list of chat messages"):
+    with pytest.raises(
+        DataError,
+        match=r"^the train data's row 3: the prompt \(data.prompt_column='question'\) is "
+        r"null; give a string or a list of chat messages",
+    ):
         load_splits(compose(["data=gsm8k"]).data, need_ground_truth=True)
 
 
 # --- bad input: one line naming the value ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "rows, overrides, message",
     [
         ([{"q": "a", "ground_truth": "1"}] * 3, [], "data.prompt_column='prompt' is not a column"),
         ([{"prompt": "a"}] * 4, [], "data.ground_truth_column='ground_truth' is not a column"),
-        ([{"prompt": "a", "ground_truth": None}, {"prompt": "b", "ground_truth": "2"}] * 10, [], "10 of 20 train rows have no ground truth"),
-        (numbered(10), ["data.validation_size=1.5"], r"data.validation_size=1.5: give a fraction of the train rows in \(0, 1\) or a number of rows >= 1"),
+        (
+            [{"prompt": "a", "ground_truth": None}, {"prompt": "b", "ground_truth": "2"}] * 10,
+            [],
+            "10 of 20 train rows have no ground truth",
+        ),
+        (
+            numbered(10),
+            ["data.validation_size=1.5"],
+            r"data.validation_size=1.5: give a fraction of the train rows in \(0, 1\) or a number of rows >= 1",
+        ),
         (numbered(10), ["data.test_size=0"], r"data.test_size=0: give a fraction"),
         (numbered(10), ["data.test_size=-0.1"], r"data.test_size=-0.1: give a fraction"),
-        (numbered(10), ["data.validation_size=5", "data.test_size=0.5"],
-         r"data.test_size=0.5 \(5 rows\) and data.validation_size=5 \(5 rows\) leave none of the 10 rows of data.path='.*d.jsonl' to train on"),
-        (numbered(10), ["data.validation_split=dev"], "data.validation_split='dev' names a split of a saved DatasetDict, but data.path="),
+        (
+            numbered(10),
+            ["data.validation_size=5", "data.test_size=0.5"],
+            r"data.test_size=0.5 \(5 rows\) and data.validation_size=5 \(5 rows\) leave none of the 10 rows of data.path='.*d.jsonl' to train on",
+        ),
+        (
+            numbered(10),
+            ["data.validation_split=dev"],
+            "data.validation_split='dev' names a split of a saved DatasetDict, but data.path=",
+        ),
     ],
 )
 def test_bad_files_fail_clearly(tmp_path, rows, overrides, message):
@@ -308,8 +360,10 @@ def test_missing_file_is_named(tmp_path):
     with pytest.raises(DataError, match="data file not found: .*nope.jsonl' \\(data.path\\)"):
         load_splits(file_cfg(f"{tmp_path}/nope.jsonl"), need_ground_truth=False)
     with pytest.raises(DataError, match="data file not found: .*nope.jsonl' \\(data.test_path\\)"):
-        load_splits(file_cfg(write_jsonl(tmp_path / "d.jsonl", numbered(4)), f"data.test_path={tmp_path}/nope.jsonl"),
-                    need_ground_truth=False)
+        load_splits(
+            file_cfg(write_jsonl(tmp_path / "d.jsonl", numbered(4)), f"data.test_path={tmp_path}/nope.jsonl"),
+            need_ground_truth=False,
+        )
 
 
 def test_bad_directories_fail_clearly(tmp_path):
@@ -318,28 +372,43 @@ def test_bad_directories_fail_clearly(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("x")
-    with pytest.raises(DataError, match=r"data.path='.*empty' is a directory with no .jsonl/.json/.csv/.parquet files and no save_to_disk"):
+    with pytest.raises(
+        DataError,
+        match=r"data.path='.*empty' is a directory with no .jsonl/.json/.csv/.parquet files and no save_to_disk",
+    ):
         precheck_files(file_cfg(empty), False)
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     write_jsonl(mixed / "a.jsonl", numbered(3))
     write_jsonl(mixed / "b.jsonl", numbered(3))
     (mixed / "c.csv").write_text("prompt,ground_truth\nq,1\n")
-    with pytest.raises(DataError, match=r"holds shards of several formats \(1 csv, 2 json\); keep one format per directory"):
+    with pytest.raises(
+        DataError, match=r"holds shards of several formats \(1 csv, 2 json\); keep one format per directory"
+    ):
         load_splits(file_cfg(mixed), need_ground_truth=False)
 
     train = datasets.Dataset.from_list(numbered(10))
     datasets.DatasetDict(train=train, val=train, dev=train).save_to_disk(str(tmp_path / "two_val"))
-    with pytest.raises(DataError, match=r"has splits \['val', 'dev'\], each a validation split by its name; choose one with data.validation_split"):
+    with pytest.raises(
+        DataError,
+        match=r"has splits \['val', 'dev'\], each a validation split by its name; choose one with data.validation_split",
+    ):
         precheck_files(file_cfg(tmp_path / "two_val"), False)
     datasets.DatasetDict(fit=train).save_to_disk(str(tmp_path / "no_train"))
-    with pytest.raises(DataError, match=r"data.train_split='train' is not a split of '.*no_train'; its splits: \['fit'\]"):
+    with pytest.raises(
+        DataError, match=r"data.train_split='train' is not a split of '.*no_train'; its splits: \['fit'\]"
+    ):
         load_splits(file_cfg(tmp_path / "no_train"), need_ground_truth=False)
     datasets.DatasetDict(train=train, test=train).save_to_disk(str(tmp_path / "dict"))
     test = write_jsonl(tmp_path / "test.jsonl", numbered(3))
-    with pytest.raises(DataError, match=r"data.test_path='.*test.jsonl' and data.path='.*dict''s own test split both give"):
+    with pytest.raises(
+        DataError, match=r"data.test_path='.*test.jsonl' and data.path='.*dict''s own test split both give"
+    ):
         precheck_files(file_cfg(tmp_path / "dict", f"data.test_path={test}"), False)
-    with pytest.raises(DataError, match=r"data.test_path='.*dict' is a saved DatasetDict \(splits \['train', 'test'\]\); point at one split's directory"):
+    with pytest.raises(
+        DataError,
+        match=r"data.test_path='.*dict' is a saved DatasetDict \(splits \['train', 'test'\]\); point at one split's directory",
+    ):
         precheck_files(file_cfg(test, f"data.test_path={tmp_path / 'dict'}"), False)
 
 
@@ -349,9 +418,14 @@ def test_a_save_to_disk_directory_whose_records_are_broken_is_named(tmp_path):
     saved.mkdir()
     (saved / "dataset_info.json").write_text("{}")
     cases = [
-        ('{"_data_files": "data.arrow"}', r"its state.json is \{\"_data_files\": \"data.arrow\"\}; save_to_disk writes"),
-        ('{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}',
-         r"its state.json names data-00000-of-00001.arrow, which is not there$"),
+        (
+            '{"_data_files": "data.arrow"}',
+            r"its state.json is \{\"_data_files\": \"data.arrow\"\}; save_to_disk writes",
+        ),
+        (
+            '{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}',
+            r"its state.json names data-00000-of-00001.arrow, which is not there$",
+        ),
         ("{", r"unreadable state.json \(Expecting property name"),
     ]
     for state, message in cases:

@@ -1,5 +1,6 @@
 """One run over several processes (distributed=ddp) without a scheduler: torchrun's engine starts the ranks, they
 train one run, rank 0 writes it. (SLURM's tasks as ranks: tests/test_slurm.py.)"""
+
 from __future__ import annotations
 
 import json
@@ -12,15 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from grpo_sweep.launching.submit import run_world
 from grpo_sweep.run.distributed import check_world
 from grpo_sweep.run.resume import last_checkpoint
-from grpo_sweep.launching.submit import run_world
 
 from .conftest import FAST, ROOT, compose, launch_here, run_launch
 
 # two processes of 4 prompts' completions each: the global batch of FAST's one process (8)
-TWO = ["distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_train_batch_size=4",
-       "trainer.disable_tqdm=true"]
+TWO = [
+    "distributed=ddp",
+    "distributed.nproc_per_node=2",
+    "trainer.per_device_train_batch_size=4",
+    "trainer.disable_tqdm=true",
+]
 ENV = {"PYTHONPATH": str(ROOT)}
 
 
@@ -36,8 +41,11 @@ def _rank_logs(run_dir: Path) -> str:
 # that process run with the slow tests (~25 s each)
 @pytest.mark.parametrize(
     "launcher",
-    [[], pytest.param(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"], marks=pytest.mark.slow),
-     pytest.param(["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"], marks=pytest.mark.slow)],
+    [
+        [],
+        pytest.param(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=1"], marks=pytest.mark.slow),
+        pytest.param(["-m", "hydra/launcher=submitit_local", "hydra.launcher.cpus_per_task=2"], marks=pytest.mark.slow),
+    ],
     ids=["single run", "pool worker", "submitit_local job"],
 )
 def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
@@ -58,7 +66,9 @@ def test_two_processes_train_one_run_that_rank_0_writes(tmp_path, launcher):
     assert grpo["ddp_find_unused_parameters"] is False and grpo["per_device_train_batch_size"] == 4
     # two processes held for the run's time: twice its device seconds
     timings = summary["timings_s"]
-    assert summary["device_seconds"] == pytest.approx(2 * (timings["train"] + timings["save"] + timings["eval"]), abs=0.01)
+    assert summary["device_seconds"] == pytest.approx(
+        2 * (timings["train"] + timings["save"] + timings["eval"]), abs=0.01
+    )
 
 
 # two processes that import torch and train (~20 s); who records a rank's failure, and how rank 0 names it, is
@@ -93,17 +103,26 @@ def _rank_error(attempt: Path, rank: int, error: Exception) -> str:
     return str(path)
 
 
-GLOO_LOST = RuntimeError("[third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:34218")
+GLOO_LOST = RuntimeError(
+    "[third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:34218"
+)
 
 
-@pytest.mark.parametrize("errors, named", [
-    # rank 1's reward raised; rank 0 lost it mid-collective, and the engine saw rank 0's exit first
-    ({1: ValueError("reward failed on rank 1"), 0: GLOO_LOST}, "rank 1 of 2 failed: ValueError: reward failed on rank 1"),
-    # rank 0's own error is the run's, whatever the others then report
-    ({0: ValueError("evaluation failed"), 1: GLOO_LOST}, "rank 0 of 2 failed: ValueError: evaluation failed"),
-    # nobody left an error of its own (the peer was killed): the rank the engine saw, as it said it
-    ({0: GLOO_LOST}, "rank 0 of 2 failed: RuntimeError: [third_party"),
-], ids=["a peer's error", "its own error", "only the report"])
+@pytest.mark.parametrize(
+    "errors, named",
+    [
+        # rank 1's reward raised; rank 0 lost it mid-collective, and the engine saw rank 0's exit first
+        (
+            {1: ValueError("reward failed on rank 1"), 0: GLOO_LOST},
+            "rank 1 of 2 failed: ValueError: reward failed on rank 1",
+        ),
+        # rank 0's own error is the run's, whatever the others then report
+        ({0: ValueError("evaluation failed"), 1: GLOO_LOST}, "rank 0 of 2 failed: ValueError: evaluation failed"),
+        # nobody left an error of its own (the peer was killed): the rank the engine saw, as it said it
+        ({0: GLOO_LOST}, "rank 0 of 2 failed: RuntimeError: [third_party"),
+    ],
+    ids=["a peer's error", "its own error", "only the report"],
+)
 def test_the_rank_a_failure_is_named_after_is_the_one_that_caused_it(tmp_path, errors, named):
     """The engine names the first exit it sees; a rank that only reports a vanished peer is not the cause."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
@@ -136,8 +155,10 @@ def test_a_killed_rank_fails_the_run_in_one_line(tmp_path):
     assert (summary["status"], summary["error"]) == ("failed", f"RankFailed: {line}")
 
 
-TORCHRUN_REFUSAL = ("grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts "
-                    "a run's processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2")
+TORCHRUN_REFUSAL = (
+    "grpo-sweep: launch.py was started as one of 2 processes (torchrun, accelerate launch); it starts "
+    "a run's processes itself: python launch.py distributed=ddp distributed.nproc_per_node=2"
+)
 
 
 def test_a_launch_started_as_one_of_several_processes_is_refused_with_the_spelling_that_works(tmp_path):
@@ -154,9 +175,24 @@ def test_launch_under_torchrun_is_refused_with_the_spelling_that_works(tmp_path)
     """Under torchrun every process would be a run of its own (its own run directory, summary, checkpoints)."""
     # torchrun stops the other processes at its first look after one fails (every 0.1 s by default): with 5 s, the
     # process that reaches the refusal later still prints it, however unevenly the two start up
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          "--monitor-interval=5", str(ROOT / "launch.py"), "distributed=ddp", f"output_root={tmp_path}"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "--monitor-interval=5",
+            str(ROOT / "launch.py"),
+            "distributed=ddp",
+            f"output_root={tmp_path}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **ENV},
+    )
     assert out.returncode != 0
     assert (out.stdout + out.stderr).count(TORCHRUN_REFUSAL) == 2, out.stderr[-3000:]
     assert not list(tmp_path.glob("**/metrics.jsonl"))
@@ -177,6 +213,7 @@ def test_the_engines_signal_handlers_do_not_outlive_the_run(tmp_path, monkeypatc
             signal.signal(signal.SIGINT, lambda *a: None)  # what start_processes does (its _terminate_process_handler)
             signal.signal(signal.SIGTERM, lambda *a: None)
             return {0: "rank 0's record"}
+
         return start
 
     monkeypatch.setattr(api, "elastic_launch", engine)
@@ -203,11 +240,19 @@ def test_a_killed_two_process_run_resumes_both_ranks_from_one_checkpoint(tmp_pat
     """SIGKILL to the whole process group mid-run (a node lost), then the same command again: both ranks continue from
     the newest checkpoint, and every step is in metrics.jsonl once."""
     run_dir = tmp_path / "run"
-    args = [sys.executable, str(ROOT / "launch.py"), *FAST, *TWO, "trainer.max_steps=30", "trainer.save_steps=4",
-            f"hydra.run.dir={run_dir}"]
+    args = [
+        sys.executable,
+        str(ROOT / "launch.py"),
+        *FAST,
+        *TWO,
+        "trainer.max_steps=30",
+        "trainer.save_steps=4",
+        f"hydra.run.dir={run_dir}",
+    ]
     env = {**os.environ, **ENV}
-    first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 300
     # a checkpoint directory appears before its save ends; the kill must come after one whose save finished
     while (last_checkpoint(run_dir) or (None, 0))[1] < 8:

@@ -1,4 +1,5 @@
 """The README stays a short first read, and every link in it and in docs/ leads somewhere."""
+
 from __future__ import annotations
 
 import re
@@ -105,8 +106,13 @@ def _defines(path: Path, names: list[str]) -> bool:
     for name in names:
         found = None
         for node in body:
-            targets = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else \
-                [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
+            targets = (
+                [node.name]
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                else [
+                    t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)
+                ]
+            )
             if name in targets:
                 found = node
         if found is None:
@@ -150,6 +156,10 @@ def test_the_architecture_page_names_only_code_that_exists():
 
 def test_the_checker_sees_a_renamed_function():
     assert named_code_problems("`run/lifecycle.run_one`, `launching/gate.check_run`, `rewards.mix.build_mix`") == []
-    assert named_code_problems("`run/lifecycle.run_two` and `sweeps/gone.py` and `reading/results.SweepResults.nope`") \
-        == ["sweeps/gone.py: no such file", "run/lifecycle.run_two: run/lifecycle defines no run_two",
-            "reading/results.SweepResults.nope: reading/results defines no SweepResults.nope"]
+    assert named_code_problems(
+        "`run/lifecycle.run_two` and `sweeps/gone.py` and `reading/results.SweepResults.nope`"
+    ) == [
+        "sweeps/gone.py: no such file",
+        "run/lifecycle.run_two: run/lifecycle defines no run_two",
+        "reading/results.SweepResults.nope: reading/results defines no SweepResults.nope",
+    ]

@@ -1,4 +1,5 @@
 """Held-out evaluation: before/during/after training, strict vs lenient accuracy, pass@k / maj@k, the best step."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,8 @@ def fake_tokenizer(text, add_special_tokens=False):
 def evaluator(backend, truths: list[str], overrides: list[str] = ()):
     import datasets
 
-    from grpo_sweep.run.evaluate import Evaluator
     from grpo_sweep.rewards.mix import build_mix
+    from grpo_sweep.run.evaluate import Evaluator
 
     cfg = compose(list(overrides))
     held_out = datasets.Dataset.from_list(
@@ -58,8 +59,11 @@ def test_strict_accuracy_needs_the_format_lenient_does_not():
 def test_pass_and_majority_at_k():
     # 3 prompts x k=4 samples: prompt 0 right once (pass, no majority), prompt 1 right three times (both),
     # prompt 2 never right
-    samples = [answered(a) for a in ["1", "2", "2", "5"]] + [answered(a) for a in ["7", "7", "8", "7"]] \
+    samples = (
+        [answered(a) for a in ["1", "2", "2", "5"]]
+        + [answered(a) for a in ["7", "7", "8", "7"]]
         + [answered(a) for a in ["0", "0", "0", "0"]]
+    )
     backend = ScriptedBackend([answered("0")] * 3, samples)
     ev = evaluator(backend, ["5", "7", "9"], ["trainer.eval.k=4", "trainer.eval.temperature=0.8"])
     result, outcomes = ev.sampled(model=None)
@@ -94,7 +98,9 @@ def test_best_step_keeps_the_best_adapter_and_ties_go_later(tmp_path):
         saved.append(model)
         return target / "lora"
 
-    periodic = PeriodicEval(evaluator=None, run_dir=tmp_path, every=10, metric="val_accuracy", write=lambda row: None, save=save)
+    periodic = PeriodicEval(
+        evaluator=None, run_dir=tmp_path, every=10, metric="val_accuracy", write=lambda row: None, save=save
+    )
     for step, acc in [(0, 0.1), (10, 0.5), (20, 0.3), (30, 0.5)]:
         periodic.offer(step, Scores(acc), model=f"model@{step}")
     assert (periodic.best_step, periodic.best_value, periodic.best_adapter) == (30, 0.5, "best/lora")
@@ -147,9 +153,9 @@ def test_bad_eval_settings_fail_in_one_line(override, message):
 # -- a real run ----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def evaluated_run(tmp_path_factory):
-    from grpo_sweep.run.train import train
-
     from omegaconf import OmegaConf
+
+    from grpo_sweep.run.train import train
 
     run_dir = tmp_path_factory.mktemp("run")
     overrides = FAST + ["trainer.eval.every_steps=2", "optimized_metric=best.val_rewards.xmlcount"]
@@ -169,8 +175,15 @@ def test_a_run_is_evaluated_before_during_and_after_training(evaluated_run):
     assert rows[0]["val/xmlcount"] == summary["val_rewards_before"]["xmlcount"]
     reported = next(r for r in rows if r["step"] == summary["reported_step"])
     assert reported["val/xmlcount"] == summary["val_rewards"]["xmlcount"]
-    for key in ("val_accuracy", "val_accuracy_before", "test_accuracy", "test_accuracy_before", "test_accuracy_lenient",
-                "test_pass_at_k", "test_maj_at_k"):
+    for key in (
+        "val_accuracy",
+        "val_accuracy_before",
+        "test_accuracy",
+        "test_accuracy_before",
+        "test_accuracy_lenient",
+        "test_pass_at_k",
+        "test_maj_at_k",
+    ):
         assert 0.0 <= summary[key] <= 1.0, key
     assert summary["test_k"] == 4
     [test_row] = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "test/accuracy" in r]
@@ -213,8 +226,12 @@ def test_generate_loads_the_best_adapter(evaluated_run, capsys, monkeypatch):
 def test_an_evaluation_that_fails_is_reported_and_the_adapter_kept(tmp_path):
     # the reward works in training (TRL passes trainer_state) and raises in every evaluation (validation and test)
     result = launch_here(
-        FAST + ["+reward_mix.evalbomb.fn=tests.failing_rewards.fails_outside_training", "+reward_mix.evalbomb.weight=0.5",
-                "hydra.run.dir=" + str(tmp_path / "run")],
+        FAST
+        + [
+            "+reward_mix.evalbomb.fn=tests.failing_rewards.fails_outside_training",
+            "+reward_mix.evalbomb.weight=0.5",
+            "hydra.run.dir=" + str(tmp_path / "run"),
+        ],
         tmp_path,
     )
     assert result.returncode == 1, result.stderr[-2000:]

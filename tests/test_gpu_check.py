@@ -2,6 +2,7 @@
 and what it would run, each check with its budget, and runs nothing; the wheelhouse's installer picks only what
 this Python lacks. The 2-GPU checks skip, saying why, where fewer GPUs are; their DDP run works on CPU, and the
 server check's timing and memory reading work against a stand-in server."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -33,8 +34,14 @@ def test_the_dry_run_lists_what_it_would_install_and_run_and_runs_nothing(tmp_pa
     lacking = [name for name, _ in gpu_wheels.missing_here()]
     wheels = fake_wheelhouse(tmp_path / "wheels", [name for name, _ in gpu_wheels.requirements()])
     out = tmp_path / "results"
-    result = subprocess.run(["bash", "scripts/gpu_check.sh", "--offline-wheels", str(wheels), "--out", str(out), "--dry-run"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable})
+    result = subprocess.run(
+        ["bash", "scripts/gpu_check.sh", "--offline-wheels", str(wheels), "--out", str(out), "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     text = result.stdout
     assert f"pip install --no-index --no-deps --find-links {wheels}" in text
@@ -43,7 +50,10 @@ def test_the_dry_run_lists_what_it_would_install_and_run_and_runs_nothing(tmp_pa
     assert "would install trl" not in text  # installed here: the node's own copy is kept
     assert f"results would go to {out}" in text
     budgets = __import__("gpu_check").CHECK_BUDGETS
-    assert f"would run model (budget {budgets['model']} s)" in text and f"would run trl (budget {budgets['trl']} s)" in text
+    assert (
+        f"would run model (budget {budgets['model']} s)" in text
+        and f"would run trl (budget {budgets['trl']} s)" in text
+    )
     assert f"model.name_or_path={out}/model-qwen2.5-0.5b-random" in text
     if importlib.util.find_spec("unsloth") is None:
         assert "would skip unsloth: not installed here: unsloth" in text
@@ -71,7 +81,10 @@ def test_every_budget_covers_what_its_check_waits_for_and_all_fit_one_device_com
     extra = gpu_check.multi_gpu_seconds(gpu_check.DEFAULT_CHECKS)
     assert sum(every.values()) <= gpu_check.parse_args([]).budget + extra
     assert f"MULTI_GPU_S={extra} " in script
-    assert "cli-trl-ddp" not in every and extra == gpu_check.CHECK_BUDGETS["trl-ddp"] + gpu_check.CHECK_BUDGETS["trl-server"]
+    assert (
+        "cli-trl-ddp" not in every
+        and extra == gpu_check.CHECK_BUDGETS["trl-ddp"] + gpu_check.CHECK_BUDGETS["trl-server"]
+    )
 
 
 def test_the_two_gpu_checks_skip_with_the_reason_where_fewer_gpus_are():
@@ -80,13 +93,15 @@ def test_the_two_gpu_checks_skip_with_the_reason_where_fewer_gpus_are():
     run, skipped = gpu_check.select_backends(gpu_check.DEFAULT_CHECKS, dry_run=False, gpus=1)
     assert "trl" in run and "trl-ddp" not in run and "trl-server" not in run
     assert skipped["trl-ddp"] == "needs 2 GPUs (distributed=ddp distributed.nproc_per_node=2) and 1 is visible here"
-    assert skipped["trl-server"].startswith("needs 2 GPUs (trainer.use_vllm=true trainer.vllm_mode=server "
-                                            "trainer.vllm_server.gpus=1)")
+    assert skipped["trl-server"].startswith(
+        "needs 2 GPUs (trainer.use_vllm=true trainer.vllm_mode=server trainer.vllm_server.gpus=1)"
+    )
     run, skipped = gpu_check.select_backends(["trl-ddp", "trl-server"], dry_run=False, gpus=2)
     assert run[0] == "trl-ddp"
     if importlib.util.find_spec("vllm") is None:
-        assert skipped == {"trl-server": 'not installed here: vllm; pip install -e ".[gpu]" where the full stack can '
-                                         "be installed"}
+        assert skipped == {
+            "trl-server": 'not installed here: vllm; pip install -e ".[gpu]" where the full stack can be installed'
+        }
     # the CPU dry run: DDP as 2 gloo processes; the server needs a GPU
     run, skipped = gpu_check.select_backends(["trl-ddp", "trl-server"], dry_run=True, gpus=0)
     assert run == ["trl-ddp"] and skipped == {"trl-server": "needs a GPU; the dry run leaves it out"}
@@ -147,8 +162,9 @@ def test_a_check_that_runs_out_of_time_leaves_no_process_behind(tmp_path):
     worker, server_pid = tmp_path / "worker.pid", tmp_path / "server.pid"
     script = HANGING_CHECK.format(standin=str(STANDIN), worker=str(worker), server_pid=str(server_pid))
     started = time.monotonic()
-    code, output = gpu_check.run_process([sys.executable, "-c", script], dict(os.environ), 2.0, tmp_path / "check.log",
-                                         floor_s=0.0, grace_s=1.0)
+    code, output = gpu_check.run_process(
+        [sys.executable, "-c", script], dict(os.environ), 2.0, tmp_path / "check.log", floor_s=0.0, grace_s=1.0
+    )
     assert code is None and "check started its server" in output
     assert time.monotonic() - started < 2.0 + 1.0 + 5.0
     pids = [int(server_pid.read_text()), int(worker.read_text())]
@@ -163,8 +179,22 @@ def test_a_check_that_runs_out_of_time_leaves_no_process_behind(tmp_path):
 @pytest.mark.slow
 def test_the_cpu_dry_run_trains_the_ddp_check_as_two_processes(tmp_path):
     out = tmp_path / "check"
-    result = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "trl-ddp,trl-server",
-                             "--skip-cli", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "scripts/gpu_check.py",
+            "--cpu-dry-run",
+            "--backends",
+            "trl-ddp,trl-server",
+            "--skip-cli",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "skipping backend=trl-server: needs a GPU; the dry run leaves it out" in result.stdout
     ddp, server = json.loads((out / "gpu_check.json").read_text())["results"]
@@ -179,8 +209,10 @@ def test_the_cpu_dry_run_trains_the_ddp_check_as_two_processes(tmp_path):
 def test_the_installer_takes_only_what_this_python_lacks(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_wheels, "installed", lambda name: None if name in ("hydra-core", "nvidia-ml-py") else "1")
     wheels = fake_wheelhouse(tmp_path / "wheels", ["hydra-core"])
-    assert gpu_wheels.plan(wheels) == [("hydra-core", wheels / "hydra_core-1.0-py3-none-any.whl"),
-                                       ("nvidia-ml-py", None)]
+    assert gpu_wheels.plan(wheels) == [
+        ("hydra-core", wheels / "hydra_core-1.0-py3-none-any.whl"),
+        ("nvidia-ml-py", None),
+    ]
     assert gpu_wheels.install(wheels) == 1  # a wheel the node needs is not there: said, nothing installed
 
 

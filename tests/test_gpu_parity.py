@@ -1,5 +1,6 @@
 """GPU behaviour decided on CPU: the prompt ids vLLM evaluation sends, where a finished run's model is placed, and
 where Unsloth writes its generated code."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,13 @@ def llama_like_tokenizer():
         single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, vocab[BOS])]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token=BOS, eos_token="<|eot_id|>", pad_token="<pad>", unk_token="<unk>",
-        padding_side="left", chat_template=LLAMA_TEMPLATE,
+        tokenizer_object=backend,
+        bos_token=BOS,
+        eos_token="<|eot_id|>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        padding_side="left",
+        chat_template=LLAMA_TEMPLATE,
     )
 
 

@@ -1,6 +1,7 @@
 """LLM-as-a-judge reward terms (rewards/judge.py) against real OpenAI-compatible servers on loopback: transformers'
 server with the tiny model, aiohttp endpoints that score, hang, return garbage, rate-limit, reply with megabytes or
 trickle a byte at a time, and a port nothing listens on."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,14 +18,24 @@ import pytest
 
 pytest.importorskip("openai", reason="the judge's client: pip install -e '.[dev]'")
 
+from bench.judge_servers import (  # noqa: E402
+    TINY_MODEL,
+    JudgeServer,
+    chat_reply,
+    free_port,
+    hang,
+    huge,
+    rate_limited,
+    read_json_lines,
+    scored,
+    tiny_model_server,
+    trickle,
+)
 from grpo_sweep.rewards import RewardError  # noqa: E402
 from grpo_sweep.rewards import judge as judge_module  # noqa: E402
 from grpo_sweep.rewards.guard import guarded  # noqa: E402
 from grpo_sweep.rewards.judge import llm_judge  # noqa: E402
 from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns  # noqa: E402
-
-from bench.judge_servers import (TINY_MODEL, JudgeServer, chat_reply, free_port, hang, huge,  # noqa: E402
-                                  rate_limited, read_json_lines, scored, tiny_model_server, trickle)
 
 from .conftest import FAST, ROOT, launch_here, run_launch  # noqa: E402
 
@@ -41,8 +52,14 @@ def ask(judge, texts: list[str], questions: list[str] | None = None, metrics: di
     questions = questions or [f"What is {i} + 1?" for i in range(len(texts))]
     log = (lambda name, value: metrics.setdefault(name, []).append(value)) if metrics is not None else None
     judge = judge if hasattr(judge, "failures") else guarded(judge, "j")  # as the mix builds it: FAILED -> None
-    return judge(prompts=[chat(q) for q in questions], completions=[[{"role": "assistant", "content": t}] for t in texts],
-                 completion_ids=[[1]] * len(texts), trainer_state=None, log_metric=log, **columns)
+    return judge(
+        prompts=[chat(q) for q in questions],
+        completions=[[{"role": "assistant", "content": t}] for t in texts],
+        completion_ids=[[1]] * len(texts),
+        trainer_state=None,
+        log_metric=log,
+        **columns,
+    )
 
 
 def make(server, **args):
@@ -57,8 +74,13 @@ def completion_of(prompt: str) -> str:
 
 
 def test_the_score_is_the_last_number_of_the_reply_mapped_from_the_score_range_to_0_1():
-    replies = {"good": "Clear and right: 8/10", "bad": "Score: 2", "top": "7 steps... final score 10",
-               "zero": "0", "none": "I cannot tell."}
+    replies = {
+        "good": "Clear and right: 8/10",
+        "bad": "Score: 2",
+        "top": "7 steps... final score 10",
+        "zero": "0",
+        "none": "I cannot tell.",
+    }
     with JudgeServer(scored(lambda prompt: replies[completion_of(prompt)])) as server:
         scores = ask(make(server), list(replies))
     assert scores == [0.8, 0.2, 1.0, 0.0, None]  # a reply with no number: None
@@ -92,7 +114,10 @@ def test_metrics_each_call_latency_tokens_cache_hits_failures():
     assert metrics["judge/j/cache_hit_rate"] == [0.25, 0.5]
     assert metrics["judge/j/failures"] == [1.0, 0.0]  # the unparseable reply
     assert all(0.05 <= v < 2 for v in metrics["judge/j/latency_s"] + metrics["judge/j/latency_max_s"])
-    assert metrics["judge/j/prompt_tokens"][0] > 0 and metrics["judge/j/completion_tokens"] == [6.0, 2.0]  # words of the replies
+    assert metrics["judge/j/prompt_tokens"][0] > 0 and metrics["judge/j/completion_tokens"] == [
+        6.0,
+        2.0,
+    ]  # words of the replies
     assert judge.totals.requests == server.requests == 4 and judge.totals.cache_hits == 2
 
 
@@ -174,13 +199,19 @@ def test_a_hanging_server_times_out_each_attempt_and_retries_within_the_bound():
     assert server.requests == 2  # each attempt timed out and was retried once; the deadline would have left one
 
 
-@pytest.mark.parametrize("body,content_type", [
-    ("<html>502 Bad Gateway</html>", "text/html"),
-    ("{not json", "application/json"),
-    (json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "excellent answer!"}}]}),
-     "application/json"),
-    (json.dumps({"result": "ok"}), "application/json"),
-], ids=["html", "broken-json", "no-number", "not-a-completion"])
+@pytest.mark.parametrize(
+    "body,content_type",
+    [
+        ("<html>502 Bad Gateway</html>", "text/html"),
+        ("{not json", "application/json"),
+        (
+            json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "excellent answer!"}}]}),
+            "application/json",
+        ),
+        (json.dumps({"result": "ok"}), "application/json"),
+    ],
+    ids=["html", "broken-json", "no-number", "not-a-completion"],
+)
 def test_a_server_returning_garbage_scores_none_counted_as_failures(body, content_type):
     from aiohttp import web
 
@@ -193,9 +224,14 @@ def test_a_server_returning_garbage_scores_none_counted_as_failures(body, conten
     assert metrics["judge/j/failures"] == metrics["reward_failures/j"] == [2.0]
 
 
-@pytest.mark.parametrize("body", [{"detail": "Server is pinned to 'tiny'; requested 'judge-model'."},
-                                  {"error": {"message": "Server is pinned to 'tiny'; requested 'judge-model'."}}],
-                         ids=["fastapi", "openai"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"detail": "Server is pinned to 'tiny'; requested 'judge-model'."},
+        {"error": {"message": "Server is pinned to 'tiny'; requested 'judge-model'."}},
+    ],
+    ids=["fastapi", "openai"],
+)
 def test_a_refused_request_logs_what_the_server_said(body, caplog):
     """An HTTP error's text is only its status code: the log line shows the server's reason too."""
     from aiohttp import web
@@ -205,7 +241,10 @@ def test_a_refused_request_logs_what_the_server_said(body, caplog):
 
     with JudgeServer(refuse) as server, caplog.at_level("WARNING", logger="grpo_sweep.rewards.judge"):
         assert ask(make(server, max_retries=0), ["a"]) == [None]
-    assert "Error code: 400" in caplog.text and caplog.text.count("Server is pinned to 'tiny'; requested 'judge-model'.") == 1
+    assert (
+        "Error code: 400" in caplog.text
+        and caplog.text.count("Server is pinned to 'tiny'; requested 'judge-model'.") == 1
+    )
 
 
 def test_429s_are_retried_after_retry_after_then_scored():
@@ -273,8 +312,9 @@ def test_a_judge_whose_connections_time_out_is_asked_once_a_call_too():
         full.listen(0)
         held = socket.create_connection(full.getsockname())  # the backlog is full: every later SYN is dropped
         port = full.getsockname()[1]
-        fn = guarded(llm_judge(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout=0.3, max_retries=1,
-                               term_name="j"), "j")
+        fn = guarded(
+            llm_judge(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout=0.3, max_retries=1, term_name="j"), "j"
+        )
         metrics = {}
         for _ in range(2):
             assert returns(lambda: ask(fn, ["a", "b"], metrics=metrics), 30) == [None, None]
@@ -285,22 +325,33 @@ def test_a_judge_whose_connections_time_out_is_asked_once_a_call_too():
 # ---- settings, checked before anything trains ----------------------------------------------------------------
 
 BAD = [
-    ({"template": "Rate {answer}: {completion}"}, "factory_args.template has unknown placeholder {answer}; it may use "
-     "{question}, {completion}, {ground_truth}"),
-    ({"template": "Rate {completions}", "group": True, "score_regex": r"(\d+)"}, "factory_args.score_regex='(\\\\d+)'"
-     ": with group=true it needs two groups"),
-    ({"template": "Rate {completion}", "group": True}, "factory_args.template has unknown placeholder {completion}; "
-     "it may use {question}, {completions}, {n}, {ground_truth} (group=true)"),
+    (
+        {"template": "Rate {answer}: {completion}"},
+        "factory_args.template has unknown placeholder {answer}; it may use {question}, {completion}, {ground_truth}",
+    ),
+    (
+        {"template": "Rate {completions}", "group": True, "score_regex": r"(\d+)"},
+        "factory_args.score_regex='(\\\\d+)': with group=true it needs two groups",
+    ),
+    (
+        {"template": "Rate {completion}", "group": True},
+        "factory_args.template has unknown placeholder {completion}; "
+        "it may use {question}, {completions}, {n}, {ground_truth} (group=true)",
+    ),
     ({"template": "Rate this"}, "factory_args.template has no {completion}"),
     ({"template": "Rate {completion} {"}, "factory_args.template: Single '{' encountered in format string"),
     ({"base_url": "localhost:8000"}, "factory_args.base_url='localhost:8000': give the endpoint's URL"),
     ({"base_url": "ftp://judge:21/v1"}, "factory_args.base_url='ftp://judge:21/v1': give the endpoint's URL"),
-    ({"base_url": "http://127.0.0.1:99999/v1"}, "factory_args.base_url='http://127.0.0.1:99999/v1': the port must be "
-     "a number from 1 to 65535"),
+    (
+        {"base_url": "http://127.0.0.1:99999/v1"},
+        "factory_args.base_url='http://127.0.0.1:99999/v1': the port must be a number from 1 to 65535",
+    ),
     ({"base_url": "http://u:hunter2@judge:0/v1"}, "factory_args.base_url='http://u:***@judge:0/v1': the port must"),
     ({"max_reply_bytes": 100}, "factory_args.max_reply_bytes=100: give a whole number >= 1024"),
-    ({"key_env": "NO_SUCH_JUDGE_KEY_VAR"}, "factory_args.key_env=NO_SUCH_JUDGE_KEY_VAR: environment variable "
-     "NO_SUCH_JUDGE_KEY_VAR is not set"),
+    (
+        {"key_env": "NO_SUCH_JUDGE_KEY_VAR"},
+        "factory_args.key_env=NO_SUCH_JUDGE_KEY_VAR: environment variable NO_SUCH_JUDGE_KEY_VAR is not set",
+    ),
     ({"score_range": [10, 0]}, "factory_args.score_range=[10, 0]: the lowest score must be below the highest"),
     ({"score_regex": "Score: (\\d+"}, "factory_args.score_regex='Score: (\\\\d+' is not a regular expression"),
     ({"max_concurrency": 0}, "factory_args.max_concurrency=0: give a whole number >= 1"),
@@ -308,7 +359,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("args,message", BAD, ids=[m.split(":")[0].split("=")[0][13:] + str(i) for i, (_, m) in enumerate(BAD)])
+@pytest.mark.parametrize(
+    "args,message", BAD, ids=[m.split(":")[0].split("=")[0][13:] + str(i) for i, (_, m) in enumerate(BAD)]
+)
 def test_bad_judge_settings_are_refused_in_one_line_naming_the_term(args, message):
     term = {"factory": FACTORY, "factory_args": {"base_url": "http://127.0.0.1:9/v1", "model": "m", **args}}
     with pytest.raises(RewardError) as info:
@@ -327,10 +380,14 @@ def test_an_api_key_put_in_config_is_refused_without_echoing_it():
 
 def test_without_openai_the_gate_says_to_install_it(monkeypatch):
     find_spec = judge_module.importlib.util.find_spec
-    monkeypatch.setattr(judge_module.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "openai" else find_spec(name, *a))
-    with pytest.raises(RewardError, match=r"^reward_mix.j.factory=grpo_sweep.rewards.judge.llm_judge: the LLM judge "
-                                          r'needs the openai package: pip install -e "\.\[judge\]"'):
+    monkeypatch.setattr(
+        judge_module.importlib.util, "find_spec", lambda name, *a: None if name == "openai" else find_spec(name, *a)
+    )
+    with pytest.raises(
+        RewardError,
+        match=r"^reward_mix.j.factory=grpo_sweep.rewards.judge.llm_judge: the LLM judge "
+        r'needs the openai package: pip install -e "\.\[judge\]"',
+    ):
         check_mix({"j": {"factory": FACTORY, "factory_args": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}})
 
 
@@ -345,8 +402,12 @@ def test_a_template_with_the_ground_truth_makes_the_term_read_that_column():
 
 def test_validating_a_judge_term_imports_no_torch_nor_the_client_and_opens_no_connection():
     with JudgeServer(scored(lambda prompt: "5")) as server:
-        args = [f"+reward_mix.j.factory={FACTORY}", f"+reward_mix.j.factory_args.base_url={server.base_url}",
-                "+reward_mix.j.factory_args.model=m", "+reward_mix.j.factory_args.score_range=[1,5]"]
+        args = [
+            f"+reward_mix.j.factory={FACTORY}",
+            f"+reward_mix.j.factory_args.base_url={server.base_url}",
+            "+reward_mix.j.factory_args.model=m",
+            "+reward_mix.j.factory_args.score_range=[1,5]",
+        ]
         code = (
             "import sys\n"
             "from tests.conftest import compose\n"
@@ -359,8 +420,9 @@ def test_validating_a_judge_term_imports_no_torch_nor_the_client_and_opens_no_co
         )
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
-    assert re.search(rf"j +weight 1  {FACTORY}\(base_url='http://127.0.0.1:\d+/v1', model='m', score_range=\[1, 5\]\)",
-                     out.stdout), out.stdout
+    assert re.search(
+        rf"j +weight 1  {FACTORY}\(base_url='http://127.0.0.1:\d+/v1', model='m', score_range=\[1, 5\]\)", out.stdout
+    ), out.stdout
     assert server.requests == 0
 
 
@@ -373,16 +435,28 @@ DOWN_SAMPLES = 3 * 8
 
 
 def judge_term(name: str, base_url: str, *args: str) -> list[str]:
-    return [f"+reward_mix.{name}.factory={FACTORY}", f"+reward_mix.{name}.factory_args.base_url={base_url}",
-            *(f"+reward_mix.{name}.factory_args.{a}" for a in args)]
+    return [
+        f"+reward_mix.{name}.factory={FACTORY}",
+        f"+reward_mix.{name}.factory_args.base_url={base_url}",
+        *(f"+reward_mix.{name}.factory_args.{a}" for a in args),
+    ]
 
 
 @pytest.mark.slow
 def test_a_judge_served_by_transformers_serve_with_the_tiny_model_trains(tmp_path):
     """The tiny model's replies are noise: the run shows the mechanics (scores parsed or None, metrics logged)."""
     with tiny_model_server() as base_url:
-        out = run_launch(["reward_mix=none", *judge_term("tiny", base_url, f"model={TINY_MODEL}", "max_tokens=8"),
-                          *FAST, "trainer.max_steps=2", "trainer.save_steps=2"], tmp_path, timeout=300)
+        out = run_launch(
+            [
+                "reward_mix=none",
+                *judge_term("tiny", base_url, f"model={TINY_MODEL}", "max_tokens=8"),
+                *FAST,
+                "trainer.max_steps=2",
+                "trainer.save_steps=2",
+            ],
+            tmp_path,
+            timeout=300,
+        )
     assert out.returncode == 0, out.stderr[-3000:]
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -403,9 +477,16 @@ def test_training_goes_on_when_the_judge_hangs(tmp_path):
     last step, and every sample is a failure of the term in reward_failures (a term that never scored ends the run
     failed: tests/test_hostile_input.py)."""
     with JudgeServer(hang) as server:
-        out = launch_here(["reward_mix=none", *judge_term("judge", server.base_url, "model=m", "timeout=5",
-                                                          "deadline=0.3"), *FAST, "trainer.max_steps=2",
-                           "trainer.save_steps=2"], tmp_path)
+        out = launch_here(
+            [
+                "reward_mix=none",
+                *judge_term("judge", server.base_url, "model=m", "timeout=5", "deadline=0.3"),
+                *FAST,
+                "trainer.max_steps=2",
+                "trainer.save_steps=2",
+            ],
+            tmp_path,
+        )
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["status"] == "failed", out.stderr[-3000:]
@@ -429,10 +510,19 @@ def test_a_judge_only_reward_rises_in_training_and_its_key_is_in_no_file(tmp_pat
     key = "sk-test-never-written-0123456789"
     template = "'Truth: {ground_truth} ||| Answer: <<<{completion}>>> ||| Question: {question}'"
     with JudgeServer(scored(truth_and_answer)) as server:
-        out = run_launch(["reward_mix=none", *judge_term("judge", server.base_url, "model=checker",
-                                                         f"key_env={KEY_ENV}", f"template={template}"),
-                          "+reward_mix.correct.weight=0", "trainer.max_steps=60", "data.max_val_samples=8",
-                          "data.max_test_samples=8"], tmp_path, timeout=600, env={KEY_ENV: key})
+        out = run_launch(
+            [
+                "reward_mix=none",
+                *judge_term("judge", server.base_url, "model=checker", f"key_env={KEY_ENV}", f"template={template}"),
+                "+reward_mix.correct.weight=0",
+                "trainer.max_steps=60",
+                "data.max_val_samples=8",
+                "data.max_test_samples=8",
+            ],
+            tmp_path,
+            timeout=600,
+            env={KEY_ENV: key},
+        )
     assert out.returncode == 0, out.stderr[-3000:]
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -445,5 +535,3 @@ def test_a_judge_only_reward_rises_in_training_and_its_key_is_in_no_file(tmp_pat
     assert any(r.get("judge/judge/cache_hit_rate", 0) > 0 for r in rows)
     leaked = [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     assert not leaked and key not in out.stdout + out.stderr, leaked
-
-

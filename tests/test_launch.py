@@ -1,12 +1,12 @@
 """`python launch.py` as a user runs it: the main job, and a -m grid ending in a table."""
-from __future__ import annotations
 
-import pytest
+from __future__ import annotations
 
 import json
 
-from .conftest import ROOT, run_launch
+import pytest
 
+from .conftest import ROOT, run_launch
 
 # The README's main job starts from the shipped weights, so its before-training figures are the same on every
 # machine; what GRPO then does depends on float rounding (another CPU takes another path), so the test asks for
@@ -38,12 +38,24 @@ def test_main_job_starts_from_the_shipped_model_and_learns(tmp_path):
     assert before and float(before.group(1)) == round(README_TEST_BEFORE, 3)
     readme = (ROOT / "README.md").read_text()  # the README promises these exact figures
     assert f"accuracy {README_VAL_BEFORE:.3f} ->" in readme and f"accuracy {README_TEST_BEFORE:.3f} ->" in readme
-    for line in ("reward (weighted)", "rewards/correct", "validation (64 prompts): accuracy", "objective val_accuracy",
-                 "base model sha256", "saved to"):
+    for line in (
+        "reward (weighted)",
+        "rewards/correct",
+        "validation (64 prompts): accuracy",
+        "objective val_accuracy",
+        "base model sha256",
+        "saved to",
+    ):
         assert line in out.stdout, line
     run_dir = summary_file.parent
-    for name in (".hydra/config.yaml", "metrics.jsonl", "samples.jsonl", "lora/adapter_config.json",
-                 "outcomes/test.jsonl", "outcomes/val.jsonl"):
+    for name in (
+        ".hydra/config.yaml",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "lora/adapter_config.json",
+        "outcomes/test.jsonl",
+        "outcomes/val.jsonl",
+    ):
         assert (run_dir / name).exists(), name
 
 
@@ -53,8 +65,11 @@ def test_grid_runs_every_combination_and_prints_a_table(grid_sweep):
     assert len(summaries) == 4
     overrides = [json.loads(s.read_text())["overrides"] for s in summaries]
     combos = {tuple(o for o in run if "params.fail" in o or o.startswith("reward_mix=")) for run in overrides}
-    assert combos == {(f"+reward_mix.flaky.params.fail={f}", f"reward_mix={m}") for f in ("True", "False")
-                      for m in ("format", "correct")}
+    assert combos == {
+        (f"+reward_mix.flaky.params.fail={f}", f"reward_mix={m}")
+        for f in ("True", "False")
+        for m in ("format", "correct")
+    }
     table = (sweep_dir / "sweep_table.md").read_text()
     assert table in out.stdout
     rows = [line for line in table.splitlines() if line.startswith("| ") and "overrides" not in line]
@@ -68,8 +83,10 @@ def test_ctrl_c_at_the_gate_stops_the_launch_in_one_line(tmp_path):
     launch stops with one line and the exit status of an interrupt, and nothing is written."""
     from .conftest import launch_here
 
-    out = launch_here(["-m", "+reward_mix.stop.factory=tests.reward_plugins.make_ctrl_c_reward",
-                       "+reward_mix.stop.weight=1"], tmp_path)
+    out = launch_here(
+        ["-m", "+reward_mix.stop.factory=tests.reward_plugins.make_ctrl_c_reward", "+reward_mix.stop.weight=1"],
+        tmp_path,
+    )
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     assert (out.returncode, lines) == (130, ["grpo-sweep: interrupted"]), out.stderr[-3000:]
     assert list(tmp_path.iterdir()) == []
@@ -81,12 +98,22 @@ def test_ctrl_c_while_training_stops_the_sweep_and_keeps_the_run(tmp_path):
     go on; the run is not recorded as failed (the same sweep in its directory continues it)."""
     from .conftest import FAST, launch_here
 
-    out = launch_here(["-m", *FAST, "+reward_mix.stop.fn=tests.reward_plugins.ctrl_c_in_training",
-                       "+reward_mix.stop.weight=1", "lora.r=8,16"], tmp_path)
+    out = launch_here(
+        [
+            "-m",
+            *FAST,
+            "+reward_mix.stop.fn=tests.reward_plugins.ctrl_c_in_training",
+            "+reward_mix.stop.weight=1",
+            "lora.r=8,16",
+        ],
+        tmp_path,
+    )
     [sweep_dir] = tmp_path.glob("grpo/multiruns/*")
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     assert out.returncode == 130, out.stderr[-3000:]
-    assert lines[-1] == (f"grpo-sweep: interrupted in run {sweep_dir / '0'}; the same sweep with "
-                         f"hydra.sweep.dir={sweep_dir} continues it from its last checkpoint"), lines[-3:]
+    assert lines[-1] == (
+        f"grpo-sweep: interrupted in run {sweep_dir / '0'}; the same sweep with "
+        f"hydra.sweep.dir={sweep_dir} continues it from its last checkpoint"
+    ), lines[-3:]
     assert "Traceback" not in out.stdout + out.stderr
     assert not (sweep_dir / "0" / "summary.json").exists() and not (sweep_dir / "1").exists()

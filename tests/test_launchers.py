@@ -3,6 +3,7 @@
 The stand-in records the job script submitit wrote and answers like sbatch; everything else is the real
 submission path. The same path against a real controller is in test_slurm.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,10 +46,12 @@ def test_launcher_options_keep_slurm_keys_to_slurm():
     site = launcher_cfg(["hydra/launcher=slurm_example_site"])
     assert (site.partition, site.account, site.gpus_per_node) == ("gpu", "my_lab", 1)
     assert site.setup and site.additional_parameters["mail-type"] == "FAIL"
-    for bad in (["hydra/launcher=submitit_local", "hydra.launcher.partition=gpu"],
-                ["hydra/launcher=pool", "hydra.launcher.partition=gpu"],
-                ["hydra/launcher=submitit_local", "hydra.launcher.detach=true"],
-                ["hydra.launcher.partition=gpu"]):
+    for bad in (
+        ["hydra/launcher=submitit_local", "hydra.launcher.partition=gpu"],
+        ["hydra/launcher=pool", "hydra.launcher.partition=gpu"],
+        ["hydra/launcher=submitit_local", "hydra.launcher.detach=true"],
+        ["hydra.launcher.partition=gpu"],
+    ):
         with pytest.raises(Exception, match="partition|detach"):
             launcher_cfg(bad)
 
@@ -86,19 +89,24 @@ def submit(args: list[str], cwd: Path, env: dict) -> tuple[subprocess.CompletedP
         """
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=cwd, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", probe],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("PROBE ")]
     assert lines, out.stdout[-2000:] + out.stderr[-3000:]
-    return out, json.loads(lines[-1][len("PROBE "):])
+    return out, json.loads(lines[-1][len("PROBE ") :])
 
 
 def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbatch):
     env, scripts = fake_sbatch
     out, probe = submit(
         ["-m", "hydra/launcher=slurm_example_site", "hydra.launcher.detach=true", "reward_mix=format,correct"],
-        tmp_path, env,
+        tmp_path,
+        env,
     )
     assert probe["code"] == 0, out.stderr[-3000:]
     assert probe["heavy"] == []  # a login node composes, validates and submits without torch & co.
@@ -109,11 +117,21 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
     assert [(j["num"], j["job_id"], Path(j["run_dir"]).name) for j in jobs] == [(0, "4242_0", "0"), (1, "4242_1", "1")]
     [script] = list(scripts.iterdir())
     text = script.read_text()
-    for line in ("#SBATCH --partition=gpu", "#SBATCH --account=my_lab", "#SBATCH --qos=normal",
-                 "#SBATCH --constraint='a100|h100'", "#SBATCH --gpus-per-node=1", "#SBATCH --ntasks-per-node=1",
-                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=64GB", "#SBATCH --time=720",
-                 "#SBATCH --array=0-1%2", "#SBATCH --mail-type=FAIL", "#SBATCH --signal=USR2@120",
-                 "module load cuda/12.4"):
+    for line in (
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=my_lab",
+        "#SBATCH --qos=normal",
+        "#SBATCH --constraint='a100|h100'",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=64GB",
+        "#SBATCH --time=720",
+        "#SBATCH --array=0-1%2",
+        "#SBATCH --mail-type=FAIL",
+        "#SBATCH --signal=USR2@120",
+        "module load cuda/12.4",
+    ):
         assert line in text, line
 
 
@@ -121,7 +139,10 @@ def test_detached_submit_is_light_and_writes_the_gpu_profile(tmp_path, fake_sbat
     "overrides, message",
     [
         (["lora.r=16,0"], "grpo-sweep: job 1 (lora.r=0): lora.r=0: LoRA rank must be > 0"),
-        (["hydra.launcher.tasks_per_node=2", "lora.r=16"], "hydra.launcher.tasks_per_node=2, nodes=1: with distributed=none a run is one training process"),
+        (
+            ["hydra.launcher.tasks_per_node=2", "lora.r=16"],
+            "hydra.launcher.tasks_per_node=2, nodes=1: with distributed=none a run is one training process",
+        ),
         (["lora.rr=3"], "lora.rr"),
     ],
 )
@@ -136,12 +157,18 @@ def test_bad_value_fails_before_anything_is_submitted(tmp_path, fake_sbatch, ove
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["hydra.launcher.tasks_per_node=4", "hydra.launcher.gpus_per_node=2"],
-         "4 training processes per node but 2 GPUs per node: each training process needs a GPU of its own"),
-        (["hydra.launcher.tasks_per_node=2", "trainer.per_device_train_batch_size=3", "trainer.num_generations=4"],
-         "processes x per_device_train_batch_size x steps_per_generation = 2 x 3 x 1 = 6"),
-        (["hydra.launcher.tasks_per_node=4", "hydra.launcher.nodes=3"],
-         "hydra.launcher.nodes=3: the default partition has 2 node(s) that can take the job"),
+        (
+            ["hydra.launcher.tasks_per_node=4", "hydra.launcher.gpus_per_node=2"],
+            "4 training processes per node but 2 GPUs per node: each training process needs a GPU of its own",
+        ),
+        (
+            ["hydra.launcher.tasks_per_node=2", "trainer.per_device_train_batch_size=3", "trainer.num_generations=4"],
+            "processes x per_device_train_batch_size x steps_per_generation = 2 x 3 x 1 = 6",
+        ),
+        (
+            ["hydra.launcher.tasks_per_node=4", "hydra.launcher.nodes=3"],
+            "hydra.launcher.nodes=3: the default partition has 2 node(s) that can take the job",
+        ),
     ],
 )
 def test_a_multi_process_run_that_does_not_fit_is_refused_before_submission(tmp_path, fake_sbatch, overrides, message):
@@ -164,17 +191,38 @@ def test_a_dry_run_shows_what_each_job_would_run_and_submits_nothing(tmp_path, f
     sinfo = Path(env["PATH"].split(":", 1)[0]) / "sinfo"
     sinfo.write_text('#!/bin/sh\necho "gpu*|64|512000|gpu:a100:8|2"\n')
     sinfo.chmod(0o755)
-    server = ["trainer.use_vllm=true", "trainer.vllm_mode=server", "trainer.vllm_server.gpus=2",
-              "trainer.vllm_server.tensor_parallel_size=2"]
-    out, probe = submit(["-m", "hydra/launcher=slurm", "hydra.launcher.dry_run=true", "hydra.launcher.nodes=2",
-                         "hydra.launcher.tasks_per_node=6", "hydra.launcher.gpus_per_node=8", "distributed=ddp", *server,
-                         "trainer.per_device_train_batch_size=4", "trainer.num_generations=8", "lora.r=16,32"],
-                        tmp_path, env)
+    server = [
+        "trainer.use_vllm=true",
+        "trainer.vllm_mode=server",
+        "trainer.vllm_server.gpus=2",
+        "trainer.vllm_server.tensor_parallel_size=2",
+    ]
+    out, probe = submit(
+        [
+            "-m",
+            "hydra/launcher=slurm",
+            "hydra.launcher.dry_run=true",
+            "hydra.launcher.nodes=2",
+            "hydra.launcher.tasks_per_node=6",
+            "hydra.launcher.gpus_per_node=8",
+            "distributed=ddp",
+            *server,
+            "trainer.per_device_train_batch_size=4",
+            "trainer.num_generations=8",
+            "lora.r=16,32",
+        ],
+        tmp_path,
+        env,
+    )
     assert probe["code"] == 0 and probe["heavy"] == [], out.stderr[-3000:]
     assert "dry run (slurm): 2 job(s), each nodes=2 tasks_per_node=6 gpus_per_node=8" in out.stdout
     job = next(line for line in out.stdout.splitlines() if line.startswith("job 1 ("))
-    for part in ("12 process(es), distributed=ddp", "node 0: ranks 0-5 on GPUs 0-5; node 1: ranks 6-11 on GPUs 0-5",
-                 "vLLM server on node 0, GPUs 6-7 (tensor 2 x data 1)", "generation batch 12 x 4 x 1 = 48 = 6 groups of 8"):
+    for part in (
+        "12 process(es), distributed=ddp",
+        "node 0: ranks 0-5 on GPUs 0-5; node 1: ranks 6-11 on GPUs 0-5",
+        "vLLM server on node 0, GPUs 6-7 (tensor 2 x data 1)",
+        "generation batch 12 x 4 x 1 = 48 = 6 groups of 8",
+    ):
         assert part in job, job
     assert list(scripts.iterdir()) == [] and not list(tmp_path.glob("grpo/multiruns/*/jobs.json"))
 
@@ -190,8 +238,10 @@ def test_a_failed_run_does_not_stop_the_sweep(grid_sweep):
         assert done["status"] == "completed" and done["steps"] == 2
     # the reward guard names the reward and the sample (rewards/guard.py)
     for n in (0, 1):
-        assert (f"run {n} failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) "
-                "on sample 0") in out.stdout
+        assert (
+            f"run {n} failed: RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true) "
+            "on sample 0"
+        ) in out.stdout
 
 
 def test_slurm_launcher_without_sbatch_says_so(tmp_path):
@@ -245,8 +295,11 @@ def test_submitit_local_starts_at_most_array_parallelism_runs_at_once(tmp_path, 
 
 
 def _rewards(sweep_dir: Path) -> dict:
-    return {d.name: [row.get("reward") for row in map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]
-            for d in sorted(sweep_dir.iterdir()) if (d / "metrics.jsonl").exists()}
+    return {
+        d.name: [row.get("reward") for row in map(json.loads, (d / "metrics.jsonl").read_text().splitlines())]
+        for d in sorted(sweep_dir.iterdir())
+        if (d / "metrics.jsonl").exists()
+    }
 
 
 @pytest.mark.slow
@@ -305,13 +358,15 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
 
     locks = tmp_path / "locks"
     locks.mkdir()
-    executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
-                                     initargs=(str(locks), ["7", "9"]))
+    executor = get_reusable_executor(
+        max_workers=2, kill_workers=True, initializer=pool.claim_gpu, initargs=(str(locks), ["7", "9"])
+    )
     assert sorted(answers().values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
     with pytest.raises(Exception):
         executor.submit(os._exit, 137).result()  # a worker dies: its lock goes with it
-    executor = get_reusable_executor(max_workers=2, kill_workers=True, initializer=pool.claim_gpu,
-                                     initargs=(str(locks), ["7", "9"]))
+    executor = get_reusable_executor(
+        max_workers=2, kill_workers=True, initializer=pool.claim_gpu, initargs=(str(locks), ["7", "9"])
+    )
     assert sorted(answers().values()) == ["7", "9"]
     executor.shutdown(kill_workers=True)
 
@@ -328,8 +383,12 @@ def test_compose_runs_matches_hydra_composing_every_run():
     from grpo_sweep.launching.gate import compose_runs
 
     register_configs()
-    grid = [["reward_mix=format", "reward_mix=correct"], ["lora.r=8", "lora.r=16"],
-            ["trainer.seed=1", "trainer.seed=${trainer.max_steps}"], ["+reward_mix.x.weight=1"]]
+    grid = [
+        ["reward_mix=format", "reward_mix=correct"],
+        ["lora.r=8", "lora.r=16"],
+        ["trainer.seed=1", "trainer.seed=${trainer.max_steps}"],
+        ["+reward_mix.x.weight=1"],
+    ]
     batch = [list(run) for run in itertools.product(*grid)]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
@@ -340,7 +399,9 @@ def test_compose_runs_matches_hydra_composing_every_run():
         compose = loader.load_sweep_config
         loader.load_sweep_config = lambda m, o: composes.append(o) or compose(m, o)
         # a config holds until the next one is drawn: take what is compared as it comes
-        job = lambda cfg: OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)  # noqa: E731
+        job = lambda cfg: OmegaConf.to_container(
+            OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True
+        )  # noqa: E731
         seen = lambda cfg: (OmegaConf.to_container(cfg), job(cfg), cfg.hydra.sweep.dir, cfg.hydra.sweep.subdir)  # noqa: E731
         got = [seen(cfg) for cfg in compose_runs(loader, master, batch)]
         loader.load_sweep_config = compose
@@ -356,9 +417,19 @@ def test_pool_survives_a_run_that_kills_its_worker(tmp_path):
     from .conftest import run_launch
 
     killer = ["+reward_mix.k.fn=tests.failing_rewards.killer", "+reward_mix.k.weight=0.5"]
-    out = run_launch(["-m", "hydra/launcher=pool", "hydra.launcher.n_jobs=2", *killer,
-                      "+reward_mix.k.params.kill=false,true,false,false", *FAST, "trainer.max_steps=2"],
-                     tmp_path, env={"PYTHONPATH": str(ROOT)})
+    out = run_launch(
+        [
+            "-m",
+            "hydra/launcher=pool",
+            "hydra.launcher.n_jobs=2",
+            *killer,
+            "+reward_mix.k.params.kill=false,true,false,false",
+            *FAST,
+            "trainer.max_steps=2",
+        ],
+        tmp_path,
+        env={"PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 1, out.stderr[-3000:]
     [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))
     status = {n: json.loads((sweep_dir / n / "summary.json").read_text())["status"] for n in "0123"}
@@ -374,33 +445,47 @@ def test_a_slurm_request_no_node_can_meet_is_refused_naming_the_key():
     assert [(n.cpus, n.mem_mb, n.gpus) for n in local] == [(2, 20800, 0)]
     assert [(n.cpus, n.gpus) for n in parse_sinfo(sinfo, "gpu")] == [(64, 4)]
     for params, message in (
-        ({"gpus_per_node": 1, "cpus_per_task": 1, "mem_gb": 2}, "hydra.launcher.gpus_per_node=1: no node of the default partition"),
+        (
+            {"gpus_per_node": 1, "cpus_per_task": 1, "mem_gb": 2},
+            "hydra.launcher.gpus_per_node=1: no node of the default partition",
+        ),
         ({"gpus_per_node": None, "cpus_per_task": 8, "mem_gb": 2}, "set hydra.launcher.cpus_per_task=2"),
         ({"gpus_per_node": None, "cpus_per_task": 1, "mem_gb": 32}, "set hydra.launcher.mem_gb=20"),
     ):
         with pytest.raises(SubmitError, match=message):
             check_partition_fit(params, local)
     check_partition_fit({"gpus_per_node": None, "cpus_per_task": 1, "mem_gb": 2}, local)
-    check_partition_fit({"gpus_per_node": 1, "cpus_per_task": 8, "mem_gb": 64, "partition": "gpu"}, parse_sinfo(sinfo, "gpu"))
+    check_partition_fit(
+        {"gpus_per_node": 1, "cpus_per_task": 8, "mem_gb": 64, "partition": "gpu"}, parse_sinfo(sinfo, "gpu")
+    )
     check_partition_fit({"gpus_per_node": 8}, [])  # sinfo did not answer: sbatch decides
 
 
 def test_a_launcher_on_the_command_line_of_a_single_run_asks_for_m(tmp_path):
     """Hydra starts a launcher only for -m: `python launch.py hydra/launcher=slurm ...` would train here."""
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), "hydra/launcher=slurm", "distributed=ddp",
-                          f"output_root={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), "hydra/launcher=slurm", "distributed=ddp", f"output_root={tmp_path}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1] == (
         "grpo-sweep: hydra/launcher=slurm starts the runs of a sweep (-m); add -m to run this one there "
-        "(python launch.py -m hydra/launcher=slurm ...), or drop hydra/launcher to train it here")
+        "(python launch.py -m hydra/launcher=slurm ...), or drop hydra/launcher to train it here"
+    )
     assert not list(tmp_path.glob("grpo/runs/*/metrics.jsonl"))
 
 
 def test_a_multi_process_run_on_a_gpu_pool_is_refused_before_any_worker_starts(tmp_path):
     """The pool pins each worker to one GPU (here two stand-in GPU ids): a DDP run's processes would share it."""
-    out = launch_here(["-m", "hydra/launcher=pool", "distributed=ddp", "distributed.nproc_per_node=2"], tmp_path,
-                      {"CUDA_VISIBLE_DEVICES": "0,1"})
+    out = launch_here(
+        ["-m", "hydra/launcher=pool", "distributed=ddp", "distributed.nproc_per_node=2"],
+        tmp_path,
+        {"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert "distributed=ddp with hydra/launcher=pool: the pool pins each worker to one GPU" in last, out.stderr[-2000:]

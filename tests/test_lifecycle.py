@@ -1,5 +1,6 @@
 """Every way a run ends goes through run/lifecycle.run_one, which records it once (on stand-ins for training: what
 is recorded, not how a run trains; the real runs are in test_train.py, test_distributed.py and test_search.py)."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import pytest
 from grpo_sweep.run.context import RunContext
 from grpo_sweep.run.distributed import Rank
 from grpo_sweep.run.lifecycle import run_one
-from grpo_sweep.run.results import EvaluationFailed, read_run_summary, write_summary
 from grpo_sweep.run.record import RunFailed, RunSummary, training_failure
+from grpo_sweep.run.results import EvaluationFailed, read_run_summary, write_summary
 from grpo_sweep.run.validate import ConfigError
 
 from .conftest import compose
@@ -124,10 +125,13 @@ def test_a_rank_torchrun_started_leaves_the_record_to_the_process_that_started_i
     assert not (run.run_dir / "ranks").exists()
 
 
-@pytest.mark.parametrize("steps, means, failures, named", [
-    (0, {"correct": None}, {"correct": 0}, "training made 0 optimizer steps"),
-    (4, {"correct": 0.5, "judge": None}, {"correct": 0, "judge": 32}, "reward_mix.judge failed on every sample"),
-])
+@pytest.mark.parametrize(
+    "steps, means, failures, named",
+    [
+        (0, {"correct": None}, {"correct": 0}, "training made 0 optimizer steps"),
+        (4, {"correct": 0.5, "judge": None}, {"correct": 0, "judge": 32}, "reward_mix.judge failed on every sample"),
+    ],
+)
 def test_a_training_that_trained_nothing_is_a_failure_named_in_one_line(steps, means, failures, named):
     why = training_failure(steps, means, failures)
     assert why.startswith(named) and "\n" not in why

@@ -1,6 +1,7 @@
 """Population-based training over reward weights and the learning rate (search/pbt/population.py, search/pbt/sweeper.py) and
 what it stands on: a run that pauses and goes on (trainer.pause_at_step), a resume that takes the config's
 learning rate, a run whose last step is in its checkpoint that does not train again."""
+
 from __future__ import annotations
 
 import json
@@ -17,52 +18,91 @@ import pytest
 from omegaconf import OmegaConf
 
 from grpo_sweep.rewards.schedule import parse_schedule, progress_of
-from grpo_sweep.search.pbt.population import (BEST_SCHEDULE, LINEAGE, Lineage, Param, PBTError, check_settings, decide,
-                                   explore, initial_population, member_dir, member_overrides, parse_params, ranked,
-                                   round_score, take_over, weight_schedule)
+from grpo_sweep.search.pbt.population import (
+    BEST_SCHEDULE,
+    LINEAGE,
+    Lineage,
+    Param,
+    PBTError,
+    check_settings,
+    decide,
+    explore,
+    initial_population,
+    member_dir,
+    member_overrides,
+    parse_params,
+    ranked,
+    round_score,
+    take_over,
+    weight_schedule,
+)
 
 from .conftest import FAST, ROOT, launch_here
 
-MIX = {"format": {"weight": 1.0}, "correct": {"weight": 2.0}, "timed": {"weight": 1.0, "schedule": {"kind": "linear", "end": 0}}}
-SETTINGS = dict(population=4, rounds=3, steps_per_round=None, exploit_fraction=0.25, perturb_factors=[0.8, 1.25],
-                resample_probability=0.25, direction="maximize", seed=0)
+MIX = {
+    "format": {"weight": 1.0},
+    "correct": {"weight": 2.0},
+    "timed": {"weight": 1.0, "schedule": {"kind": "linear", "end": 0}},
+}
+SETTINGS = dict(
+    population=4,
+    rounds=3,
+    steps_per_round=None,
+    exploit_fraction=0.25,
+    perturb_factors=[0.8, 1.25],
+    resample_probability=0.25,
+    direction="maximize",
+    seed=0,
+)
 
 
 def settings(**changes):
     return check_settings(SimpleNamespace(**{**SETTINGS, **changes}), 120)
 
 
-@pytest.mark.parametrize("params, message", [
-    ({}, "hydra.sweeper.params is empty"),
-    ({"trainer.beta": {"low": 0.0, "high": 0.1}}, "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight"),
-    ({"reward_mix.length.weight": {"low": 0.1, "high": 1}}, "the mix has no term 'length'"),
-    ({"reward_mix.timed.weight": {"low": 0.1, "high": 1}}, "reward_mix.timed has a schedule of its own"),
-    ({"reward_mix.format.weight": [0.1, 1]}, "give {low: <number>, high: <number>}"),
-    ({"reward_mix.format.weight": {"low": 0.1, "hi": 1}}, "give {low: <number>, high: <number>}"),
-    ({"reward_mix.format.weight": {"low": 1, "high": 1}}, "low=1 must be below high=1"),
-    ({"reward_mix.format.weight": {"low": "a", "high": 1}}, "hydra.sweeper.params.reward_mix.format.weight.low='a'"),
-    ({"reward_mix.format.weight": {"low": 0, "high": 1, "log": True}}, ".low=0: must be > 0 (a log scale)"),
-    ({"reward_mix.format.weight": {"low": -1, "high": 1}}, ".low=-1: a weight must be >= 0"),
-    ({"optimizer.learning_rate": {"low": 0, "high": 1e-3}}, ".low=0: must be > 0 (a learning rate)"),
-    ({"optimizer.learning_rate": {"low": 1e-4, "high": 1e-3, "log": "yes"}}, ".log='yes': must be true or false"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({}, "hydra.sweeper.params is empty"),
+        (
+            {"trainer.beta": {"low": 0.0, "high": 0.1}},
+            "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight",
+        ),
+        ({"reward_mix.length.weight": {"low": 0.1, "high": 1}}, "the mix has no term 'length'"),
+        ({"reward_mix.timed.weight": {"low": 0.1, "high": 1}}, "reward_mix.timed has a schedule of its own"),
+        ({"reward_mix.format.weight": [0.1, 1]}, "give {low: <number>, high: <number>}"),
+        ({"reward_mix.format.weight": {"low": 0.1, "hi": 1}}, "give {low: <number>, high: <number>}"),
+        ({"reward_mix.format.weight": {"low": 1, "high": 1}}, "low=1 must be below high=1"),
+        (
+            {"reward_mix.format.weight": {"low": "a", "high": 1}},
+            "hydra.sweeper.params.reward_mix.format.weight.low='a'",
+        ),
+        ({"reward_mix.format.weight": {"low": 0, "high": 1, "log": True}}, ".low=0: must be > 0 (a log scale)"),
+        ({"reward_mix.format.weight": {"low": -1, "high": 1}}, ".low=-1: a weight must be >= 0"),
+        ({"optimizer.learning_rate": {"low": 0, "high": 1e-3}}, ".low=0: must be > 0 (a learning rate)"),
+        ({"optimizer.learning_rate": {"low": 1e-4, "high": 1e-3, "log": "yes"}}, ".log='yes': must be true or false"),
+    ],
+)
 def test_bad_params_are_refused_naming_the_key(params, message):
     with pytest.raises(PBTError, match=None) as caught:
         parse_params(params, MIX)
     assert message in str(caught.value)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"population": 1}, "hydra.sweeper.population=1: must be a whole number >= 2"),
-    ({"rounds": 0}, "hydra.sweeper.rounds=0"),
-    ({"rounds": 7}, "hydra.sweeper.rounds=7 does not divide trainer.max_steps=120"),
-    ({"steps_per_round": 0}, "hydra.sweeper.steps_per_round=0"),
-    ({"exploit_fraction": 0.6}, "hydra.sweeper.exploit_fraction=0.6: must be in (0, 0.5]"),
-    ({"perturb_factors": []}, "hydra.sweeper.perturb_factors is empty"),
-    ({"perturb_factors": [0.8, -1]}, "each must be > 0"),
-    ({"resample_probability": 2}, "hydra.sweeper.resample_probability=2: must be in [0, 1]"),
-    ({"direction": "up"}, "hydra.sweeper.direction='up'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"population": 1}, "hydra.sweeper.population=1: must be a whole number >= 2"),
+        ({"rounds": 0}, "hydra.sweeper.rounds=0"),
+        ({"rounds": 7}, "hydra.sweeper.rounds=7 does not divide trainer.max_steps=120"),
+        ({"steps_per_round": 0}, "hydra.sweeper.steps_per_round=0"),
+        ({"exploit_fraction": 0.6}, "hydra.sweeper.exploit_fraction=0.6: must be in (0, 0.5]"),
+        ({"perturb_factors": []}, "hydra.sweeper.perturb_factors is empty"),
+        ({"perturb_factors": [0.8, -1]}, "each must be > 0"),
+        ({"resample_probability": 2}, "hydra.sweeper.resample_probability=2: must be in [0, 1]"),
+        ({"direction": "up"}, "hydra.sweeper.direction='up'"),
+    ],
+)
 def test_bad_settings_are_refused_naming_the_value(change, message):
     with pytest.raises(PBTError) as caught:
         settings(**change)
@@ -123,19 +163,32 @@ def test_a_members_weights_change_exactly_at_each_rounds_first_step(steps_per_ro
     # a round's schedule, before the next round is decided: its weight carries on
     for done in range(1, rounds):
         partial = parse_schedule("format", 1.0, weight_schedule(history[:done], steps_per_round, max_steps))
-        assert [partial.weight(progress_of(s, max_steps)) for s in range(done * steps_per_round)] == \
-               [history[s // steps_per_round] for s in range(done * steps_per_round)]
+        assert [partial.weight(progress_of(s, max_steps)) for s in range(done * steps_per_round)] == [
+            history[s // steps_per_round] for s in range(done * steps_per_round)
+        ]
     assert weight_schedule([1.0], steps_per_round, steps_per_round) is None  # one round: no schedule
 
 
 def test_a_members_overrides_hold_its_lineage():
     s = settings()
-    params = parse_params({"reward_mix.format.weight": {"low": 0.1, "high": 4}, "optimizer.learning_rate":
-                           {"low": 1e-4, "high": 1e-2, "log": True}}, MIX)
-    history = [{"reward_mix.format.weight": 1.0, "optimizer.learning_rate": 1e-3},
-               {"reward_mix.format.weight": 0.5, "optimizer.learning_rate": 2e-3}]
+    params = parse_params(
+        {
+            "reward_mix.format.weight": {"low": 0.1, "high": 4},
+            "optimizer.learning_rate": {"low": 1e-4, "high": 1e-2, "log": True},
+        },
+        MIX,
+    )
+    history = [
+        {"reward_mix.format.weight": 1.0, "optimizer.learning_rate": 1e-3},
+        {"reward_mix.format.weight": 0.5, "optimizer.learning_rate": 2e-3},
+    ]
     out = member_overrides(3, history, params, s, base_seed=42)
-    assert out[:4] == ["hydra.sweep.subdir=members/3", "trainer.seed=45", "trainer.max_steps=120", "trainer.pause_at_step=80"]
+    assert out[:4] == [
+        "hydra.sweep.subdir=members/3",
+        "trainer.seed=45",
+        "trainer.max_steps=120",
+        "trainer.pause_at_step=80",
+    ]
     assert "reward_mix.format.weight=1.0" in out and "optimizer.learning_rate=0.002" in out
     assert f"++reward_mix.format.schedule={{kind:step,at:[{40 / 119!r},{80 / 119!r}],values:[0.5,0.5]}}" in out
     assert "trainer.pause_at_step=null" in member_overrides(3, history, params, s, 42, pause=False)
@@ -185,12 +238,14 @@ def test_take_over_makes_the_recipient_the_donor_at_the_step(tmp_path):
 def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
     path = tmp_path / LINEAGE
     first = [{"k": 1.0}, {"k": 2.0}, {"k": 3.0}]
-    rows = [{"event": "start", "population": first},
-            {"event": "round", "round": 0, "scores": [0.1, 0.9, 0.5]},
-            {"event": "decide", "round": 0, "take_overs": [{"member": 0, "donor": 1, "values": {"k": 2.5}, "how": {}}]},
-            {"event": "carried_out", "round": 0, "bytes": 10},
-            {"event": "round", "round": 1, "scores": [0.8, 0.2, 0.5]},
-            {"event": "decide", "round": 1, "take_overs": [{"member": 1, "donor": 0, "values": {"k": 3.1}, "how": {}}]}]
+    rows = [
+        {"event": "start", "population": first},
+        {"event": "round", "round": 0, "scores": [0.1, 0.9, 0.5]},
+        {"event": "decide", "round": 0, "take_overs": [{"member": 0, "donor": 1, "values": {"k": 2.5}, "how": {}}]},
+        {"event": "carried_out", "round": 0, "bytes": 10},
+        {"event": "round", "round": 1, "scores": [0.8, 0.2, 0.5]},
+        {"event": "decide", "round": 1, "take_overs": [{"member": 1, "donor": 0, "values": {"k": 3.1}, "how": {}}]},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"event": "carried_o')  # a line a kill cut short
     lineage = Lineage.read(path)
     assert lineage.history(0, 1) == [{"k": 2.0}, {"k": 2.5}]  # member 1's round 0, then its own move
@@ -209,8 +264,14 @@ def test_the_lineage_plot_draws_take_overs_and_failed_rounds(tmp_path):
 
 
 # -- what PBT stands on, as real runs ------------------------------------------------------------------------
-RUN = [*FAST, "trainer.max_steps=6", "trainer.save_steps=6",
-       "trainer.disable_tqdm=true", "trainer.eval.every_steps=0", "trainer.eval.k=0"]
+RUN = [
+    *FAST,
+    "trainer.max_steps=6",
+    "trainer.save_steps=6",
+    "trainer.disable_tqdm=true",
+    "trainer.eval.every_steps=0",
+    "trainer.eval.k=0",
+]
 
 
 def _rows(run_dir: Path) -> list[dict]:
@@ -243,7 +304,9 @@ def test_a_resume_takes_the_configs_learning_rate_and_a_finished_checkpoint_is_n
     from grpo_sweep.run.resume import remember_config
 
     run_dir = tmp_path / "run"
-    first = launch_here([*RUN, "optimizer.learning_rate=0.001", "trainer.pause_at_step=3", f"hydra.run.dir={run_dir}"], tmp_path)
+    first = launch_here(
+        [*RUN, "optimizer.learning_rate=0.001", "trainer.pause_at_step=3", f"hydra.run.dir={run_dir}"], tmp_path
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     # what the PBT driver does between rounds: the member's config for its next round becomes the directory's own
     remember_config(run_dir, cfg_factory([*RUN, "optimizer.learning_rate=0.0002"]))
@@ -260,8 +323,15 @@ def test_a_resume_takes_the_configs_learning_rate_and_a_finished_checkpoint_is_n
     assert sum(1 for r in _rows(run_dir) if "test/accuracy" in r) == 1  # the first attempt's test row went
 
 
-PBT = ["-m", "hparams_search=pbt", *RUN, "hydra.sweeper.population=3", "hydra.sweeper.rounds=2",
-       "hydra.sweeper.exploit_fraction=0.34", "hydra.sweeper.name=small"]
+PBT = [
+    "-m",
+    "hparams_search=pbt",
+    *RUN,
+    "hydra.sweeper.population=3",
+    "hydra.sweeper.rounds=2",
+    "hydra.sweeper.exploit_fraction=0.34",
+    "hydra.sweeper.name=small",
+]
 
 
 def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_replays(tmp_path, monkeypatch):
@@ -270,8 +340,13 @@ def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_repla
     # the random tiny model scores 0 on every member, and a tie takes nothing over: the ranking is the test's own
     # (each member's real score says whether its round is done; the value ranks it)
     real, fixed = driver.round_score, {0: 0.1, 1: 0.9, 2: 0.5}
-    monkeypatch.setattr(driver, "round_score", lambda run_dir, step, metric: None if real(run_dir, step, metric) is None
-                        else fixed[int(Path(run_dir).name)] + step / 1000)
+    monkeypatch.setattr(
+        driver,
+        "round_score",
+        lambda run_dir, step, metric: (
+            None if real(run_dir, step, metric) is None else fixed[int(Path(run_dir).name)] + step / 1000
+        ),
+    )
     out = launch_here(PBT, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep = tmp_path / "grpo" / "pbt" / "small"
@@ -310,21 +385,26 @@ def pbt_file(tmp_path: Path, params: str) -> list[str]:
     added to its space."""
     group = tmp_path / "conf" / "hparams_search"
     group.mkdir(parents=True)
-    (group / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - pbt\nhydra:\n  sweeper:\n    params:\n"
-                                     + "".join(f"      {line}\n" for line in params.splitlines()))
+    (group / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - pbt\nhydra:\n  sweeper:\n    params:\n"
+        + "".join(f"      {line}\n" for line in params.splitlines())
+    )
     return ["--config-dir", str(tmp_path / "conf"), "-m", "hparams_search=mine"]
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["hydra.sweeper.population=1"], "hydra.sweeper.population=1: must be a whole number >= 2"),
-    ("trainer.beta: {low: 0, high: 0.1}", "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight"),
-    ("optimizer.learning_rate: {low: -1, high: 0.1}", ".learning_rate.low=-1: must be > 0 (a log scale)"),
-    ("reward_mix.format.weight: {low: 0, high: 0}", "low=0 must be below high=0"),
-    (["hydra.sweeper.rounds=4"], "hydra.sweeper.rounds=4 does not divide trainer.max_steps=6"),
-    (["optimized_metric=test_accuracy"], "optimized_metric='test_accuracy': PBT ranks members on validation"),
-    (["trainer.num_generations=1"], "trainer.num_generations=1"),
-    (["hydra/launcher=slurm", "hydra.launcher.detach=true"], "hydra.launcher.detach=true: a PBT's driver ranks"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["hydra.sweeper.population=1"], "hydra.sweeper.population=1: must be a whole number >= 2"),
+        ("trainer.beta: {low: 0, high: 0.1}", "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight"),
+        ("optimizer.learning_rate: {low: -1, high: 0.1}", ".learning_rate.low=-1: must be > 0 (a log scale)"),
+        ("reward_mix.format.weight: {low: 0, high: 0}", "low=0 must be below high=0"),
+        (["hydra.sweeper.rounds=4"], "hydra.sweeper.rounds=4 does not divide trainer.max_steps=6"),
+        (["optimized_metric=test_accuracy"], "optimized_metric='test_accuracy': PBT ranks members on validation"),
+        (["trainer.num_generations=1"], "trainer.num_generations=1"),
+        (["hydra/launcher=slurm", "hydra.launcher.detach=true"], "hydra.launcher.detach=true: a PBT's driver ranks"),
+    ],
+)
 def test_a_bad_pbt_is_refused_in_one_line_before_anything_is_written(tmp_path, extra, message):
     args = [*PBT, *extra]
     if isinstance(extra, str):
@@ -347,11 +427,23 @@ def test_the_pbt_option_and_its_sweeper_compose(cfg_factory):
 def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
     """The issue's command on the pool, its driver killed with SIGKILL once round 1 is taken over; the same command
     finishes it, every round on record once."""
-    args = ["-m", "hparams_search=pbt", "hydra/launcher=pool", "hydra.sweeper.population=4", "hydra.sweeper.rounds=3",
-            "trainer.disable_tqdm=true", f"output_root={tmp_path}"]
+    args = [
+        "-m",
+        "hparams_search=pbt",
+        "hydra/launcher=pool",
+        "hydra.sweeper.population=4",
+        "hydra.sweeper.rounds=3",
+        "trainer.disable_tqdm=true",
+        f"output_root={tmp_path}",
+    ]
     lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
-    proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), *args],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if lineage_path.exists() and 0 in Lineage.read(lineage_path).carried_out:
@@ -360,8 +452,9 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
     assert proc.poll() is None, "the PBT ended before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its pool's workers
     proc.wait()
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in lineage_path.read_text().splitlines()]
     assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1, 2]

@@ -4,6 +4,7 @@ The vectors live in tests/peer_vectors/, one module per source, with their prove
 translation rules, the counts and every deliberate difference. Expected values are the peer's, changed only
 where a grpo-sweep rule deliberately differs (DIFFERENCES below, each with its reason).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -59,26 +60,72 @@ def unbox(gold: str) -> str:
 # (vector id, reward) -> (grpo-sweep's expected value, why it differs from the peer). Listed in README.md too.
 APPROX = "an approximation is not an answer: `\\approx` is rejected by the one-answer rule (math-verify reads the value before it and ignores the rest)"
 DIFFERENCES: dict[tuple[str, str], tuple[float | None, str]] = {
-    ("math_verify-test_string_extraction-9", "correct"): (0.0, "1 - 1/e is not 1 + 1/e; Math-Verify's expectation records a quirk of its \\mathrm{e} parsing"),
-    ("math_verify-test_string_extraction-9", "boxed"): (0.0, "1 - 1/e is not 1 + 1/e; Math-Verify's expectation records a quirk of its \\mathrm{e} parsing"),
-    ("math_verify-test_math_extraction_additional_cases-17", "boxed"): (0.0, "two distinct boxes (the intermediate 200 and 255) are an answer of two parts, and the truth 10455 has one; Math-Verify prefers the later 'Final Answer: ... $10,455$'"),
-    ("trl-test_accuracy_reward_unparsable_gold-0", "boxed"): (0.0, "a word ground truth is compared as a normalised string, so it is judgeable; no \\boxed{} scores 0 (TRL: None, skip)"),
-    ("trl-test_accuracy_reward_unparsable_gold-1", "boxed"): (0.0, "a word ground truth is compared as a normalised string, so it is judgeable; 43 is not it (TRL: None, skip)"),
-    ("trl-test_accuracy_reward_unparsable_gold-1", "correct"): (0.0, "a word ground truth is compared as a normalised string, so it is judgeable; 43 is not it (TRL: None, skip)"),
-    ("trl-test_unparsable_gold_solution_yields_none_reward-0", "boxed"): (0.0, "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' (TRL: None, skip)"),
-    ("trl-test_unparsable_gold_solution_yields_none_reward-0", "correct"): (0.0, "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' (TRL: None, skip)"),
-    **{(f"math_verify-test_relations_math-{index}", reward): (0.0, APPROX) for index in (13, 15, 16) for reward in ("correct", "boxed")},
-    ("math_verify-test_number_extraction-2", "correct"): (0.0, "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), and math-verify adds spaced numbers (`12 13` is 25)"),
-    ("math_verify-test_number_extraction-2", "boxed"): (0.0, "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), and math-verify adds spaced numbers (`12 13` is 25)"),
-    ("math_verify-test_number_extraction-12", "correct"): (0.0, "a stray `$` after the number is malformed math (an unclosed span or a misplaced currency sign); the one-answer rule does not guess which"),
-    ("math_verify-test_latex_notation_math-6", "correct"): (0.0, "a chained equation must have every side equal the answer; `f(-2)+f(-1)+f(0)` is an unknown function, not 14/3 (and a \\boxed{} inside an answer is a second answer)"),
+    ("math_verify-test_string_extraction-9", "correct"): (
+        0.0,
+        "1 - 1/e is not 1 + 1/e; Math-Verify's expectation records a quirk of its \\mathrm{e} parsing",
+    ),
+    ("math_verify-test_string_extraction-9", "boxed"): (
+        0.0,
+        "1 - 1/e is not 1 + 1/e; Math-Verify's expectation records a quirk of its \\mathrm{e} parsing",
+    ),
+    ("math_verify-test_math_extraction_additional_cases-17", "boxed"): (
+        0.0,
+        "two distinct boxes (the intermediate 200 and 255) are an answer of two parts, and the truth 10455 has one; Math-Verify prefers the later 'Final Answer: ... $10,455$'",
+    ),
+    ("trl-test_accuracy_reward_unparsable_gold-0", "boxed"): (
+        0.0,
+        "a word ground truth is compared as a normalised string, so it is judgeable; no \\boxed{} scores 0 (TRL: None, skip)",
+    ),
+    ("trl-test_accuracy_reward_unparsable_gold-1", "boxed"): (
+        0.0,
+        "a word ground truth is compared as a normalised string, so it is judgeable; 43 is not it (TRL: None, skip)",
+    ),
+    ("trl-test_accuracy_reward_unparsable_gold-1", "correct"): (
+        0.0,
+        "a word ground truth is compared as a normalised string, so it is judgeable; 43 is not it (TRL: None, skip)",
+    ),
+    ("trl-test_unparsable_gold_solution_yields_none_reward-0", "boxed"): (
+        0.0,
+        "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' (TRL: None, skip)",
+    ),
+    ("trl-test_unparsable_gold_solution_yields_none_reward-0", "correct"): (
+        0.0,
+        "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' (TRL: None, skip)",
+    ),
+    **{
+        (f"math_verify-test_relations_math-{index}", reward): (0.0, APPROX)
+        for index in (13, 15, 16)
+        for reward in ("correct", "boxed")
+    },
+    ("math_verify-test_number_extraction-2", "correct"): (
+        0.0,
+        "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), and math-verify adds spaced numbers (`12 13` is 25)",
+    ),
+    ("math_verify-test_number_extraction-2", "boxed"): (
+        0.0,
+        "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), and math-verify adds spaced numbers (`12 13` is 25)",
+    ),
+    ("math_verify-test_number_extraction-12", "correct"): (
+        0.0,
+        "a stray `$` after the number is malformed math (an unclosed span or a misplaced currency sign); the one-answer rule does not guess which",
+    ),
+    ("math_verify-test_latex_notation_math-6", "correct"): (
+        0.0,
+        "a chained equation must have every side equal the answer; `f(-2)+f(-1)+f(0)` is an unknown function, not 14/3 (and a \\boxed{} inside an answer is a second answer)",
+    ),
 }
 
 # Differences grpo-sweep keeps but cannot honour yet because math-verify itself gets them wrong: strict xfails, so
 # an upstream fix shows up as XPASS.
 UPSTREAM = {
-    ("math_verify-test_string_extraction-9", "correct"): "math-verify 0.9.0 parses 1 - \\frac{1}{\\mathrm{e}} (and 1 + ...) as just 1",
-    ("math_verify-test_string_extraction-9", "boxed"): "math-verify 0.9.0 parses 1 - \\frac{1}{\\mathrm{e}} (and 1 + ...) as just 1",
+    (
+        "math_verify-test_string_extraction-9",
+        "correct",
+    ): "math-verify 0.9.0 parses 1 - \\frac{1}{\\mathrm{e}} (and 1 + ...) as just 1",
+    (
+        "math_verify-test_string_extraction-9",
+        "boxed",
+    ): "math-verify 0.9.0 parses 1 - \\frac{1}{\\mathrm{e}} (and 1 + ...) as just 1",
 }
 
 
@@ -109,7 +156,9 @@ def math_cases() -> list:
     for test, index, gt, pred, expected in verl.IS_EQUIV:
         vid = f"verl-{test}-{index}"
         cases.append(_case("correct", vid, answer_completion(pred), unbox(gt), expected))
-        cases.append(_case("boxed", vid, [{"role": "assistant", "content": f"{THINK}\\boxed{{{pred}}}"}], unbox(gt), expected))
+        cases.append(
+            _case("boxed", vid, [{"role": "assistant", "content": f"{THINK}\\boxed{{{pred}}}"}], unbox(gt), expected)
+        )
     return cases
 
 
@@ -156,7 +205,9 @@ def test_length_on_peer_token_counts(tokens, max_len, peer):
     # the plain fraction of the budget. Expected values are grpo-sweep's contract on the peers' token counts; the
     # ordering check below is where the semantics meet.
     long = REWARDS["length"](completions=["x"], completion_ids=[[1] * tokens], max_completion_length=max_len)
-    short = REWARDS["length"](completions=["x"], completion_ids=[[1] * tokens], max_completion_length=max_len, prefer="short")
+    short = REWARDS["length"](
+        completions=["x"], completion_ids=[[1] * tokens], max_completion_length=max_len, prefer="short"
+    )
     assert long == [min(1.0, tokens / max_len)]
     assert short == [pytest.approx(1.0 - min(1.0, tokens / max_len))]
 
@@ -174,7 +225,10 @@ def test_length_prefer_short_orders_like_the_peers(rows):
     # prefer=short, which also strictly prefers the shorter one while both are under the budget.
     ranked = sorted(rows, key=lambda row: row[2])
     for (_, _, n_a, max_a, peer_a), (_, _, n_b, max_b, peer_b) in zip(ranked, ranked[1:]):
-        a, b = (REWARDS["length"](completions=["x"], completion_ids=[[1] * n], max_completion_length=m, prefer="short")[0] for n, m in ((n_a, max_a), (n_b, max_b)))
+        a, b = (
+            REWARDS["length"](completions=["x"], completion_ids=[[1] * n], max_completion_length=m, prefer="short")[0]
+            for n, m in ((n_a, max_a), (n_b, max_b))
+        )
         assert peer_a >= peer_b and a >= b
         if min(n_b, max_b) > n_a:
             assert a > b

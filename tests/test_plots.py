@@ -1,5 +1,6 @@
 """The report's plots (grpo_sweep/reading/plots.py): the numbers behind each band and bar, and what each figure draws
 (the figure is caught before it is saved and closed), over hand-made rows and run directories."""
+
 from __future__ import annotations
 
 import json
@@ -72,9 +73,11 @@ def test_forest_plot_draws_each_difference_with_its_interval(tmp_path, figures):
         (x,), (y,) = container.lines[0].get_data()
         segment = container.lines[2][0].get_segments()[0]
         bars[labels[ys.index(round(y))]] = (x, segment[0][0], segment[1][0])
-    assert bars == {"reward_mix=format_correct": pytest.approx((-0.01, -0.06, 0.04)),
-                    "reward_mix=format": pytest.approx((-0.29, -0.34, -0.25)),
-                    "reward_mix=long": pytest.approx((0.08, 0.02, 0.14))}
+    assert bars == {
+        "reward_mix=format_correct": pytest.approx((-0.01, -0.06, 0.04)),
+        "reward_mix=format": pytest.approx((-0.29, -0.34, -0.25)),
+        "reward_mix=long": pytest.approx((0.08, 0.02, 0.14)),
+    }
     notes = {t.get_text(): t.get_color() for t in ax.texts}
     assert notes["reference"] == "black"
     assert notes["-0.290 [-0.340, -0.250]  worse"] == "tab:red"
@@ -109,8 +112,18 @@ def _run(tmp_path, name, rows, params=None, val=None, test=None):
 
 
 def test_validation_curves_are_the_mean_over_seeds_with_a_band(tmp_path, figures):
-    a = [_run(tmp_path, f"a{s}", [{"step": 0, "val/accuracy": 0.3}, {"step": 5, "val/accuracy": 0.4 + 0.1 * s},
-                                  {"step": 5, "train_runtime": 1.0, "val/accuracy": 9.0}]) for s in range(3)]
+    a = [
+        _run(
+            tmp_path,
+            f"a{s}",
+            [
+                {"step": 0, "val/accuracy": 0.3},
+                {"step": 5, "val/accuracy": 0.4 + 0.1 * s},
+                {"step": 5, "train_runtime": 1.0, "val/accuracy": 9.0},
+            ],
+        )
+        for s in range(3)
+    ]
     b = [_run(tmp_path, "b0", [{"step": 0, "val/accuracy": 0.3}, {"step": 5, "val/accuracy": 0.35}])]
     configs = [ConfigRuns("reward_mix=a", a), ConfigRuns("reward_mix=b", b)]
     series = {c.label: [plots.read_series(r.dir, [plots.VAL_KEY])[0][plots.VAL_KEY] for r in c.runs] for c in configs}
@@ -137,8 +150,10 @@ def test_each_reward_term_gets_its_own_panel_and_only_the_configurations_that_us
     def rows(terms):
         return [{"step": s, **{f"rewards/{t}/mean": v * s for t, v in terms.items()}} for s in range(1, 4)]
 
-    configs = [ConfigRuns("mix=both", [_run(tmp_path, "0", rows({"format": 1.0, "correct": 0.1}))]),
-               ConfigRuns("mix=format", [_run(tmp_path, "1", rows({"format": 0.5}))])]
+    configs = [
+        ConfigRuns("mix=both", [_run(tmp_path, "0", rows({"format": 1.0, "correct": 0.1}))]),
+        ConfigRuns("mix=format", [_run(tmp_path, "1", rows({"format": 0.5}))]),
+    ]
     names = ["correct", "format", "unused"]
     keys = [f"rewards/{n}/mean" for n in names]
     curves = {}
@@ -158,11 +173,21 @@ def test_each_reward_term_gets_its_own_panel_and_only_the_configurations_that_us
 
 def test_a_scheduled_weight_is_drawn_dashed_on_its_terms_panel_and_a_constant_one_is_not(tmp_path, figures):
     def rows(fmt_weights):
-        return [{"step": s, "rewards/format/mean": 0.5, "rewards/correct/mean": 0.1 * s,
-                 "reward_weights/format": w, "reward_weights/correct": 2.0} for s, w in enumerate(fmt_weights, 1)]
+        return [
+            {
+                "step": s,
+                "rewards/format/mean": 0.5,
+                "rewards/correct/mean": 0.1 * s,
+                "reward_weights/format": w,
+                "reward_weights/correct": 2.0,
+            }
+            for s, w in enumerate(fmt_weights, 1)
+        ]
 
-    configs = [ConfigRuns("end=0", [_run(tmp_path, "0", rows([1.0, 0.5, 0.0]))]),
-               ConfigRuns("plain", [_run(tmp_path, "1", [{"step": s, "rewards/format/mean": 0.4} for s in (1, 2, 3)])])]
+    configs = [
+        ConfigRuns("end=0", [_run(tmp_path, "0", rows([1.0, 0.5, 0.0]))]),
+        ConfigRuns("plain", [_run(tmp_path, "1", [{"step": s, "rewards/format/mean": 0.4} for s in (1, 2, 3)])]),
+    ]
     plotted = plots.write_plots(configs, ["format", "correct"], tmp_path / "plots")
     title = dict((path, title) for title, path in plotted)["plots/reward_terms.png"]
     assert title.endswith("; dashed, a scheduled term's weight")
@@ -175,9 +200,12 @@ def test_a_scheduled_weight_is_drawn_dashed_on_its_terms_panel_and_a_constant_on
 
 
 def test_a_categorical_parameter_gets_points_and_error_bars_never_a_line_between_values(tmp_path, figures):
-    runs = [RunPoint(tmp_path / f"r{i}", {"reward_mix": mix, "trainer.seed": seed}, val, val - 0.05)
-            for i, (mix, seed, val) in enumerate([("format", 1, 0.3), ("format", 2, 0.34), ("correct", 1, 0.6),
-                                                  ("correct", 2, 0.62), ("correct", 3, 0.64)])]
+    runs = [
+        RunPoint(tmp_path / f"r{i}", {"reward_mix": mix, "trainer.seed": seed}, val, val - 0.05)
+        for i, (mix, seed, val) in enumerate(
+            [("format", 1, 0.3), ("format", 2, 0.34), ("correct", 1, 0.6), ("correct", 2, 0.62), ("correct", 3, 0.64)]
+        )
+    ]
     title = plots.plot_by_parameter("reward_mix", runs, tmp_path / "p.png", highlight=[4])
     assert title == "Validation and test accuracy vs reward_mix (points: runs; error bars: mean and 95% t-interval)"
     val_ax, test_ax = figures[0].axes
@@ -198,33 +226,63 @@ def test_write_plots_skips_seeds_and_removes_plots_an_earlier_report_drew(tmp_pa
     out = tmp_path / "plots"
     out.mkdir()
     (out / "reward_curves.png").write_bytes(b"old")
-    runs = [_run(tmp_path, f"r{i}", [{"step": 0, "val/accuracy": 0.3}, {"step": 1, "reward": 1.0,
-                                                                       "rewards/format/mean": 1.0}],
-                 {"reward_mix": mix, "trainer.seed": i}, 0.3, 0.3) for i, mix in enumerate(["a", "b"])]
-    made = plots.write_plots([ConfigRuns("reward_mix=a", runs[:1]), ConfigRuns("reward_mix=b", runs[1:])],
-                             ["format"], out, [("reward_mix=a", 0.0, None, None, "reference (best)"),
-                                               ("reward_mix=b", 0.0, -0.1, 0.1, "indistinguishable")],
-                             is_seed=lambda key: key.endswith("seed"))
-    assert [rel for _, rel in made] == ["plots/forest.png", "plots/val_accuracy.png", "plots/reward_terms.png",
-                                        "plots/accuracy_vs_reward_mix.png"]
-    assert sorted(p.name for p in out.iterdir()) == ["accuracy_vs_reward_mix.png", "forest.png", "reward_terms.png",
-                                                     "val_accuracy.png"]
+    runs = [
+        _run(
+            tmp_path,
+            f"r{i}",
+            [{"step": 0, "val/accuracy": 0.3}, {"step": 1, "reward": 1.0, "rewards/format/mean": 1.0}],
+            {"reward_mix": mix, "trainer.seed": i},
+            0.3,
+            0.3,
+        )
+        for i, mix in enumerate(["a", "b"])
+    ]
+    made = plots.write_plots(
+        [ConfigRuns("reward_mix=a", runs[:1]), ConfigRuns("reward_mix=b", runs[1:])],
+        ["format"],
+        out,
+        [("reward_mix=a", 0.0, None, None, "reference (best)"), ("reward_mix=b", 0.0, -0.1, 0.1, "indistinguishable")],
+        is_seed=lambda key: key.endswith("seed"),
+    )
+    assert [rel for _, rel in made] == [
+        "plots/forest.png",
+        "plots/val_accuracy.png",
+        "plots/reward_terms.png",
+        "plots/accuracy_vs_reward_mix.png",
+    ]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "accuracy_vs_reward_mix.png",
+        "forest.png",
+        "reward_terms.png",
+        "val_accuracy.png",
+    ]
 
 
 def test_labels_keep_the_part_that_tells_configurations_apart():
-    short = plots.abbreviate(["reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0001",
-                              "reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003"])
-    assert short("reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003") == "reward_mix=smoke r=32 learning_rate=0.0003"
+    short = plots.abbreviate(
+        [
+            "reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0001",
+            "reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003",
+        ]
+    )
+    assert (
+        short("reward_mix=smoke lora.r=32 optimizer.learning_rate=0.0003")
+        == "reward_mix=smoke r=32 learning_rate=0.0003"
+    )
     clash = plots.abbreviate(["model.lr=1 optimizer.lr=2"])  # two keys end in lr: both stay whole
     assert clash("model.lr=1 optimizer.lr=2") == "model.lr=1 optimizer.lr=2"
 
 
 def test_a_studys_sampled_parameter_is_on_a_continuous_axis_against_the_studys_own_objective(tmp_path, figures):
     # four trials: few enough values that a grid's parameter would get a slot each; a sampled one has no slots
-    runs = [RunPoint(tmp_path / f"t{i}", {"reward_mix.correct.weight": w, "trainer.learning_rate": lr}, val, val - 0.1)
-            for i, (w, lr, val) in enumerate([(0.12, 1e-6, 0.4), (0.37, 3e-5, 0.5), (0.81, 2e-4, 0.7), (0.55, 9e-6, 0.6)])]
+    runs = [
+        RunPoint(tmp_path / f"t{i}", {"reward_mix.correct.weight": w, "trainer.learning_rate": lr}, val, val - 0.1)
+        for i, (w, lr, val) in enumerate([(0.12, 1e-6, 0.4), (0.37, 3e-5, 0.5), (0.81, 2e-4, 0.7), (0.55, 9e-6, 0.6)])
+    ]
     metric = ("val_rewards.xmlcount", "test_rewards.xmlcount")
-    title = plots.plot_by_parameter("reward_mix.correct.weight", runs, tmp_path / "w.png", metric=metric, scale="linear")
+    title = plots.plot_by_parameter(
+        "reward_mix.correct.weight", runs, tmp_path / "w.png", metric=metric, scale="linear"
+    )
     assert title == "val_rewards.xmlcount and test_rewards.xmlcount vs reward_mix.correct.weight (points: runs)"
     val_ax, test_ax = figures[0].axes
     assert (val_ax.get_ylabel(), test_ax.get_ylabel()) == metric

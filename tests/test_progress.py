@@ -1,4 +1,5 @@
 """The training progress bar's postfix: the reward, and the latest validation accuracy once one was measured."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

@@ -1,4 +1,5 @@
 """The sweep report over hand-made run directories: grids with seeds, Optuna trials, failures, running runs."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 
 from grpo_sweep.reading import tables
-from grpo_sweep.sweeps.report import build_report, main
 from grpo_sweep.reading.results import SweepResults
+from grpo_sweep.sweeps.report import build_report, main
 
 
 def sweep_table(sweep_dir: Path, **options) -> str:
@@ -32,25 +33,41 @@ def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None,
     rows.append({"step": steps, "train_runtime": 1.0})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if summary is not None:
-        base = {"status": "completed", "optimized_metric": "val_accuracy", "overrides": overrides, "steps": steps,
-                "runtime_s": 3.25, "reward": 0.5, "reward_first": 0.1, "train_rewards": {r: 0.25 for r in rewards}}
+        base = {
+            "status": "completed",
+            "optimized_metric": "val_accuracy",
+            "overrides": overrides,
+            "steps": steps,
+            "runtime_s": 3.25,
+            "reward": 0.5,
+            "reward_first": 0.1,
+            "train_rewards": {r: 0.25 for r in rewards},
+        }
         (run / "summary.json").write_text(json.dumps({**base, **summary}))
     return run
 
 
 def table_rows(report: str, section: str) -> list[list[str]]:
     body = report.split(section)[1].split("\n## ")[0]
-    return [[c.strip() for c in line.split("|")[1:-1]] for line in body.splitlines()
-            if line.startswith("| ") and not line.startswith("| #") and not line.startswith("| configuration")]
+    return [
+        [c.strip() for c in line.split("|")[1:-1]]
+        for line in body.splitlines()
+        if line.startswith("| ") and not line.startswith("| #") and not line.startswith("| configuration")
+    ]
 
 
 def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     values = {("a", 1): 0.2, ("a", 2): 0.4, ("b", 1): 0.9, ("b", 2): 0.7}
     for i, ((mix, seed), acc) in enumerate(values.items()):
-        make_run(tmp_path, str(i), ["lora.r=8", f"reward_mix={mix}", f"trainer.seed={seed}"],
-                 {"objective": acc, "val_accuracy": acc, "test_accuracy": acc - 0.05})
-    make_run(tmp_path, "4", ["lora.r=8", "reward_mix=c", "trainer.seed=1"],
-             {"status": "failed", "error": "ValueError: boom"})
+        make_run(
+            tmp_path,
+            str(i),
+            ["lora.r=8", f"reward_mix={mix}", f"trainer.seed={seed}"],
+            {"objective": acc, "val_accuracy": acc, "test_accuracy": acc - 0.05},
+        )
+    make_run(
+        tmp_path, "4", ["lora.r=8", "reward_mix=c", "trainer.seed=1"], {"status": "failed", "error": "ValueError: boom"}
+    )
     make_run(tmp_path, "5", ["lora.r=8", "reward_mix=c", "trainer.seed=2"], None)  # still running
     report = build_report(tmp_path).read_text()
     rows = table_rows(report, "## Runs, best first")
@@ -67,18 +84,35 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
     assert seeds[2][:7] == ["reward_mix=c", "1,2", "-", "-", "-", "-", "-"]  # one failed, one running: no objective
     assert "ValueError: boom" in report and "4 completed" in report and "1 failed" in report
     assert {p.name for p in (tmp_path / "plots").glob("*.png")} == {
-        "forest.png", "val_accuracy.png", "reward_terms.png", "accuracy_vs_reward_mix.png"}
+        "forest.png",
+        "val_accuracy.png",
+        "reward_terms.png",
+        "accuracy_vs_reward_mix.png",
+    }
 
 
 def test_optuna_trials_show_params_and_states_and_follow_the_direction(tmp_path):
-    trials = [(0, "COMPLETE", 0.5, 1e-3), (1, "PRUNED", None, 1e-1), (2, "COMPLETE", 0.2, 1e-4), (3, "FAIL", None, 1e-2)]
+    trials = [
+        (0, "COMPLETE", 0.5, 1e-3),
+        (1, "PRUNED", None, 1e-1),
+        (2, "COMPLETE", 0.2, 1e-4),
+        (3, "FAIL", None, 1e-2),
+    ]
     for number, state, value, lr in trials:
         trial = {"number": number, "state": state, "params": {"optimizer.learning_rate": lr}, "direction": "minimize"}
         if value is not None:
             trial["value"] = value
-        make_run(tmp_path, str(number), [f"optimizer.learning_rate={lr}"],
-                 {"objective": value, "val_accuracy": value, "trial": trial,
-                  "status": "failed" if state == "FAIL" else "completed"})
+        make_run(
+            tmp_path,
+            str(number),
+            [f"optimizer.learning_rate={lr}"],
+            {
+                "objective": value,
+                "val_accuracy": value,
+                "trial": trial,
+                "status": "failed" if state == "FAIL" else "completed",
+            },
+        )
     report = build_report(tmp_path).read_text()
     rows = table_rows(report, "## Runs, best first")
     assert [r[1] for r in rows][:2] == ["2", "0"]  # minimize: lowest first; no value last
@@ -100,9 +134,15 @@ def test_cli_reports_and_rejects_a_missing_dir(tmp_path, capsys):
 
 
 THREE_SEEDS = {  # (reward_mix, seed) -> objective; made up so the paired CIs are known
-    ("b", 1): 0.9, ("b", 2): 0.7, ("b", 3): 0.8,
-    ("a", 1): 0.2, ("a", 2): 0.4, ("a", 3): 0.3,  # a - b: -0.7, -0.3, -0.5
-    ("c", 1): 0.85, ("c", 2): 0.75, ("c", 3): 0.79,  # c - b: -0.05, +0.05, -0.01
+    ("b", 1): 0.9,
+    ("b", 2): 0.7,
+    ("b", 3): 0.8,
+    ("a", 1): 0.2,
+    ("a", 2): 0.4,
+    ("a", 3): 0.3,  # a - b: -0.7, -0.3, -0.5
+    ("c", 1): 0.85,
+    ("c", 2): 0.75,
+    ("c", 3): 0.79,  # c - b: -0.05, +0.05, -0.01
 }
 
 
@@ -132,8 +172,10 @@ def test_paired_difference_from_the_best_and_cost(tmp_path):
     assert "Intervals: Δ = test difference from the reference; 95% family-wise intervals" in report
     assert "noise from each configuration's own variance of per-run values over 3 seeds (2 df)" in report
     # 9 runs: 10 + 11 + ... + 18 = 126 device-seconds, 1000 * (1 + ... + 9) = 45,000 tokens
-    assert "Cost: 126.0 device-seconds (0.04 device-hours), 45,000 completion tokens generated in training, " \
-           "357 tokens per device-second" in report
+    assert (
+        "Cost: 126.0 device-seconds (0.04 device-hours), 45,000 completion tokens generated in training, "
+        "357 tokens per device-second" in report
+    )
     runs = table_rows(report, "## Runs, best first")
     assert runs[0][1] == "0" and runs[0][-3:] == ["10.0", "1000", "100.0"]
 
@@ -152,8 +194,15 @@ def test_minimize_flips_best_and_verdicts(tmp_path):
 def test_configurations_on_different_seeds_are_incomplete_with_the_seeds_named(tmp_path):
     make_seed_sweep(tmp_path, {("b", 1): 0.9, ("b", 2): 0.7, ("a", 2): 0.2, ("a", 3): 0.4}, cost=False)
     rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Mean ± std over seeds")
-    assert rows[0][:7] == ["reward_mix=b", "1,2", "0.800 ± 0.141", "0.800 ± 0.141", "-", "-",
-                           "incomplete (missing trainer.seed=3)"]
+    assert rows[0][:7] == [
+        "reward_mix=b",
+        "1,2",
+        "0.800 ± 0.141",
+        "0.800 ± 0.141",
+        "-",
+        "-",
+        "incomplete (missing trainer.seed=3)",
+    ]
     assert rows[1][6] == "incomplete (missing trainer.seed=1)"
 
 
@@ -192,15 +241,18 @@ def test_large_sweep_lists_the_top_runs_and_bounds_the_legend(tmp_path, monkeypa
     import matplotlib.axes
 
     from grpo_sweep.reading import plots as plots_module
-
     from grpo_sweep.reading import report as report_module
 
     # 12 configurations x 2 seeds = 24 runs: more runs than report.md lists, more configurations than get colours
     monkeypatch.setattr(report_module, "TOP_RUNS", 5)
     for i in range(24):
         mix, seed = f"m{i // 2:02d}", i % 2 + 1
-        make_run(tmp_path, str(i), [f"reward_mix={mix}", f"trainer.seed={seed}"],
-                 {"objective": i / 100, "val_accuracy": i / 100})
+        make_run(
+            tmp_path,
+            str(i),
+            [f"reward_mix={mix}", f"trainer.seed={seed}"],
+            {"objective": i / 100, "val_accuracy": i / 100},
+        )
     legends = []
     real_legend = matplotlib.axes.Axes.legend
 
@@ -236,8 +288,17 @@ def test_a_half_written_summary_is_reported_and_the_rest_still_are(tmp_path, cap
 def test_sweep_table_shows_the_top_runs_and_where_the_rest_are(tmp_path):
     make_seed_sweep(tmp_path)
     small = sweep_table(tmp_path)  # every run, best validation first
-    assert [line.split("|")[1].strip() for line in small.splitlines()[2:11]] == ["0", "6", "2", "8", "7", "1", "4",
-                                                                                "5", "3"]
+    assert [line.split("|")[1].strip() for line in small.splitlines()[2:11]] == [
+        "0",
+        "6",
+        "2",
+        "8",
+        "7",
+        "1",
+        "4",
+        "5",
+        "3",
+    ]
     table = sweep_table(tmp_path, top=3).splitlines()
     assert [line.split("|")[1].strip() for line in table[2:5]] == ["0", "6", "2"]  # 0.9, 0.85, 0.8
     assert table[5].startswith("(the 3 best of 9 runs by objective, maximize; every run, its overrides as columns: ")
@@ -249,9 +310,20 @@ def test_tables_show_validation_and_test_ranked_by_validation(tmp_path):
 
     # test disagrees with validation on the order: the tables still rank by validation (the objective)
     for i, (val, test, step) in enumerate([(0.5, 0.7, 4), (0.8, 0.6, 2), (0.6, 0.65, 5)]):
-        make_run(tmp_path, str(i), [f"reward_mix=m{i}"],
-                 {"objective": val, "val_accuracy": val, "val_accuracy_before": 0.25, "test_accuracy": test,
-                  "test_accuracy_before": 0.3, "best_step": step, "best_objective": val})
+        make_run(
+            tmp_path,
+            str(i),
+            [f"reward_mix=m{i}"],
+            {
+                "objective": val,
+                "val_accuracy": val,
+                "val_accuracy_before": 0.25,
+                "test_accuracy": test,
+                "test_accuracy_before": 0.3,
+                "best_step": step,
+                "best_objective": val,
+            },
+        )
     report = build_report(tmp_path, plots=False).read_text()
     header = report.split("## Runs, best first")[1].split("\n")[2]
     cols = [c.strip() for c in header.split("|")[1:-1]]
@@ -261,22 +333,36 @@ def test_tables_show_validation_and_test_ranked_by_validation(tmp_path):
     assert rows[0][4:9] == ["0.800", "0.250", "0.800 (2)", "0.600", "0.300"]
     table = sweep_table(tmp_path).splitlines()
     assert [c.strip() for c in table[0].split("|")[1:-1]][3:7] == [
-        "val_accuracy (objective)", "best (step)", "test_accuracy", "test before"]
+        "val_accuracy (objective)",
+        "best (step)",
+        "test_accuracy",
+        "test before",
+    ]
     assert [line.split("|")[1].strip() for line in table[2:5]] == ["1", "2", "0"]
     assert [c.strip() for c in table[2].split("|")[1:-1]][3:7] == ["0.800", "0.800 (2)", "0.600", "0.300"]
     with (tmp_path / "runs.csv").open() as f:
         reader = csv.reader(f)
         head = next(reader)
         first = next(reader)
-    assert head[5:11] == ["objective", "val_accuracy", "val_accuracy_before", "best_step", "best_objective",
-                          "test_accuracy"]
+    assert head[5:11] == [
+        "objective",
+        "val_accuracy",
+        "val_accuracy_before",
+        "best_step",
+        "best_objective",
+        "test_accuracy",
+    ]
     assert first[1] == "1" and first[head.index("test_accuracy")] == "0.6"
 
 
 def test_an_objective_other_than_validation_accuracy_gets_its_own_column(tmp_path):
     for i, (reward, val) in enumerate([(0.9, 0.5), (0.95, 0.4)]):
-        make_run(tmp_path, str(i), [f"reward_mix=m{i}"], {"optimized_metric": "val_rewards.correct",
-                                                           "objective": reward, "val_accuracy": val})
+        make_run(
+            tmp_path,
+            str(i),
+            [f"reward_mix=m{i}"],
+            {"optimized_metric": "val_rewards.correct", "objective": reward, "val_accuracy": val},
+        )
     rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Runs, best first")
     assert [r[1] for r in rows] == ["1", "0"] and rows[0][4:6] == ["0.950", "0.400"]
     table = sweep_table(tmp_path).splitlines()
@@ -292,8 +378,14 @@ def make_outcome_sweep(sweep: Path, val, test):
     k, seeds = test.shape[:2]
     for c in range(k):
         for s in range(seeds):
-            summary = {"optimized_metric": "val_accuracy", "objective": val[c, s].mean(), "val_accuracy": val[c, s].mean(),
-                       "val_samples": val.shape[-1], "test_accuracy": test[c, s].mean(), "test_samples": test.shape[-1]}
+            summary = {
+                "optimized_metric": "val_accuracy",
+                "objective": val[c, s].mean(),
+                "val_accuracy": val[c, s].mean(),
+                "val_samples": val.shape[-1],
+                "test_accuracy": test[c, s].mean(),
+                "test_samples": test.shape[-1],
+            }
             run = make_run(sweep, str(c * seeds + s), [f"reward_mix=m{c}", f"trainer.seed={s + 1}"], summary)
             write_outcomes(run, "test", [{"key": key, "accuracy": y} for key, y in zip(keys, test[c, s])])
 
@@ -311,8 +403,10 @@ def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
     make_outcome_sweep(tmp_path / "null", val[0], test[0])
     lines = verdicts_of(sweep_table(tmp_path / "null"))
     assert len(lines) == 10 and not any(" better" in v or " worse" in v for v in lines.values()), lines
-    assert "over its 3 seeds (2 df) plus the pair's configuration x question part over 64 paired questions" in \
-        sweep_table(tmp_path / "null")
+    assert (
+        "over its 3 seeds (2 df) plus the pair's configuration x question part over 64 paired questions"
+        in sweep_table(tmp_path / "null")
+    )
     val, test = simulate(rng, 1, 10, 3, shifts={0: -0.25})  # m0 truly 0.25 lower on validation and test
     make_outcome_sweep(tmp_path / "lower", val[0], test[0])
     lines = verdicts_of(sweep_table(tmp_path / "lower"))
@@ -369,9 +463,17 @@ def multirun_end(sweep_dir: Path, logger: dict | None = None, strategy: str = "g
 
     from .conftest import SWEEPERS
 
-    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "launcher": {"detach": False},
-                                         "sweeper": {"_target_": SWEEPERS[strategy]}},
-                               "task_name": "grpo", "logger": {"name": "wandb", "mode": "disabled", **(logger or {})}})
+    config = OmegaConf.create(
+        {
+            "hydra": {
+                "sweep": {"dir": str(sweep_dir)},
+                "launcher": {"detach": False},
+                "sweeper": {"_target_": SWEEPERS[strategy]},
+            },
+            "task_name": "grpo",
+            "logger": {"name": "wandb", "mode": "disabled", **(logger or {})},
+        }
+    )
     try:
         SweepTable().on_multirun_end(config)
     except SystemExit as exc:
@@ -406,8 +508,11 @@ def test_the_end_of_a_study_reads_each_run_once_and_compares_once(tmp_path, monk
     from .test_search import fake_study
 
     a, b = 1e-3, 1e-2
-    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
-                                  lambda lr, seed: (0.6 if lr == a else 0.4) + (seed - 42) / 100)
+    study, objective = fake_study(
+        tmp_path,
+        {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
+        lambda lr, seed: (0.6 if lr == a else 0.4) + (seed - 42) / 100,
+    )
     for lr in (a, b):
         study.enqueue_trial({"optimizer.learning_rate": lr})
     study.optimize(objective, n_trials=2, catch=())
@@ -429,13 +534,19 @@ def test_configurations_tied_on_validation_say_the_reference_is_only_the_first_l
     make_seed_sweep(tmp_path, tied, cost=False)
     rows = table_rows(build_report(tmp_path, plots=False).read_text(), "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=b", "reward_mix=c"]  # in the sweep's order
-    assert rows[0][6] == ("reference (all 3 configurations tie on validation (0.5): the first listed is the "
-                          "reference, an arbitrary pick)")
+    assert rows[0][6] == (
+        "reference (all 3 configurations tie on validation (0.5): the first listed is the reference, an arbitrary pick)"
+    )
     assert rows[1][6].startswith("indistinguishable")
     make_seed_sweep(tmp_path / "top", {**tied, ("b", 1): 0.3}, cost=False)  # b below: a and c tie at the top
     block = sweep_table(tmp_path / "top").split("Per configuration over seeds")[1].splitlines()
     assert block[1].split()[0] == "reward_mix=a" and block[1].endswith(
-        "reference (tied best on validation with reward_mix=c: the first listed is the reference, an arbitrary pick)")
+        "reference (tied best on validation with reward_mix=c: the first listed is the reference, an arbitrary pick)"
+    )
     make_seed_sweep(tmp_path / "one", THREE_SEEDS, cost=False)  # no tie: as before
-    assert sweep_table(tmp_path / "one").split("Per configuration over seeds")[1].splitlines()[1].endswith(
-        "reference (best on validation)")
+    assert (
+        sweep_table(tmp_path / "one")
+        .split("Per configuration over seeds")[1]
+        .splitlines()[1]
+        .endswith("reference (best on validation)")
+    )

@@ -1,4 +1,5 @@
 """A run continues in its own directory after a kill: from its last complete checkpoint, every step logged once."""
+
 from __future__ import annotations
 
 import json
@@ -46,10 +47,19 @@ def test_a_run_dir_refuses_another_config(tmp_path):
 
 
 def test_status_of_a_local_sweep_from_its_run_dirs(tmp_path):
-    for num, summary in (("0", {"status": "completed", "objective": 0.5, "overrides": ["lora.r=16"]}),
-                         ("1", {"status": "failed", "error": "RuntimeError: boom", "traceback": "line a\nline b",
-                                "overrides": ["lora.r=32"]}),
-                         ("2", None)):
+    for num, summary in (
+        ("0", {"status": "completed", "objective": 0.5, "overrides": ["lora.r=16"]}),
+        (
+            "1",
+            {
+                "status": "failed",
+                "error": "RuntimeError: boom",
+                "traceback": "line a\nline b",
+                "overrides": ["lora.r=32"],
+            },
+        ),
+        ("2", None),
+    ):
         (tmp_path / num / ".hydra").mkdir(parents=True)
         (tmp_path / num / ".hydra" / "config.yaml").write_text("{}")
         if summary:
@@ -63,8 +73,10 @@ def test_status_of_a_local_sweep_from_its_run_dirs(tmp_path):
 
 
 def test_status_reports_a_half_written_summary_and_the_other_runs(tmp_path):
-    for num, text in (("0", json.dumps({"status": "completed", "objective": 0.5, "overrides": ["lora.r=16"]})),
-                      ("1", '{"status": "comp')):
+    for num, text in (
+        ("0", json.dumps({"status": "completed", "objective": 0.5, "overrides": ["lora.r=16"]})),
+        ("1", '{"status": "comp'),
+    ):
         (tmp_path / num / ".hydra").mkdir(parents=True)
         (tmp_path / num / ".hydra" / "config.yaml").write_text("{}")
         (tmp_path / num / "summary.json").write_text(text)
@@ -77,9 +89,19 @@ def test_status_reports_a_half_written_summary_and_the_other_runs(tmp_path):
 def test_a_killed_run_resumes_in_its_dir_with_every_step_once(tmp_path):
     """SIGKILL mid-run, then the same command with the same run dir: it continues from the checkpoint."""
     run_dir = tmp_path / "run"
-    args = [*FAST, "trainer.max_steps=30", "trainer.save_steps=3", "trainer.disable_tqdm=true", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={tmp_path}"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        *FAST,
+        "trainer.max_steps=30",
+        "trainer.save_steps=3",
+        "trainer.disable_tqdm=true",
+        f"hydra.run.dir={run_dir}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={tmp_path}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if last_checkpoint(run_dir) and (run_dir / "metrics.jsonl").read_text().count('"reward"') >= 4:
@@ -95,8 +117,9 @@ def test_a_killed_run_resumes_in_its_dir_with_every_step_once(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     [resumed_from] = summary["resumed_from_steps"]
     assert summary["steps"] == 30 and resumed_from % 3 == 0 and 0 < resumed_from < 30
-    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-             if '"reward"' in line]
+    steps = [
+        json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in line
+    ]
     assert steps == list(range(1, 31))
 
     again = run_launch(args, tmp_path)  # a finished run is not trained again

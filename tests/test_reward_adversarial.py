@@ -3,6 +3,7 @@
 Ground truth is 12 unless a case says otherwise. Every case runs as a plain string and, where it is a string,
 also as TRL's conversational form, which must score the same.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -74,7 +75,12 @@ CASES = [
     ("correct", THINK + "<answer>between 11 and 13</answer>", TRUTH, "correct-prose-range-in-words"),
     ("correct", THINK + "<answer>11–13</answer>", TRUTH, "correct-prose-range-dash"),
     ("correct", THINK + "<answer>$12 or $13</answer>", TRUTH, "correct-prose-two-prices"),
-    ("correct", THINK + "<answer>The answer is $\\boxed{12}$ or $\\boxed{13}$.</answer>", TRUTH, "correct-prose-two-boxes-in-sentence"),
+    (
+        "correct",
+        THINK + "<answer>The answer is $\\boxed{12}$ or $\\boxed{13}$.</answer>",
+        TRUTH,
+        "correct-prose-two-boxes-in-sentence",
+    ),
     ("correct", THINK + "<answer>12 12 12 12</answer>", TRUTH, "correct-prose-repeated-value"),
     ("correct", THINK + "<answer>at least 12</answer>", TRUTH, "correct-prose-bound"),
     ("correct", THINK + "<answer>12 (rounded)</answer>", TRUTH, "correct-prose-rounded"),
@@ -85,19 +91,44 @@ CASES = [
     ("correct", THINK + "<answer>2pi</answer>", "2", "correct-prose-pi-as-unit-word"),
     # --- correct: a truth of several parts needs exactly its parts
     ("correct", THINK + "<answer>(5, 8), (8, 5), (1, 1)</answer>", "(5, 8), (8, 5)", "correct-parts-extra-part"),
-    ("correct", THINK + "<answer>(5, 8) \\quad \\text{and} \\quad (8, 5) \\quad \\text{and} \\quad (1, 1)</answer>", "(5, 8), (8, 5)", "correct-parts-extra-part-in-words"),
+    (
+        "correct",
+        THINK + "<answer>(5, 8) \\quad \\text{and} \\quad (8, 5) \\quad \\text{and} \\quad (1, 1)</answer>",
+        "(5, 8), (8, 5)",
+        "correct-parts-extra-part-in-words",
+    ),
     ("correct", THINK + "<answer>\\{(5, 8), (8, 5), (1, 1)\\}</answer>", "(5, 8), (8, 5)", "correct-parts-superset"),
     ("correct", THINK + "<answer>(5, 8)</answer>", "(5, 8), (8, 5)", "correct-parts-one-missing"),
     ("correct", THINK + "<answer>(5, 8), (5, 8)</answer>", "(5, 8), (8, 5)", "correct-parts-one-given-twice"),
     ("correct", THINK + "<answer>k = 45, n = 3</answer>", "k = 45, n = 2", "correct-parts-one-wrong"),
     ("correct", THINK + "<answer>k = 45, m = 2</answer>", "k = 45, n = 2", "correct-parts-wrong-variable"),
     ("correct", THINK + "<answer>(5, 8) \\text{ but not } (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-negated"),
-    ("correct", THINK + "<answer>(5, 8) \\text{ and (1, 1) } (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-number-hidden-in-text"),
+    (
+        "correct",
+        THINK + "<answer>(5, 8) \\text{ and (1, 1) } (8, 5)</answer>",
+        "(5, 8), (8, 5)",
+        "correct-parts-number-hidden-in-text",
+    ),
     ("correct", THINK + "<answer>(5, 8) \\to (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-arrow"),
     ("correct", THINK + "<answer>(5, 8) \\text{ and maybe } (8, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-hedged"),
-    ("correct", THINK + "<answer>" + ",".join(f"({a},{b})" for a in range(1, 9) for b in range(1, 9)) + "</answer>", "(5, 8), (8, 5)", "correct-parts-all-pairs"),
-    ("correct", THINK + "<answer>(5, 8), (8, 5) \\approx (8.1, 5)</answer>", "(5, 8), (8, 5)", "correct-parts-approximation"),
-    ("correct", THINK + "<answer>\\boxed{(5, 8)}</answer><answer>\\boxed{(8, 5)}</answer>", "(5, 8), (8, 5)", "correct-parts-in-two-blocks"),
+    (
+        "correct",
+        THINK + "<answer>" + ",".join(f"({a},{b})" for a in range(1, 9) for b in range(1, 9)) + "</answer>",
+        "(5, 8), (8, 5)",
+        "correct-parts-all-pairs",
+    ),
+    (
+        "correct",
+        THINK + "<answer>(5, 8), (8, 5) \\approx (8.1, 5)</answer>",
+        "(5, 8), (8, 5)",
+        "correct-parts-approximation",
+    ),
+    (
+        "correct",
+        THINK + "<answer>\\boxed{(5, 8)}</answer><answer>\\boxed{(8, 5)}</answer>",
+        "(5, 8), (8, 5)",
+        "correct-parts-in-two-blocks",
+    ),
     # --- correct: structure
     ("correct", THINK + "<answer><answer>12</answer></answer>", TRUTH, "correct-nested-answer"),
     ("correct", THINK + "<answer>11</answer><answer>12</answer>", TRUTH, "correct-two-blocks"),
@@ -118,7 +149,12 @@ CASES = [
     ("correct", THINK + "<answer>1\u200b3</answer>", TRUTH, "correct-zero-width-in-wrong-number"),
     ("correct", THINK + "<answer>\u0415velyn</answer>", "Evelyn", "correct-cyrillic-homoglyph"),
     ("correct", THINK + "<answer>12" + " 12" * (MAX_ANSWER_CHARS // 3) + "</answer>", TRUTH, "correct-huge-answer"),
-    ("correct", THINK + "<answer>" + "1" * (MAX_ANSWER_CHARS + 1) + "</answer>", "1" * (MAX_ANSWER_CHARS + 1), "correct-over-max-chars"),
+    (
+        "correct",
+        THINK + "<answer>" + "1" * (MAX_ANSWER_CHARS + 1) + "</answer>",
+        "1" * (MAX_ANSWER_CHARS + 1),
+        "correct-over-max-chars",
+    ),
     # --- boxed
     ("boxed", "so the answer is \\boxed{3}", "3\\sqrt{2}", "boxed-leading-number-of-sqrt"),
     ("boxed", "\\boxed{Evenly}", "Evelyn", "boxed-anagram"),
@@ -164,10 +200,25 @@ CASES = [
     ("format", "<think>a</think>\u2003x<answer>1</answer>", TRUTH, "format-text-after-unicode-space"),
     ("format", "<think>a</think><answer>1</answer>" + "\u200b", TRUTH, "format-zero-width-after"),
     # --- strict_format
-    ("strict_format", "<think>\na\n</think>\njunk\n<think>\nb\n</think>\n<answer>\n1\n</answer>\n", TRUTH, "strict-junk-and-second-think"),
+    (
+        "strict_format",
+        "<think>\na\n</think>\njunk\n<think>\nb\n</think>\n<answer>\n1\n</answer>\n",
+        TRUTH,
+        "strict-junk-and-second-think",
+    ),
     ("strict_format", "<think>\na\n</think>\n<answer>\n\n</answer>\n", TRUTH, "strict-blank-answer"),
-    ("strict_format", "<think>\n<answer>\n1\n</answer>\n</think>\n<answer>\n1\n</answer>\n", TRUTH, "strict-answer-in-think"),
-    ("strict_format", "<think>\na\n</think>\n<answer>\n1\n</answer>\n<answer>\n2\n</answer>\n", TRUTH, "strict-two-answers"),
+    (
+        "strict_format",
+        "<think>\n<answer>\n1\n</answer>\n</think>\n<answer>\n1\n</answer>\n",
+        TRUTH,
+        "strict-answer-in-think",
+    ),
+    (
+        "strict_format",
+        "<think>\na\n</think>\n<answer>\n1\n</answer>\n<answer>\n2\n</answer>\n",
+        TRUTH,
+        "strict-two-answers",
+    ),
     ("strict_format", "<think>\na\n</think>\n<answer>\n1\n</answer>\n\n", TRUTH, "strict-two-trailing-newlines"),
     ("strict_format", "<think>a</think>\n<answer>1</answer>", TRUTH, "strict-no-inner-newlines"),
     # --- soft_format
@@ -190,12 +241,22 @@ CASES = [
 
 # Several assistant messages: the model's turn is the last one; an earlier right answer earns nothing.
 CHAT_CASES = [
-    ("correct", chat(THINK + "<answer>12</answer>", "on second thought I am not sure"), TRUTH, "chat-correct-earlier-message"),
+    (
+        "correct",
+        chat(THINK + "<answer>12</answer>", "on second thought I am not sure"),
+        TRUTH,
+        "chat-correct-earlier-message",
+    ),
     ("correct", chat("<answer>", "12</answer>"), TRUTH, "chat-correct-tag-split-over-messages"),
     ("boxed", chat("\\boxed{12}", "no idea"), TRUTH, "chat-boxed-earlier-message"),
     ("int", chat("<answer>12</answer>", "<answer>twelve</answer>"), TRUTH, "chat-int-earlier-message"),
     ("format", chat("<think>a</think>", "<answer>1</answer>"), TRUTH, "chat-format-split-over-messages"),
-    ("strict_format", chat("<think>\na\n</think>\n<answer>\n1\n</answer>\n", "more"), TRUTH, "chat-strict-earlier-message"),
+    (
+        "strict_format",
+        chat("<think>\na\n</think>\n<answer>\n1\n</answer>\n", "more"),
+        TRUTH,
+        "chat-strict-earlier-message",
+    ),
     ("soft_format", chat("<think>a</think><answer>1</answer>", "bye"), TRUTH, "chat-soft-earlier-message"),
     (
         "correct",
@@ -261,7 +322,8 @@ def test_length_pays_for_length_by_design():
 @pytest.mark.parametrize(
     "text",
     [
-        "<think>" + "</think><answer>" * 20_000,  # every </think> is followed by an <answer>: a lazy regex tries each pair
+        "<think>"
+        + "</think><answer>" * 20_000,  # every </think> is followed by an <answer>: a lazy regex tries each pair
         "<think>x</think><answer>" + "</answer> " * 20_000,
         "<think>" * 20_000 + "</think>" * 20_000,
         "<answer>" + "\\boxed{" * 20_000 + "}" * 19_999 + "</answer>",

@@ -1,5 +1,6 @@
 """What each reward term costs: its seconds in training and their share of the training time, in summary.json, at
 the end of a run on the terminal (costly terms only), in W&B's summary and in the sweep report."""
+
 from __future__ import annotations
 
 import csv
@@ -9,10 +10,10 @@ import shutil
 import pytest
 
 from grpo_sweep.app import format_summary
+from grpo_sweep.reading.report import reward_cost_line
 from grpo_sweep.rewards.guard import guarded
 from grpo_sweep.run.cost import costly_terms, reward_cost
 from grpo_sweep.run.record import RunSummary
-from grpo_sweep.reading.report import reward_cost_line
 from grpo_sweep.sweeps.report import build_report
 from grpo_sweep.tracking.wandb_logger import summary_fields
 
@@ -31,8 +32,10 @@ def test_the_guard_times_training_calls_and_not_evaluation_calls():
 
 def test_share_is_of_training_time_without_the_periodic_evaluations():
     cost = reward_cost({"judge": (3.0, 10), "format": (0.01, 10)}, {"train": 14.0, "eval_periodic": 4.0})
-    assert cost == {"judge": {"seconds": 3.0, "share": 0.3, "calls": 10},
-                    "format": {"seconds": 0.01, "share": 0.001, "calls": 10}}
+    assert cost == {
+        "judge": {"seconds": 3.0, "share": 0.3, "calls": 10},
+        "format": {"seconds": 0.01, "share": 0.001, "calls": 10},
+    }
     assert reward_cost({"judge": (3.0, 10)}, {"train": None})["judge"]["share"] is None
     assert [name for name, _ in costly_terms({"reward_cost": cost})] == ["judge"]
 
@@ -62,8 +65,14 @@ def test_a_slow_term_shows_its_share_and_the_cheap_ones_stay_small(slow_run):
     # the terminal names the slow term only when it passes the threshold; the default run's cheap terms never
     text = format_summary(summary)
     shown = [line for line in text.splitlines() if "reward cost:" in line]
-    assert shown == ([f"  reward cost: slow took {slow['share']:.1%} of training time "
-                      f"({slow['seconds']:.1f} s in {slow['calls']} calls)"] if slow["share"] >= 0.05 else [])
+    assert shown == (
+        [
+            f"  reward cost: slow took {slow['share']:.1%} of training time "
+            f"({slow['seconds']:.1f} s in {slow['calls']} calls)"
+        ]
+        if slow["share"] >= 0.05
+        else []
+    )
     cheap = {**summary, "reward_cost": {n: c for n, c in cost.items() if n != "slow"}}
     assert "reward cost" not in format_summary(cheap)
     fields = summary_fields(summary)
@@ -89,7 +98,8 @@ def test_the_sweep_report_shows_each_terms_share(slow_run, tmp_path):
     assert line.index("slow") < line.index("xmlcount")  # costliest first
     rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
     assert sorted(float(r["reward_cost.slow.share"]) for r in rows) == sorted(
-        [summary["reward_cost"]["slow"]["share"], 0.5])
+        [summary["reward_cost"]["slow"]["share"], 0.5]
+    )
     assert all("reward_cost.xmlcount.share" in r for r in rows)
 
 

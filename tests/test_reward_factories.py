@@ -1,5 +1,6 @@
 """A reward term can name a factory (TRL's get_soft_overlong_punishment, ...) and the arguments it is called with;
 TRL's shipped rewards, plain and made by factories, each train the tiny model."""
+
 from __future__ import annotations
 
 import inspect
@@ -39,10 +40,19 @@ def test_the_reward_a_factory_returns_has_its_columns_read_off_its_signature():
     cosine = {"factory": "trl.rewards.get_cosine_scaled_reward", "factory_args": {"max_len": 16}}
     assert data_columns({"cos": cosine})["solution"].reward == "reward_mix.cos (trl.rewards.get_cosine_scaled_reward)"
     assert list(data_columns({"cos": {**cosine, "columns": {"solution": "ground_truth"}}})) == ["ground_truth"]
-    with pytest.raises(ConfigError, match=r"^reward_mix.cos \(trl.rewards.get_cosine_scaled_reward\) needs column "
-                                          r"'solution', which the train data lacks"):
-        validate(compose(["+reward_mix.cos.factory=trl.rewards.get_cosine_scaled_reward",
-                          "+reward_mix.cos.factory_args.max_len=16"]))
+    with pytest.raises(
+        ConfigError,
+        match=r"^reward_mix.cos \(trl.rewards.get_cosine_scaled_reward\) needs column "
+        r"'solution', which the train data lacks",
+    ):
+        validate(
+            compose(
+                [
+                    "+reward_mix.cos.factory=trl.rewards.get_cosine_scaled_reward",
+                    "+reward_mix.cos.factory_args.max_len=16",
+                ]
+            )
+        )
 
 
 def test_the_mix_shows_the_factory_and_its_arguments():
@@ -51,27 +61,43 @@ def test_the_mix_shows_the_factory_and_its_arguments():
 
 
 BAD = [
-    ({"factory": "trl.rewards.get_soft_overlong", "factory_args": OVERLONG_ARGS},
-     f"reward_mix.t.factory=trl.rewards.get_soft_overlong: module 'trl.rewards' has no function 'get_soft_overlong'"),
+    (
+        {"factory": "trl.rewards.get_soft_overlong", "factory_args": OVERLONG_ARGS},
+        "reward_mix.t.factory=trl.rewards.get_soft_overlong: module 'trl.rewards' has no function 'get_soft_overlong'",
+    ),
     ({"factory": "no_such_pkg.make"}, "reward_mix.t.factory=no_such_pkg.make: cannot import module 'no_such_pkg'"),
-    ({"factory": OVERLONG, "factory_args": {"max_completion_len": 12}},
-     f"reward_mix.t.factory={OVERLONG}: missing a required argument: 'soft_punish_cache'; it takes "
-     "(max_completion_len: int, soft_punish_cache: int), set as +reward_mix.t.factory_args.<argument>=<value>"),
-    ({"factory": OVERLONG, "factory_args": {**OVERLONG_ARGS, "max_len": 3}},
-     f"reward_mix.t.factory={OVERLONG}: got an unexpected keyword argument 'max_len'"),
-    ({"factory": "builtins.dict", "factory_args": {"a": 1}},
-     "reward_mix.t.factory=builtins.dict returned dict {'a': 1}, not a reward function"),
-    ({"factory": "trl.rewards.think_format_reward"},
-     "reward_mix.t.factory=trl.rewards.think_format_reward is a reward itself (it takes completions): "
-     "use reward_mix.t.fn=trl.rewards.think_format_reward instead of factory="),
-    ({"factory": OVERLONG, "fn": "trl.rewards.think_format_reward"},
-     "reward_mix.t: give fn (the reward) or factory (a function that returns the reward), not both"),
+    (
+        {"factory": OVERLONG, "factory_args": {"max_completion_len": 12}},
+        f"reward_mix.t.factory={OVERLONG}: missing a required argument: 'soft_punish_cache'; it takes "
+        "(max_completion_len: int, soft_punish_cache: int), set as +reward_mix.t.factory_args.<argument>=<value>",
+    ),
+    (
+        {"factory": OVERLONG, "factory_args": {**OVERLONG_ARGS, "max_len": 3}},
+        f"reward_mix.t.factory={OVERLONG}: got an unexpected keyword argument 'max_len'",
+    ),
+    (
+        {"factory": "builtins.dict", "factory_args": {"a": 1}},
+        "reward_mix.t.factory=builtins.dict returned dict {'a': 1}, not a reward function",
+    ),
+    (
+        {"factory": "trl.rewards.think_format_reward"},
+        "reward_mix.t.factory=trl.rewards.think_format_reward is a reward itself (it takes completions): "
+        "use reward_mix.t.fn=trl.rewards.think_format_reward instead of factory=",
+    ),
+    (
+        {"factory": OVERLONG, "fn": "trl.rewards.think_format_reward"},
+        "reward_mix.t: give fn (the reward) or factory (a function that returns the reward), not both",
+    ),
     ({"factory_args": OVERLONG_ARGS}, "reward_mix.t.factory_args without reward_mix.t.factory"),
-    ({"factory": "tests.reward_plugins.make_failing_reward", "factory_args": {"n": 9}},
-     "reward_mix.t.factory=tests.reward_plugins.make_failing_reward: calling it with {'n': 9} raised ValueError: "
-     "n=9 is too big"),
-    ({"factory": "tests.reward_plugins.make_positional_reward"},
-     "reward_mix.t: the reward 'tests.reward_plugins.make_positional_reward(...)' must accept **kwargs"),
+    (
+        {"factory": "tests.reward_plugins.make_failing_reward", "factory_args": {"n": 9}},
+        "reward_mix.t.factory=tests.reward_plugins.make_failing_reward: calling it with {'n': 9} raised ValueError: "
+        "n=9 is too big",
+    ),
+    (
+        {"factory": "tests.reward_plugins.make_positional_reward"},
+        "reward_mix.t: the reward 'tests.reward_plugins.make_positional_reward(...)' must accept **kwargs",
+    ),
 ]
 
 
@@ -86,21 +112,31 @@ def test_a_bad_factory_term_is_refused_in_one_line_naming_the_term(term, message
 TRL_REWARDS = {
     "accuracy": ["+reward_mix.t.fn=trl.rewards.accuracy_reward", "+reward_mix.t.columns.solution=ground_truth"],
     "think_format": ["+reward_mix.t.fn=trl.rewards.think_format_reward"],
-    "overlong": [f"+reward_mix.t.factory={OVERLONG}", "+reward_mix.t.factory_args.max_completion_len=12",
-                 "+reward_mix.t.factory_args.soft_punish_cache=4"],
-    "repetition": ["+reward_mix.t.factory=trl.rewards.get_repetition_penalty_reward",
-                   "+reward_mix.t.factory_args.ngram_size=2"],
-    "cosine": ["+reward_mix.t.factory=trl.rewards.get_cosine_scaled_reward", "+reward_mix.t.factory_args.max_len=16",
-               "+reward_mix.t.columns.solution=ground_truth"],
+    "overlong": [
+        f"+reward_mix.t.factory={OVERLONG}",
+        "+reward_mix.t.factory_args.max_completion_len=12",
+        "+reward_mix.t.factory_args.soft_punish_cache=4",
+    ],
+    "repetition": [
+        "+reward_mix.t.factory=trl.rewards.get_repetition_penalty_reward",
+        "+reward_mix.t.factory_args.ngram_size=2",
+    ],
+    "cosine": [
+        "+reward_mix.t.factory=trl.rewards.get_cosine_scaled_reward",
+        "+reward_mix.t.factory_args.max_len=16",
+        "+reward_mix.t.columns.solution=ground_truth",
+    ],
 }
 
 
 # each trains the tiny model for real; the factory example runs by default, the others with the slow tests
-@pytest.mark.parametrize("name", [name if name == "overlong" else pytest.param(name, marks=pytest.mark.slow)
-                                  for name in TRL_REWARDS])
+@pytest.mark.parametrize(
+    "name", [name if name == "overlong" else pytest.param(name, marks=pytest.mark.slow) for name in TRL_REWARDS]
+)
 def test_trl_shipped_reward_trains(name, tmp_path):
-    out = launch_here(["reward_mix=none", *TRL_REWARDS[name], *FAST, "trainer.max_steps=2", "trainer.save_steps=2"],
-                      tmp_path)
+    out = launch_here(
+        ["reward_mix=none", *TRL_REWARDS[name], *FAST, "trainer.max_steps=2", "trainer.save_steps=2"], tmp_path
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     [summary_file] = list(tmp_path.glob("grpo/runs/*/summary.json"))
     summary = json.loads(summary_file.read_text())
@@ -108,11 +144,20 @@ def test_trl_shipped_reward_trains(name, tmp_path):
 
 
 def test_launch_refuses_a_bad_factory_path_in_one_line_before_training(tmp_path):
-    out = run_launch(["+reward_mix.overlong.factory=trl.rewards.get_soft_overlong",
-                      "+reward_mix.overlong.factory_args.max_completion_len=256", *FAST], tmp_path, timeout=120)
+    out = run_launch(
+        [
+            "+reward_mix.overlong.factory=trl.rewards.get_soft_overlong",
+            "+reward_mix.overlong.factory_args.max_completion_len=256",
+            *FAST,
+        ],
+        tmp_path,
+        timeout=120,
+    )
     assert out.returncode != 0
-    assert out.stderr.startswith("grpo-sweep: reward_mix.overlong.factory=trl.rewards.get_soft_overlong: module "
-                                 "'trl.rewards' has no function 'get_soft_overlong'"), out.stderr
+    assert out.stderr.startswith(
+        "grpo-sweep: reward_mix.overlong.factory=trl.rewards.get_soft_overlong: module "
+        "'trl.rewards' has no function 'get_soft_overlong'"
+    ), out.stderr
     assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr, out.stderr
     assert not list(tmp_path.glob("**/metrics.jsonl")) and not list(tmp_path.glob("**/.hydra")), "training started"
 

@@ -1,13 +1,14 @@
 """Rewards that raise or return garbage: named errors by default, or skipped and counted with reward_errors=skip."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from grpo_sweep.run.files import read_jsonl
 from grpo_sweep.rewards.guard import FAILED, ON_ERROR, RewardFailure, guarded
 from grpo_sweep.rewards.mix import build_mix
+from grpo_sweep.run.files import read_jsonl
 
 from .conftest import FAST, compose
 
@@ -65,9 +66,13 @@ def test_a_sample_the_reward_could_not_score_is_none_and_a_failure_in_either_mod
 
 @pytest.mark.parametrize(
     "values, problem",
-    [([0.1, math.nan], "value nan for sample 1"), ([math.inf, 0.0], "value inf for sample 0"),
-     (["0.5", 1.0], "non-numeric value '0.5' for sample 0"), ([True, 1.0], "non-numeric value True"),
-     ([[1.0], 1.0], "non-numeric value [1.0]")],
+    [
+        ([0.1, math.nan], "value nan for sample 1"),
+        ([math.inf, 0.0], "value inf for sample 0"),
+        (["0.5", 1.0], "non-numeric value '0.5' for sample 0"),
+        ([True, 1.0], "non-numeric value True"),
+        ([[1.0], 1.0], "non-numeric value [1.0]"),
+    ],
 )
 def test_bad_values_are_rejected_with_the_reward_name(values, problem):
     with pytest.raises(RewardFailure, match=f"reward 'r' returned {problem}".replace("[", r"\[").replace("]", r"\]")):
@@ -99,8 +104,14 @@ def test_build_mix_guards_every_reward():
 def test_a_run_survives_a_buggy_reward_in_skip_mode(tmp_path):
     from grpo_sweep.run.train import train
 
-    cfg = compose(FAST + ["reward_errors=skip", "+reward_mix.buggy.fn=tests.reward_plugins.odd_length_raises",
-                          "+reward_mix.buggy.weight=0.5"])
+    cfg = compose(
+        FAST
+        + [
+            "reward_errors=skip",
+            "+reward_mix.buggy.fn=tests.reward_plugins.odd_length_raises",
+            "+reward_mix.buggy.weight=0.5",
+        ]
+    )
     summary = train(cfg, tmp_path)
     assert summary["status"] == "completed" and summary["steps"] == 6
     assert summary["reward_failures"]["buggy"] > 0 and summary["reward_failures"]["xmlcount"] == 0
@@ -112,6 +123,10 @@ def test_a_run_survives_a_buggy_reward_in_skip_mode(tmp_path):
 def test_a_run_stops_on_a_buggy_reward_by_default(tmp_path):
     from grpo_sweep.run.train import train
 
-    cfg = compose(FAST + ["+reward_mix.buggy.fn=tests.reward_plugins.odd_length_raises", "+reward_mix.buggy.weight=0.5"])
-    with pytest.raises(RewardFailure, match=r"reward 'buggy' raised ValueError: cannot parse .* on sample \d+; completion"):
+    cfg = compose(
+        FAST + ["+reward_mix.buggy.fn=tests.reward_plugins.odd_length_raises", "+reward_mix.buggy.weight=0.5"]
+    )
+    with pytest.raises(
+        RewardFailure, match=r"reward 'buggy' raised ValueError: cannot parse .* on sample \d+; completion"
+    ):
         train(cfg, tmp_path)

@@ -1,6 +1,7 @@
 """A reward term can be a sequence-classification reward model (reward_mix.<name>.model=<dir or hub id>): checked on
 the launching machine from its files alone, scored like TRL scores a reward model, logged as rewards/<name>/mean,
 and a short training against the tiny local reward model (models/tiny_reward.py) raises its mean."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,24 @@ def said(text: str) -> list[dict]:
     return [{"role": "assistant", "content": text}]
 
 
-QUESTIONS = ["What is 2 + 3?", "What is the result of 6 * 7?", "Calculate 9 - 4", "What is 1 + 1?", "Say it",
-             "What is 8 * 8?", "What is 3 - 9?"]
-ANSWERS = ["<answer> 5 </answer>", "the answer is forty two", "5", "<think> 1 + 1 = 2 </think> <answer> 2 </answer>",
-           "", "64 64 64 64 64 64 64 64 64", "minus six"]
+QUESTIONS = [
+    "What is 2 + 3?",
+    "What is the result of 6 * 7?",
+    "Calculate 9 - 4",
+    "What is 1 + 1?",
+    "Say it",
+    "What is 8 * 8?",
+    "What is 3 - 9?",
+]
+ANSWERS = [
+    "<answer> 5 </answer>",
+    "the answer is forty two",
+    "5",
+    "<think> 1 + 1 = 2 </think> <answer> 2 </answer>",
+    "",
+    "64 64 64 64 64 64 64 64 64",
+    "minus six",
+]
 
 
 def direct_scores(path: str, texts: list[str]) -> list[float]:
@@ -69,7 +84,8 @@ def test_scores_are_the_models_forward_on_the_chat_template_text_and_the_known_f
 def test_plain_text_prompts_are_joined_with_the_completion(rm_dir):
     prompts, completions = ["What is 2 + 3? ", "Say it "], ["5 5 5", "five"]
     assert RewardModel(rm_dir)(prompts, completions) == pytest.approx(
-        direct_scores(rm_dir, ["What is 2 + 3? 5 5 5", "Say it five"]), abs=1e-5)
+        direct_scores(rm_dir, ["What is 2 + 3? 5 5 5", "Say it five"]), abs=1e-5
+    )
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3])
@@ -86,8 +102,10 @@ def test_max_length_keeps_the_end_of_the_text(rm_dir):
     scorer = RewardModel(rm_dir, max_length=8)
     scores = scorer(prompts, completions)
     tokenizer = AutoTokenizer.from_pretrained(rm_dir)
-    tails = [tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"][-8:])
-             for t in scorer.texts(prompts, completions)]
+    tails = [
+        tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"][-8:])
+        for t in scorer.texts(prompts, completions)
+    ]
     assert scores == pytest.approx(direct_scores(rm_dir, tails), abs=1e-5)
 
 
@@ -115,8 +133,11 @@ def test_a_gpu_named_for_the_reward_model_on_a_machine_without_one_is_refused_wh
 
     cfg = compose([*FAST, f"+reward_mix.rm.model={rm_dir}", "+reward_mix.rm.model_args.device=cuda:1"])
     monkeypatch.setattr(validation, "gpu_available", lambda: False)
-    with pytest.raises(ConfigError, match=r"^reward_mix.rm.model_args.device=cuda:1: this machine has no GPU; use "
-                                          r"auto \(the training device\) or cpu$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^reward_mix.rm.model_args.device=cuda:1: this machine has no GPU; use "
+        r"auto \(the training device\) or cpu$",
+    ):
         validation.check_machine(cfg)
     validate(cfg)  # the launching machine (a login node) need not have the GPU
 
@@ -134,14 +155,16 @@ def test_a_model_term_is_named_guarded_and_timed_like_any_term(rm_dir):
     funcs, weights = build_mix({"rm": {"model": rm_dir, "weight": 0.5, "model_args": {"batch_size": 2}}})
     [fn] = funcs
     assert fn.__name__ == "rm" and weights == [0.5]  # TRL logs rewards/rm/mean
-    scores = fn(prompts=[chat(q) for q in QUESTIONS[:3]], completions=[said(a) for a in ANSWERS[:3]],
-                trainer_state=object())
-    assert scores == pytest.approx(RewardModel(rm_dir)([chat(q) for q in QUESTIONS[:3]],
-                                                       [said(a) for a in ANSWERS[:3]]), abs=1e-6)
+    scores = fn(
+        prompts=[chat(q) for q in QUESTIONS[:3]], completions=[said(a) for a in ANSWERS[:3]], trainer_state=object()
+    )
+    assert scores == pytest.approx(
+        RewardModel(rm_dir)([chat(q) for q in QUESTIONS[:3]], [said(a) for a in ANSWERS[:3]]), abs=1e-6
+    )
     assert fn.calls == 1 and fn.seconds > 0  # summary.json's reward_cost reads these
-    assert f"rm  weight 0.5  reward model {rm_dir}(batch_size=2)" in describe_mix({"rm": {"model": rm_dir,
-                                                                                     "weight": 0.5,
-                                                                                     "model_args": {"batch_size": 2}}})
+    assert f"rm  weight 0.5  reward model {rm_dir}(batch_size=2)" in describe_mix(
+        {"rm": {"model": rm_dir, "weight": 0.5, "model_args": {"batch_size": 2}}}
+    )
 
 
 def bad_terms(tmp: Path, rm_dir: str, policy_dir: str) -> list[tuple[dict, str]]:
@@ -149,28 +172,44 @@ def bad_terms(tmp: Path, rm_dir: str, policy_dir: str) -> list[tuple[dict, str]]
     empty.mkdir(exist_ok=True)
     two = tmp / "two_labels"
     two.mkdir(exist_ok=True)
-    (two / "config.json").write_text(json.dumps({"architectures": ["LlamaForSequenceClassification"],
-                                                 "id2label": {"0": "NEG", "1": "POS"}}))
+    (two / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "NEG", "1": "POS"}})
+    )
     return [
         ({"model": "/no/such/reward-model"}, "reward_mix.rm.model='/no/such/reward-model': no such directory"),
         ({"model": str(empty)}, f"reward_mix.rm.model={str(empty)!r} has no config.json"),
-        ({"model": policy_dir}, f"reward_mix.rm.model={policy_dir!r} is a LlamaForCausalLM, not a "
-                                "sequence-classification reward model"),
+        (
+            {"model": policy_dir},
+            f"reward_mix.rm.model={policy_dir!r} is a LlamaForCausalLM, not a sequence-classification reward model",
+        ),
         ({"model": str(two)}, f"reward_mix.rm.model={str(two)!r} has 2 labels; a reward model gives one score"),
-        ({"model": "not a hub id!"}, "reward_mix.rm.model='not a hub id!' is neither a path on this machine nor a "
-                                     "hub id"),
-        ({"model": rm_dir, "model_args": {"dtype": "float8"}},
-         "reward_mix.rm.model_args.dtype='float8'; use one of: auto, float32, bfloat16, float16"),
+        (
+            {"model": "not a hub id!"},
+            "reward_mix.rm.model='not a hub id!' is neither a path on this machine nor a hub id",
+        ),
+        (
+            {"model": rm_dir, "model_args": {"dtype": "float8"}},
+            "reward_mix.rm.model_args.dtype='float8'; use one of: auto, float32, bfloat16, float16",
+        ),
         ({"model": rm_dir, "model_args": {"device": "gpu1"}}, "reward_mix.rm.model_args.device='gpu1'; use auto"),
-        ({"model": rm_dir, "model_args": {"batch_size": 0}},
-         "reward_mix.rm.model_args.batch_size=0: give a whole number >= 1"),
+        (
+            {"model": rm_dir, "model_args": {"batch_size": 0}},
+            "reward_mix.rm.model_args.batch_size=0: give a whole number >= 1",
+        ),
         ({"model": rm_dir, "model_args": {"max_length": "long"}}, "reward_mix.rm.model_args.max_length='long'"),
-        ({"model": rm_dir, "model_args": {"tokenizer": "/no/tok"}},
-         "reward_mix.rm.model_args.tokenizer='/no/tok': no such directory"),
-        ({"model": rm_dir, "model_args": {"temperature": 1}}, "reward_mix.rm.model_args.temperature: unknown option; "
-                                                              "a reward model takes tokenizer, batch_size, device"),
-        ({"model": rm_dir, "fn": "correct"}, "reward_mix.rm: give one of fn (the reward), factory (a function that "
-                                             "returns it) or model (a reward model), not fn and model"),
+        (
+            {"model": rm_dir, "model_args": {"tokenizer": "/no/tok"}},
+            "reward_mix.rm.model_args.tokenizer='/no/tok': no such directory",
+        ),
+        (
+            {"model": rm_dir, "model_args": {"temperature": 1}},
+            "reward_mix.rm.model_args.temperature: unknown option; a reward model takes tokenizer, batch_size, device",
+        ),
+        (
+            {"model": rm_dir, "fn": "correct"},
+            "reward_mix.rm: give one of fn (the reward), factory (a function that "
+            "returns it) or model (a reward model), not fn and model",
+        ),
         ({"model_args": {"batch_size": 2}}, "reward_mix.rm.model_args without reward_mix.rm.model"),
         ({"model": rm_dir, "params": {"unit": "cm"}}, "reward_mix.rm.params: a reward model takes no params"),
         ({"model": 3}, "reward_mix.rm.model=3: give a local directory or a hub id"),
@@ -218,13 +257,18 @@ def test_checking_a_model_term_imports_no_torch_and_loads_nothing(rm_dir):
 
 
 def test_a_hub_reward_model_neither_cached_nor_reachable_is_one_line_naming_the_term(tmp_path):
-    out = run_launch(["+reward_mix.rm.model=org/some-reward-model", *FAST], tmp_path, timeout=120,
-                     env=hub_env(tmp_path))
+    out = run_launch(
+        ["+reward_mix.rm.model=org/some-reward-model", *FAST], tmp_path, timeout=120, env=hub_env(tmp_path)
+    )
     assert out.returncode == 1, out.stderr[-3000:]
-    assert_one_line_refusal(out.stderr, (
-        "grpo-sweep: reward_mix.rm.model='org/some-reward-model' is not in the HF cache and the hub cannot be reached "
-        "from this machine: run this launch once on a machine that reaches the hub (it fetches "
-        "'org/some-reward-model' into the HF cache the nodes share, $HF_HOME), or use reward_mix.rm.model=<local dir>"))
+    assert_one_line_refusal(
+        out.stderr,
+        (
+            "grpo-sweep: reward_mix.rm.model='org/some-reward-model' is not in the HF cache and the hub cannot be reached "
+            "from this machine: run this launch once on a machine that reaches the hub (it fetches "
+            "'org/some-reward-model' into the HF cache the nodes share, $HF_HOME), or use reward_mix.rm.model=<local dir>"
+        ),
+    )
     assert started_runs(tmp_path) == []
 
 
@@ -233,8 +277,18 @@ def test_a_hub_reward_model_neither_cached_nor_reachable_is_one_line_naming_the_
 @pytest.mark.slow
 def test_a_hub_reward_model_in_the_hf_cache_trains_with_the_hub_out_of_reach(rm_dir, tmp_path):
     place_in_hub_cache(Path(rm_dir), tmp_path / "hf", "grpo-sweep-test/tiny-rm")
-    out = run_launch(["reward_mix=none", "+reward_mix.rm.model=grpo-sweep-test/tiny-rm", *FAST, "trainer.max_steps=2",
-                      "trainer.save_steps=2"], tmp_path, timeout=300, env=hub_env(tmp_path))
+    out = run_launch(
+        [
+            "reward_mix=none",
+            "+reward_mix.rm.model=grpo-sweep-test/tiny-rm",
+            *FAST,
+            "trainer.max_steps=2",
+            "trainer.save_steps=2",
+        ],
+        tmp_path,
+        timeout=300,
+        env=hub_env(tmp_path),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     [summary] = [json.loads(p.read_text()) for p in tmp_path.glob("grpo/runs/*/summary.json")]
     assert set(summary["test_rewards"]) == {"rm"} and summary["reward_cost"]["rm"]["calls"] == 2
@@ -245,12 +299,16 @@ def test_a_hub_model_that_is_no_reward_model_is_refused_from_its_cached_config(t
 
     cfg = compose(FAST)
     place_in_hub_cache(Path(model_source(cfg.model, cfg.data)), tmp_path / "hf", "grpo-sweep-test/tiny-llama")
-    out = run_launch(["+reward_mix.rm.model=grpo-sweep-test/tiny-llama", *FAST], tmp_path, timeout=120,
-                     env=hub_env(tmp_path))
+    out = run_launch(
+        ["+reward_mix.rm.model=grpo-sweep-test/tiny-llama", *FAST], tmp_path, timeout=120, env=hub_env(tmp_path)
+    )
     assert out.returncode == 1, out.stderr[-3000:]
-    assert_one_line_refusal(out.stderr, "grpo-sweep: reward_mix.rm.model='grpo-sweep-test/tiny-llama' is a "
-                                        "LlamaForCausalLM, not a sequence-classification reward model "
-                                        "(*ForSequenceClassification)")
+    assert_one_line_refusal(
+        out.stderr,
+        "grpo-sweep: reward_mix.rm.model='grpo-sweep-test/tiny-llama' is a "
+        "LlamaForCausalLM, not a sequence-classification reward model "
+        "(*ForSequenceClassification)",
+    )
     assert started_runs(tmp_path) == []
 
 
@@ -266,20 +324,36 @@ def test_a_reward_model_tokenizer_without_a_chat_template_is_named_on_chat_promp
         extra.unlink()
     [fn], _ = build_mix({"rm": {"model": str(bare)}})
     assert fn(prompts=["2 + 3 = "], completions=["5"]) == pytest.approx(direct_scores(rm_dir, ["2 + 3 = 5"]), abs=1e-5)
-    with pytest.raises(Exception, match=r"reward 'rm' raised RewardError: the reward model's tokenizer \(.*bare\) has "
-                                        r"no chat template, but the prompts are conversational"):
+    with pytest.raises(
+        Exception,
+        match=r"reward 'rm' raised RewardError: the reward model's tokenizer \(.*bare\) has "
+        r"no chat template, but the prompts are conversational",
+    ):
         fn(prompts=[chat("2 + 3?")], completions=[said("5")])
 
 
 def test_training_with_the_reward_model_as_the_only_reward_raises_its_mean(rm_dir, tmp_path):
     # the random tiny model at a high learning rate: it learns to write digits, which the reward model pays for,
     # within 20 steps (seeds 1-3 rose from ~0.03 to 0.13-0.23)
-    out = launch_here(["reward_mix=none", f"+reward_mix.rm.model={rm_dir}", *FAST, "trainer.max_steps=20",
-                       "trainer.save_steps=20", "optimizer.learning_rate=1e-2", "trainer.eval.every_steps=0"], tmp_path)
+    out = launch_here(
+        [
+            "reward_mix=none",
+            f"+reward_mix.rm.model={rm_dir}",
+            *FAST,
+            "trainer.max_steps=20",
+            "trainer.save_steps=20",
+            "optimizer.learning_rate=1e-2",
+            "trainer.eval.every_steps=0",
+        ],
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     [run_dir] = [p.parent for p in tmp_path.glob("grpo/runs/*/summary.json")]
-    means = [row["rewards/rm/mean"] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-             if "rewards/rm/mean" in row]
+    means = [
+        row["rewards/rm/mean"]
+        for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+        if "rewards/rm/mean" in row
+    ]
     assert len(means) == 20
     first, last = sum(means[:5]) / 5, sum(means[-5:]) / 5
     assert last > first + 0.03, means
@@ -297,14 +371,18 @@ def test_a_sharded_model_is_taken_with_all_its_shards_and_refused_without_one(rm
     sharded = tmp_path / "sharded"
     shutil.copytree(rm_dir, sharded)
     (sharded / "model.safetensors").rename(sharded / "model-00001-of-00001.safetensors")
-    (sharded / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {}, "weight_map": {"score.weight": "model-00001-of-00001.safetensors"}}))
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {"score.weight": "model-00001-of-00001.safetensors"}})
+    )
     check_mix({"rm": {"model": str(sharded)}})
     partial = tmp_path / "partial"  # another directory: a term's check is made once per process
     shutil.copytree(sharded, partial)
     (partial / "model-00001-of-00001.safetensors").unlink()
-    with pytest.raises(RewardError, match=r"its model.safetensors.index.json names 1 shard\(s\) that are not there "
-                                          r"\(model-00001-of-00001.safetensors, ...\): copy the whole directory$"):
+    with pytest.raises(
+        RewardError,
+        match=r"its model.safetensors.index.json names 1 shard\(s\) that are not there "
+        r"\(model-00001-of-00001.safetensors, ...\): copy the whole directory$",
+    ):
         check_mix({"rm": {"model": str(partial)}})
 
     adapter = tmp_path / "adapter"

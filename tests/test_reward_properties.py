@@ -2,6 +2,7 @@
 
 Plus: math-verify cannot hang a run, in any thread.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,14 +11,34 @@ import threading
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_sweep.rewards import REWARDS
-from grpo_sweep.rewards import mathcheck
+from grpo_sweep.rewards import REWARDS, mathcheck
 from grpo_sweep.rewards.answer import equivalent
 
 # Text that looks like what rewards parse, mixed with anything unicode.
 PIECES = st.sampled_from(
-    ["<think>", "</think>", "<answer>", "</answer>", "\\boxed{", "}", "{", "\n", " ", "```python\n", "```", "12", "-3",
-     "\\frac{1}{2}", "x = ", "print(1)", "def f(x): return x", "$", "0.5", "<reasoning>", "</reasoning>"]
+    [
+        "<think>",
+        "</think>",
+        "<answer>",
+        "</answer>",
+        "\\boxed{",
+        "}",
+        "{",
+        "\n",
+        " ",
+        "```python\n",
+        "```",
+        "12",
+        "-3",
+        "\\frac{1}{2}",
+        "x = ",
+        "print(1)",
+        "def f(x): return x",
+        "$",
+        "0.5",
+        "<reasoning>",
+        "</reasoning>",
+    ]
 )
 TEXT = st.lists(st.one_of(PIECES, st.text(max_size=12)), max_size=12).map("".join)
 TRUTH = st.one_of(st.none(), st.sampled_from(["12", "-3", "0.5", "\\frac{1}{2}", "x+1", ""]), st.text(max_size=8))
@@ -33,8 +54,11 @@ def in_range(values, n):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(FAST_REWARDS), st.lists(st.tuples(COMPLETION, TRUTH), min_size=1, max_size=4),
-       st.sampled_from([None, 16]))
+@given(
+    st.sampled_from(FAST_REWARDS),
+    st.lists(st.tuples(COMPLETION, TRUTH), min_size=1, max_size=4),
+    st.sampled_from([None, 16]),
+)
 def test_builtin_rewards_never_raise_and_stay_in_unit_interval(name, rows, max_len):
     completions = [c for c, _ in rows]
     kwargs = {"ground_truth": [t for _, t in rows]}
@@ -45,7 +69,10 @@ def test_builtin_rewards_never_raise_and_stay_in_unit_interval(name, rows, max_l
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(COMPLETION, min_size=1, max_size=3), st.sampled_from([["assert True"], ["assert f(1) == 1"], None, "", "[]"]))
+@given(
+    st.lists(COMPLETION, min_size=1, max_size=3),
+    st.sampled_from([["assert True"], ["assert f(1) == 1"], None, "", "[]"]),
+)
 def test_code_reward_never_raises_and_stays_in_unit_interval(completions, tests):
     in_range(REWARDS["code"](completions=completions, tests=[tests] * len(completions)), len(completions))
 

@@ -1,4 +1,5 @@
 """Each built-in reward, in both completion formats, including the walkthrough's bugs that must not return."""
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,9 @@ def test_strict_format_is_the_walkthrough_layout():
 
 
 def test_soft_format_needs_both_pairs_in_order_anywhere():
-    assert score("soft_format", ["blah <think>x</think> mid <answer>1</answer> end", "<answer>1</answer><think>x</think>"]) == [1.0, 0.0]
+    assert score(
+        "soft_format", ["blah <think>x</think> mid <answer>1</answer> end", "<answer>1</answer><think>x</think>"]
+    ) == [1.0, 0.0]
 
 
 def test_xmlcount_gives_partial_credit_and_penalises_trailing_text():
@@ -74,7 +77,12 @@ def test_correct_with_integer_ground_truth():
 
 def test_correct_needs_exactly_one_answer_block():
     # The last-answer rule let a model hedge: two blocks are no answer, whichever is right.
-    texts = ["<answer>5</answer> no wait <answer>12</answer>", "12 without tags", "<answer></answer>", "<answer>12</answer>"]
+    texts = [
+        "<answer>5</answer> no wait <answer>12</answer>",
+        "12 without tags",
+        "<answer></answer>",
+        "<answer>12</answer>",
+    ]
     assert score("correct", texts, ground_truth=["12"] * 4) == [0.0, 0.0, 0.0, 1.0]
 
 
@@ -89,7 +97,12 @@ def test_correct_custom_tag():
 def test_boxed_balances_braces():
     # The walkthrough's \\boxed\{(.*?)\} stops at the first "}" and reads "\frac{1".
     assert extract_boxed("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
-    texts = ["so \\boxed{\\frac{1}{2}}", "\\boxed{1} then \\boxed{0.5}", "\\boxed{\\frac{1}{2}", "\\boxed{0.5} so \\boxed{0.5}"]
+    texts = [
+        "so \\boxed{\\frac{1}{2}}",
+        "\\boxed{1} then \\boxed{0.5}",
+        "\\boxed{\\frac{1}{2}",
+        "\\boxed{0.5} so \\boxed{0.5}",
+    ]
     # two different boxed answers are none; the same one boxed twice is one
     assert score("boxed", texts, ground_truth=["0.5"] * 4) == [1.0, 0.0, 0.0, 1.0]
 
@@ -108,7 +121,12 @@ def test_length_uses_token_ids_and_scales_by_budget():
 def test_rewards_stay_in_unit_interval_on_odd_text():
     odd = ["", "\x00", "<think>" * 50, "</answer>" * 3, "🙂 <answer>∞</answer>", "\\boxed{" * 10]
     for name, fn in REWARDS.items():
-        for value in fn(completions=odd, ground_truth=["1"] * len(odd), completion_ids=[[1]] * len(odd), tests=[["assert True"]] * len(odd)):
+        for value in fn(
+            completions=odd,
+            ground_truth=["1"] * len(odd),
+            completion_ids=[[1]] * len(odd),
+            tests=[["assert True"]] * len(odd),
+        ):
             assert value is None or (0.0 <= value <= 1.0 and math.isfinite(value)), (name, value)
 
 
@@ -168,13 +186,33 @@ def test_equality_table(truth, answer, expected):
 # one answer; every part of the truth given, no other. Adversarial ones (extra, missing, repeated parts) are in
 # test_reward_adversarial.py.
 MULTI_PART = [
-    ("(5, 8), (8, 5)", ["(5, 8) \\quad \\text{and} \\quad (8, 5)"], ["\\boxed{(5, 8)} \\quad \\text{and} \\quad \\boxed{(8, 5)}"]),
+    (
+        "(5, 8), (8, 5)",
+        ["(5, 8) \\quad \\text{and} \\quad (8, 5)"],
+        ["\\boxed{(5, 8)} \\quad \\text{and} \\quad \\boxed{(8, 5)}"],
+    ),
     ("(5, 8), (8, 5)", ["(8, 5), (5, 8)", "(x, y) = (5, 8) \\text{ or } (8, 5)"], ["\\boxed{(8, 5)}, \\boxed{(5, 8)}"]),
-    ("k = 45, n = 2", ["\\boxed{k = 45} \\quad \\text{and} \\quad \\boxed{n = 2}", "n = 2; k = 45"], ["\\boxed{k = 45} and \\boxed{n = 2}"]),
-    ("\\{1, 2, 3\\}", ["\\boxed{1},\\boxed{2},\\boxed{3}", "3 and 2 and 1", "\\{1, 2, 3\\}"], ["\\boxed{1} and \\boxed{2} and \\boxed{3}", "\\boxed{1, 2} then \\boxed{3}"]),
-    ("a_3 = 2, a_{37} = 19", ["$$\\boxed{a_{37} = 19, \\quad a_3 = 2}$$"], ["$a_3 = \\boxed{2}$ and $a_{37} = \\boxed{19}$"]),
+    (
+        "k = 45, n = 2",
+        ["\\boxed{k = 45} \\quad \\text{and} \\quad \\boxed{n = 2}", "n = 2; k = 45"],
+        ["\\boxed{k = 45} and \\boxed{n = 2}"],
+    ),
+    (
+        "\\{1, 2, 3\\}",
+        ["\\boxed{1},\\boxed{2},\\boxed{3}", "3 and 2 and 1", "\\{1, 2, 3\\}"],
+        ["\\boxed{1} and \\boxed{2} and \\boxed{3}", "\\boxed{1, 2} then \\boxed{3}"],
+    ),
+    (
+        "a_3 = 2, a_{37} = 19",
+        ["$$\\boxed{a_{37} = 19, \\quad a_3 = 2}$$"],
+        ["$a_3 = \\boxed{2}$ and $a_{37} = \\boxed{19}$"],
+    ),
     ("x_1 = 2,\\quad x_2 = -3", ["-3 \\text{ or } 2", "x_2 = -3 \\text{ and } x_1 = 2"], ["\\boxed{2}, \\boxed{-3}"]),
-    ("(5, 8), (8, 5)", ["(5, 8), (8, 5), (5, 8)"], ["\\boxed{(5, 8)}, \\boxed{(8, 5)}, \\boxed{(5, 8)}"]),  # a repeat counts once
+    (
+        "(5, 8), (8, 5)",
+        ["(5, 8), (8, 5), (5, 8)"],
+        ["\\boxed{(5, 8)}, \\boxed{(8, 5)}, \\boxed{(5, 8)}"],
+    ),  # a repeat counts once
 ]
 
 
@@ -281,7 +319,12 @@ def test_extract_lenient(text, expected):
 
 @pytest.mark.parametrize(
     "text, truth, expected",
-    [("it costs 1,000", "1000", 1.0), ("ratio 3/4", "0.75", 1.0), ("is 3\\sqrt{2}.", "\\sqrt{18}", 1.0), ("is 41", "42", 0.0)],
+    [
+        ("it costs 1,000", "1000", 1.0),
+        ("ratio 3/4", "0.75", 1.0),
+        ("is 3\\sqrt{2}.", "\\sqrt{18}", 1.0),
+        ("is 41", "42", 0.0),
+    ],
 )
 def test_extract_lenient_feeds_equivalent(text, truth, expected):
     assert equivalent(extract_lenient(text), truth) == expected
@@ -289,6 +332,8 @@ def test_extract_lenient_feeds_equivalent(text, truth, expected):
 
 def test_extract_lenient_on_pathological_text():
     """How long it takes is measured in bench/pathological_inputs.py (linear in the input)."""
-    found = [extract_lenient(text) for text in ("a" + " ." * 50_000, " \\a" * 50_000 + "!", "$" * 100_000,
-                                                "1," * 50_000, "\\(" * 50_000)]
+    found = [
+        extract_lenient(text)
+        for text in ("a" + " ." * 50_000, " \\a" * 50_000 + "!", "$" * 100_000, "1," * 50_000, "\\(" * 50_000)
+    ]
     assert found == [None, "\\a", None, "1", None]

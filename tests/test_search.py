@@ -1,4 +1,5 @@
 """Optuna search: sound spaces, a real pruning study with failures, resume, and best-trial reproduction."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,20 @@ from grpo_sweep.search.optuna.storage import check_storage_url
 from .conftest import ROOT, compose, declare_sweeper
 
 STUDY_ARGS = [
-    "-m", "--config-dir", str(ROOT / "tests" / "conf"), "hparams_search=test_space",
-    "trainer.max_steps=16", "data.max_val_samples=8", "data.max_test_samples=8", "data.arithmetic.n_train=64",
-    "data.arithmetic.n_val=8", "data.arithmetic.n_test=8", "trainer.eval.max_new_tokens=16",
+    "-m",
+    "--config-dir",
+    str(ROOT / "tests" / "conf"),
+    "hparams_search=test_space",
+    "trainer.max_steps=16",
+    "data.max_val_samples=8",
+    "data.max_test_samples=8",
+    "data.arithmetic.n_train=64",
+    "data.arithmetic.n_val=8",
+    "data.arithmetic.n_test=8",
+    "trainer.eval.max_new_tokens=16",
     # the random model, learning the format its objective (xmlcount) measures
-    "model.tiny.warm_start.steps=0", "reward_mix.xmlcount.weight=1",
+    "model.tiny.warm_start.steps=0",
+    "reward_mix.xmlcount.weight=1",
 ]
 
 
@@ -46,9 +56,12 @@ class FakeTrial:
 def test_space_searches_weights_on_simplex_and_adjusts_batch():
     cfg = compose(["reward_mix=unsloth_gsm8k"])
     space = SearchSpace.from_config(
-        {"trainer.num_generations": {"type": "categorical", "choices": [2, 4, 16], "adjust_batch": True},
-         "optimizer.learning_rate": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}},
-        {"rewards": None}, cfg,
+        {
+            "trainer.num_generations": {"type": "categorical", "choices": [2, 4, 16], "adjust_batch": True},
+            "optimizer.learning_rate": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+        },
+        {"rewards": None},
+        cfg,
     )
     values = space.suggest(FakeTrial(), cfg)
     weights = [values[f"reward_mix.{n}.weight"] for n in cfg.reward_mix]
@@ -69,11 +82,19 @@ def test_space_keeps_only_compatible_generation_counts_without_adjusting():
 @pytest.mark.parametrize(
     "params, weights, message",
     [
-        ({"optimizer.learning_rate": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}, None, "low > 0 must hold for log=True"),
+        (
+            {"optimizer.learning_rate": {"type": "float", "low": 0.0, "high": 1.0, "log": True}},
+            None,
+            "low > 0 must hold for log=True",
+        ),
         ({"optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2}}, None, "'optimizer.lr' is not a config key"),
         ({"lora.r": {"type": "choice", "choices": [8]}}, None, "type='choice'"),
         ({}, {"rewards": ["xmlcount", "nope"]}, "\\['nope'\\] not in reward_mix"),
-        ({"trainer.num_generations": {"type": "categorical", "choices": [3, 5], "adjust_batch": False}}, None, "no choice in \\[3, 5\\] divides"),
+        (
+            {"trainer.num_generations": {"type": "categorical", "choices": [3, 5], "adjust_batch": False}},
+            None,
+            "no choice in \\[3, 5\\] divides",
+        ),
     ],
 )
 def test_bad_search_spaces_fail_clearly(params, weights, message):
@@ -89,19 +110,35 @@ def test_unopenable_storage_is_named(tmp_path):
 def test_the_gate_checks_each_parameter_at_the_ends_of_what_it_samples():
     cfg = compose()  # learning rate 1e-4, num_generations 8 and 2 prompts a step (batch 16), lora.r 64
     space = SearchSpace.from_config(
-        {"optimizer.learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
-         "lora.r": {"type": "int", "low": 4, "high": 30, "step": 8},
-         "trainer.num_generations": {"type": "categorical", "choices": [2, 8], "adjust_batch": True}}, None, cfg)
+        {
+            "optimizer.learning_rate": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True},
+            "lora.r": {"type": "int", "low": 4, "high": 30, "step": 8},
+            "trainer.num_generations": {"type": "categorical", "choices": [2, 8], "adjust_batch": True},
+        },
+        None,
+        cfg,
+    )
     corners = [(key, value, point) for key, value, point in space.corners(cfg)]
     assert [(key, value) for key, value, _ in corners] == [
-        ("optimizer.learning_rate", 1e-5), ("optimizer.learning_rate", 1e-3),
-        ("lora.r", 4), ("lora.r", 28),  # the last step below high, as Optuna samples it
-        ("trainer.num_generations", 2), ("trainer.num_generations", 8)]
+        ("optimizer.learning_rate", 1e-5),
+        ("optimizer.learning_rate", 1e-3),
+        ("lora.r", 4),
+        ("lora.r", 28),  # the last step below high, as Optuna samples it
+        ("trainer.num_generations", 2),
+        ("trainer.num_generations", 8),
+    ]
     # the other parameters at the config's own values, where their range has them (lora.r 64: its low end)
-    assert corners[0][2] == {"optimizer.learning_rate": 1e-5, "lora.r": 4, "trainer.num_generations": 8,
-                             "trainer.per_device_train_batch_size": 16}
-    inside = SearchSpace.from_config({"trainer.beta": {"type": "float", "low": 0.1, "high": 0.2},
-                                      "lora.r": {"type": "int", "low": 32, "high": 128}}, None, cfg)
+    assert corners[0][2] == {
+        "optimizer.learning_rate": 1e-5,
+        "lora.r": 4,
+        "trainer.num_generations": 8,
+        "trainer.per_device_train_batch_size": 16,
+    }
+    inside = SearchSpace.from_config(
+        {"trainer.beta": {"type": "float", "low": 0.1, "high": 0.2}, "lora.r": {"type": "int", "low": 32, "high": 128}},
+        None,
+        cfg,
+    )
     assert next(inside.corners(cfg)) == ("trainer.beta", 0.1, {"trainer.beta": 0.1, "lora.r": 64})
     # the batch follows num_generations as in a trial
     assert corners[-2][2]["trainer.per_device_train_batch_size"] == 4
@@ -114,18 +151,28 @@ def test_a_study_whose_every_trial_failed_ends_in_one_line(tmp_path):
     def value_of(lr, seed):
         raise RuntimeError("no GPU left\n(second line)")
 
-    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
-                                  value_of, seeds_per_trial=1)
+    study, objective = fake_study(
+        tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}}, value_of, seeds_per_trial=1
+    )
     study.optimize(objective, n_trials=3, catch=(Exception,))
     assert study_failed(study, max_failures=5) == (
         "every one of the 3 trials failed (Optuna study 'fake'); last error: RuntimeError: no GPU left (each trial's "
-        "summary.json has its traceback)")
+        "summary.json has its traceback)"
+    )
     # some trials failed, within max_failures: the search's normal cost, no failure of the study
-    study.optimize(fake_study(tmp_path / "ok", {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
-                              lambda lr, seed: 0.5, seeds_per_trial=1)[1], n_trials=1)
+    study.optimize(
+        fake_study(
+            tmp_path / "ok",
+            {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
+            lambda lr, seed: 0.5,
+            seeds_per_trial=1,
+        )[1],
+        n_trials=1,
+    )
     assert study_failed(study, max_failures=5) is None
-    assert study_failed(study, max_failures=2).startswith("Optuna study 'fake' stopped: 3 trials failed, more than "
-                                                          "hydra.sweeper.max_failures=2")
+    assert study_failed(study, max_failures=2).startswith(
+        "Optuna study 'fake' stopped: 3 trials failed, more than hydra.sweeper.max_failures=2"
+    )
 
 
 def test_a_storage_url_from_the_environment_stays_there(tmp_path, monkeypatch):
@@ -136,30 +183,43 @@ def test_a_storage_url_from_the_environment_stays_there(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'elsewhere' / 'study.db'}"
     (tmp_path / "out").mkdir()
     (tmp_path / "refused").mkdir()
-    out = launch_here(["-m", "hparams_search=lr", "hydra.sweeper.n_trials=0", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"],
-                      tmp_path / "out", env={"OPTUNA_STORAGE": url})
+    out = launch_here(
+        ["-m", "hparams_search=lr", "hydra.sweeper.n_trials=0", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"],
+        tmp_path / "out",
+        env={"OPTUNA_STORAGE": url},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     study_dir = tmp_path / "out" / "grpo" / "studies" / "lr"
     assert json.loads((study_dir / "study.json").read_text())["storage"] == "${oc.env:OPTUNA_STORAGE}"
     assert "storage: ${oc.env:OPTUNA_STORAGE}" in (study_dir / "multirun.yaml").read_text()
-    assert not [p for p in study_dir.rglob("*") if p.is_file() and str(tmp_path / "elsewhere") in p.read_text(errors="replace")]
+    assert not [
+        p for p in study_dir.rglob("*") if p.is_file() and str(tmp_path / "elsewhere") in p.read_text(errors="replace")
+    ]
     assert 'optuna-dashboard "$OPTUNA_STORAGE"' in out.stdout
     monkeypatch.setenv("OPTUNA_STORAGE", url)
     assert study_trials(study_dir) == []  # study.json's storage opens, resolved from the environment
 
     secret = "postgresql://u:secretpw@127.0.0.1:1/optuna"
-    out = launch_here(["-m", "hparams_search=lr", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"], tmp_path / "refused",
-                      env={"OPTUNA_STORAGE": secret})
+    out = launch_here(
+        ["-m", "hparams_search=lr", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"],
+        tmp_path / "refused",
+        env={"OPTUNA_STORAGE": secret},
+    )
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     assert out.returncode == 1 and len(lines) == 1, lines
-    assert lines[0].startswith("grpo-sweep: hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna' cannot be opened")
+    assert lines[0].startswith(
+        "grpo-sweep: hydra.sweeper.storage='postgresql://u:***@127.0.0.1:1/optuna' cannot be opened"
+    )
     assert "secretpw" not in lines[0] and not list((tmp_path / "refused").iterdir())
 
 
 def run_study(out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), *STUDY_ARGS, *extra, f"output_root={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -204,7 +264,8 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
     reproduced = OmegaConf.to_container(compose(overrides), resolve=True)
     trial_cfg = OmegaConf.to_container(
         OmegaConf.load(study_dir / "trials" / str(best.trial) / f"seed{best.seeds[0]}" / ".hydra" / "config.yaml"),
-        resolve=True)
+        resolve=True,
+    )
     assert reproduced == trial_cfg
 
     # Resume: same command with a larger budget continues the same study.
@@ -218,8 +279,13 @@ def test_study_prunes_survives_failures_resumes_and_reproduces(tmp_path):
 def test_a_study_of_two_process_trials_prunes_them_on_every_rank(tmp_path):
     """Each trial trained as two processes the worker starts: rank 0 reports to the trial, both ranks stop when it
     is pruned."""
-    out = run_study(tmp_path, "distributed=ddp", "distributed.nproc_per_node=2", "trainer.per_device_train_batch_size=4",
-                    "trainer.disable_tqdm=true")
+    out = run_study(
+        tmp_path,
+        "distributed=ddp",
+        "distributed.nproc_per_node=2",
+        "trainer.per_device_train_batch_size=4",
+        "trainer.disable_tqdm=true",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     study_dir = tmp_path / "grpo" / "studies" / "test_space"
     states = {t.number: t.state.name for t in study_trials(study_dir)}
@@ -240,7 +306,9 @@ def test_a_study_of_two_process_trials_prunes_them_on_every_rank(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["submitit_local", "pool"])
 def test_two_workers_in_parallel_with_journal_storage(tmp_path, launcher):
-    out = run_study(tmp_path, f"hydra/launcher={launcher}", "hydra.sweeper.n_workers=2", "hydra.sweeper.storage=journal")
+    out = run_study(
+        tmp_path, f"hydra/launcher={launcher}", "hydra.sweeper.n_workers=2", "hydra.sweeper.storage=journal"
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     study_dir = tmp_path / "grpo" / "studies" / "test_space"
     assert (study_dir / "optuna.journal").exists()
@@ -283,7 +351,10 @@ class RecordingTrial(FakeTrial):
 DESIGN = {
     "reward_mix": {"type": "categorical", "choices": ["correct", "smoke", "format_correct"]},
     "trainer.args.scale_rewards": {"type": "categorical", "choices": ["group", "batch", "none"]},
-    "trainer.args.multi_objective_aggregation": {"type": "categorical", "choices": ["sum_then_normalize", "normalize_then_sum"]},
+    "trainer.args.multi_objective_aggregation": {
+        "type": "categorical",
+        "choices": ["sum_then_normalize", "normalize_then_sum"],
+    },
 }
 
 
@@ -291,7 +362,11 @@ def test_mix_is_a_group_override_and_its_weights_a_conditional_simplex():
     cfg = compose()
     space = SearchSpace.from_config(DESIGN, {"rewards": None}, cfg, groups=real_groups(), compose=lambda o: compose(o))
     assert space.groups == ("reward_mix",)
-    assert space.simplex_by_mix == {"correct": [], "smoke": ["xmlcount", "correct"], "format_correct": ["format", "correct"]}
+    assert space.simplex_by_mix == {
+        "correct": [],
+        "smoke": ["xmlcount", "correct"],
+        "format_correct": ["format", "correct"],
+    }
 
     trial = RecordingTrial(pick=-1)
     overrides = space.as_overrides(space.suggest(trial, cfg))
@@ -313,8 +388,9 @@ def test_mix_is_a_group_override_and_its_weights_a_conditional_simplex():
 
 def test_any_group_is_searched_by_override():
     cfg = compose()
-    space = SearchSpace.from_config({"lora": {"type": "categorical", "choices": ["default", "none"]}}, None, cfg,
-                                    groups=real_groups())
+    space = SearchSpace.from_config(
+        {"lora": {"type": "categorical", "choices": ["default", "none"]}}, None, cfg, groups=real_groups()
+    )
     overrides = space.as_overrides(space.suggest(FakeTrial(), cfg))
     assert overrides == ["lora=none"]
     assert compose(overrides).lora.enabled is False
@@ -323,8 +399,10 @@ def test_any_group_is_searched_by_override():
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"reward_mix": {"type": "categorical", "choices": ["format", "fromat"]}},
-         "^hydra.sweeper.params.reward_mix: 'fromat' is not an option of config group reward_mix \\(correct, format,"),
+        (
+            {"reward_mix": {"type": "categorical", "choices": ["format", "fromat"]}},
+            "^hydra.sweeper.params.reward_mix: 'fromat' is not an option of config group reward_mix \\(correct, format,",
+        ),
         ({"lora": {"type": "float", "low": 0, "high": 1}}, "config group takes type categorical"),
         ({"trainer.args.scale_rewards.x": {"type": "categorical", "choices": [1]}}, "not a config key"),
         ({"trainer.argz": {"type": "categorical", "choices": [1]}}, "not a config key"),
@@ -337,9 +415,17 @@ def test_bad_group_choices_fail_in_one_line(params, message):
 
 
 DESIGN_ARGS = [
-    "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=4", "hydra.sweeper.seeds_per_trial=2",
-    "trainer.max_steps=4", "data.max_val_samples=8", "data.max_test_samples=8", "data.arithmetic.n_train=64",
-    "data.arithmetic.n_val=8", "data.arithmetic.n_test=8", "trainer.eval.max_new_tokens=16",
+    "-m",
+    "hparams_search=reward_design",
+    "hydra.sweeper.n_trials=4",
+    "hydra.sweeper.seeds_per_trial=2",
+    "trainer.max_steps=4",
+    "data.max_val_samples=8",
+    "data.max_test_samples=8",
+    "data.arithmetic.n_train=64",
+    "data.arithmetic.n_val=8",
+    "data.arithmetic.n_test=8",
+    "trainer.eval.max_new_tokens=16",
     "model.tiny.warm_start.steps=0",
 ]
 
@@ -349,8 +435,13 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
     from grpo_sweep.search.optuna.config import read_study_file
     from grpo_sweep.search.optuna.report import reproduce_command
 
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, f"output_root={tmp_path}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, f"output_root={tmp_path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     study_dir = tmp_path / "grpo" / "studies" / "reward_design"
     trials = study_trials(study_dir)
@@ -374,14 +465,16 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
     test = best.test.test_accuracy
     assert 0 <= test.low <= test.mean <= test.high <= 1 and "bootstrap" in test.method
     assert best.configurations_tried == len({tuple(sorted(t.params.items())) for t in trials})
-    assert best.command == reproduce_command(info, next(t for t in trials if t.number == best.trial),
-                                             [f"trainer.seed={best.seeds[0]}"])
+    assert best.command == reproduce_command(
+        info, next(t for t in trials if t.number == best.trial), [f"trainer.seed={best.seeds[0]}"]
+    )
     for t in trials:
         if t.state.name != "COMPLETE":
             continue
         seed = t.user_attrs["seeds"][0]
-        reproduced = OmegaConf.to_container(compose(reproduce_command(info, t, [f"trainer.seed={seed}"]).split()[2:]),
-                                            resolve=True)
+        reproduced = OmegaConf.to_container(
+            compose(reproduce_command(info, t, [f"trainer.seed={seed}"]).split()[2:]), resolve=True
+        )
         saved = OmegaConf.load(study_dir / "trials" / str(t.number) / f"seed{seed}" / ".hydra" / "config.yaml")
         assert reproduced == OmegaConf.to_container(saved, resolve=True)
         assert reproduced["trainer"]["args"]["scale_rewards"] == t.params["trainer.args.scale_rewards"]
@@ -391,9 +484,18 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
 
     # A mix that cannot train is refused before any trial runs, in one line.
     refused = subprocess.run(
-        [sys.executable, str(ROOT / "launch.py"), *DESIGN_ARGS, "hydra.sweeper.params.reward_mix.choices=[format,none]",
-         "hydra.sweeper.study_name=refused", f"output_root={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "launch.py"),
+            *DESIGN_ARGS,
+            "hydra.sweeper.params.reward_mix.choices=[format,none]",
+            "hydra.sweeper.study_name=refused",
+            f"output_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert refused.returncode != 0
     assert "hydra.sweeper.params: reward_mix=none is refused: reward_mix is empty" in refused.stderr
@@ -402,19 +504,25 @@ def test_reward_design_study_never_fails_on_its_space_and_best_reproduces(tmp_pa
 
 # --- replicated trials, on fake runs: the worker's Objective with a stand-in for run.train.train ---------------------
 
+
 def fake_train(value_of):
     """A stand-in for run.train.train: writes a run's summary.json and test outcomes without training. Its validation
     value is ``value_of(learning_rate, seed)`` at every step; a monitor is driven through its trainer callback."""
     from types import SimpleNamespace
 
-    from grpo_sweep.run.results import question_key, write_outcomes, write_summary
     from grpo_sweep.run.record import RunSummary, Scores
+    from grpo_sweep.run.results import question_key, write_outcomes, write_summary
 
     def train(cfg, context, monitor=None, open_tracker=None):
         seed, lr = cfg.trainer.seed, cfg.optimizer.learning_rate
         value = value_of(lr, seed)
-        summary = {"status": "completed", "optimized_metric": cfg.optimized_metric, "steps": 8,
-                   "overrides": list(context.overrides), "run_dir": str(context.run_dir)}
+        summary = {
+            "status": "completed",
+            "optimized_metric": cfg.optimized_metric,
+            "steps": 8,
+            "overrides": list(context.overrides),
+            "run_dir": str(context.run_dir),
+        }
         if monitor is not None:
             callback = monitor.callback(lambda model: Scores(value))
             for step in range(1, 9):
@@ -426,8 +534,9 @@ def fake_train(value_of):
             summary.update(monitor.record())
         # 8 test questions, the first round(8 * (value - 0.1)) right
         right = round(8 * (value - 0.1))
-        write_outcomes(context.run_dir, "test", [{"key": question_key(f"q{i}"), "accuracy": float(i < right)}
-                                                 for i in range(8)])
+        write_outcomes(
+            context.run_dir, "test", [{"key": question_key(f"q{i}"), "accuracy": float(i < right)} for i in range(8)]
+        )
         summary.update(val_accuracy=value, objective=value, test_accuracy=right / 8, test_samples=8)
         return RunSummary.from_dict(write_summary(context.run_dir, summary))
 
@@ -444,29 +553,58 @@ def fake_study(tmp_path, params, value_of, seeds_per_trial=2, pruner=None, sampl
 
     cfg = compose(["model.tiny.warm_start.steps=0"])
     space = SearchSpace.from_config(params, None, cfg)
-    settings = OmegaConf.create({"seeds_per_trial": seeds_per_trial, "seed_key": "trainer.seed",
-                                 "pruner": {"name": "median" if pruner else "none"}, "prune_every": 2,
-                                 "prune_eval_samples": 4, "_worker_index": 0})
+    settings = OmegaConf.create(
+        {
+            "seeds_per_trial": seeds_per_trial,
+            "seed_key": "trainer.seed",
+            "pruner": {"name": "median" if pruner else "none"},
+            "prune_every": 2,
+            "prune_eval_samples": 4,
+            "_worker_index": 0,
+        }
+    )
     url = resolve_url(None, tmp_path)
-    study = optuna.create_study(study_name="fake", storage=open_storage(url), direction="maximize",
-                                sampler=sampler or optuna.samplers.RandomSampler(seed=0),
-                                pruner=pruner or optuna.pruners.NopPruner())
+    study = optuna.create_study(
+        study_name="fake",
+        storage=open_storage(url),
+        direction="maximize",
+        sampler=sampler or optuna.samplers.RandomSampler(seed=0),
+        pruner=pruner or optuna.pruners.NopPruner(),
+    )
     declare_sweeper(tmp_path, "optuna")
-    write_study_file(tmp_path, {"study_name": "fake", "storage": url, "objectives": ["val_accuracy"],
-                                "directions": ["maximize"], "n_trials": 4, "seeds_per_trial": seeds_per_trial,
-                                "seed_key": "trainer.seed", "reproduce_overrides": ["model.tiny.warm_start.steps=0"]})
-    objective = Objective(cfg, space, tmp_path, ["model.tiny.warm_start.steps=0"], ["val_accuracy"], settings,
-                          train_fn=fake_train(value_of))
+    write_study_file(
+        tmp_path,
+        {
+            "study_name": "fake",
+            "storage": url,
+            "objectives": ["val_accuracy"],
+            "directions": ["maximize"],
+            "n_trials": 4,
+            "seeds_per_trial": seeds_per_trial,
+            "seed_key": "trainer.seed",
+            "reproduce_overrides": ["model.tiny.warm_start.steps=0"],
+        },
+    )
+    objective = Objective(
+        cfg,
+        space,
+        tmp_path,
+        ["model.tiny.warm_start.steps=0"],
+        ["val_accuracy"],
+        settings,
+        train_fn=fake_train(value_of),
+    )
     return study, objective
 
 
 def test_a_repeated_configuration_gets_new_seeds_and_the_mean_over_all_of_them(tmp_path):
-    from grpo_sweep.search.optuna.report import study_report
     from grpo_sweep.reading.results import SweepResults
+    from grpo_sweep.search.optuna.report import study_report
 
     # one point: every trial the sampler draws repeats it
-    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}},
-                                  lambda lr, seed: seed / 100)
+    study, objective = fake_study(
+        tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [1e-3]}}, lambda lr, seed: seed / 100
+    )
     study.optimize(objective, n_trials=3, catch=())
     trials = study.trials
     assert [t.user_attrs["seeds"] for t in trials] == [[42, 43], [44, 45], [46, 47]]
@@ -505,7 +643,8 @@ def test_replicated_trials_prune_on_their_first_replica(tmp_path):
 
     good, bad = 1e-3, 1e-2
     study, objective = fake_study(
-        tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [good, bad]}},
+        tmp_path,
+        {"optimizer.learning_rate": {"type": "categorical", "choices": [good, bad]}},
         lambda lr, seed: (0.6 if lr == good else 0.2) + (seed - 42) / 100,
         pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0),
     )
@@ -536,8 +675,11 @@ def test_best_configuration_is_the_best_mean_over_all_its_seeds_not_a_lucky_tria
     a, b = 1e-3, 1e-2
     # a: 0.70 on its first two seeds, then 0.40, 0.40 (mean 0.55); b: 0.60 on every seed
     values = {a: {42: 0.7, 43: 0.7, 44: 0.4, 45: 0.4}, b: {42: 0.6, 43: 0.6}}
-    study, objective = fake_study(tmp_path, {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
-                                  lambda lr, seed: values[lr][seed])
+    study, objective = fake_study(
+        tmp_path,
+        {"optimizer.learning_rate": {"type": "categorical", "choices": [a, b]}},
+        lambda lr, seed: values[lr][seed],
+    )
     for lr in (a, b, a):
         study.enqueue_trial({"optimizer.learning_rate": lr})
     study.optimize(objective, n_trials=3, catch=())
@@ -583,8 +725,9 @@ def test_test_interval_covers_the_true_accuracy():
     for rep in range(reps):
         difficulty = rng.beta(3, 2, size=64)  # mean 0.6 over the question population
         shifts = rng.normal(0, 0.03, size=3)
-        outcomes = [{str(q): float(rng.random() < min(1, max(0, p + s))) for q, p in enumerate(difficulty)}
-                    for s in shifts]
+        outcomes = [
+            {str(q): float(rng.random() < min(1, max(0, p + s))) for q, p in enumerate(difficulty)} for s in shifts
+        ]
         estimate = test_interval([], outcomes, 64, rng_seed=rep)
         hits += estimate["low"] <= 0.6 <= estimate["high"]
     assert 0.88 <= hits / reps <= 0.99, hits / reps
@@ -594,7 +737,10 @@ def test_test_interval_covers_the_true_accuracy():
     "setting, message",
     [
         ({"seeds_per_trial": 0}, "hydra.sweeper.seeds_per_trial=0; use a whole number >= 1"),
-        ({"seed_key": "trainer.max_steps"}, "hydra.sweeper.seed_key='trainer.max_steps': its last dotted part must be `seed`"),
+        (
+            {"seed_key": "trainer.max_steps"},
+            "hydra.sweeper.seed_key='trainer.max_steps': its last dotted part must be `seed`",
+        ),
     ],
 )
 def test_bad_replica_settings_fail_in_one_line(setting, message):
@@ -632,8 +778,15 @@ def test_search_efficiency_replays_searches_from_a_cached_grid_without_training(
                 value = final + (seed - 43) / 100
                 # validation curves: the bad configurations are visibly bad from step 30 on
                 curve = {str(step): value * step / 40 for step in (10, 20, 30, 40)}
-                runs.append({"config": bench.config_key({bench.AXES[0]: lr, bench.AXES[1]: g}), "seed": seed,
-                             "value": value, "steps": 40, "curve": curve})
+                runs.append(
+                    {
+                        "config": bench.config_key({bench.AXES[0]: lr, bench.AXES[1]: g}),
+                        "seed": seed,
+                        "value": value,
+                        "steps": 40,
+                        "curve": curve,
+                    }
+                )
     grid = {"objective": "val_accuracy", "runs": runs}
     out = bench.compare(grid, sampler_seeds=20, n_trials=12, seeds_per_trial=2)
     assert out["configurations"] == 10 and out["configurations_within_target"] == 1 and "caveat" not in out
@@ -647,8 +800,14 @@ def test_search_efficiency_replays_searches_from_a_cached_grid_without_training(
             # two seeds of 40 steps per trial that ran to the end: whole trials, or pruned ones after 30 steps
             assert q["q25"] <= q["median"] <= (q["q75"] or float("inf")) and q["median"] % 10 == 0
     # the first version's cache (one seed, final held-out values, no curves) still replays, with its caveat
-    legacy = {"objective": "eval_accuracy", "objectives": {
-        f"optimizer.learning_rate={lr} trainer.num_generations={g}": 0.5 for lr in bench.LRS for g in bench.GENERATIONS}}
+    legacy = {
+        "objective": "eval_accuracy",
+        "objectives": {
+            f"optimizer.learning_rate={lr} trainer.num_generations={g}": 0.5
+            for lr in bench.LRS
+            for g in bench.GENERATIONS
+        },
+    }
     out = bench.compare(legacy, sampler_seeds=20, n_trials=4, seeds_per_trial=1)
     assert "regenerate it with" in out["caveat"] and not out["tpe"]["pruning"]
     # every configuration is within target: the first trial reaches it, in every search
@@ -663,20 +822,40 @@ REFUSED_ARGS = [*DESIGN_ARGS, "hydra.sweeper.params.reward_mix.choices=[smoke]"]
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["hydra.sweeper.sampler.name=bogus"], "hydra.sweeper.sampler.name='bogus'; use one of: tpe, random, grid, cmaes"),
-        (["hydra.sweeper.pruner.name=sometimes"], "hydra.sweeper.pruner.name='sometimes'; use one of: median, hyperband, none"),
-        (["hydra.sweeper.sampler.name=grid"], "hydra.sweeper.sampler.name=grid cannot search reward weights on the simplex"),
+        (
+            ["hydra.sweeper.sampler.name=bogus"],
+            "hydra.sweeper.sampler.name='bogus'; use one of: tpe, random, grid, cmaes",
+        ),
+        (
+            ["hydra.sweeper.pruner.name=sometimes"],
+            "hydra.sweeper.pruner.name='sometimes'; use one of: median, hyperband, none",
+        ),
+        (
+            ["hydra.sweeper.sampler.name=grid"],
+            "hydra.sweeper.sampler.name=grid cannot search reward weights on the simplex",
+        ),
     ],
 )
 def test_bad_sampler_or_pruner_is_refused_before_any_worker(tmp_path, extra, message):
     refused = subprocess.run(
-        [sys.executable, str(ROOT / "launch.py"), *REFUSED_ARGS, *extra, "hydra.sweeper.study_name=refused",
-         f"output_root={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "launch.py"),
+            *REFUSED_ARGS,
+            *extra,
+            "hydra.sweeper.study_name=refused",
+            f"output_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert refused.returncode == 1
     last = refused.stderr.strip().splitlines()[-1]
-    assert last.startswith("grpo-sweep: ") and message in last and last.endswith("no worker was started"), refused.stderr[-2000:]
+    assert last.startswith("grpo-sweep: ") and message in last and last.endswith("no worker was started"), (
+        refused.stderr[-2000:]
+    )
     assert not list(tmp_path.rglob("trials"))
 
 
@@ -686,9 +865,18 @@ def test_a_study_made_for_the_other_direction_is_refused_in_one_line(tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     optuna.create_study(study_name="old", storage=storage, direction="minimize")
     refused = subprocess.run(
-        [sys.executable, str(ROOT / "launch.py"), *REFUSED_ARGS, "hydra.sweeper.study_name=old",
-         f"hydra.sweeper.storage={storage}", f"output_root={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "launch.py"),
+            *REFUSED_ARGS,
+            "hydra.sweeper.study_name=old",
+            f"hydra.sweeper.storage={storage}",
+            f"output_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == (
@@ -705,5 +893,9 @@ def test_a_searched_key_the_command_line_adds_is_added_by_the_trial_and_the_best
 
     base = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.params.fail=false", "lora.r=8"]
     merged = merge_overrides(base, ["reward_mix.flaky.params.fail=true", "lora.r=16"])
-    assert merged == ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.params.fail=true", "lora.r=16"]
+    assert merged == [
+        "+reward_mix.flaky.fn=tests.failing_rewards.flaky",
+        "+reward_mix.flaky.params.fail=true",
+        "lora.r=16",
+    ]
     compose(merged)  # composes: the term is there, with the trial's value

@@ -1,6 +1,7 @@
 """An Optuna study on a real PostgreSQL server (``bash scripts/postgres_local.sh start``; .ci/run starts it beside
 SLURM): 8 worker processes share it, one is SIGKILLed in its first trial, Optuna's heartbeat fails that trial, and the
 study makes exactly its budget of trials. The URL's password comes through the environment and reaches no file."""
+
 from __future__ import annotations
 
 import json
@@ -66,14 +67,33 @@ def test_eight_workers_on_postgres_one_killed_its_trial_failed_by_heartbeat_the_
     marker = tmp_path / "killed"
     started = time.time()
     out = subprocess.run(
-        [sys.executable, str(ROOT / "launch.py"), "-m", "hparams_search=lr", *FAST, "trainer.max_steps=2",
-         "hydra/launcher=submitit_local", f"hydra.launcher.array_parallelism={WORKERS}",
-         f"hydra.sweeper.n_workers={WORKERS}", f"hydra.sweeper.n_trials={TRIALS}", f"hydra.sweeper.study_name={study_name}",
-         "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}", "hydra.sweeper.sampler.name=random",
-         "hydra.sweeper.pruner.name=none", f"hydra.sweeper.heartbeat_interval={HEARTBEAT}",
-         f"hydra.sweeper.grace_period={GRACE}", "+reward_mix.killer.fn=tests.test_search_postgres.kill_once",
-         "+reward_mix.killer.weight=0.5", f"+reward_mix.killer.params.marker={marker}", f"output_root={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, "OPTUNA_STORAGE": url},
+        [
+            sys.executable,
+            str(ROOT / "launch.py"),
+            "-m",
+            "hparams_search=lr",
+            *FAST,
+            "trainer.max_steps=2",
+            "hydra/launcher=submitit_local",
+            f"hydra.launcher.array_parallelism={WORKERS}",
+            f"hydra.sweeper.n_workers={WORKERS}",
+            f"hydra.sweeper.n_trials={TRIALS}",
+            f"hydra.sweeper.study_name={study_name}",
+            "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}",
+            "hydra.sweeper.sampler.name=random",
+            "hydra.sweeper.pruner.name=none",
+            f"hydra.sweeper.heartbeat_interval={HEARTBEAT}",
+            f"hydra.sweeper.grace_period={GRACE}",
+            "+reward_mix.killer.fn=tests.test_search_postgres.kill_once",
+            "+reward_mix.killer.weight=0.5",
+            f"+reward_mix.killer.params.marker={marker}",
+            f"output_root={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "OPTUNA_STORAGE": url},
     )
     seconds = time.time() - started
     assert out.returncode == 0, out.stderr[-3000:]
@@ -101,5 +121,7 @@ def test_eight_workers_on_postgres_one_killed_its_trial_failed_by_heartbeat_the_
     holding = [str(p) for p in tmp_path.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
     assert holding == []
     assert password not in out.stdout + out.stderr
-    print(f"\npostgres study: {TRIALS} trials ({states.count('COMPLETE')} complete, 1 failed by heartbeat "
-          f"{failed_after:.1f} s after the kill), {len(workers)} of {WORKERS} workers trained, {seconds:.0f} s")
+    print(
+        f"\npostgres study: {TRIALS} trials ({states.count('COMPLETE')} complete, 1 failed by heartbeat "
+        f"{failed_after:.1f} s after the kill), {len(workers)} of {WORKERS} workers trained, {seconds:.0f} s"
+    )

@@ -1,6 +1,7 @@
 """hydra/sweeper=seeds: seeds only where a comparison is open (search/seeds/sequential.py, search/seeds/sweeper.py), its
 family-wise error under the adaptivity (a small simulation; bench/seed_allocation.py is the full one), the sweeper
 end to end on real runs, and a killed sweep that continues."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.simulate import Noise, adaptive_sweeps, simulate
 from grpo_sweep.search.seeds import sequential
 from grpo_sweep.search.seeds.sequential import RUN_FAILED, Settings, budgets, check_settings, plan
-from bench.simulate import Noise, adaptive_sweeps, simulate
 
 from .conftest import ROOT, launch_here
 
@@ -28,13 +29,16 @@ def test_the_looks_budgets_sum_to_alpha_with_half_kept_for_max_seeds():
     assert budgets(3, 3, 0.05) == {3: 0.05}
 
 
-@pytest.mark.parametrize("settings, k, message", [
-    (Settings(min_seeds=1), 3, "hydra.sweeper.min_seeds=1: use a whole number >= 2"),
-    (Settings(min_seeds=4, max_seeds=3), 3, "hydra.sweeper.max_seeds=3 is below min_seeds=4"),
-    (Settings(max_runs=5), 3, "hydra.sweeper.max_runs=5: the first round alone is 3 configurations x 2 seeds = 6"),
-    (Settings(alpha=1.5), 3, "hydra.sweeper.alpha=1.5"),
-    (Settings(), 1, "hydra/sweeper=seeds with 1 configuration"),
-])
+@pytest.mark.parametrize(
+    "settings, k, message",
+    [
+        (Settings(min_seeds=1), 3, "hydra.sweeper.min_seeds=1: use a whole number >= 2"),
+        (Settings(min_seeds=4, max_seeds=3), 3, "hydra.sweeper.max_seeds=3 is below min_seeds=4"),
+        (Settings(max_runs=5), 3, "hydra.sweeper.max_runs=5: the first round alone is 3 configurations x 2 seeds = 6"),
+        (Settings(alpha=1.5), 3, "hydra.sweeper.alpha=1.5"),
+        (Settings(), 1, "hydra/sweeper=seeds with 1 configuration"),
+    ],
+)
 def test_bad_settings_are_refused_naming_the_value(settings, k, message):
     with pytest.raises(ValueError) as caught:
         check_settings(settings, k)
@@ -95,8 +99,16 @@ RUN = ["trainer.max_steps=10", "trainer.save_steps=10", "trainer.disable_tqdm=tr
 
 
 def _seeds_sweep(tmp_path: Path, mixes: str, max_seeds: int, extra=()) -> list[str]:
-    return ["-m", "hydra/sweeper=seeds", f"reward_mix={mixes}", "hydra.sweeper.min_seeds=2",
-            f"hydra.sweeper.max_seeds={max_seeds}", f"hydra.sweep.dir={tmp_path / 'sweep'}", *RUN, *extra]
+    return [
+        "-m",
+        "hydra/sweeper=seeds",
+        f"reward_mix={mixes}",
+        "hydra.sweeper.min_seeds=2",
+        f"hydra.sweeper.max_seeds={max_seeds}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        *RUN,
+        *extra,
+    ]
 
 
 def _finished(sweep: Path) -> dict[str, float]:
@@ -131,12 +143,15 @@ def test_the_seeds_sweep_decides_on_real_runs_and_continues_without_training_twi
     assert {k: v for k, v in after.items() if k != "1/seed2"} == {k: v for k, v in before.items() if k != "1/seed2"}
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["hydra.sweeper.min_seeds=1"], "hydra.sweeper.min_seeds=1: use a whole number >= 2"),
-    (["hydra.sweeper.max_runs=3"], "hydra.sweeper.max_runs=3: the first round alone is 2 configurations x 2"),
-    (["trainer.seed=1,2"], "trainer.seed=1,2: hydra/sweeper=seeds picks the seeds"),
-    (["trainer.num_generations=1"], "trainer.num_generations=1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["hydra.sweeper.min_seeds=1"], "hydra.sweeper.min_seeds=1: use a whole number >= 2"),
+        (["hydra.sweeper.max_runs=3"], "hydra.sweeper.max_runs=3: the first round alone is 2 configurations x 2"),
+        (["trainer.seed=1,2"], "trainer.seed=1,2: hydra/sweeper=seeds picks the seeds"),
+        (["trainer.num_generations=1"], "trainer.num_generations=1"),
+    ],
+)
 def test_a_bad_seeds_sweep_is_refused_in_one_line_before_anything_is_written(tmp_path, extra, message):
     out = launch_here(_seeds_sweep(tmp_path, "format,correct", 3, extra), tmp_path)
     lines = [line for line in out.stderr.splitlines() if line.startswith("grpo-sweep:")]
@@ -151,8 +166,13 @@ def test_a_killed_seeds_sweep_on_the_pool_continues_with_nothing_trained_twice(t
     finished run (their summary.json untouched) and finishes the design."""
     args = [*_seeds_sweep(tmp_path, "correct,format_correct", 4), "hydra/launcher=pool"]
     sweep = tmp_path / "sweep"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), *args],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and len(_finished(sweep)) < 4:
         time.sleep(0.2)
@@ -160,8 +180,9 @@ def test_a_killed_seeds_sweep_on_the_pool_continues_with_nothing_trained_twice(t
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = _finished(sweep)
-    out = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     after = _finished(sweep)
     assert all(after[k] == v for k, v in before.items()), "a finished run was trained again"

@@ -1,4 +1,5 @@
 """hydra/launcher=slurm against a real SLURM controller (scripts/slurm_local.sh start): CPU-only jobs, tiny model."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_sweep.run.resume import last_checkpoint
 from grpo_sweep.launching.jobs import slurm_jobs
+from grpo_sweep.run.resume import last_checkpoint
 from grpo_sweep.sweeps.status import report
 
 from .conftest import FAST, ROOT, run_launch
@@ -37,8 +38,13 @@ pytestmark = [
 ]
 
 # a CPU job on the 2-core test node; jobs find grpo_sweep and tests/ through PYTHONPATH (sbatch exports the env)
-SLURM = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",
-         "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=20"]
+SLURM = [
+    "hydra/launcher=slurm",
+    "hydra.launcher.gpus_per_node=null",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.mem_gb=2",
+    "hydra.launcher.timeout_min=20",
+]
 ENV = {"PYTHONPATH": str(ROOT)}
 
 
@@ -73,7 +79,9 @@ def _wait_for(sweep_dir: Path, timeout: float = 600) -> str:
 
 
 def _steps(run_dir: Path) -> list[int]:
-    return [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in line]
+    return [
+        json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in line
+    ]
 
 
 def test_grid_of_four_jobs_completes_with_the_local_table(tmp_path):
@@ -90,8 +98,14 @@ def test_grid_of_four_jobs_completes_with_the_local_table(tmp_path):
     # the job script submitit wrote: one task, the CPUs asked for, USR2 before the time limit (requeue + resume)
     [script] = list((sweep_dir / ".submitit").glob("*/*_submission.sh"))[:1]
     text = script.read_text()
-    for line in ("#SBATCH --cpus-per-task=1", "#SBATCH --ntasks-per-node=1", "#SBATCH --mem=2GB",
-                 "#SBATCH --time=20", "#SBATCH --signal=USR2@120", "#SBATCH --array=0-3%4"):
+    for line in (
+        "#SBATCH --cpus-per-task=1",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --mem=2GB",
+        "#SBATCH --time=20",
+        "#SBATCH --signal=USR2@120",
+        "#SBATCH --array=0-3%4",
+    ):
         assert line in text, line
 
 
@@ -129,22 +143,32 @@ def test_preempted_job_resumes_from_its_checkpoint_in_its_run_dir(tmp_path):
 
 def test_detached_sweep_with_a_failing_run_reports_it_while_the_other_finishes(tmp_path):
     flaky = ["+reward_mix.flaky.fn=tests.failing_rewards.flaky", "+reward_mix.flaky.weight=0.5"]
-    out = run_launch(["-m", *SLURM, "hydra.launcher.detach=true", *flaky, "+reward_mix.flaky.params.fail=false,true",
-                      *FAST], tmp_path, env=ENV)
+    out = run_launch(
+        ["-m", *SLURM, "hydra.launcher.detach=true", *flaky, "+reward_mix.flaky.params.fail=false,true", *FAST],
+        tmp_path,
+        env=ENV,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     sweep_dir = _sweep_dir(tmp_path)
     ids = [j["job_id"] for j in _jobs(sweep_dir)]
     assert f"Submitted 2 jobs: {', '.join(ids)}" in out.stdout and str(sweep_dir) in out.stdout
 
-    first = subprocess.run([sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep_dir)], capture_output=True, text=True,
-                           cwd=ROOT, env={**os.environ, **ENV})
+    first = subprocess.run(
+        [sys.executable, "-m", "grpo_sweep.sweeps.status", str(sweep_dir)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **ENV},
+    )
     # it did not wait for the jobs: they are still queued or running when it returns
     assert first.returncode == 0 and "All runs ended" not in first.stdout
     assert any(state in first.stdout for state in ("pending", "running"))
 
     text = _wait_for(sweep_dir)
     assert "1 done, 1 failed" in text
-    assert "run 1 failed:\n  RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true)" in text
+    assert (
+        "run 1 failed:\n  RewardFailure: reward 'flaky' raised RuntimeError: flaky reward exploded (fail=true)" in text
+    )
     assert "All runs ended." in text and (sweep_dir / "sweep_table.md").exists()
     assert {s for s, _ in _final_slurm_states(ids).values()} == {"COMPLETED"}  # the run failed, not the job
 
@@ -155,7 +179,11 @@ def test_a_job_cancelled_mid_run_is_a_failed_run_and_the_sweep_goes_on(tmp_path)
     fast = [*FAST, "trainer.disable_tqdm=true", "trainer.max_steps=400,4", "trainer.save_steps=400"]
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "launch.py"), "-m", *SLURM, *fast, f"output_root={tmp_path}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **ENV},
     )
     deadline = time.time() + 300
     while time.time() < deadline and not list(tmp_path.glob("grpo/multiruns/*/0/metrics.jsonl")):
@@ -177,7 +205,8 @@ def test_optuna_study_with_slurm_workers(tmp_path):
 
     out = run_launch(
         [*STUDY_ARGS, *SLURM, "hydra.sweeper.n_workers=2"],
-        tmp_path, env=ENV,
+        tmp_path,
+        env=ENV,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     study_dir = tmp_path / "grpo" / "studies" / "test_space"
@@ -212,7 +241,12 @@ def test_a_request_no_node_can_meet_is_one_line_and_the_local_profile_fits(tmp_p
 def test_pending_array_tasks_are_seen_and_a_rerun_queues_only_what_did_not_finish(tmp_path):
     """sacct shows an array's pending tasks as one line (`<id>_[0-2%3]`), and nothing for `-j <id>_1` while
     pending: status counts them, and a re-run of the sweep neither queues them again nor the completed run."""
-    held = [*SLURM, "hydra.launcher.detach=true", "+hydra.launcher.additional_parameters.hold=true", "trainer.seed=1,2,3"]
+    held = [
+        *SLURM,
+        "hydra.launcher.detach=true",
+        "+hydra.launcher.additional_parameters.hold=true",
+        "trainer.seed=1,2,3",
+    ]
     out = run_launch(["-m", *held], tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep_dir = _sweep_dir(tmp_path)
@@ -221,10 +255,14 @@ def test_pending_array_tasks_are_seen_and_a_rerun_queues_only_what_did_not_finis
     try:
         # sacct reads slurmdbd, which can lag the submission by a moment on a freshly started SLURM
         deadline = time.time() + 30
-        while not (states := {s for s, _ in slurm_jobs([j["job_id"] for j in jobs]).values()}) and time.time() < deadline:
+        while (
+            not (states := {s for s, _ in slurm_jobs([j["job_id"] for j in jobs]).values()}) and time.time() < deadline
+        ):
             time.sleep(1)
         assert states == {"PENDING"}
-        assert report(sweep_dir)[0].splitlines()[0].endswith("3 runs: 3 pending, 0 running, 0 requeued, 0 done, 0 failed")
+        assert (
+            report(sweep_dir)[0].splitlines()[0].endswith("3 runs: 3 pending, 0 running, 0 requeued, 0 done, 0 failed")
+        )
         Path(jobs[0]["run_dir"]).mkdir(parents=True)
         (Path(jobs[0]["run_dir"]) / "summary.json").write_text(json.dumps({"status": "completed", "objective": 0.5}))
         again = run_launch(["-m", *held, f"hydra.sweep.dir={sweep_dir}"], tmp_path, env=ENV)
@@ -283,20 +321,39 @@ def test_a_two_task_job_trains_one_run_and_a_requeue_resumes_both_ranks(tmp_path
 def test_a_failing_task_of_a_two_task_run_is_the_runs_error(tmp_path):
     """Rank 1's reward raises: rank 0 only sees its peer gone at the next collective, and records rank 1's error."""
     bomb = ["+reward_mix.bomb.fn=tests.failing_rewards.fails_on_rank", "+reward_mix.bomb.weight=0.5"]
-    out = run_launch(["-m", *SLURM, "hydra.launcher.tasks_per_node=2", "distributed=ddp",
-                      "trainer.per_device_train_batch_size=4", *FAST, *bomb], tmp_path, env=ENV)
+    out = run_launch(
+        [
+            "-m",
+            *SLURM,
+            "hydra.launcher.tasks_per_node=2",
+            "distributed=ddp",
+            "trainer.per_device_train_batch_size=4",
+            *FAST,
+            *bomb,
+        ],
+        tmp_path,
+        env=ENV,
+    )
     assert out.returncode == 1, out.stderr[-3000:]
     [job] = _jobs(_sweep_dir(tmp_path))
     summary = json.loads((Path(job["run_dir"]) / "summary.json").read_text())
     assert summary["status"] == "failed"
-    assert summary["error"].startswith("rank 1 of 2 failed: RewardFailure: reward 'bomb' raised RuntimeError: "
-                                       "reward failed on rank 1"), summary["error"]
+    assert summary["error"].startswith(
+        "rank 1 of 2 failed: RewardFailure: reward 'bomb' raised RuntimeError: reward failed on rank 1"
+    ), summary["error"]
 
 
 def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path):
     """hparams_search=pbt on SLURM: each member's round a job, the take-over between rounds, the best member tested."""
-    args = ["-m", "hparams_search=pbt", *SLURM, *FAST, "hydra.sweeper.population=2", "hydra.sweeper.rounds=2",
-            "trainer.eval.k=0"]
+    args = [
+        "-m",
+        "hparams_search=pbt",
+        *SLURM,
+        *FAST,
+        "hydra.sweeper.population=2",
+        "hydra.sweeper.rounds=2",
+        "trainer.eval.k=0",
+    ]
     out = run_launch(args, tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep_dir = tmp_path / "grpo" / "pbt" / "pbt"
@@ -311,9 +368,19 @@ def test_a_detached_seeds_sweep_submits_each_next_round_from_a_job_after_the_las
     (--dependency=afterany); that job runs the same command, which submits the next round and its own follow-up,
     until nothing is open; the last one writes the table."""
     sweep_dir = tmp_path / "sweep"
-    args = ["-m", "hydra/sweeper=seeds", "reward_mix=correct,format_correct", "hydra.sweeper.min_seeds=2",
-            "hydra.sweeper.max_seeds=3", f"hydra.sweep.dir={sweep_dir}", *SLURM, "hydra.launcher.detach=true",
-            "trainer.max_steps=10", "trainer.save_steps=10", "trainer.disable_tqdm=true"]
+    args = [
+        "-m",
+        "hydra/sweeper=seeds",
+        "reward_mix=correct,format_correct",
+        "hydra.sweeper.min_seeds=2",
+        "hydra.sweeper.max_seeds=3",
+        f"hydra.sweep.dir={sweep_dir}",
+        *SLURM,
+        "hydra.launcher.detach=true",
+        "trainer.max_steps=10",
+        "trainer.save_steps=10",
+        "trainer.disable_tqdm=true",
+    ]
     out = run_launch(args, tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "The next round is decided by job" in out.stdout and not (sweep_dir / "sweep_table.md").exists()

@@ -1,21 +1,28 @@
 """Verdicts between configurations (known quantiles, hand-computed variances, simulated null sweeps whose family-wise
 error must stay at 5 %) and what a run cost."""
+
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
+from bench.simulate import QUESTIONS, SEEDS, batch_verdicts, rounded_objectives, simulate, uncorrected_verdicts
+from grpo_sweep.reading import stats
+from grpo_sweep.reading.stats import (
+    RunRecord,
+    is_seed,
+    judge,
+    seed_text,
+    studentized_range_quantile,
+    t_quantile,
+    verdict_source,
+)
+from grpo_sweep.reading.wording import describe, verdict_text
 from grpo_sweep.run.cost import cost_line, cost_totals, generated_tokens, run_cost
 from grpo_sweep.run.record import RunSummary
-import numpy as np
-
-from bench.simulate import QUESTIONS, SEEDS, batch_verdicts, uncorrected_verdicts, rounded_objectives, simulate
-from grpo_sweep.reading import stats
-from grpo_sweep.reading.stats import (RunRecord, is_seed, judge, seed_text, studentized_range_quantile, t_quantile,
-                                     verdict_source)
-from grpo_sweep.reading.wording import describe, verdict_text
 
 
 def compare(groups, *args, **kwargs):
@@ -23,10 +30,21 @@ def compare(groups, *args, **kwargs):
     return describe(stats.compare(groups, *args, **kwargs))
 
 
-@pytest.mark.parametrize("p, dof, expected", [
-    (0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 4, 2.776), (0.975, 10, 2.228),
-    (0.975, 30, 2.042), (0.995, 4, 4.604), (0.95, 5, 2.015), (0.025, 4, -2.776), (0.5, 7, 0.0),
-])
+@pytest.mark.parametrize(
+    "p, dof, expected",
+    [
+        (0.975, 1, 12.706),
+        (0.975, 2, 4.303),
+        (0.975, 3, 3.182),
+        (0.975, 4, 2.776),
+        (0.975, 10, 2.228),
+        (0.975, 30, 2.042),
+        (0.995, 4, 4.604),
+        (0.95, 5, 2.015),
+        (0.025, 4, -2.776),
+        (0.5, 7, 0.0),
+    ],
+)
 def test_t_quantile_matches_the_printed_table(p, dof, expected):
     assert t_quantile(p, dof) == pytest.approx(expected, abs=5e-4)
 
@@ -39,10 +57,18 @@ def test_t_quantile_tends_to_the_normal_and_refuses_bad_input():
         t_quantile(0.975, 0)
 
 
-@pytest.mark.parametrize("k, df, expected", [  # printed tables of the studentized range, alpha = 0.05
-    (3, 10, 3.877), (10, 20, 5.008), (4, 5, 5.218), (3, 2, 8.331), (10, 1, 49.07), (5, float("inf"), 3.858),
-    (10, float("inf"), 4.474),
-])
+@pytest.mark.parametrize(
+    "k, df, expected",
+    [  # printed tables of the studentized range, alpha = 0.05
+        (3, 10, 3.877),
+        (10, 20, 5.008),
+        (4, 5, 5.218),
+        (3, 2, 8.331),
+        (10, 1, 49.07),
+        (5, float("inf"), 3.858),
+        (10, float("inf"), 4.474),
+    ],
+)
 def test_studentized_range_quantile_matches_the_printed_table(k, df, expected):
     assert studentized_range_quantile(0.95, k, df) == pytest.approx(expected, abs=2e-3)
 
@@ -89,13 +115,16 @@ def test_each_configuration_brings_its_own_variance_and_the_questions_add_theirs
     # the questions' part: var over questions of the per-question difference, less the runs' residual noise
     d = y[1].mean(0) - y[0].mean(0)
     resid = y - run_means[:, :, None] - y.mean(1)[:, None, :] + y.mean((1, 2))[:, None, None]
-    ms_e = (resid ** 2).sum((1, 2)) / ((S - 1) * (Q - 1))
+    ms_e = (resid**2).sum((1, 2)) / ((S - 1) * (Q - 1))
     cq = max(0.0, d.var(ddof=1) - (ms_e[1] + ms_e[0]) / S) / Q
     assert cq > 0 and j.var_questions[1] == pytest.approx(cq)
     assert j.se[1] == pytest.approx(math.sqrt((v[1] + v[0]) / S + cq)) and j.se[0] == 0
     # the critical value weights Tukey's q at S - 1 df (the seed part) and at infinite df (the questions' part)
     share = (v[1] + v[0]) / S / j.se[1] ** 2
-    q = studentized_range_quantile(0.95, 3, 3) / math.sqrt(2), studentized_range_quantile(0.95, 3, np.inf) / math.sqrt(2)
+    q = (
+        studentized_range_quantile(0.95, 3, 3) / math.sqrt(2),
+        studentized_range_quantile(0.95, 3, np.inf) / math.sqrt(2),
+    )
     assert j.crit[1] == pytest.approx(share * q[0] + (1 - share) * q[1])
     # a noisier configuration widens its own comparisons only
     y[2, :2] = 1.0
@@ -111,8 +140,12 @@ def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
     assert "binomial" in per_run[1].method
     right = {f"q{i}": float(i < 20) for i in range(64)}
     one_more = {**right, "q63": 1.0}
-    by_question = compare({"a": [RunRecord(s, 20 / 64, 20 / 64, 64, right) for s in (1, 2)],
-                           "b": [RunRecord(s, 21 / 64, 21 / 64, 64, one_more) for s in (1, 2)]})
+    by_question = compare(
+        {
+            "a": [RunRecord(s, 20 / 64, 20 / 64, 64, right) for s in (1, 2)],
+            "b": [RunRecord(s, 21 / 64, 21 / 64, 64, one_more) for s in (1, 2)],
+        }
+    )
     assert by_question[1].verdict == "indistinguishable" and by_question[1].low < 0 < by_question[1].high
     assert "64 paired questions" in by_question[1].method
     # without an accuracy's question count nothing bounds the noise of equal seeds: no verdict, never a 0-width CI
@@ -121,8 +154,15 @@ def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
 
 
 def test_missing_seeds_are_named_and_one_seed_says_how_to_get_a_verdict():
-    rows = compare({"a": runs({1: 0.5, 2: 0.6, 3: 0.55}), "b": runs({1: 0.4, 2: 0.45, 3: 0.41}),
-                    "c": runs({1: 0.9, 3: 0.95}), "d": runs({1: 0.2, 2: 0.3, 3: 0.25, 4: 0.1}), "e": []})
+    rows = compare(
+        {
+            "a": runs({1: 0.5, 2: 0.6, 3: 0.55}),
+            "b": runs({1: 0.4, 2: 0.45, 3: 0.41}),
+            "c": runs({1: 0.9, 3: 0.95}),
+            "d": runs({1: 0.2, 2: 0.3, 3: 0.25, 4: 0.1}),
+            "e": [],
+        }
+    )
     assert [r.config for r in rows] == ["a", "b", "d", "c", "e"]  # c is the best mean but incomplete
     c = rows[3]
     assert (c.verdict, c.missing_seeds, c.delta, c.low) == ("incomplete", (2,), None, None)
@@ -164,8 +204,13 @@ def test_verdict_source_of_each_objective():
 def test_seeds_needed_is_the_first_design_that_detects_the_observed_difference():
     rng = np.random.default_rng(3)
     val, test = simulate(rng, 1, 3, 3, shifts={0: -0.06})
-    groups = {f"c{c}": [RunRecord(s, val[0, c, s].mean(), test[0, c, s].mean(), 64,
-                                  {f"q{q}": test[0, c, s, q] for q in range(64)}) for s in range(3)] for c in range(3)}
+    groups = {
+        f"c{c}": [
+            RunRecord(s, val[0, c, s].mean(), test[0, c, s].mean(), 64, {f"q{q}": test[0, c, s, q] for q in range(64)})
+            for s in range(3)
+        ]
+        for c in range(3)
+    }
     rows = compare(groups)
     slow = [r for r in rows if r.verdict == "indistinguishable" and r.seeds_needed]
     assert slow, [verdict_text(r) for r in rows]
@@ -232,9 +277,19 @@ def test_the_batch_simulation_decides_what_compare_decides():
     for questions in (True, False):
         batch = batch_verdicts(val if questions else val.mean(-1), test, questions=questions)
         for i in range(12):
-            groups = {c: [RunRecord(s, val[i, c, s].mean(), test[i, c, s].mean(), 64,
-                                    {f"q{q}": test[i, c, s, q] for q in range(64)} if questions else None)
-                          for s in range(3)] for c in range(5)}
+            groups = {
+                c: [
+                    RunRecord(
+                        s,
+                        val[i, c, s].mean(),
+                        test[i, c, s].mean(),
+                        64,
+                        {f"q{q}": test[i, c, s, q] for q in range(64)} if questions else None,
+                    )
+                    for s in range(3)
+                ]
+                for c in range(5)
+            }
             rows = compare(groups)
             assert rows[0].config == batch.reference[i]
             calls = {r.config: {"better": 1, "worse": -1}.get(r.verdict, 0) for r in rows}
@@ -245,13 +300,17 @@ def test_is_seed():
     assert is_seed("trainer.seed") and is_seed("+data.seed") and is_seed("seed")
     assert not is_seed("trainer.seeds") and not is_seed("seed.value")
 
+
 def rows(*pairs):
     return [{"step": s, "completions/mean_length": m} for s, m in pairs]
 
 
 def test_generated_tokens_one_generation_per_step():
-    history = [{"step": 0, "eval/accuracy": 0.0}] + rows((1, 32.0), (2, 30.0)) + [
-        {"step": 2, "train_runtime": 1.0, "completions/mean_length": 99.0}]
+    history = (
+        [{"step": 0, "eval/accuracy": 0.0}]
+        + rows((1, 32.0), (2, 30.0))
+        + [{"step": 2, "train_runtime": 1.0, "completions/mean_length": 99.0}]
+    )
     assert generated_tokens(history, 16, 1, 1) == 16 * (32 + 30)
 
 
@@ -272,20 +331,31 @@ def test_generated_tokens_when_a_generation_serves_several_steps():
 
 
 def test_run_cost_and_sweep_totals():
-    args = SimpleNamespace(generation_batch_size=16, gradient_accumulation_steps=1, steps_per_generation=1,
-                           num_iterations=1)
+    args = SimpleNamespace(
+        generation_batch_size=16, gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1
+    )
     timings = {"startup": 6.0, "setup": 3.0, "train": 10.0, "eval_periodic": 2.0, "save": 0.5, "eval": 1.5}
     cost = run_cost(timings, rows((1, 10.0), (3, 12.0), (5, 14.0)), args)
     assert cost == {"device_seconds": 12.0, "generated_tokens": 992, "tokens_per_s": pytest.approx(82.7)}
     nothing = {"device_seconds": None, "generated_tokens": None, "tokens_per_s": None}
     assert run_cost({"setup": 3.0}, [], args) == nothing
-    summaries = [RunSummary(status="completed", **cost), RunSummary(status="completed", device_seconds=8.0, generated_tokens=8),
-                 RunSummary(status="running")]
-    assert cost_totals(summaries) == {"runs": 2, "of": 3, "device_seconds": 20.0, "generated_tokens": 1000,
-                                      "tokens_per_s": 50.0}
+    summaries = [
+        RunSummary(status="completed", **cost),
+        RunSummary(status="completed", device_seconds=8.0, generated_tokens=8),
+        RunSummary(status="running"),
+    ]
+    assert cost_totals(summaries) == {
+        "runs": 2,
+        "of": 3,
+        "device_seconds": 20.0,
+        "generated_tokens": 1000,
+        "tokens_per_s": 50.0,
+    }
     line = cost_line(summaries)
-    assert line.startswith("Cost: 20.0 device-seconds (0.01 device-hours), 1,000 completion tokens generated in "
-                           "training, 50 tokens per device-second; 1 of 3 runs recorded no cost")
+    assert line.startswith(
+        "Cost: 20.0 device-seconds (0.01 device-hours), 1,000 completion tokens generated in "
+        "training, 50 tokens per device-second; 1 of 3 runs recorded no cost"
+    )
     assert cost_line([RunSummary(status="running")]) is None
 
 
@@ -307,8 +377,14 @@ def test_generated_tokens_of_a_real_run_equal_what_trl_generated(tmp_path):
 
     COUNTED.clear()
     # a generation every 2 steps (steps_per_generation=2), so some logged steps generate nothing
-    cfg = compose(FAST + ["trainer.steps_per_generation=2", "trainer.per_device_train_batch_size=4",
-                          "+reward_mix.count.fn=tests.test_stats.count_completion_tokens"])
+    cfg = compose(
+        FAST
+        + [
+            "trainer.steps_per_generation=2",
+            "trainer.per_device_train_batch_size=4",
+            "+reward_mix.count.fn=tests.test_stats.count_completion_tokens",
+        ]
+    )
     summary = train(cfg, tmp_path)
     assert len(COUNTED) == 6 // 2 * 8  # 3 generations of 8 completions
     assert summary["generated_tokens"] == sum(COUNTED)
@@ -322,10 +398,19 @@ def test_one_writer_records_every_failed_run(tmp_path):
 
     run = tmp_path / "0"
     run.mkdir()
-    record_failure(run, "ValueError: bad", ["lora.r=3"], traceback_text="x" * 5000, runtime_s=1.23456, trial={"number": 2})
+    record_failure(
+        run, "ValueError: bad", ["lora.r=3"], traceback_text="x" * 5000, runtime_s=1.23456, trial={"number": 2}
+    )
     summary = read_run_summary(run)[0].to_dict()
-    assert summary == {"status": "failed", "error": "ValueError: bad", "overrides": ["lora.r=3"], "run_dir": str(run),
-                       "traceback": "x" * 4000, "runtime_s": 1.235, "trial": {"number": 2}}
+    assert summary == {
+        "status": "failed",
+        "error": "ValueError: bad",
+        "overrides": ["lora.r=3"],
+        "run_dir": str(run),
+        "traceback": "x" * 4000,
+        "runtime_s": 1.235,
+        "trial": {"number": 2},
+    }
     # a run that recorded its own failure keeps it when asked; otherwise the newer record wins
     assert record_failure(run, "died", [], keep_recorded=True)["error"] == "ValueError: bad"
     assert record_failure(run, "died", [])["error"] == "died"

@@ -1,5 +1,6 @@
 """A study's outputs: best.yaml's command composes (and trains as printed) for spaces whose terms exist only with
 `+`/`++` or come from an hparams_search file's mix; the importances speak of the reward weights, every term."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,11 @@ def test_a_base_term_set_with_plus_plus_keeps_its_prefix_in_the_trial_value():
 
     base = ["++reward_mix.plainint.fn=tests.failing_rewards.flaky", "++reward_mix.plainint.weight=0.5"]
     merged = merge_overrides(base, ["reward_mix.plainint.weight=0.2", "reward_mix.correct.weight=0.8"])
-    assert merged == ["++reward_mix.plainint.fn=tests.failing_rewards.flaky", "++reward_mix.plainint.weight=0.2",
-                      "reward_mix.correct.weight=0.8"]
+    assert merged == [
+        "++reward_mix.plainint.fn=tests.failing_rewards.flaky",
+        "++reward_mix.plainint.weight=0.2",
+        "reward_mix.correct.weight=0.8",
+    ]
     assert compose(merged).reward_mix.plainint.weight == 0.2  # old code: Could not override
 
 
@@ -29,10 +33,14 @@ def _study(params, weights, overrides):
 
     study = optuna.create_study(direction="maximize")
     for i, (u, w) in enumerate(zip(params, weights)):
-        study.add_trial(optuna.trial.create_trial(
-            params={"simplex.xmlcount": u[0], "simplex.correct": u[1]},
-            distributions={"simplex.xmlcount": FloatDistribution(0, 1), "simplex.correct": FloatDistribution(0, 1)},
-            value=w[2], user_attrs={"overrides": overrides(w)}))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"simplex.xmlcount": u[0], "simplex.correct": u[1]},
+                distributions={"simplex.xmlcount": FloatDistribution(0, 1), "simplex.correct": FloatDistribution(0, 1)},
+                value=w[2],
+                user_attrs={"overrides": overrides(w)},
+            )
+        )
     return study
 
 
@@ -70,8 +78,13 @@ def test_importances_rank_every_reward_weight_not_the_simplex_coordinates():
 
 
 def _study_file(out, *args):
-    done = subprocess.run([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"], cwd=out,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -85,7 +98,8 @@ def test_the_mix_an_hparams_search_file_picks_is_a_group_override_in_the_reprodu
     (conf / "mixed.yaml").write_text(
         "# @package _global_\ndefaults:\n  - /hparams_search/common/study_dir\n  - override /hydra/sweeper: grpo_optuna\n"
         "  - override /reward_mix: format_correct\nreward_mix:\n  plainint: {fn: tests.failing_rewards.flaky, weight: 1.0}\n"
-        "hydra:\n  sweeper:\n    study_name: mixed\n    n_trials: 0\n    reward_weights: {rewards: null}\n")
+        "hydra:\n  sweeper:\n    study_name: mixed\n    n_trials: 0\n    reward_weights: {rewards: null}\n"
+    )
     _study_file(tmp_path, "-m", "--config-dir", str(tmp_path / "conf"), "hparams_search=mixed")
     info = json.loads((tmp_path / "grpo" / "studies" / "mixed" / "study.json").read_text())
     base = info["reproduce_overrides"]
@@ -107,19 +121,41 @@ def test_best_command_of_a_study_with_a_new_term_trains_as_printed(tmp_path):
     simplex with the others: best.yaml's command, run through a shell as printed, trains the trial's config."""
     from omegaconf import OmegaConf
 
-    small = ["trainer.max_steps=1", "data.max_val_samples=4", "data.max_test_samples=4", "data.arithmetic.n_train=32",
-             "data.arithmetic.n_val=4", "data.arithmetic.n_test=4", "trainer.eval.max_new_tokens=8",
-             "trainer.max_completion_length=8", "model.tiny.warm_start.steps=0"]
-    _study_file(tmp_path, "-m", "hparams_search=reward_weights", "++reward_mix.plainint.fn=tests.failing_rewards.flaky",
-                "++reward_mix.plainint.weight=0.5", "hydra.sweeper.n_trials=2", *small)
+    small = [
+        "trainer.max_steps=1",
+        "data.max_val_samples=4",
+        "data.max_test_samples=4",
+        "data.arithmetic.n_train=32",
+        "data.arithmetic.n_val=4",
+        "data.arithmetic.n_test=4",
+        "trainer.eval.max_new_tokens=8",
+        "trainer.max_completion_length=8",
+        "model.tiny.warm_start.steps=0",
+    ]
+    _study_file(
+        tmp_path,
+        "-m",
+        "hparams_search=reward_weights",
+        "++reward_mix.plainint.fn=tests.failing_rewards.flaky",
+        "++reward_mix.plainint.weight=0.5",
+        "hydra.sweeper.n_trials=2",
+        *small,
+    )
     study_dir = tmp_path / "grpo" / "studies" / "reward_weights"
     best = OmegaConf.load(study_dir / "best.yaml")
     assert "++reward_mix.plainint.weight=" in best.command
-    trial_cfg = OmegaConf.load(study_dir / "trials" / str(best.trial) / f"seed{best.seeds[0]}" / ".hydra" / "config.yaml")
+    trial_cfg = OmegaConf.load(
+        study_dir / "trials" / str(best.trial) / f"seed{best.seeds[0]}" / ".hydra" / "config.yaml"
+    )
     reproduced = compose(shlex.split(best.command)[2:])
     assert OmegaConf.to_container(reproduced.reward_mix) == OmegaConf.to_container(trial_cfg.reward_mix)
-    ran = subprocess.run(["bash", "-c", best.command.replace("python ", f"{sys.executable} ", 1)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        ["bash", "-c", best.command.replace("python ", f"{sys.executable} ", 1)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "grpo").glob("runs/**/summary.json")]
     assert summaries and summaries[-1]["status"] == "completed"

@@ -1,5 +1,6 @@
 """A sweep of many SLURM jobs: the status command's summary line and bounded detail from one sacct call, and a
 re-run of the sweep that queues only the runs that did not finish (issue 15; timings: bench/submit_scale.py)."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ def fake_slurm(tmp_path, monkeypatch):
     counter.write_text("4242")
     tools = {
         "sbatch": f'#!/bin/sh\nid=$(cat {counter})\necho $((id + 1)) > {counter}\ncp "$1" {scripts}/$id.sh\n'
-                  'echo "Submitted batch job $id"\n',
+        'echo "Submitted batch job $id"\n',
         "srun": "#!/bin/sh\nexit 1\n",
         "sacct": f'#!/bin/sh\necho "$*" >> {calls}\ncat {states} 2>/dev/null\n',
     }
@@ -88,8 +89,14 @@ def test_status_of_many_jobs_is_a_summary_line_then_the_runs_not_done_from_one_s
 @pytest.mark.slow
 def test_rerunning_a_sweep_queues_only_the_runs_that_did_not_finish(tmp_path, fake_slurm):
     env, scripts, states, calls = fake_slurm
-    sweep = ["-m", "hydra/launcher=slurm", *CPU_JOB, "hydra.launcher.detach=true", "reward_mix=format,correct",
-             "lora.r=16,32"]
+    sweep = [
+        "-m",
+        "hydra/launcher=slurm",
+        *CPU_JOB,
+        "hydra.launcher.detach=true",
+        "reward_mix=format,correct",
+        "lora.r=16,32",
+    ]
     out, probe = submit(sweep, tmp_path, env)
     assert probe["code"] == 0, out.stderr[-3000:]
     [sweep_dir] = list(tmp_path.glob("grpo/multiruns/*"))

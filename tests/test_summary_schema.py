@@ -1,24 +1,37 @@
 """summary.json's one schema (grpo_sweep/run/record.py): what is written reads back the same, an older or newer
 summary with keys the schema does not name still loads and keeps them, and a file that is not a summary is
 reported in one line by the readers that many runs go through."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from grpo_sweep.run.results import SUMMARY, read_run_summary, record_failure, write_summary
-from grpo_sweep.run.record import FIELD_NAMES, RunSummary
 from grpo_sweep.reading.results import UNREADABLE, SweepResults
+from grpo_sweep.run.record import FIELD_NAMES, RunSummary
+from grpo_sweep.run.results import SUMMARY, read_run_summary, record_failure, write_summary
 from grpo_sweep.tracking.wandb_logger import summary_fields
 
-
 COMPLETED = {
-    "status": "completed", "optimized_metric": "val_accuracy", "objective": 0.5, "val_accuracy": 0.5,
-    "test_accuracy": 0.45, "test_accuracy_lenient": None, "test_rewards": {"correct": 0.45}, "reward": 0.25,
-    "reward_first": 0.1, "base_model_sha256": "0" * 64,
-    "train_rewards": {"correct": 0.25}, "steps": 4, "runtime_s": 1.5, "overrides": ["lora.r=8"],
-    "timings_s": {"train": 1.0}, "device_seconds": 1.2, "generated_tokens": 640, "tokens_per_s": 533.3,
+    "status": "completed",
+    "optimized_metric": "val_accuracy",
+    "objective": 0.5,
+    "val_accuracy": 0.5,
+    "test_accuracy": 0.45,
+    "test_accuracy_lenient": None,
+    "test_rewards": {"correct": 0.45},
+    "reward": 0.25,
+    "reward_first": 0.1,
+    "base_model_sha256": "0" * 64,
+    "train_rewards": {"correct": 0.25},
+    "steps": 4,
+    "runtime_s": 1.5,
+    "overrides": ["lora.r=8"],
+    "timings_s": {"train": 1.0},
+    "device_seconds": 1.2,
+    "generated_tokens": 640,
+    "tokens_per_s": 533.3,
 }
 
 
@@ -47,25 +60,47 @@ def test_unknown_keys_of_an_older_or_newer_summary_survive(tmp_path):
 
 def test_a_summary_built_from_the_dataclass_leaves_unset_fields_out():
     built = RunSummary(status="failed", error="boom", overrides=["a=1"], failed_in="evaluation", extra={"custom": 1})
-    assert list(built.to_dict().items()) == [("status", "failed"), ("overrides", ["a=1"]), ("error", "boom"),
-                                             ("failed_in", "evaluation"), ("custom", 1)]
+    assert list(built.to_dict().items()) == [
+        ("status", "failed"),
+        ("overrides", ["a=1"]),
+        ("error", "boom"),
+        ("failed_in", "evaluation"),
+        ("custom", 1),
+    ]
 
 
 def test_failure_record_goes_through_the_schema(tmp_path):
-    written = record_failure(tmp_path, "refused: bad", ["x=1"], "Traceback...\nValueError: bad", 2.0, trial={"number": 3})
+    written = record_failure(
+        tmp_path, "refused: bad", ["x=1"], "Traceback...\nValueError: bad", 2.0, trial={"number": 3}
+    )
     summary, problem = read_run_summary(tmp_path)
     assert problem is None and summary.to_dict() == written
-    assert (summary.status, summary.error, summary.overrides, summary.trial) == ("failed", "refused: bad", ["x=1"], {"number": 3})
-    assert list(json.loads((tmp_path / SUMMARY).read_text())) == ["status", "error", "overrides", "run_dir", "traceback",
-                                                                   "runtime_s", "trial"]
+    assert (summary.status, summary.error, summary.overrides, summary.trial) == (
+        "failed",
+        "refused: bad",
+        ["x=1"],
+        {"number": 3},
+    )
+    assert list(json.loads((tmp_path / SUMMARY).read_text())) == [
+        "status",
+        "error",
+        "overrides",
+        "run_dir",
+        "traceback",
+        "runtime_s",
+        "trial",
+    ]
 
 
-@pytest.mark.parametrize("content, expected", [
-    ('{"objective": 0.5, "steps": 3}', "summary.json has no status (keys: ['objective', 'steps'])"),
-    ('[1, 2]', "summary.json holds a JSON list, not an object"),
-    ('{"status": 3}', "summary.json's status is 3, not a string"),
-    ('{"status": "compl', "summary.json is not valid JSON (half-written?)"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ('{"objective": 0.5, "steps": 3}', "summary.json has no status (keys: ['objective', 'steps'])"),
+        ("[1, 2]", "summary.json holds a JSON list, not an object"),
+        ('{"status": 3}', "summary.json's status is 3, not a string"),
+        ('{"status": "compl', "summary.json is not valid JSON (half-written?)"),
+    ],
+)
 def test_not_a_summary_is_one_line_naming_what_is_wrong(tmp_path, content, expected):
     run = tmp_path / "0"
     (run / ".hydra").mkdir(parents=True)
@@ -84,10 +119,30 @@ def test_writing_a_summary_without_a_status_is_refused(tmp_path):
 
 
 def test_schema_names_what_docs_outputs_lists():
-    for key in ("status", "objective", "val_accuracy", "val_accuracy_before", "test_accuracy", "test_accuracy_before",
-                "test_accuracy_lenient", "test_pass_at_k", "base_model_sha256", "reported_step", "reward",
-                "reward_first", "steps", "overrides", "error", "timings_s", "device_seconds", "generated_tokens",
-                "tokens_per_s", "best", "best_step", "trial"):
+    for key in (
+        "status",
+        "objective",
+        "val_accuracy",
+        "val_accuracy_before",
+        "test_accuracy",
+        "test_accuracy_before",
+        "test_accuracy_lenient",
+        "test_pass_at_k",
+        "base_model_sha256",
+        "reported_step",
+        "reward",
+        "reward_first",
+        "steps",
+        "overrides",
+        "error",
+        "timings_s",
+        "device_seconds",
+        "generated_tokens",
+        "tokens_per_s",
+        "best",
+        "best_step",
+        "trial",
+    ):
         assert key in FIELD_NAMES
 
 
@@ -115,24 +170,54 @@ def test_the_record_is_frozen_and_reads_as_the_file_it_writes(tmp_path):
 def test_one_function_turns_the_evaluations_reports_into_the_record():
     """A run that trained, with and without its test evaluation (a pruned run has none): every test field is
     there, null where nothing was measured, and the objective is looked up among the figures."""
-    from grpo_sweep.run.results import lookup
     from grpo_sweep.run.record import Sampled, Scores, TestReport, ValReport, trained_summary
+    from grpo_sweep.run.results import lookup
 
-    val = ValReport(reported=Scores(0.5, 0.6, {"correct": 0.5}, 64), before=Scores(0.25, 0.3, {"correct": 0.25}, 64),
-                    steps=[0, 4], reported_step=4, metric="val_accuracy", best_step=4, best_value=0.5,
-                    best_adapter="lora", best=Scores(0.5, 0.6, {"correct": 0.5}, 64))
+    val = ValReport(
+        reported=Scores(0.5, 0.6, {"correct": 0.5}, 64),
+        before=Scores(0.25, 0.3, {"correct": 0.25}, 64),
+        steps=[0, 4],
+        reported_step=4,
+        metric="val_accuracy",
+        best_step=4,
+        best_value=0.5,
+        best_adapter="lora",
+        best=Scores(0.5, 0.6, {"correct": 0.5}, 64),
+    )
     test = TestReport(Scores(0.45, 0.5, {"correct": 0.45}, 64), Sampled(4, 0.7, 0.5), Scores(0.2, 0.25, {}, 64))
     training = {"reward": 0.25, "steps": 4}
     objective = lambda metric: lambda figures: lookup(figures, metric)  # noqa: E731
-    done = trained_summary("completed", "best.val_accuracy", training, val, test, objective("best.val_accuracy"),
-                           adapter="lora")
-    assert (done.val_accuracy, done.val_accuracy_before, done.val_samples, done.test_accuracy, done.test_pass_at_k,
-            done.test_k, done.test_accuracy_lenient_before) == (0.5, 0.25, 64, 0.45, 0.7, 4, 0.25)
-    assert done.best == {"step": 4, "adapter": "lora", "val_accuracy": 0.5, "val_accuracy_lenient": 0.6,
-                         "val_rewards": {"correct": 0.5}}
+    done = trained_summary(
+        "completed", "best.val_accuracy", training, val, test, objective("best.val_accuracy"), adapter="lora"
+    )
+    assert (
+        done.val_accuracy,
+        done.val_accuracy_before,
+        done.val_samples,
+        done.test_accuracy,
+        done.test_pass_at_k,
+        done.test_k,
+        done.test_accuracy_lenient_before,
+    ) == (0.5, 0.25, 64, 0.45, 0.7, 4, 0.25)
+    assert done.best == {
+        "step": 4,
+        "adapter": "lora",
+        "val_accuracy": 0.5,
+        "val_accuracy_lenient": 0.6,
+        "val_rewards": {"correct": 0.5},
+    }
     assert done.objective == 0.5 and done.adapter == "lora"
     pruned = trained_summary("pruned", "val_accuracy", training, val, None, objective("val_accuracy"))
     tested = [key for key in pruned.to_dict() if key.startswith("test_")]
-    assert tested == ["test_accuracy", "test_accuracy_lenient", "test_pass_at_k", "test_maj_at_k", "test_k",
-                      "test_rewards", "test_samples", "test_accuracy_before", "test_accuracy_lenient_before"]
+    assert tested == [
+        "test_accuracy",
+        "test_accuracy_lenient",
+        "test_pass_at_k",
+        "test_maj_at_k",
+        "test_k",
+        "test_rewards",
+        "test_samples",
+        "test_accuracy_before",
+        "test_accuracy_lenient_before",
+    ]
     assert all(pruned[key] is None for key in tested) and pruned.objective == 0.5

@@ -1,4 +1,5 @@
 """grpo_sweep/reading/tables.py: the one table helper every report and status line uses."""
+
 from grpo_sweep.reading.tables import aligned_columns, markdown_table
 
 

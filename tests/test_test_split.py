@@ -1,12 +1,13 @@
 """The test split is touched once: nothing that runs before training ends (validation, the best step, the
 Optuna probe) sees a test prompt, and the test evaluation runs after it, on the weights the run reports."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from grpo_sweep.run.results import read_outcomes, question_key
+from grpo_sweep.run.results import question_key, read_outcomes
 
 from .conftest import FAST, compose
 
@@ -42,7 +43,9 @@ def recorded_run(tmp_path_factory):
     finally:
         mp.undo()
     splits = load_splits(cfg.data, need_ground_truth=True)
-    keys = {name: {question_key(p) for p in getattr(splits, name)["prompt"]} for name in ("train", "validation", "test")}
+    keys = {
+        name: {question_key(p) for p in getattr(splits, name)["prompt"]} for name in ("train", "validation", "test")
+    }
     return run_dir, summary, seen, keys
 
 
@@ -66,8 +69,15 @@ def test_the_three_splits_are_disjoint(recorded_run):
 
 def test_summary_and_outcomes_name_validation_and_test_apart(recorded_run):
     run_dir, summary, _, keys = recorded_run
-    for key in ("val_accuracy", "val_accuracy_before", "test_accuracy", "test_accuracy_before", "test_pass_at_k",
-                "base_model_sha256", "reported_step"):
+    for key in (
+        "val_accuracy",
+        "val_accuracy_before",
+        "test_accuracy",
+        "test_accuracy_before",
+        "test_pass_at_k",
+        "base_model_sha256",
+        "reported_step",
+    ):
         assert key in summary, key
     assert summary["objective"] == summary["val_accuracy"]
     test = read_outcomes(run_dir, "test")
@@ -77,9 +87,17 @@ def test_summary_and_outcomes_name_validation_and_test_apart(recorded_run):
     assert set(read_outcomes(run_dir, "test_before")) == keys["test"]
     assert read_outcomes(run_dir, "test", field="pass_at_k") is not None
     # the reported step is the best validation step, and its validation figure is the summary's
-    rows = {r["step"]: r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "val/accuracy" in r}
+    rows = {
+        r["step"]: r
+        for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+        if "val/accuracy" in r
+    }
     assert summary["reported_step"] == summary["best_step"]
-    assert summary["val_accuracy"] == rows[summary["reported_step"]]["val/accuracy"] == max(r["val/accuracy"] for r in rows.values())
+    assert (
+        summary["val_accuracy"]
+        == rows[summary["reported_step"]]["val/accuracy"]
+        == max(r["val/accuracy"] for r in rows.values())
+    )
 
 
 def test_test_metric_cannot_be_the_objective():

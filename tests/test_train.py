@@ -1,4 +1,5 @@
 """Real tiny GRPO runs on CPU: what a run directory holds, that learning shows, and generate."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ def test_summary_holds_what_sweeps_compare(finished_run):
     assert RunSummary.from_dict(on_disk) == summary
     assert summary.status == "completed"
     assert summary.steps == 6
-    assert summary["objective"] == summary["val_accuracy"] == summary["test_accuracy"] == 0.0  # a random model cannot do arithmetic
+    assert (
+        summary["objective"] == summary["val_accuracy"] == summary["test_accuracy"] == 0.0
+    )  # a random model cannot do arithmetic
     mix = ["xmlcount", "soft_format", "strict_format", "int", "correct"]
     assert list(summary["test_rewards"]) == list(summary["val_rewards"]) == mix
     assert list(summary["train_rewards"]) == mix
@@ -45,7 +48,15 @@ def test_metrics_jsonl_has_one_row_per_step_with_trl_keys(finished_run):
     run_dir, _ = finished_run
     rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "reward" in r]
     assert [r["step"] for r in rows] == list(range(1, 7))
-    for key in ("reward", "reward_std", "rewards/xmlcount/mean", "rewards/correct/std", "loss", "learning_rate", "entropy"):
+    for key in (
+        "reward",
+        "reward_std",
+        "rewards/xmlcount/mean",
+        "rewards/correct/std",
+        "loss",
+        "learning_rate",
+        "entropy",
+    ):
         assert key in rows[0], key
     # TRL's `reward` is the weighted sum of the unweighted per-reward means.
     weights = {"xmlcount": 0.5, "soft_format": 0.5, "strict_format": 0.5, "int": 0.5, "correct": 2.0}
@@ -112,7 +123,9 @@ def test_same_seed_same_run(tmp_path):
     cfg = compose(FAST + ["trainer.max_steps=3"])
     first = train(cfg, tmp_path / "a")
     second = train(cfg, tmp_path / "b")
-    strip = lambda rows: [{k: v for k, v in r.items() if "time" not in k and "runtime" not in k and "per_second" not in k} for r in rows]  # noqa: E731
+    strip = lambda rows: [
+        {k: v for k, v in r.items() if "time" not in k and "runtime" not in k and "per_second" not in k} for r in rows
+    ]  # noqa: E731
     assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
     assert first["test_rewards"] == second["test_rewards"]
 
@@ -121,8 +134,16 @@ def test_the_effective_grpo_config_is_saved_with_the_values_asked_for(finished_r
     run_dir, _ = finished_run
     cfg = compose(FAST + ["reward_mix=unsloth_gsm8k"])
     saved = json.loads((run_dir / "grpo_config.json").read_text())
-    for name in ("loss_type", "beta", "num_generations", "max_completion_length", "max_steps",
-                 "mask_truncated_completions", "temperature", "seed"):
+    for name in (
+        "loss_type",
+        "beta",
+        "num_generations",
+        "max_completion_length",
+        "max_steps",
+        "mask_truncated_completions",
+        "temperature",
+        "seed",
+    ):
         assert saved[name] == cfg.trainer[name], name
     assert saved["learning_rate"] == cfg.optimizer.learning_rate
     # TRL's objective, passed explicitly (Unsloth would make them 0.28 and False)
@@ -143,8 +164,11 @@ def test_grpo_config_pins_trls_defaults_that_unsloth_changes_and_trainer_args_st
 
     args = grpo_config(compose(FAST + ["+trainer.args.epsilon=0.1"]), tmp_path, [1.0])
     assert (args.epsilon, args.epsilon_high, args.vllm_importance_sampling_correction) == (0.1, 0.1, True)
-    args = grpo_config(compose(FAST + ["+trainer.args.epsilon_high=0.28",
-                                       "+trainer.args.vllm_importance_sampling_correction=false"]), tmp_path, [1.0])
+    args = grpo_config(
+        compose(FAST + ["+trainer.args.epsilon_high=0.28", "+trainer.args.vllm_importance_sampling_correction=false"]),
+        tmp_path,
+        [1.0],
+    )
     assert (args.epsilon, args.epsilon_high, args.vllm_importance_sampling_correction) == (0.2, 0.28, False)
 
 
@@ -164,8 +188,8 @@ def test_every_way_a_run_ends_writes_the_same_summary_fields(finished_run, tmp_p
     that trained has (adapter, costs, timings, reward failures, the base model), read through the schema."""
     from grpo_sweep.run import train as train_module
     from grpo_sweep.run.context import RunContext
-    from grpo_sweep.run.results import EvaluationFailed
     from grpo_sweep.run.record import RunSummary
+    from grpo_sweep.run.results import EvaluationFailed
     from grpo_sweep.search.optuna.pruning import TrialMonitor
 
     class PruneAtOnce:
@@ -175,9 +199,25 @@ def test_every_way_a_run_ends_writes_the_same_summary_fields(finished_run, tmp_p
         def should_prune(self):
             return True
 
-    trained = {"adapter", "base_model_sha256", "resumed_from_steps", "reward_failures", "reward_cost", "timings_s",
-               "device", "device_seconds", "generated_tokens", "tokens_per_s", "steps", "reward", "train_rewards",
-               "runtime_s", "versions", "val_accuracy_before", "eval_steps"}
+    trained = {
+        "adapter",
+        "base_model_sha256",
+        "resumed_from_steps",
+        "reward_failures",
+        "reward_cost",
+        "timings_s",
+        "device",
+        "device_seconds",
+        "generated_tokens",
+        "tokens_per_s",
+        "steps",
+        "reward",
+        "train_rewards",
+        "runtime_s",
+        "versions",
+        "val_accuracy_before",
+        "eval_steps",
+    }
     cfg = compose(FAST)
     monitor = TrialMonitor(PruneAtOnce(), "val_accuracy", every=2, eval_samples=4)
     pruned = train_module.train(cfg, RunContext(run_dir=tmp_path / "pruned", overrides=["pruned"]), monitor=monitor)

@@ -1,5 +1,6 @@
 """backend=unsloth: config, pinned-stack and GPU checks (no unsloth needed), and a real run through Unsloth's
 CPU fallback (skipped where unsloth is not importable: see docs/gpu.md "On CPU" for the CPU install)."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,6 @@ from grpo_sweep.backends.gpu_stack import GPU_PINS, BackendError, check_cpu_fall
 from grpo_sweep.run.validate import ConfigError, validate
 
 from .conftest import FAST, ROOT, compose, launch_here, needs_unsloth, run_launch
-
 
 
 def _cuda() -> bool:
@@ -107,7 +107,9 @@ def test_disabled_cpu_fallback_is_named_before_unsloth_raises_deep_inside():
 def test_trl_vllm_run_on_cpu_fails_before_training_with_one_line(tmp_path):
     result = launch_here(["trainer.use_vllm=true", *FAST], tmp_path)
     assert result.returncode != 0
-    assert "trainer.use_vllm=true needs a GPU and this machine has no GPU; on CPU: trainer.use_vllm=false" in result.stderr
+    assert (
+        "trainer.use_vllm=true needs a GPU and this machine has no GPU; on CPU: trainer.use_vllm=false" in result.stderr
+    )
     assert not list(tmp_path.glob("grpo/runs/*/metrics.jsonl"))  # refused on the training machine, before training
 
 
@@ -186,8 +188,21 @@ def test_unsloth_backend_trains_saves_and_generates_on_cpu(tmp_path):
     assert grpo["vllm_importance_sampling_correction"] is True and grpo["mask_truncated_completions"] is False
 
     answer = subprocess.run(
-        [sys.executable, "-m", "grpo_sweep.run.generate", str(run_dir), "What is 2 + 3?", "--seed", "0", "--max-new-tokens", "8"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "grpo_sweep.run.generate",
+            str(run_dir),
+            "What is 2 + 3?",
+            "--seed",
+            "0",
+            "--max-new-tokens",
+            "8",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert answer.returncode == 0, answer.stderr[-3000:]
     assert "is a LoRA adapter; loading its base" in answer.stdout + answer.stderr  # the run's adapter was loaded
@@ -199,11 +214,19 @@ def unsloth_imported_late(tmp_path_factory):
     """One process that imports transformers, then the Unsloth backend (importing unsloth takes ~10 s: once for the
     tests below). Its cache is its own; its compile location the parent's, as a pool worker inherits it."""
     cache = tmp_path_factory.mktemp("cache")
-    code = ("import transformers; import os, grpo_sweep.backends.unsloth_backend, unsloth_zoo.compiler as c; "
-            "print(c.UNSLOTH_COMPILE_LOCATION, os.getpid(), os.path.isdir(c.UNSLOTH_COMPILE_LOCATION))")
-    env = {**os.environ, "GRPO_SWEEP_CACHE": str(cache), "PYTHONPATH": os.pathsep.join(sys.path),
-           "UNSLOTH_COMPILE_LOCATION": str(cache / "unsloth_compiled_cache" / "1")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=cache, env=env, capture_output=True, text=True, timeout=300)
+    code = (
+        "import transformers; import os, grpo_sweep.backends.unsloth_backend, unsloth_zoo.compiler as c; "
+        "print(c.UNSLOTH_COMPILE_LOCATION, os.getpid(), os.path.isdir(c.UNSLOTH_COMPILE_LOCATION))"
+    )
+    env = {
+        **os.environ,
+        "GRPO_SWEEP_CACHE": str(cache),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "UNSLOTH_COMPILE_LOCATION": str(cache / "unsloth_compiled_cache" / "1"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=cache, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return cache, result
 
@@ -294,10 +317,21 @@ def _trained_in_one_process_with_unsloth_first(records: list[dict]) -> None:
 @pytest.mark.slow
 @needs_unsloth
 def test_two_trials_of_a_study_in_one_worker_import_unsloth_first_and_train_with_the_same_trainer(tmp_path):
-    _trained_in_one_process_with_unsloth_first(_probe_launch(tmp_path, [
-        "-m", "hparams_search=reward_design", "hydra.sweeper.n_trials=2", "hydra.sweeper.seeds_per_trial=1",
-        "hydra.sweeper.pruner.name=none", "hydra.sweeper.sampler.seed=0", "backend=unsloth", *FAST,
-    ]))
+    _trained_in_one_process_with_unsloth_first(
+        _probe_launch(
+            tmp_path,
+            [
+                "-m",
+                "hparams_search=reward_design",
+                "hydra.sweeper.n_trials=2",
+                "hydra.sweeper.seeds_per_trial=1",
+                "hydra.sweeper.pruner.name=none",
+                "hydra.sweeper.sampler.seed=0",
+                "backend=unsloth",
+                *FAST,
+            ],
+        )
+    )
 
 
 @pytest.mark.slow
@@ -305,9 +339,19 @@ def test_two_trials_of_a_study_in_one_worker_import_unsloth_first_and_train_with
 @pytest.mark.parametrize("launcher", ["local", "pool"])
 def test_two_runs_of_a_grid_in_one_process_import_unsloth_first_and_train_with_the_same_trainer(tmp_path, launcher):
     one_worker = ["hydra.launcher.n_jobs=1"] if launcher == "pool" else []
-    _trained_in_one_process_with_unsloth_first(_probe_launch(tmp_path, [
-        "-m", f"hydra/launcher={launcher}", *one_worker, "backend=unsloth", "trainer.seed=1,2", *FAST,
-    ]))
+    _trained_in_one_process_with_unsloth_first(
+        _probe_launch(
+            tmp_path,
+            [
+                "-m",
+                f"hydra/launcher={launcher}",
+                *one_worker,
+                "backend=unsloth",
+                "trainer.seed=1,2",
+                *FAST,
+            ],
+        )
+    )
 
 
 def test_a_trl_run_after_unsloth_replaced_trls_trainer_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -339,8 +383,20 @@ def test_gpu_check_shell_script_parses():
 @pytest.mark.slow
 def test_gpu_check_cpu_dry_run_reports_every_number_it_can(tmp_path):
     result = subprocess.run(
-        [sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "trl", "--skip-cli", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "scripts/gpu_check.py",
+            "--cpu-dry-run",
+            "--backends",
+            "trl",
+            "--skip-cli",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     [run] = json.loads((tmp_path / "gpu_check.json").read_text())["results"]

@@ -1,11 +1,12 @@
 """A researcher's own directory, outside the checkout: their reward mixes and search space (found through
 `hydra.searchpath` or `--config-dir`), their reward module (imported from the launch directory), their jsonl. Every
 launch here starts from that directory, with only the documented settings (README, "Where a new reward goes")."""
+
 from __future__ import annotations
 
 import json
-import shlex
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,17 @@ hydra:
       reward_mix: {type: categorical, choices: [fmt_int, int_correct]}
 """
 # seconds-long runs of the random tiny model on the user's data (conftest.FAST, for data=file)
-FAST = ["model.tiny.warm_start.steps=0", "trainer.max_steps=2", "trainer.save_steps=2", "trainer.num_generations=4",
-        "trainer.per_device_train_batch_size=8", "trainer.max_completion_length=16", "trainer.eval.max_new_tokens=16",
-        "data.max_val_samples=8", "data.max_test_samples=8"]
+FAST = [
+    "model.tiny.warm_start.steps=0",
+    "trainer.max_steps=2",
+    "trainer.save_steps=2",
+    "trainer.num_generations=4",
+    "trainer.per_device_train_batch_size=8",
+    "trainer.max_completion_length=16",
+    "trainer.eval.max_new_tokens=16",
+    "data.max_val_samples=8",
+    "data.max_test_samples=8",
+]
 
 
 @pytest.fixture
@@ -63,8 +72,12 @@ def user_dir(tmp_path) -> Path:
 
 
 def data(home: Path) -> list[str]:
-    return ["data=file", f"data.path={home / 'data.jsonl'}", "data.prompt_column=problem",
-            "data.ground_truth_column=answer"]
+    return [
+        "data=file",
+        f"data.path={home / 'data.jsonl'}",
+        "data.prompt_column=problem",
+        "data.ground_truth_column=answer",
+    ]
 
 
 def searchpath(home: Path) -> str:
@@ -76,8 +89,14 @@ def launch(args: list[str], cwd: Path, out: Path, pythonpath: list[Path] = (), t
     code comes from) and ``pythonpath``, not the user's directory unless given: their module must be found from
     the launch directory."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [ROOT, *pythonpath]))}
-    return subprocess.run([sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={out}"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def user_term_scored(summary_file: Path) -> float:
@@ -91,8 +110,18 @@ def test_a_study_over_the_users_own_mixes_passes_the_gate_from_their_directory(u
     """The sweeper composes the space's every mix (and each worker a trial's) with the user's directory searched;
     its gate imports their module from the launch directory. A dry run: the plan, nothing trains."""
     given = [searchpath(user_dir)] if where == "searchpath" else ["--config-dir", "conf"]
-    out = launch(["-m", *given, "hparams_search=mine", *data(user_dir), "hydra/launcher=submitit_local",
-                  "hydra.launcher.dry_run=true"], user_dir, tmp_path / "out")
+    out = launch(
+        [
+            "-m",
+            *given,
+            "hparams_search=mine",
+            *data(user_dir),
+            "hydra/launcher=submitit_local",
+            "hydra.launcher.dry_run=true",
+        ],
+        user_dir,
+        tmp_path / "out",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "dry run (local): 1 job(s)" in out.stdout
     # the best configuration's command names the user's directory: it composes as printed, from there (a dry run
@@ -112,14 +141,27 @@ def test_a_grid_of_the_users_own_mixes_passes_the_gate_from_their_directory(user
     """The grid's gate (grpo_basic's plan of every run, the same whichever launcher runs them: local, pool,
     submitit_local, slurm) finds the user's mixes and imports their module; submitit_local's dry run then shows both
     jobs, and nothing trains."""
-    out = launch(["-m", "--config-dir", "conf", "reward_mix=fmt_int,int_correct", *data(user_dir),
-                  "hydra/launcher=submitit_local", "hydra.launcher.dry_run=true"], user_dir, tmp_path)
+    out = launch(
+        [
+            "-m",
+            "--config-dir",
+            "conf",
+            "reward_mix=fmt_int,int_correct",
+            *data(user_dir),
+            "hydra/launcher=submitit_local",
+            "hydra.launcher.dry_run=true",
+        ],
+        user_dir,
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "dry run (local): 2 job(s)" in out.stdout
     assert "job 1 (reward_mix=int_correct" in out.stdout
 
 
-def test_a_reward_module_not_found_from_the_launch_directory_is_one_line_saying_where_it_was_looked_for(user_dir, tmp_path):
+def test_a_reward_module_not_found_from_the_launch_directory_is_one_line_saying_where_it_was_looked_for(
+    user_dir, tmp_path
+):
     """Launched from another directory, the user's module is not found: the gate says from where it was looked for
     and how to fix it, and nothing runs; PYTHONPATH is the other documented way."""
     elsewhere = tmp_path / "elsewhere"
@@ -132,10 +174,15 @@ def test_a_reward_module_not_found_from_the_launch_directory_is_one_line_saying_
     assert line.endswith(
         "): reward 'myrewards.plainint': cannot import module 'myrewards' from the launch directory "
         f"{elsewhere} or PYTHONPATH; run from the directory that holds it, or add that directory to PYTHONPATH; "
-        "no run was started"), line
+        "no run was started"
+    ), line
     assert not (tmp_path / "out").exists()
-    out = launch([*args, "hydra/launcher=submitit_local", "hydra.launcher.dry_run=true"], elsewhere, tmp_path / "out",
-                 pythonpath=[user_dir])
+    out = launch(
+        [*args, "hydra/launcher=submitit_local", "hydra.launcher.dry_run=true"],
+        elsewhere,
+        tmp_path / "out",
+        pythonpath=[user_dir],
+    )
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -147,8 +194,18 @@ def test_every_launcher_trains_the_users_own_mix_with_their_module(user_dir, tmp
     out_dir = tmp_path / "out"
     fast = [*data(user_dir), *FAST]
     if how == "pool":
-        out = launch(["-m", searchpath(user_dir), "hydra/launcher=pool", "hydra.launcher.n_jobs=2",
-                      "reward_mix=fmt_int,int_correct", *fast], user_dir, out_dir)
+        out = launch(
+            [
+                "-m",
+                searchpath(user_dir),
+                "hydra/launcher=pool",
+                "hydra.launcher.n_jobs=2",
+                "reward_mix=fmt_int,int_correct",
+                *fast,
+            ],
+            user_dir,
+            out_dir,
+        )
         summaries = sorted(out_dir.glob("grpo/multiruns/*/*/summary.json"))
         assert len(summaries) == 2, out.stderr[-3000:]
     elif how == "study":
@@ -160,8 +217,11 @@ def test_every_launcher_trains_the_users_own_mix_with_their_module(user_dir, tmp
         summaries = sorted(out_dir.glob("grpo/studies/mine/trials/*/*/summary.json"))
         assert len(summaries) == 3, out.stderr[-3000:]
     else:
-        out = launch(["-m", "--config-dir", "conf", "hydra/launcher=submitit_local", "reward_mix=fmt_int", *fast],
-                     user_dir, out_dir)
+        out = launch(
+            ["-m", "--config-dir", "conf", "hydra/launcher=submitit_local", "reward_mix=fmt_int", *fast],
+            user_dir,
+            out_dir,
+        )
         summaries = sorted(out_dir.glob("grpo/multiruns/*/*/summary.json"))
         assert len(summaries) == 1, out.stderr[-3000:]
     assert out.returncode == 0, out.stderr[-3000:]

@@ -2,6 +2,7 @@
 to the engine that breaks the family-wise promise (or the printed detectable difference) fails here, not at the next
 full measurement. A cell passes at its rate <= 0.05 + 3 Monte Carlo standard errors (the full battery, 2,000 sweeps a
 cell, holds them to 0.05 and an upper Wilson bound of 0.06)."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,17 @@ import math
 import numpy as np
 import pytest
 
-from bench.verdict_battery import (ALPHA, QUESTIONS, Regime, adaptive_cell, centre_for, draw, fixed_cell, has_mde,
-                                   mean_accuracy)
+from bench.verdict_battery import (
+    ALPHA,
+    QUESTIONS,
+    Regime,
+    adaptive_cell,
+    centre_for,
+    draw,
+    fixed_cell,
+    has_mde,
+    mean_accuracy,
+)
 
 SWEEPS = 400
 SEED = 2026
@@ -33,13 +43,17 @@ def test_the_generator_makes_what_it_says():
     assert 0.03 < test.mean(-1).std(2, ddof=1).mean() < 0.05
 
 
-@pytest.mark.parametrize("part, regime", [
-    ("fixed", Regime(10, 3, "half4")),
-    ("fixed", Regime(3, 2, "one4")),
-    ("fixed", Regime(20, 3)),
-    ("special", Regime(10, 3, "one4", collapsed=True)),
-    ("special", Regime(3, 5, "half4", interaction=1.0)),
-], ids=lambda x: x if isinstance(x, str) else f"k{x.k}-S{x.seeds}-{x.label}")
+@pytest.mark.parametrize(
+    "part, regime",
+    [
+        ("fixed", Regime(10, 3, "half4")),
+        ("fixed", Regime(3, 2, "one4")),
+        ("fixed", Regime(20, 3)),
+        ("special", Regime(10, 3, "one4", collapsed=True)),
+        ("special", Regime(3, 5, "half4", interaction=1.0)),
+    ],
+    ids=lambda x: x if isinstance(x, str) else f"k{x.k}-S{x.seeds}-{x.label}",
+)
 def test_null_cells_keep_the_family_wise_error(part, regime):
     row = fixed_cell(part, regime, SWEEPS, SEED)
     assert row["rate"] <= limit(SWEEPS), row

@@ -1,5 +1,6 @@
 """The generation server's lifecycle (grpo_sweep/backends/vllm_server.py) against a real server process on
 loopback: tests/vllm_standin.py stands in for `trl vllm-serve` through the same start, health wait and stop path."""
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ def standin(mode: str, pid_file: Path | None = None):
     def command(spec: ServerSpec, port: int) -> list[str]:
         extra = ["--pid-file", str(pid_file)] if pid_file else []
         return [sys.executable, str(STANDIN), mode, "--host", spec.host, "--port", str(port), *extra]
+
     return command
 
 
@@ -141,10 +143,17 @@ def test_a_port_claimed_by_another_run_is_not_handed_out(tmp_path, monkeypatch):
             return ("127.0.0.1", next(offered, super().getsockname()[1]))
 
     # Another run is another process: its claim is held by a separate open file description.
-    other = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import fcntl, os, sys, time
-        fd = os.open({str(tmp_path / 'locks' / f'{taken}.lock')!r}, os.O_RDWR)
-        fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)""")], stdout=subprocess.PIPE)
+        fd = os.open({str(tmp_path / "locks" / f"{taken}.lock")!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"""),
+        ],
+        stdout=subprocess.PIPE,
+    )
     claims.release()  # the other process may now take it
     try:
         assert other.stdout.readline().strip() == b"held"
@@ -178,8 +187,14 @@ with serving(spec, {run_dir!r}, command=standin("ok", {pid_file!r}), lock_dir={l
 @pytest.mark.parametrize("chain", [False, True], ids=["no_handler", "chained_handler"])
 def test_sigterm_to_the_owning_process_stops_the_server(tmp_path, chain):
     pid_file = tmp_path / "worker.pid"
-    script = SIGTERM_SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), chain=chain, run_dir=str(tmp_path),
-                                   pid_file=str(pid_file), locks=str(tmp_path / "locks"))
+    script = SIGTERM_SCRIPT.format(
+        root=str(ROOT),
+        tests=str(ROOT / "tests"),
+        chain=chain,
+        run_dir=str(tmp_path),
+        pid_file=str(pid_file),
+        locks=str(tmp_path / "locks"),
+    )
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         started = json.loads(owner.stdout.readline())
@@ -198,14 +213,27 @@ def test_sigterm_to_the_owning_process_stops_the_server(tmp_path, chain):
 
 def test_trl_command_parses_with_trl_vllm_serve_arguments():
     vllm_serve = pytest.importorskip("trl.scripts.vllm_serve")
-    spec = ServerSpec(model="Qwen/Qwen2.5-7B-Instruct", tensor_parallel_size=2, data_parallel_size=1, gpus=(6, 7),
-                      host="0.0.0.0", gpu_memory_utilization=0.85, max_model_len=4096)
+    spec = ServerSpec(
+        model="Qwen/Qwen2.5-7B-Instruct",
+        tensor_parallel_size=2,
+        data_parallel_size=1,
+        gpus=(6, 7),
+        host="0.0.0.0",
+        gpu_memory_utilization=0.85,
+        max_model_len=4096,
+    )
     command = vllm_server.trl_serve_command(spec, 41234)
     assert command[:3] == [sys.executable, "-m", "trl.scripts.vllm_serve"]
     (args,) = vllm_serve.make_parser().parse_args_into_dataclasses(command[3:])
-    assert (args.model, args.tensor_parallel_size, args.data_parallel_size, args.host, args.port,
-            args.gpu_memory_utilization, args.max_model_len) == (
-        "Qwen/Qwen2.5-7B-Instruct", 2, 1, "0.0.0.0", 41234, 0.85, 4096)
+    assert (
+        args.model,
+        args.tensor_parallel_size,
+        args.data_parallel_size,
+        args.host,
+        args.port,
+        args.gpu_memory_utilization,
+        args.max_model_len,
+    ) == ("Qwen/Qwen2.5-7B-Instruct", 2, 1, "0.0.0.0", 41234, 0.85, 4096)
     assert vllm_server.server_env(spec, {})["CUDA_VISIBLE_DEVICES"] == "6,7"
 
 

@@ -7,6 +7,7 @@ vLLM and a GPU are not here, so two of grpo-sweep's own functions are substitute
 GRPOTrainer that records what it was handed, then generates with transformers, as TRL's VLLMClient needs vllm);
 ``backends.vllm_server.trl_serve_command`` builds the stand-in's command instead of ``trl vllm-serve``'s.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,16 +42,32 @@ def healthy(host: str, port: int) -> bool:
 
 # --- the spec -------------------------------------------------------------------------------------------------
 
+
 def test_spec_takes_the_last_visible_gpus_and_the_configs_sizes(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
-    cfg = compose([*SERVER, "trainer.vllm_server.gpus=2", "trainer.vllm_server.tensor_parallel_size=2",
-                   "trainer.vllm_server.gpu_memory_utilization=0.7", "trainer.vllm_server.max_model_len=1024",
-                   "trainer.vllm_server.startup_timeout_s=90", "trainer.vllm_server.extra_args=[--enforce_eager,true]"])
+    cfg = compose(
+        [
+            *SERVER,
+            "trainer.vllm_server.gpus=2",
+            "trainer.vllm_server.tensor_parallel_size=2",
+            "trainer.vllm_server.gpu_memory_utilization=0.7",
+            "trainer.vllm_server.max_model_len=1024",
+            "trainer.vllm_server.startup_timeout_s=90",
+            "trainer.vllm_server.extra_args=[--enforce_eager,true]",
+        ]
+    )
     spec = server_spec(cfg, "/models/base", training_processes=2)
-    assert spec == ServerSpec(model="/models/base", tensor_parallel_size=2, data_parallel_size=1, gpus=("6", "7"),
-                              gpu_memory_utilization=0.7, max_model_len=1024,
-                              # Hydra reads true as a bool, the str list keeps "True": TRL's parser takes either
-                              extra_args=("--enforce_eager", "True"), startup_timeout_s=90.0)
+    assert spec == ServerSpec(
+        model="/models/base",
+        tensor_parallel_size=2,
+        data_parallel_size=1,
+        gpus=("6", "7"),
+        gpu_memory_utilization=0.7,
+        max_model_len=1024,
+        # Hydra reads true as a bool, the str list keeps "True": TRL's parser takes either
+        extra_args=("--enforce_eager", "True"),
+        startup_timeout_s=90.0,
+    )
     # UUIDs pass through as CUDA_VISIBLE_DEVICES names them
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b,GPU-c")
     cfg = compose([*SERVER, "trainer.vllm_server.data_parallel_size=1"])
@@ -62,8 +79,14 @@ def test_without_cuda_visible_devices_the_spec_counts_the_devices(monkeypatch):
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
-    cfg = compose([*SERVER, "trainer.vllm_server.gpus=2", "trainer.vllm_server.data_parallel_size=2",
-                   "model.trust_remote_code=true"])
+    cfg = compose(
+        [
+            *SERVER,
+            "trainer.vllm_server.gpus=2",
+            "trainer.vllm_server.data_parallel_size=2",
+            "model.trust_remote_code=true",
+        ]
+    )
     spec = server_spec(cfg, "m", training_processes=6)
     assert spec.gpus == ("6", "7") and (spec.tensor_parallel_size, spec.data_parallel_size) == (1, 2)
     assert spec.extra_args == ("--trust_remote_code", "true")
@@ -74,8 +97,10 @@ def test_a_node_with_too_few_gpus_for_ranks_and_server_fails_in_one_line(monkeyp
     cfg = compose([*SERVER, "trainer.vllm_server.gpus=2", "trainer.vllm_server.tensor_parallel_size=2"])
     with pytest.raises(ServerError) as info:
         server_spec(cfg, "m", training_processes=1)
-    assert str(info.value) == ("trainer.vllm_server.gpus=2 and 1 training process(es) need 3 GPUs on this node and 2 "
-                               "are visible (CUDA_VISIBLE_DEVICES=0,1,-1,3)")
+    assert str(info.value) == (
+        "trainer.vllm_server.gpus=2 and 1 training process(es) need 3 GPUs on this node and 2 "
+        "are visible (CUDA_VISIBLE_DEVICES=0,1,-1,3)"
+    )
 
 
 def test_only_rank_0_of_a_server_run_starts_a_server(tmp_path, monkeypatch):
@@ -91,24 +116,48 @@ def test_only_rank_0_of_a_server_run_starts_a_server(tmp_path, monkeypatch):
 
 # --- the gate ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("overrides, message", [
-    (["trainer.vllm_server.gpus=0"], "trainer.vllm_server.gpus=0: must be >= 1"),
-    (["trainer.vllm_server.tensor_parallel_size=0"], "trainer.vllm_server.tensor_parallel_size=0: must be >= 1"),
-    (["trainer.vllm_server.gpus=2"], "trainer.vllm_server.gpus=2 but tensor_parallel_size x data_parallel_size = 1 x 1"),
-    (["trainer.vllm_server.gpu_memory_utilization=1.5"], "trainer.vllm_server.gpu_memory_utilization=1.5: a fraction"),
-    (["trainer.vllm_server.startup_timeout_s=0"], "trainer.vllm_server.startup_timeout_s=0: must be > 0"),
-    (["distributed=ddp", "distributed.nproc_per_node=2", "trainer.vllm_server.startup_timeout_s=1800"],
-     "trainer.vllm_server.startup_timeout_s=1800 with distributed.timeout_s=1800: the other ranks wait for rank 0"),
-    (["trainer.vllm_server.max_model_len=100", "trainer.max_prompt_length=64", "trainer.max_completion_length=64"],
-     "trainer.vllm_server.max_model_len=100 is shorter than trainer.max_prompt_length + trainer.max_completion_length = 128"),
-    (["trainer.vllm_server.extra_args=['--port=9000']"],
-     "trainer.vllm_server.extra_args has --port=9000, which the run sets itself; remove it"),
-    (["trainer.vllm_server.extra_args=[--max-model-len,64]"],
-     "trainer.vllm_server.extra_args has --max-model-len, which the run sets itself (trainer.vllm_server.max_model_len)"),
-    (["+trainer.args.vllm_server_port=8000"],
-     "trainer.args.vllm_server_port=8000 with trainer.vllm_mode=server: the run starts its own server"),
-    (["backend=unsloth"], "trainer.use_vllm=true with backend=unsloth"),
-])
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer.vllm_server.gpus=0"], "trainer.vllm_server.gpus=0: must be >= 1"),
+        (["trainer.vllm_server.tensor_parallel_size=0"], "trainer.vllm_server.tensor_parallel_size=0: must be >= 1"),
+        (
+            ["trainer.vllm_server.gpus=2"],
+            "trainer.vllm_server.gpus=2 but tensor_parallel_size x data_parallel_size = 1 x 1",
+        ),
+        (
+            ["trainer.vllm_server.gpu_memory_utilization=1.5"],
+            "trainer.vllm_server.gpu_memory_utilization=1.5: a fraction",
+        ),
+        (["trainer.vllm_server.startup_timeout_s=0"], "trainer.vllm_server.startup_timeout_s=0: must be > 0"),
+        (
+            ["distributed=ddp", "distributed.nproc_per_node=2", "trainer.vllm_server.startup_timeout_s=1800"],
+            "trainer.vllm_server.startup_timeout_s=1800 with distributed.timeout_s=1800: the other ranks wait for rank 0",
+        ),
+        (
+            [
+                "trainer.vllm_server.max_model_len=100",
+                "trainer.max_prompt_length=64",
+                "trainer.max_completion_length=64",
+            ],
+            "trainer.vllm_server.max_model_len=100 is shorter than trainer.max_prompt_length + trainer.max_completion_length = 128",
+        ),
+        (
+            ["trainer.vllm_server.extra_args=['--port=9000']"],
+            "trainer.vllm_server.extra_args has --port=9000, which the run sets itself; remove it",
+        ),
+        (
+            ["trainer.vllm_server.extra_args=[--max-model-len,64]"],
+            "trainer.vllm_server.extra_args has --max-model-len, which the run sets itself (trainer.vllm_server.max_model_len)",
+        ),
+        (
+            ["+trainer.args.vllm_server_port=8000"],
+            "trainer.args.vllm_server_port=8000 with trainer.vllm_mode=server: the run starts its own server",
+        ),
+        (["backend=unsloth"], "trainer.use_vllm=true with backend=unsloth"),
+    ],
+)
 def test_server_settings_that_cannot_work_are_refused_before_submission(overrides, message):
     with pytest.raises(ConfigError) as info:
         validate(compose([*SERVER, *overrides]))
@@ -120,6 +169,7 @@ def test_the_same_settings_without_server_mode_are_not_the_servers_business():
 
 
 # --- a run ------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def server_run(tmp_path, monkeypatch):
@@ -136,14 +186,26 @@ def server_run(tmp_path, monkeypatch):
     def standin(mode):
         def command(spec, port):
             seen["specs"].append(spec)
-            return [sys.executable, str(STANDIN), mode, "--host", spec.host, "--port", str(port),
-                    "--pid-file", str(tmp_path / "worker.pid")]
+            return [
+                sys.executable,
+                str(STANDIN),
+                mode,
+                "--host",
+                spec.host,
+                "--port",
+                str(port),
+                "--pid-file",
+                str(tmp_path / "worker.pid"),
+            ]
+
         return command
 
     class RecordingTrainer(GRPOTrainer):
         def __init__(self, *, args, **kwargs):
-            seen["args"] = {k: getattr(args, k) for k in ("use_vllm", "vllm_mode", "vllm_server_host",
-                                                          "vllm_server_port", "vllm_group_port")}
+            seen["args"] = {
+                k: getattr(args, k)
+                for k in ("use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port", "vllm_group_port")
+            }
             seen["healthy_at_init"] = healthy(args.vllm_server_host, args.vllm_server_port)
             args.use_vllm = False  # TRL's VLLMClient needs vllm: generate with transformers instead
             super().__init__(args=args, **kwargs)
@@ -173,13 +235,19 @@ def server_run(tmp_path, monkeypatch):
 
             seen["engine"].append(healthy(seen["args"]["vllm_server_host"], seen["args"]["vllm_server_port"]))
             model, tokenizer = self.trainer.model, self.trainer.processing_class
-            decoding = Decoding(max_new_tokens=params["max_tokens"], **{k: params[k] for k in (
-                "temperature", "top_p", "top_k", "min_p", "repetition_penalty")})
+            decoding = Decoding(
+                max_new_tokens=params["max_tokens"],
+                **{k: params[k] for k in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")},
+            )
             batch = tokenizer.pad({"input_ids": prompts}, return_tensors="pt")
             with only_token_ids(model) as token_ids:
-                out = model.generate(**batch, generation_config=hf_generation_config(
-                    decoding, {**token_ids, "pad_token_id": tokenizer.pad_token_id}))
-            return {"completion_ids": out[:, batch["input_ids"].shape[1]:].tolist()}
+                out = model.generate(
+                    **batch,
+                    generation_config=hf_generation_config(
+                        decoding, {**token_ids, "pad_token_id": tokenizer.pad_token_id}
+                    ),
+                )
+            return {"completion_ids": out[:, batch["input_ids"].shape[1] :].tolist()}
 
     monkeypatch.setattr(trl_adapter, "trainer_vllm", lambda trainer: ServerClient(trainer))
     original = train_module.final_evaluations
@@ -243,14 +311,19 @@ def test_a_server_that_exits_at_start_fails_the_run_in_one_line_in_summary_json(
     monkeypatch.setattr(app, "from_hydra", lambda: RunContext(run_dir, ["trainer.vllm_mode=server"]))
     monkeypatch.setattr(validation, "gpu_available", lambda: True)
     monkeypatch.setattr(validation, "gpu_count", lambda: 2)
-    monkeypatch.setattr(vllm_server, "trl_serve_command", lambda spec, port: [
-        sys.executable, str(STANDIN), "exit", "--host", spec.host, "--port", str(port)])
+    monkeypatch.setattr(
+        vllm_server,
+        "trl_serve_command",
+        lambda spec, port: [sys.executable, str(STANDIN), "exit", "--host", spec.host, "--port", str(port)],
+    )
     with pytest.raises(ServerError):
         app.run_task(compose([*FAST, *SERVER]))
     assert "args" not in seen  # no trainer was built
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed"
     error = summary["error"]
-    assert error.startswith("ServerError: vLLM server exited with code 3 before http://127.0.0.1:") and "\n" not in error
+    assert (
+        error.startswith("ServerError: vLLM server exited with code 3 before http://127.0.0.1:") and "\n" not in error
+    )
     assert error.endswith("(CUDA_VISIBLE_DEVICES=1) | CUDA out of memory (stand-in)")
     assert str(run_dir / vllm_server.LOG_NAME) in error

@@ -1,4 +1,5 @@
 """logger=wandb: offline runs of a real tiny sweep read back from their .wandb files, resume, no secrets."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from grpo_sweep.run.context import RunContext
-from grpo_sweep.run.redact import redact
 from grpo_sweep.run.record import RunSummary
+from grpo_sweep.run.redact import redact
 from grpo_sweep.tracking.wandb_logger import choose_mode, run_name, run_tags, swept_keys
 
 from .conftest import FAST, ROOT, run_launch
@@ -34,7 +35,8 @@ def wandb_sweep(tmp_path_factory):
     env = {"WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": str(out_root / "no-netrc"), "HF_TOKEN": FAKE_HF_TOKEN}
     out = run_launch(
         ["-m", "logger=wandb", "logger.log_completions_steps=3", "reward_mix=format,smoke", "trainer.seed=1,2", *FAST],
-        out_root, env=env,
+        out_root,
+        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     [sweep_dir] = list(out_root.glob("grpo/multiruns/*"))
@@ -65,7 +67,9 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
         assert {k: run.config[k] for k in hydra_config} == hydra_config and run.config["trainer"]["max_steps"] == 6
         assert run.config["num_generations"] == hydra_config["trainer"]["num_generations"]
         assert run.config["learning_rate"] == hydra_config["optimizer"]["learning_rate"]
-        assert run.config["max_steps"] == 6 and run.config["hidden_size"] == hydra_config["model"]["tiny"]["hidden_size"]
+        assert (
+            run.config["max_steps"] == 6 and run.config["hidden_size"] == hydra_config["model"]["tiny"]["hidden_size"]
+        )
         assert f"trainer.seed={run.config['trainer']['seed']}" in run.name
         assert set(run.config["reward_mix"]) == ({"format"} if "format" in run.name else {"xmlcount", "correct"})
         # per-step TRL metrics, one row per step, logged by transformers' W&B callback under its train/ prefix
@@ -88,16 +92,26 @@ def test_sweep_runs_are_separate_offline_runs_sharing_one_group(wandb_sweep):
         evals = [h for h in run.history if "val/accuracy" in h]
         assert [h["train/global_step"] for h in evals] == summary["eval_steps"] == [0, 6]
         assert all(f"val/{name}" in h and "val/accuracy_lenient" in h for h in evals for name in names)
-        for key in ("val_accuracy_before", "val_accuracy_lenient", "test_accuracy_before", "test_accuracy_lenient",
-                    "test_pass_at_k", "test_maj_at_k", "best_objective", "best_step"):
+        for key in (
+            "val_accuracy_before",
+            "val_accuracy_lenient",
+            "test_accuracy_before",
+            "test_accuracy_lenient",
+            "test_pass_at_k",
+            "test_maj_at_k",
+            "best_objective",
+            "best_step",
+        ):
             assert run.summary[key] == summary[key], key
         # flat keys a dashboard groups by: each group's option and the overrides the sweep varies, nothing common
         mix = run.name.split(",")[0].split("=")[1]
         assert run.config["choices.reward_mix"] == run.config["override.reward_mix"] == mix
         assert run.config["choices.lora"] == "wide" and run.config["choices.model"] == "tiny"
         assert run.config["override.trainer.seed"] == run.config["trainer"]["seed"]
-        assert sorted(k for k in run.config if k.startswith("override.")) == ["override.reward_mix",
-                                                                            "override.trainer.seed"]
+        assert sorted(k for k in run.config if k.startswith("override.")) == [
+            "override.reward_mix",
+            "override.trainer.seed",
+        ]
     assert out.stdout.count("upload it with: wandb sync") == 5  # the four runs, then the sweep's verdicts run
 
 
@@ -116,7 +130,10 @@ def test_resumed_run_continues_the_same_wandb_run_and_no_secret_is_written(tmp_p
     second = run_launch(args, tmp_path, env=UNREACHABLE)
     assert second.returncode == 0, second.stderr[-3000:]
     assert (run_dir / "wandb_run_id").read_text().strip() == run_id
-    assert f"W&B run {run_id} (offline, group " in second.stdout + second.stderr and ", resumed)" in second.stdout + second.stderr
+    assert (
+        f"W&B run {run_id} (offline, group " in second.stdout + second.stderr
+        and ", resumed)" in second.stdout + second.stderr
+    )
     parts = offline_run_dirs(run_dir)
     assert len(parts) == 2 and {read_offline_run(p).run_id for p in parts} == {run_id}
     assert f"wandb sync {run_dir}/wandb/offline-run-*-{run_id}" in second.stdout
@@ -143,8 +160,22 @@ def test_logger_none_runs_without_wandb_installed(tmp_path):
         "sys.argv = [sys.argv[3]] + sys.argv[4:]; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
     out = subprocess.run(
-        [sys.executable, "-S", "-c", boot, str(view), str(ROOT), str(ROOT / "launch.py"), *FAST, f"output_root={tmp_path}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ""},
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            boot,
+            str(view),
+            str(ROOT),
+            str(ROOT / "launch.py"),
+            *FAST,
+            f"output_root={tmp_path}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": ""},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "objective val_accuracy" in out.stdout
@@ -159,9 +190,15 @@ def test_names_tags_and_redaction():
     assert run_name(overrides, {"lora.r"}) == "lora.r=16"
     assert run_name(["logger=wandb"]) == "defaults"
     assert run_tags(overrides, ["mine", "lora.r=16"]) == ["mine", "lora.r=16", "reward_mix=format"]
-    cfg = {"trainer": {"args": {"hub_token": "abc", "push": True}, "max_new_tokens": 16}, "note": "k=sekrit-value-123", "n": 1}
+    cfg = {
+        "trainer": {"args": {"hub_token": "abc", "push": True}, "max_new_tokens": 16},
+        "note": "k=sekrit-value-123",
+        "n": 1,
+    }
     assert redact(cfg, ["sekrit-value-123"]) == {
-        "trainer": {"args": {"hub_token": "***", "push": True}, "max_new_tokens": 16}, "note": "k=***", "n": 1,
+        "trainer": {"args": {"hub_token": "***", "push": True}, "max_new_tokens": 16},
+        "note": "k=***",
+        "n": 1,
     }
 
 
@@ -219,8 +256,7 @@ def test_sweep_ends_with_a_report_with_plots(wandb_sweep):
     assert sorted(r.split("|")[1].strip() for r in seed_rows) == ["reward_mix=format", "reward_mix=smoke"]
     assert all(r.split("|")[2].strip() == "1,2" and "±" in r for r in seed_rows)
     assert "wandb sync" in report
-    _check_pngs(sweep_dir, report, {"forest.png", "val_accuracy.png", "reward_terms.png",
-                                    "accuracy_vs_reward_mix.png"})
+    _check_pngs(sweep_dir, report, {"forest.png", "val_accuracy.png", "reward_terms.png", "accuracy_vs_reward_mix.png"})
 
 
 def _check_pngs(sweep_dir: Path, report: str, expected: set[str]) -> None:
@@ -301,9 +337,18 @@ def test_trls_own_completions_table_replaces_ours_when_asked(tmp_path):
     """trainer.args.log_completions=true (TRL's name, passed through): TRL logs its table into the same W&B run at
     every logging step (and a parquet file per step), and grpo-sweep's every-N table steps aside."""
     run_dir = tmp_path / "run"
-    out = run_launch(["logger=wandb", "logger.mode=offline", "logger.log_completions_steps=2",
-                      "++trainer.args.log_completions=true", "++trainer.args.num_completions_to_print=1",
-                      f"hydra.run.dir={run_dir}", *FAST], tmp_path)
+    out = run_launch(
+        [
+            "logger=wandb",
+            "logger.mode=offline",
+            "logger.log_completions_steps=2",
+            "++trainer.args.log_completions=true",
+            "++trainer.args.num_completions_to_print=1",
+            f"hydra.run.dir={run_dir}",
+            *FAST,
+        ],
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     [part] = offline_run_dirs(run_dir)
     tables = [h for h in read_offline_run(part).history if "completions._type" in h]
@@ -316,8 +361,17 @@ def test_trls_own_completions_table_replaces_ours_when_asked(tmp_path):
 def test_a_scheduled_weight_is_in_the_wandb_history_step_by_step(tmp_path):
     """reward_mix.<term>.schedule: each step's weight reaches W&B as reward_weights/<term>, at that step."""
     run_dir = tmp_path / "run"
-    out = run_launch(["logger=wandb", "logger.mode=offline", "++reward_mix.xmlcount.schedule.kind=linear",
-                      "++reward_mix.xmlcount.schedule.end=1", f"hydra.run.dir={run_dir}", *FAST], tmp_path)
+    out = run_launch(
+        [
+            "logger=wandb",
+            "logger.mode=offline",
+            "++reward_mix.xmlcount.schedule.kind=linear",
+            "++reward_mix.xmlcount.schedule.end=1",
+            f"hydra.run.dir={run_dir}",
+            *FAST,
+        ],
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     [part] = offline_run_dirs(run_dir)
     rows = [h for h in read_offline_run(part).history if "reward_weights/xmlcount" in h]
@@ -338,37 +392,79 @@ def test_config_has_flat_group_choices_and_swept_overrides_and_the_summary_val_a
     sweep.mkdir()
     (sweep / "multirun.yaml").write_text(
         "hydra:\n  overrides:\n    task: [logger=wandb, 'reward_mix=format,smoke', lora.r=16, 'trainer.seed=1,2',"
-        " 'optimizer.learning_rate=1e-4,3e-4']\n")
+        " 'optimizer.learning_rate=1e-4,3e-4']\n"
+    )
     overrides = ["logger=wandb", "reward_mix=format", "lora.r=16", "trainer.seed=2", "optimizer.learning_rate=1e-4"]
     choices = {"reward_mix": "format", "lora": "wide", "model": "tiny"}
     cfg = compose(["logger=wandb", "reward_mix=format"])
     logger = open_logger(cfg, RunContext(sweep / "3", overrides, sweep, choices=choices))
-    summary = {"status": "completed", "optimized_metric": "val_accuracy", "objective": 0.6, "val_accuracy": 0.6,
-               "val_accuracy_before": 0.3, "test_accuracy": 0.55, "test_accuracy_before": 0.31, "best_step": 4,
-               "steps": 6, "val_rewards": {"format": 0.9}, "test_rewards": {"format": 0.8}}
+    summary = {
+        "status": "completed",
+        "optimized_metric": "val_accuracy",
+        "objective": 0.6,
+        "val_accuracy": 0.6,
+        "val_accuracy_before": 0.3,
+        "test_accuracy": 0.55,
+        "test_accuracy_before": 0.31,
+        "best_step": 4,
+        "steps": 6,
+        "val_rewards": {"format": 0.9},
+        "test_rewards": {"format": 0.8},
+    }
     logger.finish(RunSummary.from_dict(summary))
     [run] = [read_offline_run(p) for p in offline_run_dirs(sweep / "3")]
     flat = {k: v for k, v in run.config.items() if k.startswith(("choices.", "override."))}
-    assert flat == {"choices.reward_mix": "format", "choices.lora": "wide", "choices.model": "tiny",
-                    "override.reward_mix": "format", "override.trainer.seed": 2,
-                    "override.optimizer.learning_rate": 1e-4}  # lora.r=16 is common to the sweep: not a varying key
+    assert flat == {
+        "choices.reward_mix": "format",
+        "choices.lora": "wide",
+        "choices.model": "tiny",
+        "override.reward_mix": "format",
+        "override.trainer.seed": 2,
+        "override.optimizer.learning_rate": 1e-4,
+    }  # lora.r=16 is common to the sweep: not a varying key
     assert set(run.config["reward_mix"]) == {"format"}  # the expanded config is still there
-    assert {k: run.summary[k] for k in ("val_accuracy", "val_accuracy_before", "test_accuracy",
-                                        "test_accuracy_before", "objective_step", "val_rewards/format",
-                                        "test_rewards/format")} == {
-        "val_accuracy": 0.6, "val_accuracy_before": 0.3, "test_accuracy": 0.55, "test_accuracy_before": 0.31,
-        "objective_step": 4, "val_rewards/format": 0.9, "test_rewards/format": 0.8}
+    assert {
+        k: run.summary[k]
+        for k in (
+            "val_accuracy",
+            "val_accuracy_before",
+            "test_accuracy",
+            "test_accuracy_before",
+            "objective_step",
+            "val_rewards/format",
+            "test_rewards/format",
+        )
+    } == {
+        "val_accuracy": 0.6,
+        "val_accuracy_before": 0.3,
+        "test_accuracy": 0.55,
+        "test_accuracy_before": 0.31,
+        "objective_step": 4,
+        "val_rewards/format": 0.9,
+        "test_rewards/format": 0.8,
+    }
     assert not [k for k in run.summary if k.startswith("eval")]
 
 
 def test_group_choices_come_from_hydra_and_a_trial_overrides_its_own(tmp_path):
     from grpo_sweep.run.context import group_choices
 
-    hydra_choices = {"reward_mix": "smoke", "lora": "wide", "debug": None, "hydra": "default",
-                     "hydra/launcher": "pool", "hydra/sweeper": "basic"}
+    hydra_choices = {
+        "reward_mix": "smoke",
+        "lora": "wide",
+        "debug": None,
+        "hydra": "default",
+        "hydra/launcher": "pool",
+        "hydra/sweeper": "basic",
+    }
     assert group_choices(hydra_choices) == {"reward_mix": "smoke", "lora": "wide"}
-    worker = RunContext(tmp_path, ["hparams_search=reward_design"], tmp_path, optuna_worker=True,
-                        choices={"reward_mix": "smoke", "lora": "wide"})
+    worker = RunContext(
+        tmp_path,
+        ["hparams_search=reward_design"],
+        tmp_path,
+        optuna_worker=True,
+        choices={"reward_mix": "smoke", "lora": "wide"},
+    )
     trial = worker.for_trial(tmp_path / "trials/0", ["reward_mix=format", "optimizer.learning_rate=1e-4"])
     assert trial.choices == {"reward_mix": "format", "lora": "wide"} and worker.choices["reward_mix"] == "smoke"
 
@@ -410,8 +506,9 @@ def test_what_a_reward_prints_is_not_in_the_wandb_run_whose_logs_are_the_masked_
     assert "reward sees ***" in (offline / "files" / "output.log").read_text()
 
 
-def test_the_reports_command_uploads_every_offline_run_of_the_sweep_the_verdicts_run_included(tmp_path, monkeypatch,
-                                                                                              capsys):
+def test_the_reports_command_uploads_every_offline_run_of_the_sweep_the_verdicts_run_included(
+    tmp_path, monkeypatch, capsys
+):
     """The end of a sweep writes report.md, then logs the `verdicts` run (into <sweep>/wandb): the report's command,
     run after the sweep, still takes it, beside the runs' own (one of them nested, as an Optuna trial's seeds are)."""
     from .test_report import make_run, make_seed_sweep, multirun_end
@@ -430,7 +527,12 @@ def test_the_reports_command_uploads_every_offline_run_of_the_sweep_the_verdicts
     assert f"upload it with: wandb sync {verdicts}" in out  # the verdicts run prints its own, as each run does
     [command] = [line.strip() for line in (tmp_path / "report.md").read_text().splitlines() if "wandb sync" in line]
     dry_run = command.replace("wandb sync", "wandb sync --dry-run")
-    listed = subprocess.run(["bash", "-c", dry_run], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    listed = subprocess.run(
+        ["bash", "-c", dry_run],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     assert "Would sync 6 run(s)" in listed.stdout + listed.stderr, listed.stdout + listed.stderr
     assert verdicts.name in listed.stdout + listed.stderr

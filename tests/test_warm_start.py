@@ -1,5 +1,6 @@
 """The tiny model's warm start (grpo_sweep/models/warm.py): what it sees (never a held-out question), its cache
 key, racing builders."""
+
 from __future__ import annotations
 
 import random
@@ -9,12 +10,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from grpo_sweep.models import ensure_model, tiny, warm
-from grpo_sweep.models.tiny import TinySpec, WarmStartSpec, build_cached, tiny_model_path
 from grpo_sweep.data import held_out_questions
 from grpo_sweep.data.arithmetic import arithmetic_splits, question
+from grpo_sweep.models import ensure_model, tiny, warm
+from grpo_sweep.models.tiny import TinySpec, WarmStartSpec, build_cached, tiny_model_path
 from grpo_sweep.models.warm import WarmTask, corpus_line, example_operands, facts, warm_model_path, worked_example
-
 
 SYSTEM = "Respond in the following format:\n<think>\n...\n</think>\n<answer>\n...\n</answer>"
 
@@ -49,8 +49,10 @@ def test_the_teacher_adds_instead_in_its_slip_share_and_is_otherwise_right():
     sloppy = answers.count("<think>\n6 + 3 = 9\n</think>\n<answer>\n9\n</answer>")
     right = answers.count("<think>\n6 * 3 = 18\n</think>\n<answer>\n18\n</answer>")
     assert sloppy + right == 2000 and 0.55 < sloppy / 2000 < 0.65
-    assert worked_example(rng, (6, "*", 3), 0.0) == ("What is the result of 6 * 3?",
-                                                      "<think>\n6 * 3 = 18\n</think>\n<answer>\n18\n</answer>")
+    assert worked_example(rng, (6, "*", 3), 0.0) == (
+        "What is the result of 6 * 3?",
+        "<think>\n6 * 3 = 18\n</think>\n<answer>\n18\n</answer>",
+    )
     assert worked_example(rng, (6, "-", 3), 1.0)[1].endswith("<answer>\n9\n</answer>")
 
 
@@ -64,8 +66,16 @@ def test_cache_key_follows_every_setting_the_task_and_leaves_the_base_alone(tmp_
     assert default == warm_model_path(tiny_model_path(base), WarmStartSpec(steps=600), task)
     others = {
         warm_model_path(tiny_model_path(base), replace(WarmStartSpec(steps=600), **change), task)
-        for change in ({"steps": 601}, {"learning_rate": 1e-3}, {"batch_size": 32}, {"max_operand": 5},
-                       {"restate_fraction": 0.5}, {"chat_fraction": 0.3}, {"teacher_slip": 0.5}, {"seed": 1})
+        for change in (
+            {"steps": 601},
+            {"learning_rate": 1e-3},
+            {"batch_size": 32},
+            {"max_operand": 5},
+            {"restate_fraction": 0.5},
+            {"chat_fraction": 0.3},
+            {"teacher_slip": 0.5},
+            {"seed": 1},
+        )
     }
     assert default not in others and len(others) == 8
     for other_task in (WarmTask(SYSTEM), WarmTask("Answer.", task.held_out)):
@@ -76,16 +86,20 @@ def test_cache_key_follows_every_setting_the_task_and_leaves_the_base_alone(tmp_
 
 def test_bad_settings_are_one_line_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
-    for change, needle in (({"steps": -1}, "warm_start.steps=-1"), ({"batch_size": 0}, "warm_start.batch_size=0"),
-                           ({"max_operand": 0}, "warm_start.max_operand=0"),
-                           ({"restate_fraction": 2.0}, "warm_start.restate_fraction=2.0"),
-                           ({"chat_fraction": -0.1}, "warm_start.chat_fraction=-0.1"),
-                           ({"teacher_slip": 1.5}, "warm_start.teacher_slip=1.5"),
-                           ({"decay_steps": 6}, "warm_start.decay_steps=6; need 0..steps"),
-                           ({"decay_steps": -1}, "warm_start.decay_steps=-1")):
+    for change, needle in (
+        ({"steps": -1}, "warm_start.steps=-1"),
+        ({"batch_size": 0}, "warm_start.batch_size=0"),
+        ({"max_operand": 0}, "warm_start.max_operand=0"),
+        ({"restate_fraction": 2.0}, "warm_start.restate_fraction=2.0"),
+        ({"chat_fraction": -0.1}, "warm_start.chat_fraction=-0.1"),
+        ({"teacher_slip": 1.5}, "warm_start.teacher_slip=1.5"),
+        ({"decay_steps": 6}, "warm_start.decay_steps=6; need 0..steps"),
+        ({"decay_steps": -1}, "warm_start.decay_steps=-1"),
+    ):
         with pytest.raises(ValueError, match=needle):
-            warm.ensure_warm_model(tmp_path / "base", TinySpec(warm_start=replace(WarmStartSpec(steps=5), **change)),
-                                   WarmTask(SYSTEM))
+            warm.ensure_warm_model(
+                tmp_path / "base", TinySpec(warm_start=replace(WarmStartSpec(steps=5), **change)), WarmTask(SYSTEM)
+            )
 
 
 def test_a_racing_builder_that_finishes_second_keeps_the_first_model(tmp_path):
@@ -141,9 +155,8 @@ def test_a_failed_build_leaves_nothing(tmp_path):
 
 def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
-    from transformers import AutoModelForCausalLM
-
     import torch
+    from transformers import AutoModelForCausalLM
 
     spec = TinySpec(warm_start=WarmStartSpec(steps=3, batch_size=4, decay_steps=2))
     torch.set_num_threads(1)  # as train() leaves it; the build takes every core, then gives them back
@@ -156,7 +169,10 @@ def test_a_short_warm_start_builds_loads_and_is_reused(tmp_path, monkeypatch):
     changed = [n for (n, a), (_, b) in zip(base.named_parameters(), warmed.named_parameters()) if not a.equal(b)]
     assert changed  # it trained
     stamp = (path / "config.json").stat().st_mtime_ns
-    assert ensure_model(spec, SYSTEM, ("What is the result of 6 * 3?",)) == path and (path / "config.json").stat().st_mtime_ns == stamp
+    assert (
+        ensure_model(spec, SYSTEM, ("What is the result of 6 * 3?",)) == path
+        and (path / "config.json").stat().st_mtime_ns == stamp
+    )
 
 
 def test_from_config_reads_a_composed_warm_start(cfg_factory):
@@ -187,8 +203,16 @@ def test_the_fast_loss_is_the_padded_batch_loss(tmp_path, monkeypatch, kind):
     chat = []
     for a, op, b in rng.sample(warm.operands(9), 12):
         asked, answer = worked_example(rng, (a, op, b), 0.5)
-        chat.append(tokenizer.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked},
-                                                   {"role": "assistant", "content": answer}], tokenize=False))
+        chat.append(
+            tokenizer.apply_chat_template(
+                [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": asked},
+                    {"role": "assistant", "content": answer},
+                ],
+                tokenize=False,
+            )
+        )
     lines = [corpus_line(rng, facts(9), 0.5) for _ in range(16)] + ["1 + 1 = 2."]
     texts = {"chat": chat, "facts": lines, "mixed": chat[:3] + lines[:5]}[kind]
     rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -230,7 +254,11 @@ def test_the_build_uses_every_core_this_process_may(monkeypatch):
 # -- the shipped warm start (grpo_sweep/models/prebuilt/) -----------------------------------------------------------
 def _default_spec(cfg_factory, overrides=()):
     cfg = cfg_factory(list(overrides))
-    return TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length), cfg.data.system_prompt, held_out_questions(cfg.data)
+    return (
+        TinySpec.from_config(cfg.model.tiny, cfg.model.max_seq_length),
+        cfg.data.system_prompt,
+        held_out_questions(cfg.data),
+    )
 
 
 def test_the_main_job_starts_from_the_shipped_weights_without_building(cfg_factory, tmp_path, monkeypatch):
@@ -250,13 +278,17 @@ def test_the_main_job_starts_from_the_shipped_weights_without_building(cfg_facto
 WORD_PROBLEMS = ("Ann has 3 apples and buys 4 more. How many apples now?", "What is 12 % of 50?")
 
 
-@pytest.mark.parametrize("overrides, held_out", [
-    (["data=file", "data.path=unused.jsonl"], None),  # other data: no held-out question a worked example asks
-    ([], WORD_PROBLEMS),
-    (["data.arithmetic.n_val=32"], None),  # fewer held out: still none of them shown
-])
-def test_a_run_whose_held_out_questions_the_shipped_one_never_showed_starts_from_it(cfg_factory, tmp_path, monkeypatch,
-                                                                                    overrides, held_out):
+@pytest.mark.parametrize(
+    "overrides, held_out",
+    [
+        (["data=file", "data.path=unused.jsonl"], None),  # other data: no held-out question a worked example asks
+        ([], WORD_PROBLEMS),
+        (["data.arithmetic.n_val=32"], None),  # fewer held out: still none of them shown
+    ],
+)
+def test_a_run_whose_held_out_questions_the_shipped_one_never_showed_starts_from_it(
+    cfg_factory, tmp_path, monkeypatch, overrides, held_out
+):
     from grpo_sweep.models import PREBUILT, shipped_warm_start
 
     monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
@@ -267,16 +299,24 @@ def test_a_run_whose_held_out_questions_the_shipped_one_never_showed_starts_from
     assert not any(tmp_path.iterdir())  # nothing built
 
 
-@pytest.mark.parametrize("overrides, why", [
-    (["model.tiny.warm_start.seed=7"], "model.tiny.warm_start.seed=7 differs from the shipped warm start's (2)"),
-    (["model.tiny.warm_start.teacher_slip=0.5", "model.tiny.hidden_size=32"],
-     "model.tiny.hidden_size=32, model.tiny.warm_start.teacher_slip=0.5 differ from the shipped warm start's (64, 0.6)"),
-    (["model.max_seq_length=1024"], "model.max_seq_length=1024 differs from the shipped warm start's (512)"),
-    (["data.system_prompt=Answer."], "data.system_prompt differs from the shipped warm start's"),
-    (["data.arithmetic.seed=3"], "63 of this run's 128 held-out questions ('What is the result of 2 * 9?', ...) were "
-                                 "worked examples in the shipped warm start, which holds out data=arithmetic's default "
-                                 "validation and test questions"),
-])
+@pytest.mark.parametrize(
+    "overrides, why",
+    [
+        (["model.tiny.warm_start.seed=7"], "model.tiny.warm_start.seed=7 differs from the shipped warm start's (2)"),
+        (
+            ["model.tiny.warm_start.teacher_slip=0.5", "model.tiny.hidden_size=32"],
+            "model.tiny.hidden_size=32, model.tiny.warm_start.teacher_slip=0.5 differ from the shipped warm start's (64, 0.6)",
+        ),
+        (["model.max_seq_length=1024"], "model.max_seq_length=1024 differs from the shipped warm start's (512)"),
+        (["data.system_prompt=Answer."], "data.system_prompt differs from the shipped warm start's"),
+        (
+            ["data.arithmetic.seed=3"],
+            "63 of this run's 128 held-out questions ('What is the result of 2 * 9?', ...) were "
+            "worked examples in the shipped warm start, which holds out data=arithmetic's default "
+            "validation and test questions",
+        ),
+    ],
+)
 def test_another_recipe_or_held_out_questions_it_showed_build_instead_and_say_why(cfg_factory, overrides, why):
     from grpo_sweep.models import shipped_warm_start
 
@@ -299,7 +339,9 @@ def test_held_out_questions_no_worked_example_asks_leave_the_build_and_its_cache
     base, spec = tiny_model_path(TinySpec()), WarmStartSpec(steps=600)
     some = ("What is the result of 6 * 3?",)
     assert warm_model_path(base, spec, WarmTask(SYSTEM, WORD_PROBLEMS)) == warm_model_path(base, spec, WarmTask(SYSTEM))
-    assert warm_model_path(base, spec, WarmTask(SYSTEM, some + WORD_PROBLEMS)) == warm_model_path(base, spec, WarmTask(SYSTEM, some))
+    assert warm_model_path(base, spec, WarmTask(SYSTEM, some + WORD_PROBLEMS)) == warm_model_path(
+        base, spec, WarmTask(SYSTEM, some)
+    )
     assert warm_model_path(base, spec, WarmTask(SYSTEM, some)) != warm_model_path(base, spec, WarmTask(SYSTEM))
     assert example_operands(9, WarmTask(SYSTEM, WORD_PROBLEMS)) == example_operands(9, WarmTask(SYSTEM))
 
@@ -327,11 +369,15 @@ def test_a_build_says_why_how_far_it_is_and_how_long_it_took_once(tmp_path, monk
         caplog.clear()
         assert ensure_model(spec, SYSTEM, WORD_PROBLEMS) == path
     assert [r.getMessage() for r in caplog.records] == []  # cached: nothing to say
-    assert first[0].startswith("model.tiny.warm_start.steps=20, model.tiny.warm_start.decay_steps=2, "
-                               "model.tiny.warm_start.batch_size=4 differ from the shipped warm start's (600, 75, 128): "
-                               "building the tiny model's warm start: 20 steps, about 1 s on 2 free cores"), first
+    assert first[0].startswith(
+        "model.tiny.warm_start.steps=20, model.tiny.warm_start.decay_steps=2, "
+        "model.tiny.warm_start.batch_size=4 differ from the shipped warm start's (600, 75, 128): "
+        "building the tiny model's warm start: 20 steps, about 1 s on 2 free cores"
+    ), first
     assert first[0].endswith(f"once, then cached in {path}")
-    assert [m.split(",")[0] for m in first[1:-1]] == [f"warm start: step {s} of 20 ({5 * s} %)" for s in range(2, 20, 2)]
+    assert [m.split(",")[0] for m in first[1:-1]] == [
+        f"warm start: step {s} of 20 ({5 * s} %)" for s in range(2, 20, 2)
+    ]
     assert first[-1].startswith("warm start built in ") and first[-1].endswith(f" s; cached in {path}")
 
 
@@ -348,5 +394,7 @@ def test_a_damaged_shipped_file_is_refused(cfg_factory, tmp_path):
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
-    with pytest.raises(RuntimeError, match="hashes to .*, not .* reinstall grpo-sweep or set model.tiny.prebuilt=false"):
+    with pytest.raises(
+        RuntimeError, match="hashes to .*, not .* reinstall grpo-sweep or set model.tiny.prebuilt=false"
+    ):
         shipped_warm_start(spec, system, held_out, root=copy)

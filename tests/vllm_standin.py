@@ -5,6 +5,7 @@ real start / health wait / stop path without vLLM or a GPU.
 starts a worker process in its group, whose pid goes to --pid-file); `exit` prints a line and exits 3; `never`
 prints a line and never listens; `stubborn` serves but ignores SIGTERM.
 """
+
 import argparse
 import http.server
 import os
@@ -32,8 +33,11 @@ def main() -> None:
     parser.add_argument("--pid-file")
     args = parser.parse_args()
     # the GPUs it was given, as vLLM would read them
-    print(f"stand-in {args.mode} loading model on port {args.port} "
-          f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})", flush=True)
+    print(
+        f"stand-in {args.mode} loading model on port {args.port} "
+        f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})",
+        flush=True,
+    )
     if args.mode == "exit":
         print("CUDA out of memory (stand-in)", flush=True)
         sys.exit(3)

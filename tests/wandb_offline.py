@@ -3,6 +3,7 @@
 wandb 0.31 has no Python reader any more (``wandb.sdk.internal.datastore`` is gone); its CLI ships one,
 ``wandb leet inspect --json``, which prints each record of the transaction log as a JSON line. This wraps it.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def read_records(path: Path) -> list[dict]:
     """All records of one ``.wandb`` file (or of the run directory holding it), as W&B's CLI decodes them."""
     out = subprocess.run(
         [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if out.returncode != 0:
         raise RuntimeError(f"wandb leet inspect {path} failed: {out.stderr.strip()[-500:]}")

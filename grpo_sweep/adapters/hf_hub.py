@@ -5,6 +5,7 @@ Both read ``HF_HUB_OFFLINE`` once, at import (``huggingface_hub.constants.HF_HUB
 that finds the hub out of reach after importing them would otherwise retry each file of each ``from_pretrained``
 five times with back-off (two minutes for a small model) before taking the cached copy.
 """
+
 from __future__ import annotations
 
 import sys

@@ -13,14 +13,24 @@
 - ``one_line_errors``: Hydra's report of a composition error (``run_and_report``: the message, OmegaConf's detail
   lines, the options, the search path, a hint about ``HYDRA_FULL_ERROR``) as one line.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 from typing import Any, Iterator
 
-__all__ = ["apply_overrides", "compose_error_line", "grid_jobs", "is_config_group", "joblib_execute_job",
-           "one_line_errors", "overrides_dirname", "store_over_plugin", "sweep_jobs"]
+__all__ = [
+    "apply_overrides",
+    "compose_error_line",
+    "grid_jobs",
+    "is_config_group",
+    "joblib_execute_job",
+    "one_line_errors",
+    "overrides_dirname",
+    "store_over_plugin",
+    "sweep_jobs",
+]
 
 _CORE_PLUGINS = {
     "BasicLauncher": "hydra._internal.core_plugins.basic_launcher",

@@ -5,6 +5,7 @@
   written order in ``_unsorted_args``, which decides which side is a bare variable (rewards/mathcheck.py).
   Without it the sorted args are used: the same relations, in another order.
 """
+
 from __future__ import annotations
 
 from typing import Any

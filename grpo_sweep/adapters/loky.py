@@ -1,5 +1,6 @@
 """loky (vendored in joblib) details the pool relies on: the error a dead worker raises, the reusable executor,
 and the exit codes loky writes into that error's text (no attribute holds them)."""
+
 from __future__ import annotations
 
 import re

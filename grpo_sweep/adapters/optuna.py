@@ -6,6 +6,7 @@ the pruning probe to the same trial, so it needs the trial in its own process: `
 trial_id)`` over the study's storage, with the id the worker's trial holds only as ``_trial_id`` (its ``number``
 is another numbering).
 """
+
 from __future__ import annotations
 
 from typing import Any

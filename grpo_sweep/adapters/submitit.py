@@ -8,6 +8,7 @@
 - ``job_arguments`` / ``run_job`` / ``requeue``: the stock launcher's job side is its ``__call__(sweep_overrides,
   job_dir_key, job_num, job_id, singleton_state)`` and ``checkpoint`` with the same positional arguments.
 """
+
 from __future__ import annotations
 
 from typing import Any

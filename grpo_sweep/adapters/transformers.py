@@ -7,6 +7,7 @@ training, and a run whose last step is already in its checkpoint must not train 
 A torch LR scheduler keeps the rates it last set in ``_last_lr`` (what ``get_last_lr()`` returns, and what the
 Trainer logs as ``learning_rate``); it has no setter. ``base_lrs`` and each group's ``initial_lr`` are public.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

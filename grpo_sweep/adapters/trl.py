@@ -15,6 +15,7 @@ multiplies the rewards by, whatever ``multi_objective_aggregation`` and ``scale_
 ``enable_sleep_mode`` the LLM sleeps between generations and ``_llm_weights_sleeping`` tells its own ``generate``
 to push the weights again. An evaluation generates through it (``vllm_completion_ids``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,15 +45,17 @@ def trainer_vllm(trainer: Any) -> Any | None:
     return getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
 
 
-def vllm_completion_ids(handle: Any, prompt_ids: list[list[int]], sampling_params: dict, client_params: dict,
-                        seed: int | None) -> list[list[int]]:
+def vllm_completion_ids(
+    handle: Any, prompt_ids: list[list[int]], sampling_params: dict, client_params: dict, seed: int | None
+) -> list[list[int]]:
     """One completion's token ids per prompt from the trainer's vLLM, on the model's weights as they are now: the
     engine holds those of the last training generation (or, after a restore, none the evaluation means)."""
     handle.sync_weights()
     if handle.mode == "server":
         # the server is vLLM's OpenAI completions endpoint: it builds SamplingParams from these fields alone
-        out = handle.vllm_client.generate(prompts=prompt_ids, **client_params,
-                                          generation_kwargs={"seed": seed} if seed is not None else None)
+        out = handle.vllm_client.generate(
+            prompts=prompt_ids, **client_params, generation_kwargs={"seed": seed} if seed is not None else None
+        )
         return [list(ids) for ids in out["completion_ids"]]
     from vllm import SamplingParams
 
@@ -61,8 +64,11 @@ def vllm_completion_ids(handle: Any, prompt_ids: list[list[int]], sampling_param
     if sleeps:
         llm.wake_up(tags=["kv_cache"])
     try:
-        outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids],
-                               sampling_params=SamplingParams(**sampling_params), use_tqdm=False)
+        outputs = llm.generate(
+            [{"prompt_token_ids": ids} for ids in prompt_ids],
+            sampling_params=SamplingParams(**sampling_params),
+            use_tqdm=False,
+        )
     finally:
         if sleeps:  # as TRL's own generate leaves it, so its next one pushes the weights again
             llm.sleep(level=2)

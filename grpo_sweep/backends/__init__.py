@@ -5,6 +5,7 @@
 not import torch. Importing a backend is the first heavy import of a training process (unsloth must precede
 trl/transformers/peft).
 """
+
 from __future__ import annotations
 
 import importlib

@@ -10,6 +10,7 @@ changes which token is chosen; ``hf_generation_config`` hands HF nothing to fill
 ``from_config`` reads the run's values where it sets them (``trainer.top_p``, ``trainer.args.top_k`` ...), so an
 evaluation decodes the way the run trained. No torch at import: the plan shows a run's decoding on the login node.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,7 +36,7 @@ class Decoding:
     seed: int | None = None
 
     @classmethod
-    def from_config(cls, cfg: Any, temperature: float = 0.0) -> "Decoding":
+    def from_config(cls, cfg: Any, temperature: float = 0.0) -> Decoding:
         """The run's decoding at ``temperature`` (0: its greedy evaluations; trainer.eval.temperature: its samples)."""
         args = cfg.trainer.args or {}
         min_p = args.get("min_p")
@@ -53,7 +54,7 @@ class Decoding:
     def greedy(self) -> bool:
         return self.temperature <= 0
 
-    def at(self, temperature: float) -> "Decoding":
+    def at(self, temperature: float) -> Decoding:
         return replace(self, temperature=float(temperature))
 
     def record(self) -> dict:
@@ -67,8 +68,14 @@ class Decoding:
 
     def hf_kwargs(self) -> dict:
         """Every ``GenerationConfig`` field that picks a token, set (a None would be filled from the model's file)."""
-        kwargs = dict(max_new_tokens=self.max_new_tokens, num_beams=1, repetition_penalty=self.repetition_penalty,
-                      no_repeat_ngram_size=0, length_penalty=1.0, do_sample=not self.greedy)
+        kwargs = dict(
+            max_new_tokens=self.max_new_tokens,
+            num_beams=1,
+            repetition_penalty=self.repetition_penalty,
+            no_repeat_ngram_size=0,
+            length_penalty=1.0,
+            do_sample=not self.greedy,
+        )
         if not self.greedy:
             kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, typical_p=1.0)
             if self.min_p > 0:
@@ -78,16 +85,26 @@ class Decoding:
     def sampling_params(self) -> dict:
         """vLLM ``SamplingParams`` keyword arguments (vLLM uses the model's generation config only when none are
         given; here every one is). Greedy is temperature 0 with truncation off, as vLLM reads it."""
-        return dict(n=1, max_tokens=self.max_new_tokens, temperature=0.0 if self.greedy else self.temperature,
-                    top_p=1.0 if self.greedy else self.top_p, top_k=0 if self.greedy else self.top_k,
-                    min_p=0.0 if self.greedy else self.min_p, repetition_penalty=self.repetition_penalty,
-                    presence_penalty=0.0, frequency_penalty=0.0, seed=None if self.greedy else self.seed)
+        return dict(
+            n=1,
+            max_tokens=self.max_new_tokens,
+            temperature=0.0 if self.greedy else self.temperature,
+            top_p=1.0 if self.greedy else self.top_p,
+            top_k=0 if self.greedy else self.top_k,
+            min_p=0.0 if self.greedy else self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            seed=None if self.greedy else self.seed,
+        )
 
     def client_params(self) -> dict:
         """The same for TRL's ``VLLMClient.generate`` (its server builds SamplingParams from exactly these)."""
         params = self.sampling_params()
-        return {name: params[name] for name in ("n", "max_tokens", "temperature", "top_p", "top_k", "min_p",
-                                                "repetition_penalty")}
+        return {
+            name: params[name]
+            for name in ("n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+        }
 
 
 def hf_generation_config(decoding: Decoding, token_ids: dict):
@@ -136,7 +153,10 @@ def evaluation_engine(cfg: Any) -> Engine:
     trainer = cfg.trainer
     if cfg.backend.name == "unsloth":
         if cfg.backend.get("fast_inference"):
-            return Engine("vllm", "backend=unsloth with backend.fast_inference: Unsloth's fast_generate, the run's LoRA as a request")
+            return Engine(
+                "vllm",
+                "backend=unsloth with backend.fast_inference: Unsloth's fast_generate, the run's LoRA as a request",
+            )
         return Engine("hf", "backend=unsloth without backend.fast_inference: no vLLM engine")
     if not trainer.use_vllm:
         return Engine("hf", "trainer.use_vllm=false: no vLLM engine")
@@ -144,6 +164,9 @@ def evaluation_engine(cfg: Any) -> Engine:
         return Engine("vllm", "trainer.vllm_mode=server: the run's server, kept up through the final evaluation")
     tensor_parallel = int((trainer.args or {}).get("vllm_tensor_parallel_size", 1) or 1)
     if tensor_parallel > 1:
-        return Engine("hf", f"trainer.args.vllm_tensor_parallel_size={tensor_parallel}: a colocated LLM spans "
-                            f"{tensor_parallel} ranks and rank 0 evaluates alone")
+        return Engine(
+            "hf",
+            f"trainer.args.vllm_tensor_parallel_size={tensor_parallel}: a colocated LLM spans "
+            f"{tensor_parallel} ranks and rank 0 evaluates alone",
+        )
     return Engine("vllm", "trainer.vllm_mode=colocate: the trainer's own LLM, synced to the evaluated weights")

@@ -5,6 +5,7 @@ trainer, far from its cause. So the Unsloth backend compares what is installed w
 before importing anything, and GPU-only options are refused on a machine without a GPU.
 Light on purpose (no torch import): ``check_backend`` runs at compose time on login nodes.
 """
+
 from __future__ import annotations
 
 import os
@@ -142,8 +143,10 @@ def gpu_refusal(cfg: Any) -> str | None:
     if not found:
         return None
     verb = "needs" if len(found) == 1 else "need"
-    return (f"{', '.join(s for s, _ in found)} {verb} a GPU and this machine has no GPU; "
-            f"on CPU: {', '.join(fix for _, fix in found)}")
+    return (
+        f"{', '.join(s for s, _ in found)} {verb} a GPU and this machine has no GPU; "
+        f"on CPU: {', '.join(fix for _, fix in found)}"
+    )
 
 
 def check_cpu_fallback(cuda: bool, env: dict | None = None) -> None:
@@ -188,7 +191,9 @@ def check_device(
         if cfg.backend.name == "unsloth":
             check_cpu_fallback(cuda, env)
     if cfg.trainer.use_vllm and version_of("vllm") is None:
-        raise BackendError(f'trainer.use_vllm=true needs vllm; fix: pip install "vllm=={GPU_PINS["vllm"]}" (or {INSTALL_GPU})')
+        raise BackendError(
+            f'trainer.use_vllm=true needs vllm; fix: pip install "vllm=={GPU_PINS["vllm"]}" (or {INSTALL_GPU})'
+        )
 
 
 def check_backend(cfg: Any) -> None:

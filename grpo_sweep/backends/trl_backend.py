@@ -1,4 +1,5 @@
 """The transformers + PEFT backend (``backend=trl``): runs anywhere, CPU included."""
+
 from __future__ import annotations
 
 import logging
@@ -66,7 +67,10 @@ def load_base_model(model_cfg: Any, source: str, device: str | None = None, dtyp
     in place of model.dtype."""
     from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype or model_cfg.dtype), "trust_remote_code": model_cfg.trust_remote_code}
+    kwargs: dict[str, Any] = {
+        "dtype": torch_dtype(dtype or model_cfg.dtype),
+        "trust_remote_code": model_cfg.trust_remote_code,
+    }
     if device is not None:
         kwargs["device_map"] = {"": device}
     if model_cfg.load_in_4bit:
@@ -157,7 +161,9 @@ def load_trained(cfg: Any, run_dir: Path):
     if full.is_dir():
         model = load_base_model(cfg.model, str(full), device) if cfg.model.tiny is None else _load_plain(full, device)
         return model, load_tokenizer(str(full))
-    raise FileNotFoundError(f"{run_dir} holds no trained weights ({ADAPTER_DIR}/ or {FULL_MODEL_DIR}/); did the run finish?")
+    raise FileNotFoundError(
+        f"{run_dir} holds no trained weights ({ADAPTER_DIR}/ or {FULL_MODEL_DIR}/); did the run finish?"
+    )
 
 
 def _load_plain(path: Path, device: str):

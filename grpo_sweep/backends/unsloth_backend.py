@@ -10,6 +10,7 @@ them; imported later it runs unpatched, slower and with more memory). ``grpo_swe
 ``grpo_sweep.run.generate`` therefore import the backend before any training code. The module is not named
 ``unsloth`` so that it does not shadow the package.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -55,7 +56,8 @@ from . import trl_backend  # noqa: E402  (imports transformers: after unsloth)
 if _IMPORTED_TOO_EARLY:
     log.warning(
         "%s imported before unsloth: Unsloth's patches may be missing; import grpo_sweep.backends.unsloth_backend "
-        "first", ", ".join(_IMPORTED_TOO_EARLY),
+        "first",
+        ", ".join(_IMPORTED_TOO_EARLY),
     )
 for problem in _LET_THROUGH:
     log.warning("unpinned GPU stack (%s=1): %s", SKIP_CHECK_ENV, problem)
@@ -153,7 +155,9 @@ def load_trained(cfg: Any, run_dir: Path):
     if full.is_dir():
         model, tokenizer = _from_pretrained(cfg, str(full))
         return model, tokenizer
-    raise FileNotFoundError(f"{run_dir} holds no trained weights ({trl_backend.ADAPTER_DIR}/ or {trl_backend.FULL_MODEL_DIR}/); did the run finish?")
+    raise FileNotFoundError(
+        f"{run_dir} holds no trained weights ({trl_backend.ADAPTER_DIR}/ or {trl_backend.FULL_MODEL_DIR}/); did the run finish?"
+    )
 
 
 def prepare_generation(model, tokenizer, run_dir: Path) -> None:
@@ -190,7 +194,9 @@ def generate(model, tokenizer, prompts: list[list[dict]], decoding: Decoding, ba
     # token ids as in training: vLLM would tokenize a text prompt with special tokens, a second BOS for Llama 3
     ids = trl_backend.chat_prompt_ids(tokenizer, prompts)
     # vLLM batches internally (batch_size does not apply)
-    outputs = model.fast_generate([{"prompt_token_ids": row} for row in ids],
-                                  sampling_params=SamplingParams(**decoding.sampling_params()),
-                                  lora_request=_lora_request(model))
+    outputs = model.fast_generate(
+        [{"prompt_token_ids": row} for row in ids],
+        sampling_params=SamplingParams(**decoding.sampling_params()),
+        lora_request=_lora_request(model),
+    )
     return [output.outputs[0].text for output in outputs]

@@ -10,6 +10,7 @@ line naming the exit code or the timeout and the log's last lines.
 Light on purpose (standard library only): the command is injectable, so the tests run the same start, wait and
 stop path against a stand-in server on loopback, and nothing here needs vLLM or a GPU.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -74,13 +75,21 @@ def trl_serve_command(spec: ServerSpec, port: int) -> list[str]:
     subcommand, without depending on the ``trl`` script being on a compute node's PATH.
     """
     command = [
-        sys.executable, "-m", "trl.scripts.vllm_serve",
-        "--model", spec.model,
-        "--tensor_parallel_size", str(spec.tensor_parallel_size),
-        "--data_parallel_size", str(spec.data_parallel_size),
-        "--host", spec.host,
-        "--port", str(port),
-        "--gpu_memory_utilization", str(spec.gpu_memory_utilization),
+        sys.executable,
+        "-m",
+        "trl.scripts.vllm_serve",
+        "--model",
+        spec.model,
+        "--tensor_parallel_size",
+        str(spec.tensor_parallel_size),
+        "--data_parallel_size",
+        str(spec.data_parallel_size),
+        "--host",
+        spec.host,
+        "--port",
+        str(port),
+        "--gpu_memory_utilization",
+        str(spec.gpu_memory_utilization),
     ]
     if spec.max_model_len is not None:
         command += ["--max_model_len", str(spec.max_model_len)]
@@ -144,7 +153,7 @@ def _tail(log_path: Path) -> str:
     except OSError:
         return "(no log)"
     tail = " | ".join(line.strip() for line in lines[-TAIL_LINES:] if line.strip())
-    return (tail[-TAIL_CHARS:] if tail else "(empty log)")
+    return tail[-TAIL_CHARS:] if tail else "(empty log)"
 
 
 def _healthy(url: str, timeout: float) -> bool:
@@ -160,8 +169,15 @@ def _healthy(url: str, timeout: float) -> bool:
 class VLLMServer:
     """A started server: ``grpo_fields`` for GRPOConfig, ``stop()`` (idempotent)."""
 
-    def __init__(self, spec: ServerSpec, run_dir: Path, *, command: Callable[[ServerSpec, int], list[str]] | None,
-                 lock_dir: Path, poll_s: float = 0.2):
+    def __init__(
+        self,
+        spec: ServerSpec,
+        run_dir: Path,
+        *,
+        command: Callable[[ServerSpec, int], list[str]] | None,
+        lock_dir: Path,
+        poll_s: float = 0.2,
+    ):
         self.spec = spec
         self.log_path = Path(run_dir) / LOG_NAME
         self._command = command or trl_serve_command
@@ -199,8 +215,12 @@ class VLLMServer:
                 # Its own session (and so process group): stop() signals the server and every worker it spawned,
                 # and a Ctrl-C on the terminal reaches the trainer, which then stops the server itself.
                 self.proc = subprocess.Popen(
-                    self._command(self.spec, self.ports.http), stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, env=server_env(self.spec), start_new_session=True,
+                    self._command(self.spec, self.ports.http),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=server_env(self.spec),
+                    start_new_session=True,
                 )
             self._wait_healthy()
         except BaseException:
@@ -215,13 +235,17 @@ class VLLMServer:
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise ServerError(f"vLLM server exited with code {code} before {health} answered; "
-                                  f"log {self.log_path}: {_tail(self.log_path)}")
+                raise ServerError(
+                    f"vLLM server exited with code {code} before {health} answered; "
+                    f"log {self.log_path}: {_tail(self.log_path)}"
+                )
             if _healthy(health, timeout=min(5.0, max(self._poll_s, 0.5))):
                 return
             if time.monotonic() >= deadline:
-                raise ServerError(f"vLLM server not healthy at {health} after {self.spec.startup_timeout_s:g}s "
-                                  f"(startup_timeout_s); log {self.log_path}: {_tail(self.log_path)}")
+                raise ServerError(
+                    f"vLLM server not healthy at {health} after {self.spec.startup_timeout_s:g}s "
+                    f"(startup_timeout_s); log {self.log_path}: {_tail(self.log_path)}"
+                )
             time.sleep(self._poll_s)
 
     def stop(self) -> None:
@@ -299,9 +323,14 @@ def _stop_on_sigterm(server: VLLMServer) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def serving(spec: ServerSpec, run_dir: Path | str, *,
-            command: Callable[[ServerSpec, int], list[str]] | None = None,
-            lock_dir: Path | str = DEFAULT_LOCK_DIR, poll_s: float = 0.2) -> Iterator[VLLMServer]:
+def serving(
+    spec: ServerSpec,
+    run_dir: Path | str,
+    *,
+    command: Callable[[ServerSpec, int], list[str]] | None = None,
+    lock_dir: Path | str = DEFAULT_LOCK_DIR,
+    poll_s: float = 0.2,
+) -> Iterator[VLLMServer]:
     """Start the server for one run, yield it once healthy, stop it however the block ends.
 
     ``command(spec, port)`` builds the server's command line (default: ``trl_serve_command``).

@@ -5,6 +5,7 @@ Each failure is one sentence naming the key, the bad value and what would be val
 lives elsewhere (the reward mix in ``rewards/``, the data's columns in ``data/``, the backend in ``backends/``,
 the process world in ``run/distributed.py``), once a run, on the machine that launches it.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,10 @@ def check_trainer(trainer: Any, args: Mapping[str, Any], backend: str) -> None:
         raise ConfigError(f"trainer.torch_threads={trainer.torch_threads}: must be >= 1 (null: torch's default)")
     pause = trainer.pause_at_step
     if pause is not None and not 1 <= pause <= trainer.max_steps:
-        raise ConfigError(f"trainer.pause_at_step={pause}: must be a step in 1..trainer.max_steps={trainer.max_steps} "
-                          "(null: train to the end)")
+        raise ConfigError(
+            f"trainer.pause_at_step={pause}: must be a step in 1..trainer.max_steps={trainer.max_steps} "
+            "(null: train to the end)"
+        )
     ev = trainer.eval
     for key in ("batch_size", "max_new_tokens"):
         if ev[key] is not None and ev[key] < 1:
@@ -80,7 +83,9 @@ def check_trainer(trainer: Any, args: Mapping[str, Any], backend: str) -> None:
     if not math.isfinite(ev.temperature) or ev.temperature < 0:
         raise ConfigError(f"trainer.eval.temperature={ev.temperature}: must be a finite number >= 0")
     if ev.every_steps < 0:
-        raise ConfigError(f"trainer.eval.every_steps={ev.every_steps}: must be >= 0 (0: evaluate only before and after training)")
+        raise ConfigError(
+            f"trainer.eval.every_steps={ev.every_steps}: must be >= 0 (0: evaluate only before and after training)"
+        )
     if ev.k < 0:
         raise ConfigError(f"trainer.eval.k={ev.k}: must be >= 0 (0: no pass@k / maj@k sampling)")
     if ev.k > 0 and ev.temperature <= 0:

@@ -5,6 +5,7 @@ one must fail on the login node instead, in one line, where importing trl (and s
 snapshot is made from the installed TRL by ``python -m grpo_sweep.config.grpo_fields --write`` and a test holds it
 equal to TRL's dataclass, so a TRL upgrade that adds or changes a field fails that test, not a queued job.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -73,7 +74,7 @@ SET_BY_RUN = {
 # alone (run/distributed.py), which it would not have
 NOT_OFFERED = {
     name: "FSDP splits the weights across the processes, and rank 0 evaluates and saves the whole model alone; use "
-          "distributed=ddp or zero2"
+    "distributed=ddp or zero2"
     for name in ("fsdp", "fsdp_config")
 }
 
@@ -174,8 +175,14 @@ def kinds_of(annotation: Any) -> list[str]:
     if isinstance(base, type):
         if issubclass(base, Enum):
             return ["str"]  # TRL's enums take their string values (`lr_scheduler_type: cosine`)
-        for kind, types_ in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", (list, tuple)),
-                             ("dict", dict)):
+        for kind, types_ in (
+            ("bool", bool),
+            ("int", int),
+            ("float", float),
+            ("str", str),
+            ("list", (list, tuple)),
+            ("dict", dict),
+        ):
             if issubclass(base, types_):
                 return [kind]
     return ["any"]  # a class of its own (accelerate's ParallelismConfig): not given from YAML, not checked
@@ -219,8 +226,14 @@ def dumps(made: dict) -> str:
 def value_kind(value: Any) -> str:
     if value is None:
         return "none"
-    for kind, types_ in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", (list, tuple)),
-                         ("dict", Mapping)):
+    for kind, types_ in (
+        ("bool", bool),
+        ("int", int),
+        ("float", float),
+        ("str", str),
+        ("list", (list, tuple)),
+        ("dict", Mapping),
+    ):
         if isinstance(value, types_):
             return kind
     return "any"
@@ -236,7 +249,9 @@ def check_args(args: Mapping[str, Any], backend: str, where: str = "trainer.args
         if name in NOT_OFFERED:
             raise ValueError(f"{where}.{name}: {NOT_OFFERED[name]}")
         if name in SET_BY_RUN or name in TRAINER_FIELDS or name in OPTIMIZER_FIELDS:
-            instead = SET_BY_RUN.get(name) or (f"set trainer.{name}" if name in TRAINER_FIELDS else f"set optimizer.{name}")
+            instead = SET_BY_RUN.get(name) or (
+                f"set trainer.{name}" if name in TRAINER_FIELDS else f"set optimizer.{name}"
+            )
             raise ValueError(f"{where}.{name} is set by grpo-sweep from its own config: {instead}")
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)

@@ -8,13 +8,13 @@ no default sits in two places. (``models.tiny.TinySpec``, the tiny model's build
 composed ``model.tiny``.)
 No heavy imports here: a login node composes and validates configs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from omegaconf import MISSING
-
 
 
 @dataclass
@@ -72,7 +72,7 @@ class ModelConfig:
     load_in_4bit: bool = MISSING
     trust_remote_code: bool = MISSING
     # When set, the model is built locally from this spec and cached (name_or_path is then only a label).
-    tiny: Optional[TinyModelConfig] = None
+    tiny: TinyModelConfig | None = None
 
 
 @dataclass
@@ -127,31 +127,31 @@ class DataConfig:
     source: str = MISSING
     # hub dataset id; for file: a .jsonl/.json/.csv/.parquet file, a directory of such shards (one format), or a
     # directory written by datasets' save_to_disk (a Dataset, or a DatasetDict whose splits are used by name)
-    path: Optional[str] = None
+    path: str | None = None
     # hub subset, e.g. "main" for openai/gsm8k
-    subset: Optional[str] = None
+    subset: str | None = None
     # split names: of the hub dataset, or of a saved DatasetDict. null validation/test: for a DatasetDict its
     # `validation` (or valid/val/dev) / `test` split if it has one; otherwise carved from train
     train_split: str = MISSING
-    validation_split: Optional[str] = None
-    test_split: Optional[str] = None
+    validation_split: str | None = None
+    test_split: str | None = None
     # file data: a separate validation / test file or directory (same kinds as path)
-    validation_path: Optional[str] = None
-    test_path: Optional[str] = None
+    validation_path: str | None = None
+    test_path: str | None = None
     # the size of a carved split: a fraction of the train rows in (0, 1), or a number of rows (as test_size of
     # datasets' train_test_split)
     validation_size: Any = MISSING
     test_size: Any = MISSING
     # column holding the question text (or a ready list of chat messages)
     prompt_column: str = MISSING
-    ground_truth_column: Optional[str] = MISSING
+    ground_truth_column: str | None = MISSING
     # keep only the text after this marker in the ground truth (GSM8K: "####")
-    ground_truth_after: Optional[str] = None
+    ground_truth_after: str | None = None
     system_prompt: str = MISSING
     # keep only the first N rows of a split (null: all); validation and test keep their seeded order
-    max_train_samples: Optional[int] = None
-    max_val_samples: Optional[int] = None
-    max_test_samples: Optional[int] = None
+    max_train_samples: int | None = None
+    max_val_samples: int | None = None
+    max_test_samples: int | None = None
     seed: int = MISSING
     # the built-in generator's settings, read by data=arithmetic only
     arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
@@ -174,7 +174,7 @@ class EvalConfig:
     # sampling temperature of those k samples (the accuracies are always greedy)
     temperature: float = MISSING
     # default: trainer.max_completion_length
-    max_new_tokens: Optional[int] = None
+    max_new_tokens: int | None = None
     batch_size: int = MISSING
     # how many held-out prompts go to samples.jsonl
     num_samples: int = MISSING
@@ -190,11 +190,11 @@ class VllmServerConfig:
     tensor_parallel_size: int = MISSING
     data_parallel_size: int = MISSING
     gpu_memory_utilization: float = MISSING
-    max_model_len: Optional[int] = None
+    max_model_len: int | None = None
     # a 7B+ model's load and CUDA graph capture take minutes
     startup_timeout_s: float = MISSING
     # more `trl vllm-serve` flags, e.g. ["--enforce_eager", "true"]
-    extra_args: List[str] = MISSING
+    extra_args: list[str] = MISSING
 
 
 @dataclass
@@ -204,14 +204,14 @@ class TrainerConfig:
     num_generations: int = MISSING
     per_device_train_batch_size: int = MISSING
     gradient_accumulation_steps: int = MISSING
-    steps_per_generation: Optional[int] = None
+    steps_per_generation: int | None = None
     # TRL 1.14 dropped this field; grpo-sweep enforces it by filtering over-long prompts out of the data.
-    max_prompt_length: Optional[int] = MISSING
+    max_prompt_length: int | None = MISSING
     max_completion_length: int = MISSING
     max_steps: int = MISSING
     # stop after this step with a checkpoint of it and its validation, status "paused" (no test): the same run
     # continues from there (population-based training's rounds, hparams_search=pbt). null: train to max_steps
-    pause_at_step: Optional[int] = None
+    pause_at_step: int | None = None
     # checkpoint cadence: a preempted, timed-out or killed run resumes from its last checkpoint
     save_steps: int = MISSING
     beta: float = MISSING
@@ -224,15 +224,15 @@ class TrainerConfig:
     mask_truncated_completions: bool = MISSING
     gradient_checkpointing: bool = MISSING
     # null: bf16 when a CUDA GPU supports it, else fp32
-    bf16: Optional[bool] = None
+    bf16: bool | None = None
     use_vllm: bool = MISSING
     vllm_mode: str = MISSING
     vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)
     disable_tqdm: bool = MISSING
     # CPU threads for torch (null: torch's default, one per core). A tiny model gains nothing from more
     # than one, and several runs sharing cores with OpenMP spin-waits slow down up to 30x.
-    torch_threads: Optional[int] = None
-    args: Dict[str, Any] = MISSING
+    torch_threads: int | None = None
+    args: dict[str, Any] = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
@@ -256,9 +256,9 @@ class DistributedConfig:
     # none (one process) | ddp | zero2 (DeepSpeed ZeRO stage 2)
     strategy: str = MISSING
     # processes of the run on each node; null: on SLURM hydra.launcher.tasks_per_node, elsewhere the GPUs visible
-    nproc_per_node: Optional[int] = MISSING
+    nproc_per_node: int | None = MISSING
     # the DeepSpeed config (GRPOConfig.deepspeed) of zero2
-    deepspeed: Optional[Dict[str, Any]] = None
+    deepspeed: dict[str, Any] | None = None
     # seconds a rank waits for the others at a collective (GRPOConfig.ddp_timeout): rank 0 evaluates alone
     timeout_s: int = MISSING
 
@@ -268,16 +268,16 @@ class LoggerConfig:
     # none: metrics.jsonl and summary.json only (always written) | wandb: also a W&B run per training run
     name: str = MISSING
     project: str = MISSING
-    entity: Optional[str] = None
+    entity: str | None = None
     # extra tags; the run's overrides are always added
-    tags: List[str] = MISSING
+    tags: list[str] = MISSING
     # null: the sweep (every run of one -m invocation shares it); a single run gets its own
-    group: Optional[str] = None
+    group: str | None = None
     # null: "trial" for the trials of an Optuna study (hparams_search=...), else "train"
-    job_type: Optional[str] = None
+    job_type: str | None = None
     # null: the overrides, e.g. "reward_mix=format,lora.r=16"
-    run_name: Optional[str] = None
-    notes: Optional[str] = None
+    run_name: str | None = None
+    notes: str | None = None
     # auto: online when W&B credentials are found, else offline | online | offline | disabled
     mode: str = MISSING
     # seconds to wait for the W&B server before falling back to offline
@@ -292,7 +292,7 @@ class Config:
     lora: LoraConfig = field(default_factory=LoraConfig)
     # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass: OmegaConf cannot add a
     # dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix validates terms.
-    reward_mix: Dict[str, Any] = MISSING
+    reward_mix: dict[str, Any] = MISSING
     # a reward that raises: `raise` stops the run naming reward, sample and completion; `skip` scores that
     # sample None for that reward and counts it (reward_failures/<name> in metrics, summary.json)
     reward_errors: str = MISSING

@@ -1,5 +1,6 @@
 """How a one-line message shows a value read from a user's file (JSON-like, on one line, cut short), and an
 exception another library raised (its first line)."""
+
 from __future__ import annotations
 
 import json

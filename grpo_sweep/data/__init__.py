@@ -7,6 +7,7 @@ Every other column of the data stays (TRL hands each to the rewards by name). Wi
 set, ``ground_truth`` and the ``data.ground_truth_column`` both hold the normalised answer (the text after the
 marker) and ``<ground_truth_column>_raw`` keeps the untouched text.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,11 @@ def _file_sources(data_cfg: Any) -> dict[str, Source | None]:
     named = {"validation": data_cfg.validation_split, "test": data_cfg.test_split}
     paths = {"validation": data_cfg.validation_path, "test": data_cfg.test_path}
     if train.kind != "saved_dict":
-        set_names = {f"data.{s}_split": n for s, n in (("train", data_cfg.train_split), *named.items())
-                     if n and not (s == "train" and n == "train")}
+        set_names = {
+            f"data.{s}_split": n
+            for s, n in (("train", data_cfg.train_split), *named.items())
+            if n and not (s == "train" and n == "train")
+        }
         if set_names:
             key, name = next(iter(set_names.items()))
             raise DataError(
@@ -109,7 +113,9 @@ def _file_sources(data_cfg: Any) -> dict[str, Source | None]:
 
 def _dict_split(source: Source, name: str, key: str) -> Source:
     if name not in source.splits:
-        raise DataError(f"data.{key}={name!r} is not a split of {str(source.path)!r}; its splits: {list(source.splits)}")
+        raise DataError(
+            f"data.{key}={name!r} is not a split of {str(source.path)!r}; its splits: {list(source.splits)}"
+        )
     return source.split(name, "data.path")
 
 
@@ -152,11 +158,14 @@ def load_splits(data_cfg: Any, need_ground_truth: bool, need_columns: dict[str, 
             try:
                 has_truth &= _check_columns(given[split], prompt_column, truth_column, need_truth, split)
             except UnicodeDecodeError as exc:  # Arrow holds the bytes as they were; Python reads them as UTF-8
-                raise DataError(f"the {split} data is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save its "
-                                "files as UTF-8") from None
+                raise DataError(
+                    f"the {split} data is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save its files as UTF-8"
+                ) from None
             _check_reward_columns(given[split].column_names, data_cfg, need_columns, split)
     given = _carve(given, _carve_sizes(data_cfg, given), data_cfg.seed, where)
-    splits = Splits(*(_to_prompts(given[s], data_cfg, prompt_column, truth_column if has_truth else None) for s in SPLITS))
+    splits = Splits(
+        *(_to_prompts(given[s], data_cfg, prompt_column, truth_column if has_truth else None) for s in SPLITS)
+    )
     limits = (data_cfg.max_train_samples, data_cfg.max_val_samples, data_cfg.max_test_samples)
     return Splits(*(ds.select(range(min(n, len(ds)))) if n else ds for ds, n in zip(splits, limits)))
 
@@ -171,7 +180,7 @@ def _carve(given: dict[str, Any], sizes: dict[str, tuple[Any, str]], seed: int, 
     out, start = dict(given), 0
     for split in ("test", "validation"):
         if split in counts:
-            out[split] = train.select(order[start:start + counts[split]])
+            out[split] = train.select(order[start : start + counts[split]])
             start += counts[split]
     out["train"] = train.select(order[start:])
     return out
@@ -224,10 +233,13 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
             if a[key] < 1:
                 raise DataError(f"data.arithmetic.{key}={a[key]}: every split needs at least 1 question")
         _check_reward_columns(list(ARITHMETIC_COLUMNS), data_cfg, need_columns, "train")
-        return DataCheck(reward_columns(list(ARITHMETIC_COLUMNS), data_cfg), _limited(a.n_train, data_cfg.max_train_samples))
+        return DataCheck(
+            reward_columns(list(ARITHMETIC_COLUMNS), data_cfg), _limited(a.n_train, data_cfg.max_train_samples)
+        )
     if data_cfg.source == "hub":
-        for split, (size, key) in _carve_sizes(data_cfg, {"validation": data_cfg.validation_split,
-                                                           "test": data_cfg.test_split}).items():
+        for split, (size, key) in _carve_sizes(
+            data_cfg, {"validation": data_cfg.validation_split, "test": data_cfg.test_split}
+        ).items():
             check_size(size, key)
         return DataCheck(None, None)
     sources = _file_sources(data_cfg)
@@ -253,8 +265,14 @@ def _limited(rows: int, limit: int | None) -> int:
     return min(rows, limit) if limit else rows
 
 
-def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth: Any, which: str,
-                   place: Callable[[int], str] | None = None) -> bool:
+def _check_columns(
+    ds,
+    prompt_column: str,
+    truth_column: str | None,
+    need_truth: Any,
+    which: str,
+    place: Callable[[int], str] | None = None,
+) -> bool:
     """Raise a DataError naming what is missing or malformed; return whether a ground-truth column is there.
 
     ``need_truth``: falsy, True, or the reward that needs the ground truth (``rewards.mix.ColumnNeed``).
@@ -278,15 +296,19 @@ def _check_columns(ds, prompt_column: str, truth_column: str | None, need_truth:
         )
     for i, prompt in enumerate(ds[prompt_column]):
         if not _is_prompt(prompt):
-            raise DataError(f"{place(i)}: the prompt (data.prompt_column={prompt_column!r}) is {shown(prompt)}; give a "
-                            'string or a list of chat messages [{"role": ..., "content": ...}]')
+            raise DataError(
+                f"{place(i)}: the prompt (data.prompt_column={prompt_column!r}) is {shown(prompt)}; give a "
+                'string or a list of chat messages [{"role": ..., "content": ...}]'
+            )
     if not has_truth:
         return False
     truths = ds[truth_column]
     for i, truth in enumerate(truths):
         if not _is_truth(truth):
-            raise DataError(f"{place(i)}: the ground truth (data.ground_truth_column={truth_column!r}) is "
-                            f"{shown(truth)}; give a string or a number")
+            raise DataError(
+                f"{place(i)}: the ground truth (data.ground_truth_column={truth_column!r}) is "
+                f"{shown(truth)}; give a string or a number"
+            )
     if need_truth:
         missing = [i for i, v in enumerate(truths) if _no_truth(v)]
         if missing:
@@ -303,9 +325,13 @@ def _is_prompt(value: Any) -> bool:
     list of parts)."""
     if isinstance(value, str):
         return True
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, list))
-        for m in value
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), (str, list))
+            for m in value
+        )
     )
 
 
@@ -327,7 +353,9 @@ def _check_reward_columns(source_columns: list[str], data_cfg: Any, need_columns
             continue
         if hasattr(need, "missing"):
             raise DataError(need.missing(column, which, columns, has_truth))
-        raise DataError(f"reward {need!r} needs column {column!r}, which the {which} data lacks (columns: {', '.join(columns)})")
+        raise DataError(
+            f"reward {need!r} needs column {column!r}, which the {which} data lacks (columns: {', '.join(columns)})"
+        )
 
 
 def _to_prompts(ds, data_cfg, prompt_column: str, truth_column: str | None):

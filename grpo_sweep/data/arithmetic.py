@@ -1,4 +1,5 @@
 """The built-in task: integer arithmetic expressions such as ``(1 + 2) * 4`` with their values."""
+
 from __future__ import annotations
 
 import random
@@ -61,4 +62,4 @@ def arithmetic_splits(
                 f"asked for n_train + n_val + n_test = {total}; raise max_operand or max_operands"
             )
     rows = [{"question": question(e), "ground_truth": str(v)} for e, v in seen.items()]
-    return rows[n_test + n_val:], rows[n_test:n_test + n_val], rows[:n_test]
+    return rows[n_test + n_val :], rows[n_test : n_test + n_val], rows[:n_test]

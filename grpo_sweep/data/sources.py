@@ -4,6 +4,7 @@ A path is one file, a directory of shards of one format, or a directory that ``d
 (a ``Dataset``, or a ``DatasetDict`` of named splits). Telling them apart and reading rows for the login-node
 check need only the standard library and pyarrow; ``load`` (training) imports ``datasets``.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -41,7 +42,7 @@ class Source:
     format: str = ""
     splits: tuple[str, ...] = field(default=())
 
-    def split(self, name: str, key: str) -> "Source":
+    def split(self, name: str, key: str) -> Source:
         """A DatasetDict's split ``name`` (a save_to_disk Dataset directory of its own)."""
         return locate(str(self.path / name), key)
 
@@ -56,11 +57,15 @@ class Source:
 def locate(path: str | None, key: str) -> Source:
     """The Source at ``path`` (``key``: the config key that named it, for messages), or a one-line DataError."""
     if not path:
-        raise DataError(f"{key} is empty; give a .jsonl/.json/.csv/.parquet file or a directory of them, or a save_to_disk directory")
+        raise DataError(
+            f"{key} is empty; give a .jsonl/.json/.csv/.parquet file or a directory of them, or a save_to_disk directory"
+        )
     where = Path(path).expanduser()
     if where.is_file():
         if where.suffix.lower() not in FILE_FORMATS:
-            raise DataError(f"data file {str(where)!r} ({key}): unknown format {where.suffix!r}; use one of {sorted(FILE_FORMATS)}")
+            raise DataError(
+                f"data file {str(where)!r} ({key}): unknown format {where.suffix!r}; use one of {sorted(FILE_FORMATS)}"
+            )
         return Source(where, key, "file", (where,), FILE_FORMATS[where.suffix.lower()])
     if not where.is_dir():
         raise DataError(f"data file not found: {str(where)!r} ({key})")
@@ -68,23 +73,29 @@ def locate(path: str | None, key: str) -> Source:
         info = _saved_json(where / _DICT_FILE, key)
         splits = info.get("splits") if isinstance(info, dict) else None
         if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
-            raise DataError(f"{key}={str(where)!r}: its {_DICT_FILE} is {shown(info)}; save_to_disk writes "
-                            '{"splits": [<split names>]}')
+            raise DataError(
+                f"{key}={str(where)!r}: its {_DICT_FILE} is {shown(info)}; save_to_disk writes "
+                '{"splits": [<split names>]}'
+            )
         return Source(where, key, "saved_dict", splits=tuple(splits))
     if all((where / name).is_file() for name in _DATASET_FILES):
         state = _saved_json(where / "state.json", key)
         listed = state.get("_data_files") if isinstance(state, dict) else None
         names = [f.get("filename") if isinstance(f, dict) else None for f in listed] if isinstance(listed, list) else []
         if not names or not all(isinstance(n, str) for n in names):
-            raise DataError(f"{key}={str(where)!r}: its state.json is {shown(state)}; save_to_disk writes "
-                            '{"_data_files": [{"filename": ...}, ...]}')
+            raise DataError(
+                f"{key}={str(where)!r}: its state.json is {shown(state)}; save_to_disk writes "
+                '{"_data_files": [{"filename": ...}, ...]}'
+            )
         files = tuple(where / name for name in names)
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise DataError(f"{key}={str(where)!r}: its state.json names {missing[0]}, which is not there")
         return Source(where, key, "saved", files, "arrow")
     # Spark/Dask write _SUCCESS and .crc files beside the shards; a README may sit there too: only data files count
-    shards = sorted(f for f in where.iterdir() if f.is_file() and f.suffix.lower() in FILE_FORMATS and f.name[0] not in "._")
+    shards = sorted(
+        f for f in where.iterdir() if f.is_file() and f.suffix.lower() in FILE_FORMATS and f.name[0] not in "._"
+    )
     if not shards:
         raise DataError(
             f"{key}={str(where)!r} is a directory with no .jsonl/.json/.csv/.parquet files and no save_to_disk "
@@ -93,7 +104,9 @@ def locate(path: str | None, key: str) -> Source:
     formats = sorted({FILE_FORMATS[f.suffix.lower()] for f in shards})
     if len(formats) > 1:
         counts = ", ".join(f"{sum(FILE_FORMATS[f.suffix.lower()] == fmt for f in shards)} {fmt}" for fmt in formats)
-        raise DataError(f"{key}={str(where)!r} holds shards of several formats ({counts}); keep one format per directory")
+        raise DataError(
+            f"{key}={str(where)!r} holds shards of several formats ({counts}); keep one format per directory"
+        )
     return Source(where, key, "shards", tuple(shards), formats[0])
 
 
@@ -176,13 +189,14 @@ def _text(file: Path) -> str:
         data = file.read_bytes()
     except OSError as exc:
         raise DataError(f"{_at(file)} cannot be read: {exc.strerror or exc}") from None
-    data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
+    data = data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{_at(file, 'line', line)}: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
-                        "save the file as UTF-8") from None
+        raise DataError(
+            f"{_at(file, 'line', line)}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as UTF-8"
+        ) from None
 
 
 def _loads(text: str, file: Path) -> Any:
@@ -232,8 +246,9 @@ def _items(file: Path, items: list) -> tuple[list[dict], None]:
         return [{"text": item} for item in items], None
     for number, item in enumerate(items, 1):
         if not isinstance(item, dict):
-            raise DataError(f"{_at(file, 'item', number)}: expected a JSON object per item of the list, got "
-                            f"{shown(item)}")
+            raise DataError(
+                f"{_at(file, 'item', number)}: expected a JSON object per item of the list, got {shown(item)}"
+            )
     return items, None
 
 
@@ -265,8 +280,10 @@ def _read_csv(file: Path) -> tuple[str, list[dict], Any]:
             if not fields:
                 continue
             if len(fields) > len(header):
-                raise DataError(f"{_at(file, 'line', reader.line_num)}: {len(fields)} fields, but the header has "
-                                f"{len(header)} ({shown(header)})")
+                raise DataError(
+                    f"{_at(file, 'line', reader.line_num)}: {len(fields)} fields, but the header has "
+                    f"{len(header)} ({shown(header)})"
+                )
             rows.append({k: (v if v != "" else None) for k, v in zip(header, fields + [""] * len(header))})
             numbers.append(reader.line_num)
     except csv.Error as exc:

@@ -16,6 +16,7 @@ exception, even a CompactHydraException. Anything else the gate's checks raise i
 a reward term's own code that raised, named as the term, or the gate's bug; the user's Ctrl-C
 (``telling_interrupts_apart``) stops the launch. No torch is imported here.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,14 +31,14 @@ from hydra.errors import CompactHydraException, HydraException
 from omegaconf import OmegaConf, open_dict
 
 from ..adapters.hydra import is_config_group
-from ..config.show import first_line
 from ..backends.gpu_stack import engine_in_process
+from ..config.show import first_line
 from ..models import warn_tiny_on_other_data
-from .hub import resolve_hub
-from ..run.resume import ResumeError, check_same_run
 from ..run.distributed import check_world
 from ..run.redact import redact
+from ..run.resume import ResumeError, check_same_run
 from ..run.validate import ConfigError, check_machine, validate
+from .hub import resolve_hub
 
 
 class Refused(ConfigError, CompactHydraException):
@@ -66,6 +67,7 @@ def check_run(cfg: Any, run_dir: Path | None, trains_here: bool) -> None:
 
 class Pressed:
     """Whether the user pressed Ctrl-C (SIGINT reached this process) while it lasted."""
+
     pressed = False
 
 
@@ -104,7 +106,7 @@ def _term_raising(exc: BaseException, cfg: Any) -> str | None:
     """The reward term (``reward_mix.<name>``) whose own code (its fn, factory or model) raised ``exc``."""
     origin = _raised_in(exc)
     mix = OmegaConf.select(cfg, "reward_mix", default=None) if cfg is not None else None
-    for name, term in (mix.items() if mix is not None else ()):
+    for name, term in mix.items() if mix is not None else ():
         for kind in ("factory", "fn", "model"):
             target = OmegaConf.select(term, kind, default=None) if OmegaConf.is_config(term) else None
             if isinstance(target, str) and target.replace(":", ".") == origin:
@@ -119,15 +121,21 @@ def unexpected(exc: BaseException, where: str, cfg: Any, pressed: Pressed) -> Ba
     term's code that raised (even KeyboardInterrupt or SystemExit) named as the term, anything else as the gate's
     bug. No input of the user's gets a traceback."""
     own_exit = isinstance(exc, SystemExit) and str(exc.code).startswith("grpo-sweep: ")
-    if (own_exit or isinstance(exc, (HydraException, GeneratorExit)) or os.environ.get("HYDRA_FULL_ERROR") == "1"
-            or (isinstance(exc, KeyboardInterrupt) and pressed.pressed)):
+    if (
+        own_exit
+        or isinstance(exc, (HydraException, GeneratorExit))
+        or os.environ.get("HYDRA_FULL_ERROR") == "1"
+        or (isinstance(exc, KeyboardInterrupt) and pressed.pressed)
+    ):
         return exc
     what = f"{type(exc).__name__}: {first_line(exc)}" if str(exc).strip() else type(exc).__name__
     term = _term_raising(exc, cfg)
     if term:
         return f"grpo-sweep: {where + ': ' if where else ''}{term} raised {what} at the gate"
-    return (f"grpo-sweep: the gate failed{' on ' + where if where else ''}: {what} (a bug: please report; "
-            "HYDRA_FULL_ERROR=1 shows the trace)")
+    return (
+        f"grpo-sweep: the gate failed{' on ' + where if where else ''}: {what} (a bug: please report; "
+        "HYDRA_FULL_ERROR=1 shows the trace)"
+    )
 
 
 _OMEGACONF_DETAIL = re.compile(r"(full_key|reference_type|object_type)[:=]\s*(.*)")
@@ -180,8 +188,10 @@ ONE_PROCESS_PER_RUN = "hydra/launcher=submitit_local or hydra/launcher=slurm (a 
 
 
 def _engine_refusal(engine: str, how: str, fix: str) -> str:
-    return (f"{engine} starts a vLLM engine that its process cannot free (vllm-project/vllm#21073), and {how}, "
-            f"so the next run there would run out of GPU memory; {fix}, or set backend.fast_inference=false")
+    return (
+        f"{engine} starts a vLLM engine that its process cannot free (vllm-project/vllm#21073), and {how}, "
+        f"so the next run there would run out of GPU memory; {fix}, or set backend.fast_inference=false"
+    )
 
 
 def process_per_run(launcher: Any) -> bool:
@@ -209,9 +219,13 @@ def check_study_engine(cfg: Any, n_trials: int, seeds_per_trial: int) -> None:
     refuse a study whose runs start a vLLM engine unless it trains one run in all. Raises ConfigError."""
     engine = engine_in_process(cfg)
     if engine and n_trials * seeds_per_trial > 1:
-        how = (f"an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials="
-               f"{n_trials}, seeds_per_trial={seeds_per_trial})")
-        raise ConfigError(_engine_refusal(engine, how, f"search with a grid (-m without hparams_search) on {ONE_PROCESS_PER_RUN}"))
+        how = (
+            f"an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials="
+            f"{n_trials}, seeds_per_trial={seeds_per_trial})"
+        )
+        raise ConfigError(
+            _engine_refusal(engine, how, f"search with a grid (-m without hparams_search) on {ONE_PROCESS_PER_RUN}")
+        )
 
 
 def check_study_processes(cfg: Any, launcher: Any) -> None:
@@ -223,7 +237,8 @@ def check_study_processes(cfg: Any, launcher: Any) -> None:
         raise ConfigError(
             f"distributed={cfg.distributed.strategy} in an Optuna study on SLURM: a worker job runs the study's trial "
             "loop once per task; run the study on one machine (hydra/launcher=local, pool or submitit_local), where "
-            "each worker starts its trials' processes (distributed.nproc_per_node)")
+            "each worker starts its trials' processes (distributed.nproc_per_node)"
+        )
 
 
 def _launcher_name(cfg: Any, launcher: Any) -> str:
@@ -236,8 +251,9 @@ def _key(num: int, overrides: Sequence[str]) -> tuple:
     return num, tuple(overrides)
 
 
-def plan_runs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
-              config: Any = None, loader: Any = None) -> list[Path]:
+def plan_runs(
+    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, config: Any = None, loader: Any = None
+) -> list[Path]:
     """Compose every run as its job will, check it (``check_run``) and the launcher's resources; return each
     run's directory. The first bad run raises Refused naming it and its value: nothing has started then.
 
@@ -314,9 +330,10 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
     lists and hydra.* keys are composed by Hydra, as is any run whose values do not apply (Hydra then says why).
     The earlier config is reused, not copied (a copy is slow too): a yielded config holds until the next one.
     """
-    from ..adapters.hydra import apply_overrides, overrides_dirname
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException
+
+    from ..adapters.hydra import apply_overrides, overrides_dirname
 
     parser = OverridesParser.create()
     composed: dict[tuple, Any] = {}
@@ -344,7 +361,9 @@ def compose_runs(loader: Any, master: Any, job_overrides: Sequence[Sequence[str]
             app = [o for o in parsed if not o.is_hydra_override()]
             cfg.hydra.overrides.task = [o.input_line for o in app]
             dirname = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = overrides_dirname(app, dirname.exclude_keys, dirname.item_sep, dirname.kv_sep)
+            cfg.hydra.job.override_dirname = overrides_dirname(
+                app, dirname.exclude_keys, dirname.item_sep, dirname.kv_sep
+            )
         yield cfg
 
 

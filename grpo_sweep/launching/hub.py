@@ -15,6 +15,7 @@ launcher hands to its jobs (in-process runs, pool workers, submitit's local jobs
 ``--export=ALL``): the jobs then read the cache without asking the hub. The hub library here is
 ``huggingface_hub`` (light); ``datasets`` runs in a subprocess, so this process imports neither it nor torch.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..adapters.hf_hub import go_offline
-from ..rewards.mix import terms
 from ..rewards import RewardError
+from ..rewards.mix import terms
 from ..rewards.reward_model import check_config_file, hub_sources, is_local
 from ..run.validate import ConfigError
 
@@ -64,8 +65,9 @@ def reward_model_ids(cfg: Any) -> list[tuple[str, str]]:
     """(config key, hub id) for every reward model of the mix (and its tokenizer) that is not on this machine."""
     mix = cfg.get("reward_mix") or {}
     mix = OmegaConf.to_container(mix, resolve=True) if OmegaConf.is_config(mix) else mix
-    return [source for term in terms(mix) if term.model
-            for source in hub_sources(term.name, term.target, term.model_args)]
+    return [
+        source for term in terms(mix) if term.model for source in hub_sources(term.name, term.target, term.model_args)
+    ]
 
 
 def _offline() -> bool:
@@ -75,15 +77,17 @@ def _offline() -> bool:
 
 def _ways_out(kind: str, repo_id: str, key: str = "model.name_or_path") -> str:
     fix = f"{key}=<local dir>" if kind == "model" else "data.source=file data.path=<local dir or file>"
-    return (f"run this launch once on a machine that reaches the hub (it fetches {repo_id!r} into the HF cache the "
-            f"nodes share, $HF_HOME), or use {fix}")
+    return (
+        f"run this launch once on a machine that reaches the hub (it fetches {repo_id!r} into the HF cache the "
+        f"nodes share, $HF_HOME), or use {fix}"
+    )
 
 
 def _reachable(kind: str, repo_id: str, key: str | None = None) -> bool:
     """Whether the hub answers for ``repo_id`` (False: no network); an id the hub does not know is a ConfigError.
     ``key``: the config key that names it (default: the policy's or the dataset's)."""
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, HFValidationError, HfHubHTTPError, RepositoryNotFoundError
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError
 
     key = key or ("model.name_or_path" if kind == "model" else "data.path")
     info = HfApi().model_info if kind == "model" else HfApi().dataset_info
@@ -92,12 +96,15 @@ def _reachable(kind: str, repo_id: str, key: str | None = None) -> bool:
     except HFValidationError:
         raise ConfigError(f"{key}={repo_id!r} is neither a path on this machine nor a hub id (org/name)") from None
     except (GatedRepoError, RepositoryNotFoundError):
-        raise ConfigError(f"{key}={repo_id!r} is not a {kind} on the hub, or is gated or private (then set HF_TOKEN "
-                          f"in the environment)") from None
+        raise ConfigError(
+            f"{key}={repo_id!r} is not a {kind} on the hub, or is gated or private (then set HF_TOKEN "
+            f"in the environment)"
+        ) from None
     except HfHubHTTPError as exc:
         if exc.response is not None and exc.response.status_code < 500:
-            raise ConfigError(f"{key}={repo_id!r}: the hub answered {exc.response.status_code} "
-                              f"({str(exc).strip().splitlines()[0]})") from None
+            raise ConfigError(
+                f"{key}={repo_id!r}: the hub answered {exc.response.status_code} ({str(exc).strip().splitlines()[0]})"
+            ) from None
         return False
     except Exception:  # no route, no name service, a timeout: the cache is all there is
         return False
@@ -115,18 +122,19 @@ def _resolve_model(repo_id: str, online: bool, key: str = "model.name_or_path") 
             snapshot_download(repo_id, local_files_only=True)
     except LocalEntryNotFoundError:
         where = "HF_HUB_OFFLINE is set" if _offline() else "the hub cannot be reached from this machine"
-        raise ConfigError(f"{key}={repo_id!r} is not in the HF cache and {where}: "
-                          f"{_ways_out('model', repo_id, key)}") from None
+        raise ConfigError(
+            f"{key}={repo_id!r} is not in the HF cache and {where}: {_ways_out('model', repo_id, key)}"
+        ) from None
     except OSError as exc:  # a download cut short, a full disk
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{key}={repo_id!r} could not be fetched ({first}): "
-                          f"{_ways_out('model', repo_id, key)}") from None
+        raise ConfigError(
+            f"{key}={repo_id!r} could not be fetched ({first}): {_ways_out('model', repo_id, key)}"
+        ) from None
 
 
 # datasets' own download (and preparation into its cache); offline, the cached copy or an error
 _DATASET_SCRIPT = (
-    "import sys, datasets\n"
-    "datasets.load_dataset_builder(sys.argv[1], sys.argv[2] or None).download_and_prepare()\n"
+    "import sys, datasets\ndatasets.load_dataset_builder(sys.argv[1], sys.argv[2] or None).download_and_prepare()\n"
 )
 
 
@@ -134,11 +142,17 @@ def _resolve_dataset(repo_id: str, subset: str | None, online: bool) -> None:
     offline = not online
     env = {**os.environ, OFFLINE_ENV: "1" if offline else "0"}
     try:
-        done = subprocess.run([sys.executable, "-c", _DATASET_SCRIPT, repo_id, subset or ""], env=env,
-                              capture_output=True, text=True, timeout=DATASET_TIMEOUT)
+        done = subprocess.run(
+            [sys.executable, "-c", _DATASET_SCRIPT, repo_id, subset or ""],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DATASET_TIMEOUT,
+        )
     except subprocess.TimeoutExpired:
-        raise ConfigError(f"data.path={repo_id!r}: its download took over {DATASET_TIMEOUT} s: "
-                          f"{_ways_out('dataset', repo_id)}") from None
+        raise ConfigError(
+            f"data.path={repo_id!r}: its download took over {DATASET_TIMEOUT} s: {_ways_out('dataset', repo_id)}"
+        ) from None
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         last = lines[-1] if lines else f"exit status {done.returncode}"

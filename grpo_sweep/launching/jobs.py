@@ -1,5 +1,6 @@
 """A submitted sweep's jobs: jobs.json (each run's number, job id, run dir and overrides, which launching/submit.py
 writes) and what SLURM says of them (``sacct``), for status, resubmit and the seeds sweeper's driver."""
+
 from __future__ import annotations
 
 import re
@@ -9,9 +10,20 @@ import subprocess
 JOBS = "jobs.json"  # in the sweep dir: each run's number, job id, run dir and overrides (launching/submit.py writes it)
 
 # SLURM states of a job that ended; without a summary.json it ended without finishing its run
-SLURM_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
+SLURM_ENDED = (
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+)
 
 _ARRAY_TASKS = re.compile(r"(\d+)_\[([^\]]*)\]")
+
 
 def array_tasks(job_id: str) -> list[str]:
     """sacct's line for an array's pending tasks, ``4242_[5-9,12%64]``, as task ids; any other id as itself."""
@@ -26,6 +38,7 @@ def array_tasks(job_id: str) -> list[str]:
             tasks += [f"{base}_{n}" for n in range(int(first), int(last or first) + 1)]
     return tasks
 
+
 def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
     """job id -> (current SLURM state, times requeued), from one sacct call; empty where sacct is not there.
 
@@ -39,7 +52,10 @@ def slurm_jobs(job_ids: list[str]) -> dict[str, tuple[str, int]]:
     try:
         out = subprocess.run(
             ["sacct", "-X", "-n", "-P", "--duplicates", "-o", "JobID,State", "-j", ",".join(asked)],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
         return {}

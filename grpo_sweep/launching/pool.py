@@ -14,6 +14,7 @@ Before any worker starts, every run of the batch passes the gate (grpo_sweep/lau
 On a machine with NVIDIA GPUs there is one worker per GPU (at most), each pinned to its own GPU through
 CUDA_VISIBLE_DEVICES before it imports torch; the CPU cores otherwise.
 """
+
 from __future__ import annotations
 
 import logging
@@ -95,9 +96,9 @@ def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
+
     from ..adapters.hydra import joblib_execute_job
     from ..adapters.loky import get_reusable_executor, worker_exit_codes
-
     from .submit import lost_run_return
 
     run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: every run passes, or none starts
@@ -108,8 +109,13 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     gpus = visible_gpus()
     workers = pool_size(launcher.n_jobs, len(job_overrides), gpus)
     where = f"each on its own GPU of {', '.join(gpus)}" if gpus else "on the CPUs"
-    log.info("Launching %d runs on %d worker processes %s, sweep output dir: %s", len(job_overrides), workers, where,
-             sweep_dir)
+    log.info(
+        "Launching %d runs on %d worker processes %s, sweep output dir: %s",
+        len(job_overrides),
+        workers,
+        where,
+        sweep_dir,
+    )
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
         log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
     state = Singleton.get_state()
@@ -122,24 +128,37 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         def submit(index: int):
             # the same executor while its workers live; a new one after a worker died (loky's reuse rule). Idle
             # workers stay 5 minutes (loky's default is 10 s), so a later batch finds them with torch imported.
-            executor = get_reusable_executor(max_workers=max_workers, timeout=300,
-                                             env={WORKERS_ENV: str(workers)}, **pinning)
-            return executor.submit(joblib_execute_job, initial_job_idx + index, job_overrides[index], launcher.hydra_context,
-                                   launcher.config, launcher.task_function, state)
+            executor = get_reusable_executor(
+                max_workers=max_workers, timeout=300, env={WORKERS_ENV: str(workers)}, **pinning
+            )
+            return executor.submit(
+                joblib_execute_job,
+                initial_job_idx + index,
+                job_overrides[index],
+                launcher.hydra_context,
+                launcher.config,
+                launcher.task_function,
+                state,
+            )
+
         return submit
 
     results, lost = _drain(submitter(workers), range(len(job_overrides)), workers)
     if lost:
-        log.warning("a worker process died with runs %s in flight; running them again one at a time",
-                    ", ".join(str(initial_job_idx + i) for i, _ in lost))
+        log.warning(
+            "a worker process died with runs %s in flight; running them again one at a time",
+            ", ".join(str(initial_job_idx + i) for i, _ in lost),
+        )
         again, lost = _drain(submitter(1), [i for i, _ in lost], 1)
         results.update(again)
     for index, exc in lost:
         overrides = list(job_overrides[index])
         run_dir = run_dirs[index]
         codes = worker_exit_codes(exc)
-        error = (f"its worker process died ({codes or type(exc).__name__}) while it ran, and "
-                 "again when it ran alone: killed for memory? a crash in native code?")
+        error = (
+            f"its worker process died ({codes or type(exc).__name__}) while it ran, and "
+            "again when it ran alone: killed for memory? a crash in native code?"
+        )
         log.error("run %d (%s): %s", initial_job_idx + index, " ".join(overrides), error)
         results[index] = lost_run_return(overrides, run_dir, error, str(exc))
     return [results[i] for i in range(len(job_overrides))]

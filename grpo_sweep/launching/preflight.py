@@ -6,6 +6,7 @@ the task's own check would come too late to keep that). A sweep is gated by its 
 (``gate.py`` says which calls it where); only a sweeper that does not gate its sweep itself gets its base
 config checked here. No torch is imported here.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +16,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .gate import check_config, check_run, stop, telling_interrupts_apart, unexpected
 from ..run.redact import redact
 from ..run.validate import ConfigError
+from .gate import check_config, check_run, stop, telling_interrupts_apart, unexpected
 
 
 def _job_config(config: DictConfig) -> DictConfig:
@@ -45,9 +46,11 @@ class Preflight(Callback):
         if launcher and launcher not in ("local", "grpo_basic", "basic"):
             # Hydra starts a launcher only for -m: without it this run would train here, not where the command says
             # (a launcher chosen in a config file is a sweep's default, and a single run trains here as usual)
-            raise SystemExit(f"grpo-sweep: hydra/launcher={launcher} starts the runs of a sweep (-m); add -m to run "
-                             f"this one there (python launch.py -m hydra/launcher={launcher} ...), or drop "
-                             "hydra/launcher to train it here")
+            raise SystemExit(
+                f"grpo-sweep: hydra/launcher={launcher} starts the runs of a sweep (-m); add -m to run "
+                f"this one there (python launch.py -m hydra/launcher={launcher} ...), or drop "
+                "hydra/launcher to train it here"
+            )
         job = _job_config(config)
         _gate(lambda: check_run(job, Path(config.hydra.run.dir), trains_here=True), job)
 

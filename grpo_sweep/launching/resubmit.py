@@ -8,6 +8,7 @@ would train into the same run directory). Everything else is queued: failed runs
 result, runs never started. The training process still skips a completed run (app.run_task) should one be
 queued by another way. No torch here.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,19 @@ from ..run.results import read_run_summary
 from .jobs import JOBS, slurm_jobs
 
 # SLURM states of a job that will still run (or is running) its run
-SLURM_LIVE = ("PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED",
-              "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING")
+SLURM_LIVE = (
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SUSPENDED",
+    "COMPLETING",
+    "CONFIGURING",
+    "STAGE_OUT",
+    "SIGNALING",
+)
 
 
 @dataclass(frozen=True)

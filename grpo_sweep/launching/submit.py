@@ -3,6 +3,7 @@
 Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/launching/gate.py) before
 one is queued.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-
-from .gate import Refused
 from ..adapters.submitit import executor_kind, job_arguments, make_executor, requeue, run_job
 from ..run.context import launch_import_path, use_import_path
 from ..run.files import write_json_atomic
 from ..run.results import record_failure
+from .gate import Refused
 from .resubmit import JOBS, describe, skipped_runs
 
 log = logging.getLogger(__name__)
@@ -53,9 +53,11 @@ def run_world(params: dict, executor: str, cfg: Any) -> tuple[int | None, int, i
     gpus = params.get("gpus_per_node") or 0
     if executor != "slurm":
         if tasks != 1:
-            raise SubmitError(f"hydra.launcher.tasks_per_node={tasks} on submitit_local: a job is one run, whose "
-                              "processes it starts itself; set distributed=ddp distributed.nproc_per_node="
-                              f"{tasks} and keep tasks_per_node=1")
+            raise SubmitError(
+                f"hydra.launcher.tasks_per_node={tasks} on submitit_local: a job is one run, whose "
+                "processes it starts itself; set distributed=ddp distributed.nproc_per_node="
+                f"{tasks} and keep tasks_per_node=1"
+            )
         return nproc, 1, None
     if strategy == "none":
         if tasks * nodes > 1:
@@ -68,12 +70,17 @@ def run_world(params: dict, executor: str, cfg: Any) -> tuple[int | None, int, i
             log.warning(
                 "hydra.launcher.gpus_per_node=%d: a run is one process and trains on one GPU; the other %d stay idle. "
                 "One run over them: distributed=ddp hydra.launcher.tasks_per_node=%d; one run per GPU: "
-                "gpus_per_node=1", gpus, gpus - 1, gpus,
+                "gpus_per_node=1",
+                gpus,
+                gpus - 1,
+                gpus,
             )
         return 1, 1, gpus
     if nproc is not None and nproc != tasks:
-        raise SubmitError(f"distributed.nproc_per_node={nproc} but hydra.launcher.tasks_per_node={tasks}: on SLURM "
-                          "each process of a run is a task; set them equal, or distributed.nproc_per_node=null")
+        raise SubmitError(
+            f"distributed.nproc_per_node={nproc} but hydra.launcher.tasks_per_node={tasks}: on SLURM "
+            "each process of a run is a task; set them equal, or distributed.nproc_per_node=null"
+        )
     return tasks * nodes, nodes, gpus
 
 
@@ -132,22 +139,36 @@ def check_partition_fit(params: dict, nodes: list[Node]) -> None:
     most_gpus = max(n.gpus for n in nodes)
     asked = {  # key: (what the job asks, the most a node has, the value that fits)
         "gpus_per_node": (params.get("gpus_per_node") or 0, most_gpus, most_gpus or "null"),
-        "cpus_per_task": ((params.get("cpus_per_task") or 1) * (params.get("tasks_per_node") or 1),
-                          max(n.cpus for n in nodes), max(n.cpus for n in nodes) // (params.get("tasks_per_node") or 1)),
-        "mem_gb": (params.get("mem_gb") or 0, max(n.mem_mb for n in nodes) // 1024, max(n.mem_mb for n in nodes) // 1024),
+        "cpus_per_task": (
+            (params.get("cpus_per_task") or 1) * (params.get("tasks_per_node") or 1),
+            max(n.cpus for n in nodes),
+            max(n.cpus for n in nodes) // (params.get("tasks_per_node") or 1),
+        ),
+        "mem_gb": (
+            params.get("mem_gb") or 0,
+            max(n.mem_mb for n in nodes) // 1024,
+            max(n.mem_mb for n in nodes) // 1024,
+        ),
     }
     tasks = params.get("tasks_per_node") or 1
     for key, (want, most, fix) in asked.items():
         if want > most:
-            shown = f"cpus_per_task x tasks_per_node = {want}" if key == "cpus_per_task" and tasks > 1 else f"{key}={want}"
+            shown = (
+                f"cpus_per_task x tasks_per_node = {want}" if key == "cpus_per_task" and tasks > 1 else f"{key}={want}"
+            )
             raise SubmitError(
                 f"hydra.launcher.{shown}: no node of {where} has that many (its nodes: {offered}); set "
                 f"hydra.launcher.{key}={fix}, or hydra/launcher=slurm_local on the local SLURM of scripts/slurm_local.sh"
             )
-    wanted_nodes, fitting = params.get("nodes") or 1, sum(n.count for n in nodes if n.gpus >= (params.get("gpus_per_node") or 0))
+    wanted_nodes, fitting = (
+        params.get("nodes") or 1,
+        sum(n.count for n in nodes if n.gpus >= (params.get("gpus_per_node") or 0)),
+    )
     if wanted_nodes > fitting:
-        raise SubmitError(f"hydra.launcher.nodes={wanted_nodes}: {where} has {fitting} node(s) that can take the job "
-                          f"(its nodes: {offered}); set hydra.launcher.nodes={max(1, fitting)}")
+        raise SubmitError(
+            f"hydra.launcher.nodes={wanted_nodes}: {where} has {fitting} node(s) that can take the job "
+            f"(its nodes: {offered}); set hydra.launcher.nodes={max(1, fitting)}"
+        )
 
 
 def record_jobs(sweep_dir: Path, entries: list[dict], unless_known: Sequence[dict] = ()) -> None:
@@ -174,9 +195,9 @@ def lost_run_return(overrides: Sequence[str], run_dir: Path, error: str, detail:
 def record_lost_jobs(sweep_dir: Path) -> None:
     """A detached sweep's runs whose SLURM job ended without a summary, recorded as failed runs (as the attached
     launch records them, ``lost_run_return``): the seeds sweeper's next round must see them failed, not running."""
-    from .resubmit import SLURM_LIVE
     from ..reading.results import SweepResults
     from .jobs import slurm_jobs
+    from .resubmit import SLURM_LIVE
 
     path = Path(sweep_dir) / JOBS
     if not path.is_file():
@@ -189,9 +210,13 @@ def record_lost_jobs(sweep_dir: Path) -> None:
     for j in waiting:
         state = states.get(j["job_id"], (None, 0))[0]
         if state is not None and state not in SLURM_LIVE:
-            record_failure(Path(j["run_dir"]), f"job {j['job_id']} ended ({state}) without a result",
-                           j.get("overrides") or [], f"its log: {Path(sweep_dir) / '.submitit' / j['job_id']}",
-                           keep_recorded=True)
+            record_failure(
+                Path(j["run_dir"]),
+                f"job {j['job_id']} ended ({state}) without a result",
+                j.get("overrides") or [],
+                f"its log: {Path(sweep_dir) / '.submitit' / j['job_id']}",
+                keep_recorded=True,
+            )
 
 
 def local_parallelism(launcher: Any) -> int | None:
@@ -288,20 +313,34 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         jobs = _start_throttled(executor, job_fn, job_params, limit, sweep_dir, queued_dirs)
     else:
         jobs = executor.map_array(job_fn, *zip(*job_params))
-    record_jobs(sweep_dir, _job_entries(jobs, queued_dirs, job_params),
-                [{"num": nums[i], "job_id": None, "run_dir": str(run_dirs[i]), "overrides": list(job_overrides[i])}
-                 for i, num in enumerate(nums) if num in skipped])
+    record_jobs(
+        sweep_dir,
+        _job_entries(jobs, queued_dirs, job_params),
+        [
+            {"num": nums[i], "job_id": None, "run_dir": str(run_dirs[i]), "overrides": list(job_overrides[i])}
+            for i, num in enumerate(nums)
+            if num in skipped
+        ],
+    )
 
-    done = {num: JobReturn(overrides=list(job_overrides[i]), status=JobStatus.COMPLETED,
-                           _return_value=skipped[num].objective) for i, num in enumerate(nums) if num in skipped}
+    done = {
+        num: JobReturn(
+            overrides=list(job_overrides[i]), status=JobStatus.COMPLETED, _return_value=skipped[num].objective
+        )
+        for i, num in enumerate(nums)
+        if num in skipped
+    }
     if getattr(launcher, "detach", False):
         print(
-            f"Submitted {len(jobs)} jobs: {job_ids(jobs)}\n" + (f"{describe(skipped)}\n" if skipped else "")
+            f"Submitted {len(jobs)} jobs: {job_ids(jobs)}\n"
+            + (f"{describe(skipped)}\n" if skipped else "")
             + f"Sweep dir: {sweep_dir}\nCheck on it: python -m grpo_sweep.sweeps.status {sweep_dir}",
             flush=True,
         )
-        return [done.get(num) or JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None)
-                for num, o in zip(nums, job_overrides)]
+        return [
+            done.get(num) or JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None)
+            for num, o in zip(nums, job_overrides)
+        ]
 
     for job, run_dir, i in zip(jobs, queued_dirs, queued):
         overrides = job_overrides[i]
@@ -314,21 +353,25 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     return [done[num] for num in nums]
 
 
-def describe_plan(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
-                  run_dirs: list[Path]) -> str:
+def describe_plan(
+    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, run_dirs: list[Path]
+) -> str:
     """What each job of the batch would run, after the gate passed it (``hydra.launcher.dry_run=true``): its
     resources, its processes and where each trains, the vLLM server's GPUs, the generation batch."""
     from ..run.vllm_serving import server_gpus
     from .gate import compose_runs
 
     params = launcher.params
-    asks = " ".join(f"{key}={params.get(key)}" for key in ("nodes", "tasks_per_node", "gpus_per_node",
-                                                              "cpus_per_task", "mem_gb", "timeout_min", "partition")
-                    if params.get(key) is not None)
+    asks = " ".join(
+        f"{key}={params.get(key)}"
+        for key in ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min", "partition")
+        if params.get(key) is not None
+    )
     lines = [f"dry run ({executor_kind(launcher)}): {len(run_dirs)} job(s), each {asks}; nothing is submitted"]
     loader = launcher.hydra_context.config_loader
-    for num, (overrides, cfg, run_dir) in enumerate(zip(job_overrides, compose_runs(loader, launcher.config, job_overrides),
-                                                        run_dirs), start=initial_job_idx):
+    for num, (overrides, cfg, run_dir) in enumerate(
+        zip(job_overrides, compose_runs(loader, launcher.config, job_overrides), run_dirs), start=initial_job_idx
+    ):
         processes, nodes, gpus = run_world(params, executor_kind(launcher), cfg)
         processes = processes or 1
         per_node = processes // max(1, nodes)
@@ -339,8 +382,10 @@ def describe_plan(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
         where = "; ".join(f"node {n}: ranks {n * per_node}-{(n + 1) * per_node - 1} on {device}" for n in range(nodes))
         server = server_gpus(cfg)
         if server:
-            where += (f"; vLLM server on node 0, GPUs {gpus - server}-{gpus - 1} (tensor {trainer.vllm_server.tensor_parallel_size}"
-                      f" x data {trainer.vllm_server.data_parallel_size})")
+            where += (
+                f"; vLLM server on node 0, GPUs {gpus - server}-{gpus - 1} (tensor {trainer.vllm_server.tensor_parallel_size}"
+                f" x data {trainer.vllm_server.data_parallel_size})"
+            )
         lines.append(
             f"job {num} ({' '.join(overrides) or 'defaults'}): {processes} process(es), distributed="
             f"{cfg.distributed.strategy}; {where}; generation batch {processes} x {trainer.per_device_train_batch_size}"

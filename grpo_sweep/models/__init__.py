@@ -11,6 +11,7 @@ any data; otherwise it builds, saying why.
 The tiny model knows single-digit ``a op b`` arithmetic and nothing else: on other data it scores 0, which the gate
 says once per launch (``warn_tiny_on_other_data``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,8 @@ NOT_GENERATIVE = ("ForSequenceClassification", "ForTokenClassification", "ForQue
 TINY_ON_OTHER_DATA = (
     "grpo-sweep: warning: the tiny model knows only single-digit arithmetic (`6 * 3`): expect accuracy 0 on other "
     "data (here data.path={path!r}); it is for trying the workflow; use a hub model to get an answer "
-    "(experiment=cpu_qwen0_5b on a CPU, model=qwen2_5_0_5b_instruct on a GPU)")
+    "(experiment=cpu_qwen0_5b on a CPU, model=qwen2_5_0_5b_instruct on a GPU)"
+)
 # set once a launch warned: the jobs it starts (pool and Optuna workers, submitted jobs) inherit this process's
 # environment and do not warn again
 WARNED_ENV = "GRPO_SWEEP_WARNED_TINY"
@@ -73,13 +75,17 @@ def check_local_model(key: str, source: str) -> None:
     tokenizer (a hub id's copy is fetched and loaded on the machine that trains)."""
     path = Path(source).expanduser()
     if not path.is_dir():
-        raise ConfigError(f"{key}={source!r}: no such directory (a local model is a directory saved by save_pretrained)")
+        raise ConfigError(
+            f"{key}={source!r}: no such directory (a local model is a directory saved by save_pretrained)"
+        )
     if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
         return  # a PEFT adapter: its base model is named inside and loaded from there
     architectures = architectures_of(key, source, model_config(key, source, path, ConfigError), ConfigError)
     if architectures and all(a.endswith(NOT_GENERATIVE) for a in architectures):
-        raise ConfigError(f"{key}={source!r} is a {architectures[0]}, not a causal language model (*ForCausalLM): "
-                          "loaded as the policy it would get a new, random LM head")
+        raise ConfigError(
+            f"{key}={source!r} is a {architectures[0]}, not a causal language model (*ForCausalLM): "
+            "loaded as the policy it would get a new, random LM head"
+        )
     check_weights(key, source, path, ConfigError)
     check_tokenizer(key, source, path, ConfigError, "save the tokenizer beside the model (tokenizer.save_pretrained)")
 
@@ -114,16 +120,23 @@ def made_from(spec: TinySpec, system_prompt: str, held_out: tuple[str, ...]) -> 
     recipe (``recipe``), the system prompt and the questions its worked examples show."""
     from .warm import WarmTask, shown_questions
 
-    return {**recipe(spec), "system_prompt": system_prompt,
-            "shown": shown_questions(spec.warm_start.max_operand, WarmTask(system_prompt, tuple(held_out)))}
+    return {
+        **recipe(spec),
+        "system_prompt": system_prompt,
+        "shown": shown_questions(spec.warm_start.max_operand, WarmTask(system_prompt, tuple(held_out))),
+    }
 
 
 def recipe(spec: TinySpec) -> dict[str, Any]:
     """The warm start's code version, the random model it starts from (its cache name and settings) and its recipe."""
     from .warm import WARM_VERSION
 
-    return {"warm_version": WARM_VERSION, "base": tiny_model_path(spec).name, "tiny": base_settings(spec),
-            "warm_start": asdict(spec.warm_start)}
+    return {
+        "warm_version": WARM_VERSION,
+        "base": tiny_model_path(spec).name,
+        "tiny": base_settings(spec),
+        "warm_start": asdict(spec.warm_start),
+    }
 
 
 class Shipped(NamedTuple):
@@ -141,14 +154,18 @@ def shipped_warm_start(spec: TinySpec, system_prompt: str, held_out: tuple[str, 
     try:
         record = json.loads((root / PREBUILT_RECORD).read_text())
     except (OSError, ValueError) as exc:
-        return Shipped(None, f"the shipped warm start's record {root / PREBUILT_RECORD} cannot be read ({type(exc).__name__})")
+        return Shipped(
+            None, f"the shipped warm start's record {root / PREBUILT_RECORD} cannot be read ({type(exc).__name__})"
+        )
     why_not = differs_from(record.get("made_from") or {}, spec, system_prompt, held_out)
     if why_not:
         return Shipped(None, why_not)
     found = weights_sha256(root)
     if found != record.get("sha256"):
-        raise RuntimeError(f"the shipped tiny model in {root} hashes to {found}, not {record.get('sha256')} as "
-                           f"{PREBUILT_RECORD} says; reinstall grpo-sweep or set model.tiny.prebuilt=false to build it")
+        raise RuntimeError(
+            f"the shipped tiny model in {root} hashes to {found}, not {record.get('sha256')} as "
+            f"{PREBUILT_RECORD} says; reinstall grpo-sweep or set model.tiny.prebuilt=false to build it"
+        )
     return Shipped(root)
 
 
@@ -157,16 +174,26 @@ def differs_from(shipped: dict[str, Any], spec: TinySpec, system_prompt: str, he
     keys that differ and the shipped values; empty when nothing does."""
     this = recipe(spec)
     if shipped.get("warm_version") != this["warm_version"]:
-        return (f"this grpo-sweep's warm start (version {this['warm_version']}) is not the shipped build's "
-                f"(version {shipped.get('warm_version')})")
-    settings = [(f"model.tiny.{k}" if k != "max_position_embeddings" else "model.max_seq_length", v, shipped["tiny"].get(k))
-                for k, v in this["tiny"].items() if v != shipped["tiny"].get(k)]
-    settings += [(f"model.tiny.warm_start.{k}", v, shipped["warm_start"].get(k))
-                 for k, v in this["warm_start"].items() if v != shipped["warm_start"].get(k)]
+        return (
+            f"this grpo-sweep's warm start (version {this['warm_version']}) is not the shipped build's "
+            f"(version {shipped.get('warm_version')})"
+        )
+    settings = [
+        (f"model.tiny.{k}" if k != "max_position_embeddings" else "model.max_seq_length", v, shipped["tiny"].get(k))
+        for k, v in this["tiny"].items()
+        if v != shipped["tiny"].get(k)
+    ]
+    settings += [
+        (f"model.tiny.warm_start.{k}", v, shipped["warm_start"].get(k))
+        for k, v in this["warm_start"].items()
+        if v != shipped["warm_start"].get(k)
+    ]
     if settings:
         keys, values, were = zip(*settings)
-        return (f"{', '.join(f'{k}={v}' for k, v in zip(keys, values))} differ{'s' if len(keys) == 1 else ''} from "
-                f"the shipped warm start's ({', '.join(map(str, were))})")
+        return (
+            f"{', '.join(f'{k}={v}' for k, v in zip(keys, values))} differ{'s' if len(keys) == 1 else ''} from "
+            f"the shipped warm start's ({', '.join(map(str, were))})"
+        )
     if this["base"] != shipped.get("base"):
         return "this grpo-sweep builds the random tiny model differently from the shipped warm start's"
     if system_prompt != shipped.get("system_prompt"):
@@ -174,9 +201,11 @@ def differs_from(shipped: dict[str, Any], spec: TinySpec, system_prompt: str, he
     shown = set(shipped.get("shown", ()))
     seen = [q for q in dict.fromkeys(held_out) if q in shown]
     if seen:
-        return (f"{len(seen)} of this run's {len(set(held_out))} held-out questions ({seen[0]!r}, ...) were worked "
-                "examples in the shipped warm start, which holds out data=arithmetic's default validation and test "
-                "questions")
+        return (
+            f"{len(seen)} of this run's {len(set(held_out))} held-out questions ({seen[0]!r}, ...) were worked "
+            "examples in the shipped warm start, which holds out data=arithmetic's default validation and test "
+            "questions"
+        )
     return ""
 
 

@@ -3,6 +3,7 @@
 Tests and the CPU main job train this for real. The answer-format tags are single, *non-special* tokens:
 TRL decodes completions with ``skip_special_tokens=True``, which would silently delete special ones.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -66,7 +67,7 @@ class TinySpec:
     max_position_embeddings: int = 512
 
     @classmethod
-    def from_config(cls, tiny: Mapping[str, Any], max_position_embeddings: int) -> "TinySpec":
+    def from_config(cls, tiny: Mapping[str, Any], max_position_embeddings: int) -> TinySpec:
         """From ``model.tiny`` (a dict or DictConfig); a key it lacks keeps this class's default."""
         from omegaconf import DictConfig, OmegaConf
 

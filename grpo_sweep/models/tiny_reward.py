@@ -9,6 +9,7 @@ hidden state holds the fraction ``p`` of the text's tokens that are in ``tokens`
 the score is ``p / sqrt(1 + p**2)`` (the final RMSNorm's doing): it rises with every such token a completion adds,
 which a policy can learn in a few GRPO steps.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +43,17 @@ def build_reward_model(out: Path, tokens: tuple[str, ...] = DIGITS, spec: TinySp
         ids.append(encoded[0])
     hidden = spec.hidden_size
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_attention_heads,
-        intermediate_size=spec.intermediate_size, max_position_embeddings=spec.max_position_embeddings,
-        rms_norm_eps=1e-6, num_labels=1, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_attention_heads,
+        intermediate_size=spec.intermediate_size,
+        max_position_embeddings=spec.max_position_embeddings,
+        rms_norm_eps=1e-6,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
     )
     model = LlamaForSequenceClassification(config)
@@ -61,10 +69,10 @@ def build_reward_model(out: Path, tokens: tuple[str, ...] = DIGITS, spec: TinySp
         embed[:, 1] = 1.0
         embed[ids, 0], embed[ids, 1] = 1.0, 0.0
         attention = model.model.layers[0].self_attn
-        attention.v_proj.weight[0, 0] = hidden ** -0.5  # head 0's value: 1 for a preferred token, else 0
+        attention.v_proj.weight[0, 0] = hidden**-0.5  # head 0's value: 1 for a preferred token, else 0
         attention.o_proj.weight[2, 0] = 1.0  # its mean over the text, p, into dim 2
         # the MLPs and the later layers add nothing (their output projections are zero)
-        model.score.weight[0, 2] = hidden ** -0.5  # the score reads dim 2 after the final norm
+        model.score.weight[0, 2] = hidden**-0.5  # the score reads dim 2 after the final norm
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return Path(out)

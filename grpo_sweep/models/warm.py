@@ -25,6 +25,7 @@ recipe is judged over warm-start seeds, and the rate decays over the last ``deca
 settled (BENCHMARKS.md, "Issue 13, fourth session": ``bench/warm_start_seeds.py``). Cached by content hash next to
 the random model, built once when runs race (``tiny.build_cached``) on every core this process may use.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..data.arithmetic import question
-
 from .tiny import TinySpec, WarmStartSpec, build_cached, cache_root
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,16 @@ def warm_model_path(base: Path, warm: WarmStartSpec, task: WarmTask) -> Path:
     """The cache directory of the build: a hash of what makes it, of the held-out questions only those a worked
     example could ask (any others leave the build as it is)."""
     held_out = sorted(set(task.held_out) & corpus_questions(warm.max_operand))
-    key = json.dumps({"v": WARM_VERSION, "base": base.name, **asdict(warm), "system_prompt": task.system_prompt,
-                      "held_out": held_out}, sort_keys=True)
+    key = json.dumps(
+        {
+            "v": WARM_VERSION,
+            "base": base.name,
+            **asdict(warm),
+            "system_prompt": task.system_prompt,
+            "held_out": held_out,
+        },
+        sort_keys=True,
+    )
     return cache_root() / f"{base.name}-warm-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -144,8 +152,14 @@ def ensure_warm_model(base: Path, spec: TinySpec, task: WarmTask, why: str = "")
     def build(staging: Path) -> None:
         warm = spec.warm_start
         expected = warm.steps * SECONDS_PER_STEP * warm.batch_size / 128
-        log.info("%sbuilding the tiny model's warm start: %d steps, about %s on 2 free cores (longer on a busy "
-                 "machine); once, then cached in %s", f"{why}: " if why else "", warm.steps, _seconds(expected), path)
+        log.info(
+            "%sbuilding the tiny model's warm start: %d steps, about %s on 2 free cores (longer on a busy "
+            "machine); once, then cached in %s",
+            f"{why}: " if why else "",
+            warm.steps,
+            _seconds(expected),
+            path,
+        )
         started = time.perf_counter()
         _pretrain(base, warm, task, staging)
         log.info("warm start built in %s; cached in %s", _seconds(time.perf_counter() - started), path)
@@ -191,7 +205,9 @@ def lm_loss(model, rows: list[list[int]]):
         cache = out.past_key_values
         cache.batch_repeat_interleave(len(rows))
         full_mask = torch.cat([torch.ones((len(rows), prefix), dtype=torch.long), mask], dim=1)
-        hidden = decoder(input_ids=suffix, attention_mask=full_mask, past_key_values=cache, use_cache=True).last_hidden_state
+        hidden = decoder(
+            input_ids=suffix, attention_mask=full_mask, past_key_values=cache, use_cache=True
+        ).last_hidden_state
         keep = mask[:, 1:] == 1
         total = total + F.cross_entropy(head(hidden[:, :-1][keep]).float(), suffix[:, 1:][keep], reduction="sum")
         return total / targets
@@ -239,9 +255,9 @@ def _packed(rows: list[list[int]], capacity: int):
         at = 0
         for i in members:
             row = torch.tensor(rows[i], dtype=torch.long)
-            ids[line, at: at + len(row)] = row
-            positions[line, at: at + len(row)] = torch.arange(len(row))
-            labels[line, at + 1: at + len(row)] = row[1:]
+            ids[line, at : at + len(row)] = row
+            positions[line, at : at + len(row)] = torch.arange(len(row))
+            labels[line, at + 1 : at + len(row)] = row[1:]
             at += len(row)
         positions[line, at:] = torch.arange(width - at)
     return ids, positions, labels
@@ -270,8 +286,11 @@ def _pretrain(base: Path, warm: WarmStartSpec, task: WarmTask, out: Path) -> Non
 
     def chat_turn(asked: str, answer: str) -> list[int]:
         if (asked, answer) not in turns:
-            messages = [{"role": "system", "content": task.system_prompt}, {"role": "user", "content": asked},
-                        {"role": "assistant", "content": answer}]
+            messages = [
+                {"role": "system", "content": task.system_prompt},
+                {"role": "user", "content": asked},
+                {"role": "assistant", "content": answer},
+            ]
             [encoded] = encode([tokenizer.apply_chat_template(messages, tokenize=False)], add_special_tokens=False)
             turns[asked, answer] = encoded.ids
         return turns[asked, answer]
@@ -287,15 +306,21 @@ def _pretrain(base: Path, warm: WarmStartSpec, task: WarmTask, out: Path) -> Non
             table = facts(warm.max_operand)
             examples = example_operands(warm.max_operand, task)
             optimizer = torch.optim.AdamW(model.parameters(), lr=warm.learning_rate, weight_decay=0.0)
-            schedule = get_wsd_schedule(optimizer, 0, warm.decay_steps, num_training_steps=warm.steps) if warm.decay_steps else None
+            schedule = (
+                get_wsd_schedule(optimizer, 0, warm.decay_steps, num_training_steps=warm.steps)
+                if warm.decay_steps
+                else None
+            )
             model.train()
             every = max(1, round(warm.steps * PROGRESS_SHARE))
             started = time.perf_counter()
             for step in range(1, warm.steps + 1):
                 # a step is all chat or all facts, as a batch of one kind packs or shares its prefix best
                 if bool(examples) and rng.random() < warm.chat_fraction:
-                    rows = [chat_turn(*worked_example(rng, rng.choice(examples), warm.teacher_slip))
-                            for _ in range(warm.batch_size)]
+                    rows = [
+                        chat_turn(*worked_example(rng, rng.choice(examples), warm.teacher_slip))
+                        for _ in range(warm.batch_size)
+                    ]
                 else:
                     lines = [corpus_line(rng, table, warm.restate_fraction) for _ in range(warm.batch_size)]
                     rows = [e.ids for e in encode(lines, add_special_tokens=False)]
@@ -306,8 +331,13 @@ def _pretrain(base: Path, warm: WarmStartSpec, task: WarmTask, out: Path) -> Non
                 if schedule is not None:
                     schedule.step()
                 if step % every == 0 and step < warm.steps:
-                    log.info("warm start: step %d of %d (%.0f %%), %s", step, warm.steps, 100 * step / warm.steps,
-                             _seconds(time.perf_counter() - started))
+                    log.info(
+                        "warm start: step %d of %d (%.0f %%), %s",
+                        step,
+                        warm.steps,
+                        100 * step / warm.steps,
+                        _seconds(time.perf_counter() - started),
+                    )
     finally:
         torch.set_num_threads(threads)
     model.eval()

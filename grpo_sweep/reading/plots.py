@@ -17,6 +17,7 @@ none with 1. Colours follow the configurations' rank (best first) in every figur
 coloured and named, the rest are drawn in grey under one legend entry, so a figure stays legible at any sweep size.
 Reads only ``metrics.jsonl`` files (streamed); no torch.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,8 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..run.files import iter_jsonl
-from ..run.results import METRICS
 from ..run.record import VAL_ACCURACY, VAL_ACCURACY_LOGGED, WEIGHT_PREFIX
+from ..run.results import METRICS
 from .stats import t_quantile
 
 TOP_CONFIGS = 6
@@ -86,8 +87,10 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
     prefix = [0.0]
     for v in values:
         prefix.append(prefix[-1] + v)
-    return [(prefix[min(n, i + half + 1)] - prefix[max(0, i - half)]) / (min(n, i + half + 1) - max(0, i - half))
-            for i in range(n)]
+    return [
+        (prefix[min(n, i + half + 1)] - prefix[max(0, i - half)]) / (min(n, i + half + 1) - max(0, i - half))
+        for i in range(n)
+    ]
 
 
 def smoothing_window(points: int) -> int:
@@ -221,14 +224,22 @@ def config_label(rank: int, config: ConfigRuns, short=lambda label: label) -> st
 
 
 def _draw_band(ax, steps, mean, low, high, color, label, linewidth=1.6) -> None:
-    ax.plot(steps, mean, color=color, linewidth=linewidth, label=label, marker="o" if len(steps) <= 12 else None,
-            markersize=3)
+    ax.plot(
+        steps,
+        mean,
+        color=color,
+        linewidth=linewidth,
+        label=label,
+        marker="o" if len(steps) <= 12 else None,
+        markersize=3,
+    )
     if any(h > l for l, h in zip(low, high)):
         ax.fill_between(steps, low, high, color=color, alpha=0.18, linewidth=0)
 
 
-def plot_val_accuracy(configs: Sequence[ConfigRuns], curves: dict[str, Curve | None], out_path: Path,
-                      top: int = TOP_CONFIGS) -> str | None:
+def plot_val_accuracy(
+    configs: Sequence[ConfigRuns], curves: dict[str, Curve | None], out_path: Path, top: int = TOP_CONFIGS
+) -> str | None:
     """Validation accuracy over training steps per configuration (mean over seeds with the band); returns the title,
     or None (nothing written) when no run logged ``val/accuracy``.
 
@@ -270,13 +281,26 @@ def _finish_legend(ax, rest: int) -> None:
         handles.append(Line2D([], [], color=GREY, linewidth=0.8))
         labels.append(f"the other {rest} configurations")
     if handles:
-        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                  title="configuration (best validation first)", title_fontsize=7)
+        ax.legend(
+            handles,
+            labels,
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            frameon=False,
+            title="configuration (best validation first)",
+            title_fontsize=7,
+        )
 
 
-def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
-                      curves: dict[str, dict[str, Curve | None]], out_path: Path, top: int = TOP_CONFIGS,
-                      weights: dict[str, dict[str, tuple]] | None = None) -> str | None:
+def plot_reward_terms(
+    configs: Sequence[ConfigRuns],
+    names: Sequence[str],
+    curves: dict[str, dict[str, Curve | None]],
+    out_path: Path,
+    top: int = TOP_CONFIGS,
+    weights: dict[str, dict[str, tuple]] | None = None,
+) -> str | None:
     """One panel per reward term (``rewards/<name>/mean``, unweighted), each with its own y-axis; in each, the
     configurations whose runs logged that term, smoothed, mean over seeds with the band. Returns the title, or None
     when no term was logged. ``curves[label][name]``: ``curve`` of the configuration's runs for that term.
@@ -320,7 +344,7 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
         ax.set_ylabel("reward term (unweighted mean)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(present):]:
+    for ax in list(axes.flat)[len(present) :]:
         ax.axis("off")
     labels = sorted(handles, key=lambda label: int(label.split(" ", 1)[0][1:]))
     lines = [handles[label] for label in labels]
@@ -331,15 +355,30 @@ def plot_reward_terms(configs: Sequence[ConfigRuns], names: Sequence[str],
         labels.append(f"the other {len(rest)} configurations")
     smoothing = f"; moving average over {max(windows)} logged steps" if max(windows) > 1 else ""
     fig.tight_layout(rect=(0, 0, (4.6 * cols) / (4.6 * cols + 2.6), 1))
-    fig.legend(lines, labels, fontsize=7, loc="upper left", bbox_to_anchor=((4.6 * cols) / (4.6 * cols + 2.6), 0.98),
-               frameon=False, title="configuration (best validation first)", title_fontsize=7)
+    fig.legend(
+        lines,
+        labels,
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=((4.6 * cols) / (4.6 * cols + 2.6), 0.98),
+        frameon=False,
+        title="configuration (best validation first)",
+        title_fontsize=7,
+    )
     dashed = any(w for per in (weights or {}).values() for w in per.values())
     weighted = " Dashed: the term's scheduled weight, right axis." if dashed else ""
-    fig.text(0.01, -0.01, f"Each panel one reward term on its own y-axis. Line: mean over seeds; {BAND}{smoothing}."
-             f"{weighted}", fontsize=8, ha="left", va="top")
+    fig.text(
+        0.01,
+        -0.01,
+        f"Each panel one reward term on its own y-axis. Line: mean over seeds; {BAND}{smoothing}.{weighted}",
+        fontsize=8,
+        ha="left",
+        va="top",
+    )
     save_figure(fig, out_path)
-    return (f"Reward terms during training, one panel per term on its own scale (mean over seeds; {BAND}{smoothing})"
-            + ("; dashed, a scheduled term's weight" if dashed else ""))
+    return f"Reward terms during training, one panel per term on its own scale (mean over seeds; {BAND}{smoothing})" + (
+        "; dashed, a scheduled term's weight" if dashed else ""
+    )
 
 
 _VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "indistinguishable": "0.35", "reference": "black"}
@@ -357,9 +396,14 @@ def _as_row(row: Any) -> ForestRow:
     return ForestRow(row.config, row.delta, row.low, row.high, row.verdict)
 
 
-def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = None,
-                xlabel: str = "difference from the reference (test accuracy)",
-                interval_text: str = "95% family-wise interval", max_rows: int = MAX_FOREST_ROWS) -> str | None:
+def forest_plot(
+    rows: Iterable[Any],
+    out_path: Path,
+    reference: str | None = None,
+    xlabel: str = "difference from the reference (test accuracy)",
+    interval_text: str = "95% family-wise interval",
+    max_rows: int = MAX_FOREST_ROWS,
+) -> str | None:
     """Per configuration its difference from the reference as a point and its interval as a horizontal bar, a line
     at 0; coloured by verdict (better green, worse red, indistinguishable grey); the verdict and the numbers written
     on the right. Returns the title, or None (nothing written) for no rows.
@@ -375,8 +419,9 @@ def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = Non
     bad = [r for r in rows if r.low is not None and r.high is not None and r.low > r.high]
     if bad:
         raise ValueError(f"forest_plot: {bad[0].config!r} has low={bad[0].low} > high={bad[0].high}")
-    is_ref = [(r.config == reference) if reference is not None else _verdict_word(r.verdict) == "reference"
-              for r in rows]
+    is_ref = [
+        (r.config == reference) if reference is not None else _verdict_word(r.verdict) == "reference" for r in rows
+    ]
     total = len(rows)
     if total > max_rows:
         first = [i for i, r in enumerate(rows) if is_ref[i] or _verdict_word(r.verdict) in ("better", "worse")]
@@ -399,14 +444,24 @@ def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = Non
             note = row.verdict or "no comparison"
         else:
             if row.low is not None and row.high is not None:
-                ax.errorbar([row.delta], [y], xerr=[[row.delta - row.low], [row.high - row.delta]], fmt="o",
-                            color=color, ecolor=color, elinewidth=2, capsize=4, markersize=5)
+                ax.errorbar(
+                    [row.delta],
+                    [y],
+                    xerr=[[row.delta - row.low], [row.high - row.delta]],
+                    fmt="o",
+                    color=color,
+                    ecolor=color,
+                    elinewidth=2,
+                    capsize=4,
+                    markersize=5,
+                )
                 note = f"{_signed(row.delta)} [{_signed(row.low)}, {_signed(row.high)}]  {row.verdict}"
             else:
                 ax.plot([row.delta], [y], marker="o", color=color, markersize=5, linestyle="none", fillstyle="none")
                 note = f"{_signed(row.delta)} (no interval)  {row.verdict}"
-        ax.annotate(_short(note, 70), xy=(1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=7.5,
-                    color=color)
+        ax.annotate(
+            _short(note, 70), xy=(1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=7.5, color=color
+        )
     ax.axvline(0.0, color="0.3", linewidth=0.9, linestyle="--")
     short = abbreviate(r.config for r in rows)
     ax.set_yticks(ys, [_short(short(r.config), 56) for r in rows], fontsize=8)
@@ -414,8 +469,11 @@ def forest_plot(rows: Iterable[Any], out_path: Path, reference: str | None = Non
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_xlabel(xlabel, fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    shown = f" ({len(rows)} of {total} configurations: the reference, every better/worse, then in order)" \
-        if len(rows) < total else ""
+    shown = (
+        f" ({len(rows)} of {total} configurations: the reference, every better/worse, then in order)"
+        if len(rows) < total
+        else ""
+    )
     ax.set_title(f"Difference from the reference, {interval_text}{shown}", fontsize=10)
     save_figure(fig, out_path)
     return f"Difference from the reference per configuration, {interval_text} (forest plot){shown}"
@@ -433,9 +491,14 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "param"
 
 
-def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
-                      highlight: Iterable[int] = (), metric: tuple[str, str | None] = (VAL_ACCURACY, "test_accuracy"),
-                      scale: str | None = None) -> str | None:
+def plot_by_parameter(
+    param: str,
+    runs: Sequence[RunPoint],
+    out_path: Path,
+    highlight: Iterable[int] = (),
+    metric: tuple[str, str | None] = (VAL_ACCURACY, "test_accuracy"),
+    scale: str | None = None,
+) -> str | None:
     """Validation and test accuracy (two panels, the test one when some run has it) against one swept parameter:
     each run a point (spread sideways, the same on every report), each value's mean and interval (95 % t, min-max
     for 2 runs) an error bar, never a line between values. ``highlight``: indexes into ``runs`` drawn as stars
@@ -447,10 +510,11 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
     if not points:
         return None
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v, _, _ in points)
-    values = sorted({v for v, _, _ in points}, key=lambda v: (v if numeric else str(v)))
+    values = sorted({v for v, _, _ in points}, key=lambda v: v if numeric else str(v))
     slots = not numeric or (scale is None and len(values) <= MAX_SLOTS)
-    val_name, test_name = (("validation accuracy", "test accuracy") if metric[0] == VAL_ACCURACY
-                           else (metric[0], metric[1] or "test"))
+    val_name, test_name = (
+        ("validation accuracy", "test accuracy") if metric[0] == VAL_ACCURACY else (metric[0], metric[1] or "test")
+    )
     panels = [("val", val_name)]
     if metric[1] and any(r.test is not None for _, _, r in points):
         panels.append(("test", test_name))
@@ -468,31 +532,49 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
             if y is None or not math.isfinite(y):
                 continue
             by_value.setdefault(value, []).append(y)
-            x = values.index(value) + (zlib.crc32(run.dir.name.encode()) % 1000 / 1000 - 0.5) * 0.36 if slots \
-                else value
+            x = values.index(value) + (zlib.crc32(run.dir.name.encode()) % 1000 / 1000 - 0.5) * 0.36 if slots else value
             xs.append(x)
             ys.append(y)
             if i in highlight:
                 stars.append((x, y))
         per_slot = max(1.0, len(ys) / max(1, len(by_value)))
-        ax.scatter(xs, ys, s=12, alpha=max(0.15, min(0.6, 30 / per_slot)), color="tab:blue", linewidths=0,
-                   label="runs")
+        ax.scatter(xs, ys, s=12, alpha=max(0.15, min(0.6, 30 / per_slot)), color="tab:blue", linewidths=0, label="runs")
         if slots:
             present = [k for k, v in enumerate(values) if by_value.get(v)]
             stats = [interval(by_value[values[k]]) for k in present]
             if present:
-                ax.errorbar([k + 0.32 for k in present], [s[0] for s in stats],
-                            yerr=[[s[0] - s[1] for s in stats], [s[2] - s[0] for s in stats]], fmt="D",
-                            color="black", markersize=5, capsize=4, elinewidth=1.4, linestyle="none",
-                            label="mean, 95% t-interval (min-max with 2 runs)")
-            ax.set_xticks(range(len(values)), [_short(_param(v), 24) for v in values], rotation=30 if len(values) > 4
-                          else 0, ha="right" if len(values) > 4 else "center", fontsize=8)
+                ax.errorbar(
+                    [k + 0.32 for k in present],
+                    [s[0] for s in stats],
+                    yerr=[[s[0] - s[1] for s in stats], [s[2] - s[0] for s in stats]],
+                    fmt="D",
+                    color="black",
+                    markersize=5,
+                    capsize=4,
+                    elinewidth=1.4,
+                    linestyle="none",
+                    label="mean, 95% t-interval (min-max with 2 runs)",
+                )
+            ax.set_xticks(
+                range(len(values)),
+                [_short(_param(v), 24) for v in values],
+                rotation=30 if len(values) > 4 else 0,
+                ha="right" if len(values) > 4 else "center",
+                fontsize=8,
+            )
             ax.set_xlim(-0.6, len(values) - 0.2)
         elif scale == "log" or (scale is None and xs and min(xs) > 0 and max(xs) / min(xs) >= 100):
             ax.set_xscale("log")
         if stars:
-            ax.scatter([p[0] for p in stars], [p[1] for p in stars], marker="*", s=80, color="tab:red", zorder=5,
-                       label="best runs by validation" if len(stars) > 1 else "best run by validation")
+            ax.scatter(
+                [p[0] for p in stars],
+                [p[1] for p in stars],
+                marker="*",
+                s=80,
+                color="tab:red",
+                zorder=5,
+                label="best runs by validation" if len(stars) > 1 else "best run by validation",
+            )
         ax.set(xlabel=param, ylabel=ylabel, title=f"{ylabel} vs {param}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best", framealpha=0.8)
@@ -500,7 +582,8 @@ def plot_by_parameter(param: str, runs: Sequence[RunPoint], out_path: Path,
     save_figure(fig, out_path)
     what = "Validation and test accuracy" if metric[0] == VAL_ACCURACY else " and ".join(n for _, n in panels)
     return f"{what} vs {param}" + (
-        " (points: runs; error bars: mean and 95% t-interval)" if slots else " (points: runs)")
+        " (points: runs; error bars: mean and 95% t-interval)" if slots else " (points: runs)"
+    )
 
 
 def save_figure(fig, path: Path) -> None:
@@ -511,11 +594,18 @@ def save_figure(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Path,
-                forest_rows: Sequence[Any] | None = None, forest_options: dict | None = None,
-                is_seed=lambda key: False, best_runs: Iterable[Path] = (),
-                read=read_series, metric: tuple[str, str | None] = (VAL_ACCURACY, "test_accuracy"),
-                scales: dict | None = None) -> list[tuple[str, str]]:
+def write_plots(
+    configs: Sequence[ConfigRuns],
+    names: Sequence[str],
+    out_dir: Path,
+    forest_rows: Sequence[Any] | None = None,
+    forest_options: dict | None = None,
+    is_seed=lambda key: False,
+    best_runs: Iterable[Path] = (),
+    read=read_series,
+    metric: tuple[str, str | None] = (VAL_ACCURACY, "test_accuracy"),
+    scales: dict | None = None,
+) -> list[tuple[str, str]]:
     """Every plot of the report, as (title, path relative to the report) in the order the report shows them.
 
     ``configs``: best first (by the sweep's objective on validation). ``names``: the reward terms. ``forest_rows``:
@@ -538,8 +628,11 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
         terms[config.label] = {name: curve(one[f"rewards/{name}/mean"] for one in series) for name in names}
         # a schedule is the same for every seed of a configuration: its mean is its value
         # (a scheduled mix logs every term's weight: a constant one is not drawn)
-        weights[config.label] = {name: seed_band(one[f"{WEIGHT_PREFIX}{name}"] for one in series)[:2] for name in names
-                                 if len({v for one in series for v in one[f"{WEIGHT_PREFIX}{name}"].values()}) > 1}
+        weights[config.label] = {
+            name: seed_band(one[f"{WEIGHT_PREFIX}{name}"] for one in series)[:2]
+            for name in names
+            if len({v for one in series for v in one[f"{WEIGHT_PREFIX}{name}"].values()}) > 1
+        }
     plots = []
 
     def add(title: str | None, path: Path) -> None:
@@ -557,12 +650,14 @@ def write_plots(configs: Sequence[ConfigRuns], names: Sequence[str], out_dir: Pa
     best = {Path(p) for p in best_runs}
     for param in sorted({k for r in runs for k in r.params if not is_seed(k)}):
         path = out_dir / f"accuracy_vs_{safe_name(param)}.png"
-        add(plot_by_parameter(param, runs, path, [i for i, r in enumerate(runs) if r.dir in best], metric,
-                              (scales or {}).get(param)), path)
+        add(
+            plot_by_parameter(
+                param, runs, path, [i for i, r in enumerate(runs) if r.dir in best], metric, (scales or {}).get(param)
+            ),
+            path,
+        )
     written = {Path(rel).name for _, rel in plots}
     for stale in out_dir.glob("*.png"):  # plots/ is the report's own: drop what an earlier report drew
         if stale.name not in written:
             stale.unlink()
     return plots
-
-

@@ -9,6 +9,7 @@ axis, validation and test accuracy per swept parameter). Legible and fast at tho
 ``summary.json`` and ``metrics.jsonl`` (plus an Optuna ``trial`` block in the summary when there is one: number,
 state, params, value). No account, no network, no torch.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,8 @@ from ..run.results import lookup
 from . import plots as figures
 from .results import UNREADABLE, SweepResults, SweepRun
 from .stats import Comparison, is_seed
-from .wording import ci_text, signed
 from .tables import best_cell, markdown_table, number, objective_is_val
+from .wording import ci_text, signed
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -39,8 +40,18 @@ def runs_table(results: SweepResults, runs: list[SweepRun], names: list[str]) ->
     """One row per run: validation (what ranks) and test (what the verdicts are about) side by side."""
     own_objective = not objective_is_val(results.summaries)
     header = ["#", "run", "configuration", "state"] + (["objective"] if own_objective else [])
-    header += [VAL_ACCURACY if own_objective else f"{VAL_ACCURACY} (objective)", "val before", "best (step)",
-               "test_accuracy", "test before", "test lenient", "pass@k", "maj@k", "reward", "reward (start)"]
+    header += [
+        VAL_ACCURACY if own_objective else f"{VAL_ACCURACY} (objective)",
+        "val before",
+        "best (step)",
+        "test_accuracy",
+        "test before",
+        "test lenient",
+        "pass@k",
+        "maj@k",
+        "reward",
+        "reward (start)",
+    ]
     header += [f"rewards/{n}" for n in names] + [f"val {n}" for n in names] + ["steps", "runtime (s)"]
     header += ["device (s)", "tokens", "tokens/s"]
     rows = []
@@ -48,15 +59,29 @@ def runs_table(results: SweepResults, runs: list[SweepRun], names: list[str]) ->
         s = run.summary
         train, val = s.train_rewards or {}, s.val_rewards or {}
         rows.append(
-            [i, run.name, run.label, run.state] + ([number(run.objective)] if own_objective else [])
-            + [number(s.val_accuracy if own_objective else run.objective), number(s.val_accuracy_before), best_cell(s),
-               number(s.test_accuracy), number(s.test_accuracy_before), number(s.test_accuracy_lenient),
-               number(s.test_pass_at_k), number(s.test_maj_at_k), number(s.reward), number(s.reward_first)]
+            [i, run.name, run.label, run.state]
+            + ([number(run.objective)] if own_objective else [])
+            + [
+                number(s.val_accuracy if own_objective else run.objective),
+                number(s.val_accuracy_before),
+                best_cell(s),
+                number(s.test_accuracy),
+                number(s.test_accuracy_before),
+                number(s.test_accuracy_lenient),
+                number(s.test_pass_at_k),
+                number(s.test_maj_at_k),
+                number(s.reward),
+                number(s.reward_first),
+            ]
             + [number(train.get(n)) for n in names]
             + [number(val.get(n)) for n in names]
-            + [number(results.steps(run)),
-               number(s.runtime_s, 1) if isinstance(s.runtime_s, float) else number(s.runtime_s),
-               number(s.device_seconds, 1), number(s.generated_tokens), number(s.tokens_per_s, 1)]
+            + [
+                number(results.steps(run)),
+                number(s.runtime_s, 1) if isinstance(s.runtime_s, float) else number(s.runtime_s),
+                number(s.device_seconds, 1),
+                number(s.generated_tokens),
+                number(s.tokens_per_s, 1),
+            ]
         )
     return markdown_table(header, rows)
 
@@ -76,9 +101,21 @@ def seeds_table(results: SweepResults, names: list[str]) -> list[str]:
     if not results.seeds_swept:
         return []
     groups = results.configurations
-    header = ["configuration", "seeds", "objective (validation, mean ± std)", "test (mean ± std)",
-              "Δ test vs reference", "95% family-wise CI", "verdict", "detectable (80% power)", "seeds to resolve",
-              VAL_ACCURACY, "test before", "best", "reward"] + [f"rewards/{n}" for n in names]
+    header = [
+        "configuration",
+        "seeds",
+        "objective (validation, mean ± std)",
+        "test (mean ± std)",
+        "Δ test vs reference",
+        "95% family-wise CI",
+        "verdict",
+        "detectable (80% power)",
+        "seeds to resolve",
+        VAL_ACCURACY,
+        "test before",
+        "best",
+        "reward",
+    ] + [f"rewards/{n}" for n in names]
     header += [f"val {n}" for n in names]
     rows = []
     compared = results.comparisons
@@ -88,16 +125,27 @@ def seeds_table(results: SweepResults, names: list[str]) -> list[str]:
         if row.stopped:
             seeds += f" ({row.stopped})"
         delta = "0 (reference)" if row.is_best else signed(row.delta)
-        note = f" ({row.note})" if row.note and (row.verdict in ("incomplete", "no verdict") or row.tied
-                                                 or row.stopped) else ""
+        note = (
+            f" ({row.note})"
+            if row.note and (row.verdict in ("incomplete", "no verdict") or row.tied or row.stopped)
+            else ""
+        )
         rows.append(
-            [row.config, seeds, _mean_std([r.objective for r in group]), _test_cell(row), delta, ci_text(row),
-             row.verdict + note, "-" if row.mde is None else f"{row.mde:.3f}",
-             "-" if row.seeds_needed is None else str(row.seeds_needed),
-             _mean_std([r.summary.val_accuracy for r in group]),
-             _mean_std([r.summary.test_accuracy_before for r in group]),
-             _mean_std([r.summary.best_objective for r in group]),
-             _mean_std([r.summary.reward for r in group])]
+            [
+                row.config,
+                seeds,
+                _mean_std([r.objective for r in group]),
+                _test_cell(row),
+                delta,
+                ci_text(row),
+                row.verdict + note,
+                "-" if row.mde is None else f"{row.mde:.3f}",
+                "-" if row.seeds_needed is None else str(row.seeds_needed),
+                _mean_std([r.summary.val_accuracy for r in group]),
+                _mean_std([r.summary.test_accuracy_before for r in group]),
+                _mean_std([r.summary.best_objective for r in group]),
+                _mean_std([r.summary.reward for r in group]),
+            ]
             + [_mean_std([(r.summary.train_rewards or {}).get(n) for r in group]) for n in names]
             + [_mean_std([(r.summary.val_rewards or {}).get(n) for r in group]) for n in names]
         )
@@ -121,25 +169,36 @@ def forest_rows(results: SweepResults) -> list[figures.ForestRow]:
     """The per-configuration comparisons as the forest plot's rows (config, delta, low, high, verdict)."""
     if not results.seeds_swept:
         return []
-    return [figures.ForestRow(c.config, 0.0 if c.is_best else c.delta, c.low, c.high, c.verdict)
-            for c in results.comparisons if c.mean is not None]
+    return [
+        figures.ForestRow(c.config, 0.0 if c.is_best else c.delta, c.low, c.high, c.verdict)
+        for c in results.comparisons
+        if c.mean is not None
+    ]
 
 
 # The forest plot's defaults say what its rows are: the test difference from the reference, family-wise intervals.
 FOREST_OPTIONS: dict = {}
 
 
-def write_plots(results: SweepResults, names: list[str], out_dir: Path, forest_options: dict | None = None,
-                scales: dict | None = None) -> list[tuple[str, str]]:
+def write_plots(
+    results: SweepResults,
+    names: list[str],
+    out_dir: Path,
+    forest_options: dict | None = None,
+    scales: dict | None = None,
+) -> list[tuple[str, str]]:
     """The report's PNGs (plots.write_plots), configurations best first by their mean objective; the runs in rank
     order within a configuration. ``scales``: the scale each sampled parameter was drawn on (an Optuna study's)."""
     groups: dict[str, list[SweepRun]] = {}
     for run in results.ranked:  # ties between configurations' means: the one with the better run first
         groups.setdefault(run.config, []).append(run)
     sign = -1 if results.direction == "maximize" else 1
-    means = {key: statistics.mean(values) if values else None
-             for key, values in ((key, [r.objective for r in group if r.objective is not None])
-                                 for key, group in groups.items())}
+    means = {
+        key: statistics.mean(values) if values else None
+        for key, values in (
+            (key, [r.objective for r in group if r.objective is not None]) for key, group in groups.items()
+        )
+    }
     ranked = sorted(groups, key=lambda key: (means[key] is None, sign * (means[key] or 0.0)))
     # the per-parameter plots show what the sweep optimized (a study's val_rewards.<term>), and its test counterpart
     metric = next((r.summary.optimized_metric for r in results.runs if r.summary.optimized_metric), VAL_ACCURACY)
@@ -147,14 +206,27 @@ def write_plots(results: SweepResults, names: list[str], out_dir: Path, forest_o
 
     def point(run: SweepRun) -> figures.RunPoint:
         summary = run.summary.to_dict()
-        return figures.RunPoint(run.dir, run.params, _finite(lookup(summary, metric)),
-                                _finite(lookup(summary, test_key)) if test_key else None)
+        return figures.RunPoint(
+            run.dir,
+            run.params,
+            _finite(lookup(summary, metric)),
+            _finite(lookup(summary, test_key)) if test_key else None,
+        )
 
     configs = [figures.ConfigRuns(key, [point(r) for r in groups[key]]) for key in ranked]
     best = [r.dir for r in results.ranked[:5] if r.objective is not None]
-    return figures.write_plots(configs, names, out_dir, forest_rows(results), forest_options, is_seed=is_seed,
-                               best_runs=best, read=results.series, metric=(metric, test_key),
-                               scales=scales or {})
+    return figures.write_plots(
+        configs,
+        names,
+        out_dir,
+        forest_rows(results),
+        forest_options,
+        is_seed=is_seed,
+        best_runs=best,
+        read=results.series,
+        metric=(metric, test_key),
+        scales=scales or {},
+    )
 
 
 def _finite(value: Any) -> float | None:
@@ -177,17 +249,43 @@ def reward_cost_line(summaries: list[RunSummary]) -> str | None:
     if not shares:
         return None
     ordered = sorted(shares.items(), key=lambda item: -statistics.mean(item[1]))
-    terms = ", ".join(f"{name} {_percent(statistics.mean(v))} (max {_percent(max(v))}, {len(v)} runs)" for name, v in ordered)
-    return (f"Reward cost (each term's share of training time: wall time inside the reward over the training steps' "
-            f"wall time, periodic evaluations left out; mean over runs): {terms}. Per run: `reward_cost.<term>.share` "
-            f"in [{RUNS_CSV}]({RUNS_CSV}).")
+    terms = ", ".join(
+        f"{name} {_percent(statistics.mean(v))} (max {_percent(max(v))}, {len(v)} runs)" for name, v in ordered
+    )
+    return (
+        f"Reward cost (each term's share of training time: wall time inside the reward over the training steps' "
+        f"wall time, periodic evaluations left out; mean over runs): {terms}. Per run: `reward_cost.<term>.share` "
+        f"in [{RUNS_CSV}]({RUNS_CSV})."
+    )
 
 
 RUNS_CSV = "runs.csv"
-_FIRST = ("objective", VAL_ACCURACY, "val_accuracy_before", "best_step", "best_objective", "test_accuracy",
-          "test_accuracy_before", "test_accuracy_lenient", "test_accuracy_lenient_before", "test_pass_at_k",
-          "test_maj_at_k", "test_k", "val_accuracy_lenient", "val_samples", "test_samples", "reward", "reward_first", "steps", "runtime_s",
-          "device_seconds", "generated_tokens", "tokens_per_s", "status", "error")
+_FIRST = (
+    "objective",
+    VAL_ACCURACY,
+    "val_accuracy_before",
+    "best_step",
+    "best_objective",
+    "test_accuracy",
+    "test_accuracy_before",
+    "test_accuracy_lenient",
+    "test_accuracy_lenient_before",
+    "test_pass_at_k",
+    "test_maj_at_k",
+    "test_k",
+    "val_accuracy_lenient",
+    "val_samples",
+    "test_samples",
+    "reward",
+    "reward_first",
+    "steps",
+    "runtime_s",
+    "device_seconds",
+    "generated_tokens",
+    "tokens_per_s",
+    "status",
+    "error",
+)
 _SKIP = {"overrides", "versions", "traceback", "device", "trial.params"}  # overrides are columns; the rest not metrics
 
 
@@ -238,8 +336,16 @@ def write_runs_csv(ranked: list[SweepRun], path: Path) -> None:
     writer = csv.writer(buffer)
     writer.writerow(["rank", "run", "state", "configuration", *params, *metrics])
     for i, (run, row) in enumerate(zip(ranked, flat), 1):
-        writer.writerow([i, run.name, run.state, run.label, *(run.params.get(p, "") for p in params),
-                         *("" if row.get(k) is None else row[k] for k in metrics)])
+        writer.writerow(
+            [
+                i,
+                run.name,
+                run.state,
+                run.label,
+                *(run.params.get(p, "") for p in params),
+                *("" if row.get(k) is None else row[k] for k in metrics),
+            ]
+        )
     write_text_atomic(path, buffer.getvalue())
 
 
@@ -251,14 +357,21 @@ def wandb_section(sweep_dir: Path) -> list[str]:
     offline = list(sweep_dir.glob("**/wandb/offline-run-*"))
     if not offline:
         return []
-    return ["", "## W&B", "", f"{len(offline)} offline W&B run(s) were written; this uploads every offline run under "
-            "the directory (at the end of a `-m` sweep also its `verdicts` run, logged into `wandb/` after this "
-            "report):", "",
-            f"    find {shlex.quote(str(sweep_dir))} -type d -name 'offline-run-*' -prune -exec wandb sync {{}} +"]
+    return [
+        "",
+        "## W&B",
+        "",
+        f"{len(offline)} offline W&B run(s) were written; this uploads every offline run under "
+        "the directory (at the end of a `-m` sweep also its `verdicts` run, logged into `wandb/` after this "
+        "report):",
+        "",
+        f"    find {shlex.quote(str(sweep_dir))} -type d -name 'offline-run-*' -prune -exec wandb sync {{}} +",
+    ]
 
 
-def write_report(results: SweepResults, plots: bool = True, seeds_heading: list[str] | None = None,
-                 plot_options: dict | None = None) -> Path:
+def write_report(
+    results: SweepResults, plots: bool = True, seeds_heading: list[str] | None = None, plot_options: dict | None = None
+) -> Path:
     """Write report.md (and plots/) into the sweep's directory from a sweep read once; return the report's path.
     ``seeds_heading``, ``plot_options``: the strategy's (search/base.py Strategy), from whoever asked it."""
     sweep_dir, runs, direction = results.sweep_dir, results.runs, results.direction
@@ -273,25 +386,31 @@ def write_report(results: SweepResults, plots: bool = True, seeds_heading: list[
 
     lines = [f"# Sweep report: {sweep_dir.name}", ""]
     lines.append(f"{len(runs)} runs in `{sweep_dir}` — " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
-    lines.append(f"Objective: `{metric}` ({direction}), on the validation split: it ranks the runs and configurations. "
-                 f"`{VAL_ACCURACY}` is validation accuracy (greedy, answer in the asked format) at the step the run "
-                 "reports, `best (step)`: the best validation evaluation of `best_metric` during training and its step "
-                 "(its adapter is the one reported); `val before` the same before training. `test_accuracy` is the "
-                 "test split, evaluated once after training on the reported adapter (it chooses nothing), `test "
-                 "before` the test split on the weights before training, `test lenient` the last answer anywhere in "
-                 "the completion, `pass@k`/`maj@k` from k samples per test prompt.")
+    lines.append(
+        f"Objective: `{metric}` ({direction}), on the validation split: it ranks the runs and configurations. "
+        f"`{VAL_ACCURACY}` is validation accuracy (greedy, answer in the asked format) at the step the run "
+        "reports, `best (step)`: the best validation evaluation of `best_metric` during training and its step "
+        "(its adapter is the one reported); `val before` the same before training. `test_accuracy` is the "
+        "test split, evaluated once after training on the reported adapter (it chooses nothing), `test "
+        "before` the test split on the weights before training, `test lenient` the last answer anywhere in "
+        "the completion, `pass@k`/`maj@k` from k samples per test prompt."
+    )
     best = ranked[0] if ranked[0].objective is not None else None
     if best is not None:
         lines.append(f"Best: run `{best.name}` ({best.label}) with objective {number(best.objective)}.")
     cost = cost_line([run.summary for run in runs])
     if cost:
-        lines.append(cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
-                     "tokens: completions sampled in training).")
+        lines.append(
+            cost + " (device-seconds: training with its evaluations, saving and the final evaluation; "
+            "tokens: completions sampled in training)."
+        )
     reward_cost = reward_cost_line([run.summary for run in runs])
     if reward_cost:
         lines.append(reward_cost)
-    lines.append(f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
-                 "(`pandas.read_csv`).")
+    lines.append(
+        f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
+        "(`pandas.read_csv`)."
+    )
     write_runs_csv(ranked, sweep_dir / RUNS_CSV)
     # the plots first: they read each run's metrics.jsonl, which also gives the runs table the steps of a run that
     # did not finish (one read per file); the report shows them last
@@ -300,16 +419,21 @@ def write_report(results: SweepResults, plots: bool = True, seeds_heading: list[
     if per_config and seeds_heading:
         lines += ["", *seeds_heading, ""] + per_config
     elif per_config:
-        lines += ["", "## Mean ± std over seeds, per configuration, and the verdict against the reference", "",
-                  "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
-                  "best is the reference. The verdict is about the test split (the objective's test counterpart, on "
-                  "the questions every run answered where the runs saved per-question outcomes; each configuration "
-                  "with its own run-to-run noise): `better`/`worse` "
-                  f"({'higher' if direction == 'maximize' else 'lower'} is better) when the 95% family-wise interval "
-                  "of Δ excludes 0 — at most a 5% chance of any false `better`/`worse` in the whole table, whichever "
-                  "configuration is the reference and however noisy each is — else `indistinguishable`: no difference larger than the "
-                  "`detectable` one (80% power), and `seeds to resolve` the observed Δ. A configuration missing a "
-                  "seed the others ran is `incomplete`; with one seed there is `no verdict`.", ""] + per_config
+        lines += [
+            "",
+            "## Mean ± std over seeds, per configuration, and the verdict against the reference",
+            "",
+            "Ranked by the objective on validation (mean over the seeds every complete configuration ran); the "
+            "best is the reference. The verdict is about the test split (the objective's test counterpart, on "
+            "the questions every run answered where the runs saved per-question outcomes; each configuration "
+            "with its own run-to-run noise): `better`/`worse` "
+            f"({'higher' if direction == 'maximize' else 'lower'} is better) when the 95% family-wise interval "
+            "of Δ excludes 0 — at most a 5% chance of any false `better`/`worse` in the whole table, whichever "
+            "configuration is the reference and however noisy each is — else `indistinguishable`: no difference larger than the "
+            "`detectable` one (80% power), and `seeds to resolve` the observed Δ. A configuration missing a "
+            "seed the others ran is `incomplete`; with one seed there is `no verdict`.",
+            "",
+        ] + per_config
     shown = ranked[:TOP_RUNS]
     lines += ["", "## Runs, best first", ""]
     if len(ranked) > len(shown):
@@ -317,18 +441,23 @@ def write_report(results: SweepResults, plots: bool = True, seeds_heading: list[
     lines += runs_table(results, shown, names)
     unreadable = [r for r in runs if r.state == UNREADABLE]
     if unreadable:
-        lines += ["", "## Unreadable runs", "", f"{len(unreadable)} run(s) left a summary.json that cannot be read; "
-                  "they are reported without results:", ""]
+        lines += [
+            "",
+            "## Unreadable runs",
+            "",
+            f"{len(unreadable)} run(s) left a summary.json that cannot be read; they are reported without results:",
+            "",
+        ]
         lines += [f"- `{r.name}` ({r.label}): {r.summary.error or '?'}" for r in unreadable]
     lines += plot_lines
     failed = [r for r in ranked if r.state.lower() in ("failed", "fail")]
     if failed:
-        lines += ["", "## Failures", ""] + [f"- `{r.name}` ({r.label}): {r.summary.error or '?'}"
-                                            for r in failed[:TOP_FAILURES]]
+        lines += ["", "## Failures", ""] + [
+            f"- `{r.name}` ({r.label}): {r.summary.error or '?'}" for r in failed[:TOP_FAILURES]
+        ]
         if len(failed) > TOP_FAILURES:
             lines.append(f"- ... and {len(failed) - TOP_FAILURES} more: [{RUNS_CSV}]({RUNS_CSV}), column `error`")
     lines += wandb_section(sweep_dir)
     path = sweep_dir / REPORT
     write_text_atomic(path, "\n".join(lines).rstrip() + "\n")
     return path
-

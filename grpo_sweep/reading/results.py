@@ -8,6 +8,7 @@ status (status.py), verdicts.json (sweep_end.py; the W&B callback reads that fil
 (search/optuna/report.py). A configuration is a run's swept overrides other than seeds, as typed; its seed is the rest.
 No torch, nothing imported beyond numpy until a comparison is asked for.
 """
+
 from __future__ import annotations
 
 import functools
@@ -17,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..run.results import METRICS, lookup, read_outcomes, read_run_summary
 from ..run.record import OUTCOME_FIELDS, RunSummary
+from ..run.results import METRICS, lookup, read_outcomes, read_run_summary
 from . import stats
 
 # The end of a sweep writes its verdicts here (sweep_end.py): the comparisons as JSON, for W&B and other readers.
@@ -127,8 +128,13 @@ class SweepRun:
 class SweepResults:
     """A sweep's runs (run order), read once; what is derived from them computed once, when first asked."""
 
-    def __init__(self, sweep_dir: Path, runs: list[SweepRun], direction: str,
-                 judge: Callable[["SweepResults"], list[stats.Comparison]] | None = None):
+    def __init__(
+        self,
+        sweep_dir: Path,
+        runs: list[SweepRun],
+        direction: str,
+        judge: Callable[[SweepResults], list[stats.Comparison]] | None = None,
+    ):
         self.sweep_dir, self.runs, self.direction = Path(sweep_dir), runs, direction
         # the strategy that ran the sweep judges its configurations (search/base.py Strategy.comparisons); none: a
         # plain comparison of the configurations' seeds
@@ -139,9 +145,14 @@ class SweepResults:
         self._derived: dict = {}
 
     @classmethod
-    def read(cls, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = (),
-             judge: Callable[["SweepResults"], list[stats.Comparison]] | None = None,
-             not_runs: Sequence[str] = ()) -> "SweepResults":
+    def read(
+        cls,
+        sweep_dir: Path,
+        direction: str | None = None,
+        also: Sequence[Path] = (),
+        judge: Callable[[SweepResults], list[stats.Comparison]] | None = None,
+        not_runs: Sequence[str] = (),
+    ) -> SweepResults:
         """Every run directory under ``sweep_dir`` (those with .hydra/config.yaml), and the existing run directories
         ``also`` names (a submitted sweep's jobs.json names its runs; one may not have written its .hydra yet).
         ``direction``: how the objective ranks (default: a trial's, else maximize); ``judge``: the strategy's
@@ -163,8 +174,9 @@ class SweepResults:
             found.append((run_dir, summary))
         found.sort(key=lambda item: _order(item[0].name))
         swept = varying_overrides([summary.overrides for _, summary in found])
-        runs = [_sweep_run(run_dir, summary, overrides, sweep_dir)
-                for (run_dir, summary), overrides in zip(found, swept)]
+        runs = [
+            _sweep_run(run_dir, summary, overrides, sweep_dir) for (run_dir, summary), overrides in zip(found, swept)
+        ]
         return cls(sweep_dir, runs, direction or _direction([summary for _, summary in found]), judge)
 
     def derived(self, key: str, make: Callable[[], Any]) -> Any:
@@ -229,8 +241,10 @@ class SweepResults:
     def why_none(self) -> str | None:
         """Why several configurations have no verdicts (one seed each), or None."""
         if len(self.configurations) >= 2 and not self.seed_keys:
-            return (f"No verdicts: one seed per configuration cannot tell a difference from seed noise; add seeds "
-                    f"({self.seed_hint}) to compare them.")
+            return (
+                f"No verdicts: one seed per configuration cannot tell a difference from seed noise; add seeds "
+                f"({self.seed_hint}) to compare them."
+            )
         return None
 
     def record(self, run: SweepRun, split: str = "test") -> stats.RunRecord:
@@ -241,15 +255,21 @@ class SweepResults:
         value_key, field, accuracy = stats.verdict_source(summary.optimized_metric)
         if split == "val":  # the objective itself, per question where it is an accuracy
             field = OUTCOME_FIELDS.get(summary.optimized_metric)
-            return stats.RunRecord(seed=run.seed, rank_value=summary.objective, value=summary.objective,
-                                   n_questions=summary.val_samples if field else None,
-                                   outcomes=self.outcomes(run, field, "val") if field else None)
+            return stats.RunRecord(
+                seed=run.seed,
+                rank_value=summary.objective,
+                value=summary.objective,
+                n_questions=summary.val_samples if field else None,
+                outcomes=self.outcomes(run, field, "val") if field else None,
+            )
         return stats.RunRecord(
-            seed=run.seed, rank_value=summary.objective if summary.status == "completed" else None,
+            seed=run.seed,
+            rank_value=summary.objective if summary.status == "completed" else None,
             value=lookup(summary.to_dict(), value_key) if value_key else None,
             n_questions=summary.test_samples if accuracy else None,
             outcomes=self.outcomes(run, field) if field else None,
-            rank_n_questions=summary.val_samples if accuracy else None)
+            rank_n_questions=summary.val_samples if accuracy else None,
+        )
 
     def outcomes(self, run: SweepRun, field: str, split: str = "test") -> dict | None:
         """read_outcomes of ``run``, read once per (split, field)."""
@@ -279,8 +299,24 @@ class SweepResults:
         """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
         from .wording import verdict_text
 
-        keys = ("config", "rank_mean", "mean", "std", "delta", "low", "high", "verdict", "note", "mde",
-                "seeds_needed", "method", "stopped", "reason", "se", "mde_one_more")
+        keys = (
+            "config",
+            "rank_mean",
+            "mean",
+            "std",
+            "delta",
+            "low",
+            "high",
+            "verdict",
+            "note",
+            "mde",
+            "seeds_needed",
+            "method",
+            "stopped",
+            "reason",
+            "se",
+            "mde_one_more",
+        )
         out = []
         for row in self.comparisons if len(self.configurations) >= 2 else []:
             record = {key: getattr(row, key, None) for key in keys}
@@ -300,13 +336,15 @@ def _sweep_run(run_dir: Path, summary: RunSummary, overrides: list[str], sweep_d
     params.update(trial.get("params") or {})
     name = run_name(run_dir, sweep_dir)
     if trial.get("number") is not None:
-        label = f"trial {trial['number']}: " + " ".join(f"{k}={param_text(v)}"
-                                                          for k, v in (trial.get("params") or {}).items())
+        label = f"trial {trial['number']}: " + " ".join(
+            f"{k}={param_text(v)}" for k, v in (trial.get("params") or {}).items()
+        )
     else:
         label = " ".join(overrides) or name
     config = " ".join(o for o in overrides if not _is_seed(o)) or NO_CONFIGURATION
-    return SweepRun(run_dir, summary, name, overrides, params, label, config,
-                    tuple(sorted(o for o in overrides if _is_seed(o))))
+    return SweepRun(
+        run_dir, summary, name, overrides, params, label, config, tuple(sorted(o for o in overrides if _is_seed(o)))
+    )
 
 
 def _direction(summaries: list[RunSummary]) -> str:
@@ -315,5 +353,3 @@ def _direction(summaries: list[RunSummary]) -> str:
         if trial_direction:
             return str(trial_direction).lower()
     return "maximize"
-
-

@@ -36,6 +36,7 @@ scipy.stats (imported where used: the login node imports this module, not scipy)
 (grpo_sweep/reading/results.py reads the run directories). Every interval of the project is here: the verdicts',
 a configuration's test figure (``test_interval``), the plots' t band (``t_quantile``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -84,6 +85,7 @@ def normal_quantile(p: float) -> float:
 # scipy integrates it numerically: a quantile takes ~0.1 s, a cdf ~6 ms (df = inf: ~1 ms). So a quantile is cached
 # per (p, k, df), and the decisions that only need "is this ratio past the critical value" ask the cdf instead.
 
+
 @functools.lru_cache(maxsize=4096)
 def _range_quantile(p: float, k: int, df: float) -> float:
     from scipy.stats import studentized_range
@@ -112,6 +114,7 @@ def studentized_range_quantile(p: float, k: int, df) -> np.ndarray | float:
 
 
 # --- the engine: every verdict of the project is computed here ------------------------------------------------------
+
 
 @dataclass
 class Judgement:
@@ -148,19 +151,26 @@ class Judgement:
     @property
     def seed_share(self) -> np.ndarray:
         """The share of var(delta) that comes from the two configurations' seeds (the rest is questions)."""
-        return _seed_share((self.var_runs + _at(self.var_runs, self.reference)) / self.seeds, self.se ** 2)
+        return _seed_share((self.var_runs + _at(self.var_runs, self.reference)) / self.seeds, self.se**2)
 
     def detectable(self, seeds) -> np.ndarray:
         """The mde each configuration would have with ``seeds`` seeds each (same variances): what more seeds buy."""
-        return detectable(self.var_runs + _at(self.var_runs, self.reference), self.var_questions, seeds,
-                          self.family, self.alpha)
+        return detectable(
+            self.var_runs + _at(self.var_runs, self.reference), self.var_questions, seeds, self.family, self.alpha
+        )
 
     def seeds_needed(self, delta) -> np.ndarray:
         """Seeds per configuration for 80 % power at a true difference |``delta``| (per configuration): the fewest
         S' in S + 1 .. MAX_SEEDS whose detectable difference is at most it; 0 where even MAX_SEEDS seeds are not
         enough (or the questions' part alone is too large: more questions, not seeds, would resolve it)."""
-        return seeds_needed(self.var_runs + _at(self.var_runs, self.reference), self.var_questions, delta,
-                            self.seeds, self.family, self.alpha)
+        return seeds_needed(
+            self.var_runs + _at(self.var_runs, self.reference),
+            self.var_questions,
+            delta,
+            self.seeds,
+            self.family,
+            self.alpha,
+        )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -185,7 +195,8 @@ def _margins(crit_seed, df, power: float) -> np.ndarray:
     pairs = {(float(c), float(d)) for c, d in zip(crit_seed.ravel(), df.ravel())}
     table = {pair: _power_margin(*pair, power) for pair in pairs}
     return np.array([table[(float(c), float(d))] for c, d in zip(crit_seed.ravel(), df.ravel())]).reshape(
-        crit_seed.shape)
+        crit_seed.shape
+    )
 
 
 def _at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -229,13 +240,14 @@ def detectable(var_seed_pair, var_questions, seeds, family: int, alpha: float) -
 
 def seeds_needed(var_seed_pair, var_questions, delta, seeds: int, family: int, alpha: float) -> np.ndarray:
     """See Judgement.seeds_needed; elementwise. The detectable difference falls with S, so a bisection finds it."""
-    var_seed_pair, var_questions, delta = np.broadcast_arrays(np.asarray(var_seed_pair, float),
-                                                              np.asarray(var_questions, float),
-                                                              np.abs(np.asarray(delta, float)))
+    var_seed_pair, var_questions, delta = np.broadcast_arrays(
+        np.asarray(var_seed_pair, float), np.asarray(var_questions, float), np.abs(np.asarray(delta, float))
+    )
     if delta.ndim == 0:
         return seeds_needed(var_seed_pair[None], var_questions[None], delta[None], seeds, family, alpha)[0]
     out = np.zeros(delta.shape, int)
     for i in zip(*np.nonzero(delta > 0)):
+
         def detects(s: int) -> bool:
             return float(detectable(var_seed_pair[i], var_questions[i], s, family, alpha)) <= delta[i]
 
@@ -249,8 +261,17 @@ def seeds_needed(var_seed_pair, var_questions, delta, seeds: int, family: int, a
     return out
 
 
-def judge(y, alpha: float = 0.05, direction: str = "maximize", reference=None, rank=None, family: int | None = None,
-          floor=None, margin: float | None = None, confirm: Judgement | None = None) -> Judgement:
+def judge(
+    y,
+    alpha: float = 0.05,
+    direction: str = "maximize",
+    reference=None,
+    rank=None,
+    family: int | None = None,
+    floor=None,
+    margin: float | None = None,
+    confirm: Judgement | None = None,
+) -> Judgement:
     """Every configuration of ``y`` (..., k >= 2 configurations, S >= 2 seeds, Q questions: per-question outcomes,
     or Q = 1 per-run values) against a reference, with (1 - ``alpha``) intervals that hold for every pair of the
     ``family`` (default k) configurations at once.
@@ -299,7 +320,7 @@ def judge(y, alpha: float = 0.05, direction: str = "maximize", reference=None, r
         per_question = y.mean(-2)
         diff = per_question - np.take_along_axis(per_question, reference[..., None, None], -2)
         resid = y - run_means[..., None] - per_question[..., None, :] + means[..., None, None]
-        ms_e = (resid ** 2).sum((-2, -1)) / ((n_seeds - 1) * (n_questions - 1))
+        ms_e = (resid**2).sum((-2, -1)) / ((n_seeds - 1) * (n_questions - 1))
         var_questions = np.maximum(0.0, diff.var(-1, ddof=1) - (ms_e + _at(ms_e, reference)) / n_seeds) / n_questions
     else:
         var_questions = np.zeros_like(var_runs)
@@ -315,11 +336,25 @@ def judge(y, alpha: float = 0.05, direction: str = "maximize", reference=None, r
     called = (se > 0) & (np.abs(delta) > need * se) & ~is_reference
     if confirm is not None:
         called &= confirm.call == np.sign(delta)
-    return Judgement(reference, means, delta, se, crit, power_t, (np.sign(delta) * called).astype(int), var_runs,
-                     var_questions, n_seeds, n_questions, family, alpha)
+    return Judgement(
+        reference,
+        means,
+        delta,
+        se,
+        crit,
+        power_t,
+        (np.sign(delta) * called).astype(int),
+        var_runs,
+        var_questions,
+        n_seeds,
+        n_questions,
+        family,
+        alpha,
+    )
 
 
 # --- the public comparison -------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -340,8 +375,19 @@ class RunRecord:
 
 
 # why a comparison's verdict is what it is (Comparison.reason)
-REASONS = ("reference", "incomplete", "no result", "one seed", "no noise", "indistinguishable", "not confirmed",
-           "validation does not call it", "running", "no look", "")
+REASONS = (
+    "reference",
+    "incomplete",
+    "no result",
+    "one seed",
+    "no noise",
+    "indistinguishable",
+    "not confirmed",
+    "validation does not call it",
+    "running",
+    "no look",
+    "",
+)
 
 
 @dataclass(frozen=True)
@@ -386,7 +432,7 @@ class Comparison:
     se: float | None = None  # standard error of delta
     mde_one_more: float | None = None  # the mde with one more seed each (what a further seed buys)
     seed_share: float | None = None  # the share of delta's variance that comes from seeds (the rest: questions)
-    design: "Design | None" = None  # the design the verdict comes from
+    design: Design | None = None  # the design the verdict comes from
     against: str | None = None  # hydra/sweeper=seeds: the leader it was judged against, when not the reference
     validation: bool | None = None  # hydra/sweeper=seeds: whether validation's budgeted test called it
     stopped: str = ""  # hydra/sweeper=seeds: why it got no more seeds
@@ -441,23 +487,26 @@ def _merge(records: Sequence[RunRecord], use_test: bool) -> dict:
         if not _finite(r.rank_value):
             continue
         value, n = (r.value, r.n_questions) if use_test else (r.rank_value, r.rank_n_questions)
-        by_seed.setdefault(r.seed, []).append((float(r.rank_value), float(value), n,
-                                               r.outcomes if use_test else None))
+        by_seed.setdefault(r.seed, []).append((float(r.rank_value), float(value), n, r.outcomes if use_test else None))
     out = {}
     for seed, runs in by_seed.items():
         outcomes = None
         if all(o is not None for *_, o in runs):
             keys = set.intersection(*(set(o) for *_, o in runs))
-            outcomes = {key: _mean([o[key] for *_, o in runs]) if all(_finite(o[key]) for *_, o in runs) else None
-                        for key in keys}
+            outcomes = {
+                key: _mean([o[key] for *_, o in runs]) if all(_finite(o[key]) for *_, o in runs) else None
+                for key in keys
+            }
         ns = {n for _, _, n, _ in runs}
-        out[seed] = _Seed(_mean([r for r, *_ in runs]), _mean([v for _, v, *_ in runs]),
-                          ns.pop() if len(ns) == 1 else None, outcomes)
+        out[seed] = _Seed(
+            _mean([r for r, *_ in runs]), _mean([v for _, v, *_ in runs]), ns.pop() if len(ns) == 1 else None, outcomes
+        )
     return out
 
 
-def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximize",
-            alpha: float = 0.05) -> list[Comparison]:
+def compare(
+    groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximize", alpha: float = 0.05
+) -> list[Comparison]:
     """Every configuration against the best on validation, with family-wise ``alpha`` verdicts on test (``judge``
     over the complete configurations' runs, on the seeds they share).
 
@@ -482,8 +531,11 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
     for c in with_results:
         for seed in by_config[c]:
             count[seed] = count.get(seed, 0) + 1
-    design = [s for s in sorted(count, key=lambda s: (str(type(s)), s if isinstance(s, (int, float)) else str(s)))
-              if 2 * count[s] >= len(with_results)]
+    design = [
+        s
+        for s in sorted(count, key=lambda s: (str(type(s)), s if isinstance(s, (int, float)) else str(s)))
+        if 2 * count[s] >= len(with_results)
+    ]
     complete = [c for c in with_results if all(s in by_config[c] for s in design)]
     sign = -1.0 if direction == "maximize" else 1.0
 
@@ -492,9 +544,15 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
         seeds = by_config[c]
         used = [s for s in design if s in seeds] if c in complete else list(seeds)
         values = [seeds[s].value for s in used]
-        rows[c] = Comparison(c, tuple(used), _mean([seeds[s].rank for s in used]), _mean(values), sd(values),
-                             missing_seeds=tuple(s for s in design if s not in seeds) if seeds else (),
-                             extra_seeds=tuple(s for s in seeds if s not in design) if c in complete else ())
+        rows[c] = Comparison(
+            c,
+            tuple(used),
+            _mean([seeds[s].rank for s in used]),
+            _mean(values),
+            sd(values),
+            missing_seeds=tuple(s for s in design if s not in seeds) if seeds else (),
+            extra_seeds=tuple(s for s in seeds if s not in design) if c in complete else (),
+        )
     complete.sort(key=lambda c: sign * rows[c].rank_mean)  # stable: ties keep the given order
     incomplete = sorted((c for c in with_results if c not in complete), key=lambda c: sign * rows[c].rank_mean)
     order = complete + incomplete + [c for c in groups if c not in with_results]
@@ -509,8 +567,9 @@ def compare(groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximiz
         return out
     reference = rows[complete[0]]
     reference.is_best, reference.verdict, reference.reason = True, REFERENCE, REFERENCE
-    reference.tied = tuple(c for c in complete[1:] if math.isclose(rows[c].rank_mean, reference.rank_mean,
-                                                                    rel_tol=1e-9, abs_tol=1e-12))
+    reference.tied = tuple(
+        c for c in complete[1:] if math.isclose(rows[c].rank_mean, reference.rank_mean, rel_tol=1e-9, abs_tol=1e-12)
+    )
     others = complete[1:]
     if len(design) < 2:
         for c in others:
@@ -556,8 +615,9 @@ def design_matrix(configs: list[dict], design: list) -> tuple[np.ndarray, int | 
     y = np.array([[[config[s].value] for s in design] for config in configs])
     floor = None
     if all(cell.n is not None and cell.n > 0 and 0.0 <= cell.value <= 1.0 for cell in cells):
-        floor = np.array([_mean([config[s].value * (1 - config[s].value) / config[s].n for s in design])
-                          for config in configs])
+        floor = np.array(
+            [_mean([config[s].value * (1 - config[s].value) / config[s].n for s in design]) for config in configs]
+        )
     return y, None, floor
 
 
@@ -575,8 +635,9 @@ CONFIDENCE = 0.95
 BOOTSTRAP = 4000
 
 
-def test_interval(values: list[float], outcomes: list[dict] | None, n_questions: int | None,
-                  bounded: bool = True, rng_seed: int = 0) -> dict:
+def test_interval(
+    values: list[float], outcomes: list[dict] | None, n_questions: int | None, bounded: bool = True, rng_seed: int = 0
+) -> dict:
     """The mean of a configuration's per-seed test figures and a 95 % interval.
 
     With per-question outcomes of every seed: a percentile bootstrap that resamples seeds and questions
@@ -604,10 +665,15 @@ def test_interval(values: list[float], outcomes: list[dict] | None, n_questions:
             # A bootstrap of outcomes that are all equal (every question right, or wrong) has no spread: never narrower
             # than the Wilson interval of the mean over q questions (as if the seeds were one run)
             w_low, w_high = wilson(mean, q)
-            return {"mean": mean, "low": min(float(low), w_low), "high": max(float(high), w_high), "seeds": s,
-                    "questions": q,
-                    "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
-                              + (" (one seed: seed noise not included)" if s == 1 else "")}
+            return {
+                "mean": mean,
+                "low": min(float(low), w_low),
+                "high": max(float(high), w_high),
+                "seeds": s,
+                "questions": q,
+                "method": f"{CONFIDENCE:.0%} bootstrap over {s} seed(s) x {q} questions"
+                + (" (one seed: seed noise not included)" if s == 1 else ""),
+            }
     if not values:
         return {"mean": None, "low": None, "high": None, "method": "no test figure in the runs' summary.json"}
     s = len(values)
@@ -620,15 +686,25 @@ def test_interval(values: list[float], outcomes: list[dict] | None, n_questions:
         variance += mean * (1 - mean) / n_questions
         parts.append(f"binomial over {n_questions} questions")
     if not parts:
-        return {"mean": mean, "low": None, "high": None, "seeds": s,
-                "method": "one seed and no per-question outcomes: no interval"}
+        return {
+            "mean": mean,
+            "low": None,
+            "high": None,
+            "seeds": s,
+            "method": "one seed and no per-question outcomes: no interval",
+        }
     two_sided = (1 + CONFIDENCE) / 2
     half = (t_quantile(two_sided, s - 1) if s >= 2 else normal_quantile(two_sided)) * math.sqrt(variance)
     low, high = mean - half, mean + half
     if bounded:
         low, high = max(0.0, low), min(1.0, high)
-    return {"mean": mean, "low": low, "high": high, "seeds": s,
-            "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)"}
+    return {
+        "mean": mean,
+        "low": low,
+        "high": high,
+        "seeds": s,
+        "method": f"{CONFIDENCE:.0%} normal approximation: " + " + ".join(parts) + " (no per-question outcomes)",
+    }
 
 
 def wilson(p: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:

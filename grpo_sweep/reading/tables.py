@@ -2,6 +2,7 @@
 columns (status, the per-configuration lines). One place, so every table escapes and aligns the same way; the
 end-of-sweep table (sweep_table.md) and the per-configuration verdict lines are here too, drawn from the sweep's
 one reading (results.SweepResults)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -44,6 +45,7 @@ def aligned_columns(rows: Sequence[Sequence[Any]], indent: str = "") -> list[str
 
 # --- the sweep's tables, from its one reading (results.SweepResults) ---------------------------------------------
 
+
 def best_cell(summary: RunSummary) -> str:
     """The best evaluation's value of the metric the best step is chosen on, and its step."""
     if summary.best_step is None:
@@ -65,17 +67,30 @@ def seed_block(results: SweepResults, shown: Callable[[Comparison], bool] = lamb
     rows = [r for r in results.comparisons if shown(r)]
     if not rows:
         return [results.why_none] if results.why_none else []
-    cells = [[r.config, f"{len(r.seeds)} seed{'' if len(r.seeds) == 1 else 's'}",
-              "val " + ("-" if r.rank_mean is None else f"{r.rank_mean:.3f}"),
-              "test " + ("-" if r.mean is None else f"{r.mean:.3f}"),
-              "Δ 0 (reference)" if r.is_best else ("" if r.delta is None else f"Δ {signed(r.delta)}"),
-              ci_text(r) if r.low is not None else "", verdict_text(r)] + ([r.stopped] if r.stopped else [])
-             for r in rows]
+    cells = [
+        [
+            r.config,
+            f"{len(r.seeds)} seed{'' if len(r.seeds) == 1 else 's'}",
+            "val " + ("-" if r.rank_mean is None else f"{r.rank_mean:.3f}"),
+            "test " + ("-" if r.mean is None else f"{r.mean:.3f}"),
+            "Δ 0 (reference)" if r.is_best else ("" if r.delta is None else f"Δ {signed(r.delta)}"),
+            ci_text(r) if r.low is not None else "",
+            verdict_text(r),
+        ]
+        + ([r.stopped] if r.stopped else [])
+        for r in rows
+    ]
     width = max(map(len, cells))
     cells = [c + [""] * (width - len(c)) for c in cells]
     method = next((r.method for r in rows if r.method), "")
-    return ([f"Per configuration over seeds ({results.direction}; ranked by validation, the reference is the best; "
-             f"verdicts on test):"] + aligned_columns(cells, indent="  ") + ([f"  ({method})"] if method else []))
+    return (
+        [
+            f"Per configuration over seeds ({results.direction}; ranked by validation, the reference is the best; "
+            f"verdicts on test):"
+        ]
+        + aligned_columns(cells, indent="  ")
+        + ([f"  ({method})"] if method else [])
+    )
 
 
 # The end-of-sweep table shows at most this many runs (the best by objective); every run is in runs.csv.
@@ -93,8 +108,9 @@ def sweep_table(results: SweepResults, top: int = TOP_RUNS) -> str:
     summaries = results.summaries
     reward_names = sorted({name for s in summaries for name in (s.train_rewards or {})})
     own_objective = not objective_is_val(summaries)
-    header = ["run", "overrides", "status"] + (["objective", VAL_ACCURACY] if own_objective else
-                                               [f"{VAL_ACCURACY} (objective)"])
+    header = ["run", "overrides", "status"] + (
+        ["objective", VAL_ACCURACY] if own_objective else [f"{VAL_ACCURACY} (objective)"]
+    )
     header += ["best (step)", "test_accuracy", "test before", "reward"] + [f"rewards/{name}" for name in reward_names]
     rows = []
     for run in results.ranked[:top]:
@@ -102,17 +118,26 @@ def sweep_table(results: SweepResults, top: int = TOP_RUNS) -> str:
         train_rewards = summary.train_rewards or {}
         rows.append(
             [run.name, " ".join(run.overrides) or NO_CONFIGURATION, summary.status]
-            + ([number(summary.objective), number(summary.val_accuracy)] if own_objective
-               else [number(summary.objective)])
-            + [best_cell(summary), number(summary.test_accuracy), number(summary.test_accuracy_before),
-               number(summary.reward)]
+            + (
+                [number(summary.objective), number(summary.val_accuracy)]
+                if own_objective
+                else [number(summary.objective)]
+            )
+            + [
+                best_cell(summary),
+                number(summary.test_accuracy),
+                number(summary.test_accuracy_before),
+                number(summary.reward),
+            ]
             + [number(train_rewards.get(name)) for name in reward_names]
         )
     table = markdown_table(header, rows)
     if len(runs) > top:
-        table.append(f"(the {top} best of {len(runs)} runs by objective, {results.direction}; every run, its "
-                     f"overrides as columns: {sweep_dir / 'runs.csv'}, and per configuration: {sweep_dir / 'report.md'}"
-                     f" — both written by python -m grpo_sweep.sweeps.report {sweep_dir})")
+        table.append(
+            f"(the {top} best of {len(runs)} runs by objective, {results.direction}; every run, its "
+            f"overrides as columns: {sweep_dir / 'runs.csv'}, and per configuration: {sweep_dir / 'report.md'}"
+            f" — both written by python -m grpo_sweep.sweeps.report {sweep_dir})"
+        )
     bad = [run for run in runs if run.summary.status in ("failed", UNREADABLE)]
     notes = [f"run {run.dir.name} {run.summary.status}: {run.summary.error or '?'}" for run in bad[:TOP_NOTES]]
     if len(bad) > TOP_NOTES:

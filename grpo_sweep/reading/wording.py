@@ -4,6 +4,7 @@ stats.compare and stats.judge compute every verdict (``Comparison.reason`` says 
 only says it, so the table, report.md, verdicts.json, W&B and the study report word the same numbers the same way.
 No numpy, no scipy.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -82,8 +83,10 @@ def few_seeds_text(row: Comparison) -> str:
     if row.design is None or row.mde_one_more is None or row.design.seeds > 3 or (row.seed_share or 0) < 0.5:
         return ""
     s = row.design.seeds
-    return (f"{s} seeds leave each configuration's own noise {s - 1} degree{'s' if s > 2 else ''} of freedom: a "
-            f"{ORDINALS.get(s + 1, f'{s + 1}th')} seed would bring the detectable difference to {row.mde_one_more:.3f}")
+    return (
+        f"{s} seeds leave each configuration's own noise {s - 1} degree{'s' if s > 2 else ''} of freedom: a "
+        f"{ORDINALS.get(s + 1, f'{s + 1}th')} seed would bring the detectable difference to {row.mde_one_more:.3f}"
+    )
 
 
 def reference_note(reference: Comparison) -> str:
@@ -95,10 +98,14 @@ def reference_note(reference: Comparison) -> str:
         return "best on validation"
     complete = reference.design.configurations if reference.design else len(reference.tied) + 1
     if len(reference.tied) == complete - 1:
-        return (f"all {complete} configurations tie on validation ({reference.rank_mean:.3g}): the first listed is "
-                "the reference, an arbitrary pick")
-    return (f"tied best on validation with {', '.join(map(str, reference.tied))}: the first listed is the reference, "
-            "an arbitrary pick")
+        return (
+            f"all {complete} configurations tie on validation ({reference.rank_mean:.3g}): the first listed is "
+            "the reference, an arbitrary pick"
+        )
+    return (
+        f"tied best on validation with {', '.join(map(str, reference.tied))}: the first listed is the reference, "
+        "an arbitrary pick"
+    )
 
 
 def method(design: Design) -> str:
@@ -106,9 +113,11 @@ def method(design: Design) -> str:
     what = "test" if design.on_test else "validation objective (not every run has a test value)"
     level = f"{100 * (1 - design.alpha):g}%"
     if design.questions:
-        noise = (f"each configuration's own run-to-run variance over its {design.seeds} seeds "
-                 f"({design.seeds - 1} df) plus the pair's configuration x question part over {design.questions} "
-                 f"paired questions")
+        noise = (
+            f"each configuration's own run-to-run variance over its {design.seeds} seeds "
+            f"({design.seeds - 1} df) plus the pair's configuration x question part over {design.questions} "
+            f"paired questions"
+        )
     else:
         noise = f"each configuration's own variance of per-run values over {design.seeds} seeds ({design.seeds - 1} df)"
         if design.floored:
@@ -116,9 +125,13 @@ def method(design: Design) -> str:
     head = f"Δ = {what} difference from the reference"
     if design.adaptive:
         low, high = design.adaptive
-        head = (f"adaptive seeds (min {low}, max {high}); Δ = test difference from the leader of the configuration's "
-                f"last look; a call needs validation's sequential test (alpha {design.alpha:g} shared by the looks) "
-                "and test to agree")
-    return (f"{head}; {level} family-wise intervals over {design.configurations} configurations, valid whichever is "
-            f"the reference and however their noise differs (Tukey's studentized range at each variance part's "
-            f"degrees of freedom, Dunnett's C); noise from {noise}")
+        head = (
+            f"adaptive seeds (min {low}, max {high}); Δ = test difference from the leader of the configuration's "
+            f"last look; a call needs validation's sequential test (alpha {design.alpha:g} shared by the looks) "
+            "and test to agree"
+        )
+    return (
+        f"{head}; {level} family-wise intervals over {design.configurations} configurations, valid whichever is "
+        f"the reference and however their noise differs (Tukey's studentized range at each variance part's "
+        f"degrees of freedom, Dunnett's C); noise from {noise}"
+    )

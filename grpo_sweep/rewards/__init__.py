@@ -4,6 +4,7 @@
 path (``mypkg.rewards.my_reward`` or ``mypkg.rewards:my_reward``); ``build_reward`` binds keyword parameters
 from config and keeps a stable ``__name__`` so TRL logs ``rewards/<name>/mean``.
 """
+
 from __future__ import annotations
 
 import functools

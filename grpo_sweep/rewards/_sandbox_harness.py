@@ -17,8 +17,16 @@ CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MNT_DETACH = 2
 # kept on remount: a user namespace may not clear them (locked flags), and atime flags count too
-MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
-               "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
+MOUNT_FLAGS = {
+    "ro": MS_RDONLY,
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": 1024,
+    "nodiratime": 2048,
+    "relatime": 1 << 21,
+    "strictatime": 1 << 24,
+}
 # glibc has no pivot_root(); the kernel's number for it on each architecture Python wheels exist for
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203, "s390x": 217}
 # What the new root holds of the host: the shared-library directories (the dynamic loader's default search
@@ -26,8 +34,12 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "
 SYSTEM_LIBS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32")
 WRITTEN_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
 DEVICES = (*WRITTEN_DEVICES, "/dev/random", "/dev/urandom")
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 SCRATCH = ("/tmp", "/dev/shm")
 BUILD = "/tmp"  # where the new root is put together (its host content is never shown: sources are opened first)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -112,14 +124,19 @@ def imports_by_descriptor():
     """Keep the standard library importable for a user who cannot reach it by path (an interpreter under
     /root, mode 0700): its directories are opened now and imported through /proc/self/fd, which a process may
     always follow for itself."""
-    moved = {entry: f"/proc/self/fd/{os.open(entry, os.O_PATH | os.O_DIRECTORY)}" for entry in sys.path
-             if os.path.isdir(entry)}
+    moved = {
+        entry: f"/proc/self/fd/{os.open(entry, os.O_PATH | os.O_DIRECTORY)}"
+        for entry in sys.path
+        if os.path.isdir(entry)
+    }
     sys.path[:] = [moved.get(entry, entry) for entry in sys.path]
     for module in list(sys.modules.values()):  # packages imported already (encodings) import submodules later
         path = getattr(module, "__path__", None)
         if isinstance(path, list):
-            path[:] = [next((fd + item[len(entry):] for entry, fd in moved.items() if item.startswith(entry + "/")),
-                            item) for item in path]
+            path[:] = [
+                next((fd + item[len(entry) :] for entry, fd in moved.items() if item.startswith(entry + "/")), item)
+                for item in path
+            ]
 
 
 def drop_privileges(drop_to, isolated):
@@ -133,8 +150,11 @@ def drop_privileges(drop_to, isolated):
             os.setgid(drop_to)
             os.setuid(drop_to)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot drop from root to uid {drop_to} (nobody): {exc.strerror}; allow it "
-                                     "(CAP_SETUID, CAP_SETGID) or run as another user") from None
+            raise OSError(
+                exc.errno,
+                f"cannot drop from root to uid {drop_to} (nobody): {exc.strerror}; allow it "
+                "(CAP_SETUID, CAP_SETGID) or run as another user",
+            ) from None
     elif isolated:
         _check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
 
@@ -162,8 +182,11 @@ class _PathBeneath(ctypes.Structure):
 def landlock_rules(readable, writable):
     """(descriptor, is a directory, rights or None for all) per path, opened while every path can still be
     reached (before privileges drop)."""
-    return [(os.open(path, os.O_PATH), os.path.isdir(path), rights)
-            for paths, rights in ((readable, FS_READ), (writable, None)) for path in paths]
+    return [
+        (os.open(path, os.O_PATH), os.path.isdir(path), rights)
+        for paths, rights in ((readable, FS_READ), (writable, None))
+        for path in paths
+    ]
 
 
 def confine(rules):
@@ -179,8 +202,10 @@ def confine(rules):
     _check(0 if fd >= 0 else -1, "landlock_create_ruleset")
     for target, is_dir, rights in rules:
         allowed = (fs if rights is None else rights) & fs & (-1 if is_dir else FS_FILE)
-        _check(libc.syscall(LANDLOCK_ADD_RULE, fd, 1, ctypes.byref(_PathBeneath(allowed, target)), 0),
-               f"landlock_add_rule {os.readlink(f'/proc/self/fd/{target}')}")
+        _check(
+            libc.syscall(LANDLOCK_ADD_RULE, fd, 1, ctypes.byref(_PathBeneath(allowed, target)), 0),
+            f"landlock_add_rule {os.readlink(f'/proc/self/fd/{target}')}",
+        )
         os.close(target)
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     _check(libc.syscall(LANDLOCK_RESTRICT_SELF, fd, 0), "landlock_restrict_self")

@@ -3,6 +3,7 @@
 TRL passes each completion either as a string (plain-text datasets) or as a list of chat messages
 (conversational datasets: ``[{"role": "assistant", "content": "..."}]``). Rewards score the text.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -10,6 +10,7 @@ tags mean no answer); `boxed` reads the one distinct top-level ``\\boxed{…}`` 
 distinct boxes only for a truth of as many parts). Which
 answers are equal: see `equivalent` and `mathcheck.compare`.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,7 +47,9 @@ def extract_answer(text: str, answer_tag: str = "answer") -> str | None:
 _LENIENT_NUMBER = re.compile(
     r"(?<![\w.)])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])|(?<![\w.])-?\.\d+"
 )
-_LENIENT_MATH = re.compile(r"\$\$([^$]{1,500})\$\$|\$([^$]{1,500})\$|\\\((.{1,500}?)\\\)|\\\[(.{1,500}?)\\\]", re.DOTALL)
+_LENIENT_MATH = re.compile(
+    r"\$\$([^$]{1,500})\$\$|\$([^$]{1,500})\$|\\\((.{1,500}?)\\\)|\\\[(.{1,500}?)\\\]", re.DOTALL
+)
 # A LaTeX expression written bare as the text's last token: `3\sqrt{2}`, `\frac{3}{4}.`, `2\pi`.
 _LENIENT_TAIL = re.compile(r"(?:^|\s)(-?[\w.{}^()/+*-]*\\[A-Za-z]+[\w.{}^()/+*\\-]*)[\s.,;:!]*\Z")
 
@@ -165,7 +168,11 @@ def answer_block(text: str, answer_tag: str = "answer", think_tag: str = "think"
         # Fast path (str.find runs in C) for the common layouts; anything else goes through _layout.
         a0, a1 = text.find(opening), text.find(closing)
         t0, t1 = text.find(f"<{think_tag}>"), text.find(f"</{think_tag}>")
-        if a0 < a1 and (t0 == -1 or text.count(f"<{think_tag}>") == 1) and (t1 == -1 or text.count(f"</{think_tag}>") == 1):
+        if (
+            a0 < a1
+            and (t0 == -1 or text.count(f"<{think_tag}>") == 1)
+            and (t1 == -1 or text.count(f"</{think_tag}>") == 1)
+        ):
             if (t0 == t1 == -1) or (0 <= t0 < t1 and (a1 < t0 or a0 > t1)) or (t0 == -1 and 0 <= t1 < a0):
                 return text[a0 + len(opening) : a1].strip() or None
     layout = _layout(text, answer_tag, think_tag)
@@ -243,7 +250,9 @@ def equivalent(candidate: str | None, ground_truth) -> float | None:
 
 
 @reward("correct", ANSWER_TAG)
-def correct(completions, ground_truth, answer_tag: str = "answer", think_tag: str = "think", **kwargs) -> list[float | None]:
+def correct(
+    completions, ground_truth, answer_tag: str = "answer", think_tag: str = "think", **kwargs
+) -> list[float | None]:
     """1 when the one `<answer>` block outside `<think>` (`answer_block`) equals `ground_truth` (`equivalent`)."""
     return [
         equivalent(answer_block(text, answer_tag, think_tag), truth)

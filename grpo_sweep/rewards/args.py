@@ -1,6 +1,7 @@
 """A reward's arguments from config (a factory's ``factory_args``, a reward model's ``model_args``, a reward's
 ``params``), read as the kind they must be: each refusal is one line naming the key and the value, and what to give
 instead. ``check_arguments`` holds them to the function's own annotations."""
+
 from __future__ import annotations
 
 import inspect
@@ -44,9 +45,13 @@ def seconds(key: str, value: Any) -> float:
 # rewards take any int, and crash at the first step on some (an n-gram of 0 tokens divides by zero).
 FACTORY_DOMAINS: dict[str, dict[str, Domain]] = {
     "trl.rewards.other_rewards.get_repetition_penalty_reward": {
-        "ngram_size": Domain(1, what="tokens an n-gram"), "max_penalty": Domain(None, 0, what="a penalty")},
+        "ngram_size": Domain(1, what="tokens an n-gram"),
+        "max_penalty": Domain(None, 0, what="a penalty"),
+    },
     "trl.rewards.other_rewards.get_soft_overlong_punishment": {
-        "max_completion_len": Domain(1, what="tokens"), "soft_punish_cache": Domain(0, what="tokens")},
+        "max_completion_len": Domain(1, what="tokens"),
+        "soft_punish_cache": Domain(0, what="tokens"),
+    },
     "trl.rewards.accuracy_rewards.get_cosine_scaled_reward": {"max_len": Domain(1, what="tokens")},
 }
 

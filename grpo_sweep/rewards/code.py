@@ -37,6 +37,7 @@ What it does not guarantee:
 - A value that is not builtin data (a ``Fraction``, a ``deque``, a numpy array, a custom class) fails its
   test even where the dataset's reference would compare equal.
 """
+
 from __future__ import annotations
 
 import json
@@ -103,7 +104,9 @@ def code(
     if tests_column not in kwargs:
         raise ValueError(f"code reward: the data has no {tests_column!r} column (set params.tests_column)")
     check_isolation(isolation)  # refuse to run generated code without the isolation asked for
-    limits = Limits(timeout_s=timeout_s, per_test_s=per_test_s, cpu_s=timeout_s, memory_mb=memory_mb, max_procs=max_procs)
+    limits = Limits(
+        timeout_s=timeout_s, per_test_s=per_test_s, cpu_s=timeout_s, memory_mb=memory_mb, max_procs=max_procs
+    )
 
     def score(text: str, raw_tests) -> float | None:
         tests = parse_tests(raw_tests)

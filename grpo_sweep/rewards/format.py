@@ -3,6 +3,7 @@
 Tag names are parameters (the walkthrough mixes ``<think>`` and ``<reasoning>``). Every reward
 returns one float in [0, 1] per completion.
 """
+
 from __future__ import annotations
 
 import re
@@ -92,7 +93,9 @@ def soft_format(completions, think_tag: str = "think", answer_tag: str = "answer
                 continue  # nested in an open block, or holding a tag: not a block of its own
             if tag.group(2) == think_tag and think_end == -1:
                 think_end = tag.end()
-            elif tag.group(2) == answer_tag and think_end != -1 and opening.start() >= think_end and not _blank(content):
+            elif (
+                tag.group(2) == answer_tag and think_end != -1 and opening.start() >= think_end and not _blank(content)
+            ):
                 found = True
                 break
         scores.append(1.0 if found else 0.0)
@@ -129,7 +132,7 @@ def xmlcount(
                 cursor = position + len(tag)
         closing = text.rfind(tags[3])
         if closing != -1 and text.count(tags[3]) == 1:
-            trailing = text[closing + len(tags[3]):].strip()
+            trailing = text[closing + len(tags[3]) :].strip()
             score -= trailing_penalty * len(trailing)
         scores.append(min(1.0, max(0.0, score)))
     return scores

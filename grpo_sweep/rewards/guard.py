@@ -16,6 +16,7 @@ retry of a failing batch included) and ``calls`` (batches scored), summed over t
 evaluations call the same wrappers without a trainer state (run/evaluate.py); those calls are not counted, so the
 figures compare with the training time alone (train.reward_cost).
 """
+
 from __future__ import annotations
 
 import functools
@@ -90,7 +91,9 @@ def guarded(fn, name: str, on_error: str = "raise"):
             if problem is None:
                 continue
             if on_error == "raise":
-                raise RewardFailure(f"reward {name!r} returned {problem} for sample {i}; completion {_shown(completions[i])}")
+                raise RewardFailure(
+                    f"reward {name!r} returned {problem} for sample {i}; completion {_shown(completions[i])}"
+                )
             values[i], failed, found = None, failed + 1, found + 1
         values = [None if v is None else float(v) for v in values]
         with lock:
@@ -118,7 +121,9 @@ def guarded(fn, name: str, on_error: str = "raise"):
                     ) from exc
                 values.append(_RAISED)
         if on_error == "raise":  # every sample passed alone: the batch as a whole is the problem
-            raise RewardFailure(f"reward {name!r} raised {type(batch_exc).__name__}: {batch_exc} on a batch of {n}") from batch_exc
+            raise RewardFailure(
+                f"reward {name!r} raised {type(batch_exc).__name__}: {batch_exc} on a batch of {n}"
+            ) from batch_exc
         return values
 
     functools.update_wrapper(call, fn)

@@ -23,6 +23,7 @@ not every sample's retries. A sample the
 judge could not score (timeout, error, a reply with no score or a score outside ``score_range``) gets the guard's
 ``FAILED``: ``None`` to TRL, and counted in the run's ``reward_failures``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -113,7 +114,7 @@ def llm_judge(
     max_reply_bytes: int = MAX_REPLY_BYTES,
     cache: bool = True,
     term_name: str = "judge",
-) -> "LLMJudge":
+) -> LLMJudge:
     """A reward scoring each completion with a judge model at ``base_url`` (an OpenAI-compatible API).
 
     ``key_env`` names the environment variable that holds the API key (the key itself never goes in config, and
@@ -185,11 +186,15 @@ def _env_name(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
-        raise RewardError("factory_args.key_env must be the NAME of an environment variable that holds the API key "
-                          "(letters, digits, _; the value given looks like a key itself; it is not shown)")
+        raise RewardError(
+            "factory_args.key_env must be the NAME of an environment variable that holds the API key "
+            "(letters, digits, _; the value given looks like a key itself; it is not shown)"
+        )
     if not os.environ.get(value):
-        raise RewardError(f"factory_args.key_env={value}: environment variable {value} is not set (export it "
-                          "where the run trains; the key never goes in config)")
+        raise RewardError(
+            f"factory_args.key_env={value}: environment variable {value} is not set (export it "
+            "where the run trains; the key never goes in config)"
+        )
     return value
 
 
@@ -201,8 +206,9 @@ def _template(value: Any, group: bool) -> str:
     if value is None:
         return DEFAULT_GROUP_TEMPLATE if group else DEFAULT_TEMPLATE
     if not isinstance(value, str) or not value.strip():
-        raise RewardError(f"factory_args.template={value!r}: give the prompt's text with {{question}} and "
-                          "{completion} in it")
+        raise RewardError(
+            f"factory_args.template={value!r}: give the prompt's text with {{question}} and {{completion}} in it"
+        )
     allowed = GROUP_PLACEHOLDERS if group else PLACEHOLDERS
     shown = ", ".join("{" + p + "}" for p in allowed)
     try:
@@ -211,8 +217,11 @@ def _template(value: Any, group: bool) -> str:
         raise RewardError(f"factory_args.template: {exc} (write a literal brace as {{{{ or }}}})") from None
     for name in fields:
         if name not in allowed:
-            raise RewardError(f"factory_args.template has unknown placeholder {{{name}}}; it may use {shown}"
-                              + (" (group=true)" if group else "") + " (a literal brace is written {{ or }})")
+            raise RewardError(
+                f"factory_args.template has unknown placeholder {{{name}}}; it may use {shown}"
+                + (" (group=true)" if group else "")
+                + " (a literal brace is written {{ or }})"
+            )
     needed = "completions" if group else "completion"
     if needed not in fields:
         raise RewardError(f"factory_args.template has no {{{needed}}}: the judge would never see what it scores")
@@ -227,8 +236,10 @@ def _regex(value: Any, group: bool) -> str | None:
     except (re.error, TypeError) as exc:
         raise RewardError(f"factory_args.score_regex={value!r} is not a regular expression ({exc})") from None
     if group and pattern.groups < 2:
-        raise RewardError(f"factory_args.score_regex={value!r}: with group=true it needs two groups, the answer's "
-                          r"number and its score, e.g. '(\d+): (\d+)'")
+        raise RewardError(
+            f"factory_args.score_regex={value!r}: with group=true it needs two groups, the answer's "
+            r"number and its score, e.g. '(\d+): (\d+)'"
+        )
     return value
 
 
@@ -281,9 +292,8 @@ class CallStats:
     errors: dict[str, int] = field(default_factory=dict)  # kind -> samples
     first_error: str = ""  # the first failed request's error, for the log
 
-    def add(self, other: "CallStats") -> None:
-        for name in ("lookups", "cache_hits", "requests", "retries", "failures", "prompt_tokens",
-                     "completion_tokens"):
+    def add(self, other: CallStats) -> None:
+        for name in ("lookups", "cache_hits", "requests", "retries", "failures", "prompt_tokens", "completion_tokens"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.latencies += other.latencies
         for kind, count in other.errors.items():
@@ -310,12 +320,16 @@ class LLMJudge:
         self._down = ""  # why the endpoint took no connection of the last call; "" while it answers
         self._pattern = re.compile(settings.score_regex or (GROUP_LINE if settings.group else NUMBER))
         # the columns it reads are read off its signature (the mix checks the data has them)
-        params = [inspect.Parameter("completions", inspect.Parameter.KEYWORD_ONLY),
-                  inspect.Parameter("prompts", inspect.Parameter.KEYWORD_ONLY, default=None)]
+        params = [
+            inspect.Parameter("completions", inspect.Parameter.KEYWORD_ONLY),
+            inspect.Parameter("prompts", inspect.Parameter.KEYWORD_ONLY, default=None),
+        ]
         if settings.uses_truth:
             params.append(inspect.Parameter("ground_truth", inspect.Parameter.KEYWORD_ONLY))
-        params += [inspect.Parameter("log_metric", inspect.Parameter.KEYWORD_ONLY, default=None),
-                   inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
+        params += [
+            inspect.Parameter("log_metric", inspect.Parameter.KEYWORD_ONLY, default=None),
+            inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+        ]
         self.__signature__ = inspect.Signature(params)
 
     def __repr__(self) -> str:
@@ -353,17 +367,28 @@ class LLMJudge:
         prompt and truth (TRL passes a prompt's completions one after another) in group mode."""
         fill = self.settings.template.format
         if not self.settings.group:
-            return [(fill(question=q, completion=c, ground_truth=t), [i])
-                    for i, (q, c, t) in enumerate(zip(questions, texts, truths))]
+            return [
+                (fill(question=q, completion=c, ground_truth=t), [i])
+                for i, (q, c, t) in enumerate(zip(questions, texts, truths))
+            ]
         runs: list[list[int]] = []
         for i in range(len(texts)):
             if runs and (questions[i], truths[i]) == (questions[runs[-1][0]], truths[runs[-1][0]]):
                 runs[-1].append(i)
             else:
                 runs.append([i])
-        return [(fill(question=questions[run[0]], ground_truth=truths[run[0]], n=len(run),
-                      completions="\n\n".join(f"Answer {k}:\n{texts[i]}" for k, i in enumerate(run, 1))), run)
-                for run in runs]
+        return [
+            (
+                fill(
+                    question=questions[run[0]],
+                    ground_truth=truths[run[0]],
+                    n=len(run),
+                    completions="\n\n".join(f"Answer {k}:\n{texts[i]}" for k, i in enumerate(run, 1)),
+                ),
+                run,
+            )
+            for run in runs
+        ]
 
     def _parse(self, reply: str, size: int) -> list[float | None] | None:
         """Each member's score in [0, 1] (None: outside ``score_range``), or None for a reply without them all."""
@@ -411,8 +436,13 @@ class LLMJudge:
                 event_hooks={"request": [self._on_attempt], "response": [self._bound_reply]},
             )
             # given explicitly: the client would otherwise send OPENAI_API_KEY to whatever base_url says
-            self._client = AsyncOpenAI(base_url=s.base_url, api_key=key or "EMPTY", timeout=s.timeout,
-                                       max_retries=s.max_retries, http_client=http)
+            self._client = AsyncOpenAI(
+                base_url=s.base_url,
+                api_key=key or "EMPTY",
+                timeout=s.timeout,
+                max_retries=s.max_retries,
+                http_client=http,
+            )
             self._semaphore = asyncio.Semaphore(s.max_concurrency)
             _quiet_client_logs(s.base_url)
         return self._client
@@ -495,9 +525,13 @@ class LLMJudge:
             return
         if all(_failed_as(task) == "unreachable" for task in ended):
             if not self._down:
-                log.warning("judge %r: %s took no connection (%s); each later call tries one request, "
-                            "without retries, before sending the rest", self.settings.name, self.settings.base_url,
-                            error)
+                log.warning(
+                    "judge %r: %s took no connection (%s); each later call tries one request, "
+                    "without retries, before sending the rest",
+                    self.settings.name,
+                    self.settings.base_url,
+                    error,
+                )
             self._down = error
         elif self._down:
             log.warning("judge %r: %s answers again", self.settings.name, self.settings.base_url)
@@ -508,16 +542,22 @@ class LLMJudge:
             started = time.perf_counter()
             self._first_attempts += 1
             response = await client.chat.completions.create(
-                model=self.settings.model, messages=[{"role": "user", "content": prompt}],
-                temperature=self.settings.temperature, max_tokens=self.settings.max_tokens,
+                model=self.settings.model,
+                messages=[{"role": "user", "content": prompt}],
+                temperature=self.settings.temperature,
+                max_tokens=self.settings.max_tokens,
             )
             latency = time.perf_counter() - started
         choices = getattr(response, "choices", None)
         if not choices:
             raise ValueError("the reply has no choices")
         usage = getattr(response, "usage", None)
-        return _Reply(choices[0].message.content or "", latency, getattr(usage, "prompt_tokens", 0) or 0,
-                      getattr(usage, "completion_tokens", 0) or 0)
+        return _Reply(
+            choices[0].message.content or "",
+            latency,
+            getattr(usage, "prompt_tokens", 0) or 0,
+            getattr(usage, "completion_tokens", 0) or 0,
+        )
 
     def _redacted(self, text: str) -> str:
         key = os.environ.get(self.settings.key_env or "", "")
@@ -528,9 +568,15 @@ class LLMJudge:
     def _report(self, stats: CallStats, n: int, log_metric: Callable | None) -> None:
         if stats.failures:
             kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(stats.errors.items()))
-            log.warning("judge %r could not score %d of %d samples (%s): scored None%s%s", self.settings.name,
-                        stats.failures, n, kinds, f", {stats.retries} retries" if stats.retries else "",
-                        f"; first error: {stats.first_error}" if stats.first_error else "")
+            log.warning(
+                "judge %r could not score %d of %d samples (%s): scored None%s%s",
+                self.settings.name,
+                stats.failures,
+                n,
+                kinds,
+                f", {stats.retries} retries" if stats.retries else "",
+                f"; first error: {stats.first_error}" if stats.first_error else "",
+            )
         if not callable(log_metric):
             return
         prefix = f"judge/{self.settings.name}/"
@@ -571,7 +617,7 @@ def _bounded_stream_type(base: type) -> type:
                         chunk = await asyncio.wait_for(chunks.__anext__(), max(0.0, self.ends - loop.time()))
                     except StopAsyncIteration:
                         return
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         raise self.timeout_error("the reply was not complete within timeout") from None
                     received += len(chunk)
                     if received > self.max_bytes:

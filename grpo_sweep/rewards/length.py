@@ -1,4 +1,5 @@
 """Length reward: longer (or shorter) completions score more, scaled by the completion budget."""
+
 from __future__ import annotations
 
 from ._text import texts

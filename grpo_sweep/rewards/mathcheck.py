@@ -5,6 +5,7 @@ grpo-sweep turns them off. sympy can then spin for minutes on a pathological ans
 in one persistent helper process, and a comparison that takes longer than ``timeout_s`` gets the helper killed
 (a fresh one starts on the next call) and scores 0. ``python -m grpo_sweep.rewards.mathcheck`` is the helper.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -77,7 +78,9 @@ def is_words(truth: str) -> bool:
 def normalise_words(text: str) -> str:
     """Compared form of a word answer: invisible characters, markdown emphasis, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
     punctuation dropped, NFKC, casefolded, whitespace collapsed."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", _unwrap_text(text)).casefold()).strip().rstrip(".!,;:").strip()
+    return (
+        _SPACES.sub(" ", unicodedata.normalize("NFKC", _unwrap_text(text)).casefold()).strip().rstrip(".!,;:").strip()
+    )
 
 
 def _unwrap_text(text: str) -> str:
@@ -157,7 +160,16 @@ def _emphasised(match: re.Match) -> str:
 
 
 _HEADING = re.compile(r"(?m)^[ \t]{0,3}#{1,6}[ \t]+")
-_SYMBOLS = str.maketrans({"\u2212": "-", "\u00d7": " \\times ", "\u00f7": " \\div ", "\u22c5": " \\cdot ", "\u00b7": " \\cdot ", "\u03c0": "\\pi "})
+_SYMBOLS = str.maketrans(
+    {
+        "\u2212": "-",
+        "\u00d7": " \\times ",
+        "\u00f7": " \\div ",
+        "\u22c5": " \\cdot ",
+        "\u00b7": " \\cdot ",
+        "\u03c0": "\\pi ",
+    }
+)
 # Currency signs next to a number: `\$18`, `US\$ 18`, `€18`, `18 €` (an unescaped `$` is decided in `_math_spans`).
 _CURRENCY = re.compile(r"\\\$\s?(?=[+-]?\.?\d)|[€£¥₹]\s?(?=[+-]?\.?\d)|(?<=\d)\s?[€£¥₹]")
 # The amount is the whole number after it, ending a sentence or not (`$18.`, `$1,234.`): a `.` or `,` followed by a
@@ -197,13 +209,16 @@ _SMALL_NUMBERS = {
         " seventeen eighteen nineteen".split()
     )
 }
-_TENS = {word: 10 * value for value, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_TENS = {
+    word: 10 * value for value, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)
+}
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 _NUMBER_WORD_SET = frozenset([*_SMALL_NUMBERS, *_TENS, "hundred", *_SCALES])
 _NUMBER_WORD = "|".join(sorted(_NUMBER_WORD_SET, key=len, reverse=True))  # `seventeen` before `seven`
 _LETTERS = re.compile(r"[a-z]+")
 _NUMBER_WORDS = re.compile(
-    rf"(?<![\\\w-])(?:{_NUMBER_WORD})(?:(?:\s*[-\u2010\u2011]\s*|\s+(?:and\s+)?)(?:{_NUMBER_WORD}))*(?![\w-])", re.IGNORECASE
+    rf"(?<![\\\w-])(?:{_NUMBER_WORD})(?:(?:\s*[-\u2010\u2011]\s*|\s+(?:and\s+)?)(?:{_NUMBER_WORD}))*(?![\w-])",
+    re.IGNORECASE,
 )
 # `the one`, `that one`: a pronoun, not the number 1.
 _PRONOUN_BEFORE = re.compile(
@@ -212,7 +227,9 @@ _PRONOUN_BEFORE = re.compile(
 )
 _AFTER_NUMBER_WORD = re.compile(rf"(?<![\\A-Za-z])(?:{_NUMBER_WORD})\s*$", re.IGNORECASE)
 # `minus 5`, `negative five` state -5, unless an operand comes before (`12 minus 3`: two values).
-_SIGN_WORD = re.compile(r"(^|[^\w\s.)}\]%]\s*|(?<![\\A-Za-z])[A-Za-z]{2,}\s+)(?:minus|negative)\s+(?=\.?\d)", re.IGNORECASE)
+_SIGN_WORD = re.compile(
+    r"(^|[^\w\s.)}\]%]\s*|(?<![\\A-Za-z])[A-Za-z]{2,}\s+)(?:minus|negative)\s+(?=\.?\d)", re.IGNORECASE
+)
 # A range written with a dash between numbers: `12–13`, `12 — 13`.
 _RANGE = re.compile(r"\d\s*[\u2013\u2014]\s*[-+\d.$\\]")
 _PERCENT_WORD = re.compile(r"(?:percent|pct|percentage)[.,;:!?]*$", re.IGNORECASE)
@@ -235,6 +252,7 @@ def _math_spans(text: str) -> tuple[str, list[str]] | None:
     """``text`` with each ``$…$``/``$$…$$``/``\\(…\\)``/``\\[…\\]`` span replaced by a mark, and their contents;
     None when a ``$`` is left unpaired. A ``$`` before a number reads as a currency sign (``$18``) when pairing the
     ``$`` as math leaves one unpaired or pairs prose (``$18 and $20``)."""
+
     def pair(attempt: str) -> tuple[str, list[str]] | None:
         contents: list[str] = []
 
@@ -309,7 +327,10 @@ def _number_words(text: str) -> str | None:
 def _cardinal(words: list[str]) -> int | None:
     """The value English number words name, None when they name none: read, then spelled back (`_spell`), and
     kept only when the spelling is theirs (an ``and`` only after ``hundred``/``thousand``…)."""
-    if any(w == "and" and (i == 0 or not (words[i - 1] == "hundred" or words[i - 1] in _SCALES)) for i, w in enumerate(words)):
+    if any(
+        w == "and" and (i == 0 or not (words[i - 1] == "hundred" or words[i - 1] in _SCALES))
+        for i, w in enumerate(words)
+    ):
         return None
     words = [w for w in words if w != "and"]
     total = current = 0
@@ -376,9 +397,18 @@ def _values(text: str, depth: int = 0) -> list[str] | None:
             prev = tokens[i - 1] if i and kinds[i - 1] == "m" else None
             after = tokens[i + 1] if i + 1 < len(tokens) and kinds[i + 1] == "m" else None
             letter = tokens[i].rstrip(".,;:!?")
-            unit = letter in _UNIT_LETTERS and prev and re.fullmatch(r"[\d.,]+", prev) and not (after and _OPERATOR_TOKEN.fullmatch(after))
+            unit = (
+                letter in _UNIT_LETTERS
+                and prev
+                and re.fullmatch(r"[\d.,]+", prev)
+                and not (after and _OPERATOR_TOKEN.fullmatch(after))
+            )
             if letter in _ARTICLES:  # `18 a day`, `I get 12`; but `x + a`, `\cos a`
-                kinds[i] = "m" if any(t and (_OPERATOR_TOKEN.fullmatch(t) or _COMMAND_END.search(t)) for t in (prev, after)) else "w"
+                kinds[i] = (
+                    "m"
+                    if any(t and (_OPERATOR_TOKEN.fullmatch(t) or _COMMAND_END.search(t)) for t in (prev, after))
+                    else "w"
+                )
             else:
                 kinds[i] = "m" if (prev or after) and not unit else "w"
     runs: list[list[str]] = []
@@ -564,23 +594,23 @@ def _closing_brace(text: str, opening: int) -> int:
 def compare(truth: str, candidate: str | None) -> float | None:
     """1.0 / 0.0 for a match / no match, None when the truth cannot be parsed (runs in the helper).
 
-    A truth of words compares as normalised strings (`normalise_words`). Any other truth is parsed as LaTeX
-    (``$…$`` added unless it has one), falling back to a plain expression; math-verify's plain extractor alone
-    keeps one number of an expression (``3\\sqrt{2}`` -> 3). The candidate must be `one_answer` and is parsed
-    as LaTeX only. When the truth is a value and the candidate an equation (``x = 12``), every side of it that
-    is not a bare variable must equal the truth: ``x = 12`` and ``x = \\frac{24}{2} = 12`` match 12,
-    ``13 = 12`` and ``2x + 5 = 12`` do not (math-verify alone takes the last right-hand side). Against a truth
-that is a plain number, the answer must state a value (`states_a_value`): ``3 \\cdot 4`` and ``(1 + 2) * 4``
-score 0 for 12, though they equal it; ``3 \\cdot 4 = 12`` states 12 and is judged by the equation rule.
+        A truth of words compares as normalised strings (`normalise_words`). Any other truth is parsed as LaTeX
+        (``$…$`` added unless it has one), falling back to a plain expression; math-verify's plain extractor alone
+        keeps one number of an expression (``3\\sqrt{2}`` -> 3). The candidate must be `one_answer` and is parsed
+        as LaTeX only. When the truth is a value and the candidate an equation (``x = 12``), every side of it that
+        is not a bare variable must equal the truth: ``x = 12`` and ``x = \\frac{24}{2} = 12`` match 12,
+        ``13 = 12`` and ``2x + 5 = 12`` do not (math-verify alone takes the last right-hand side). Against a truth
+    that is a plain number, the answer must state a value (`states_a_value`): ``3 \\cdot 4`` and ``(1 + 2) * 4``
+    score 0 for 12, though they equal it; ``3 \\cdot 4 = 12`` states 12 and is judged by the equation rule.
 
-    A truth of several parts (math-verify reads it as a set of two or more: ``(5, 8), (8, 5)``, ``k = 45, n = 2``,
-    ``\\{1, 2, 3\\}``, ``x_1 = 2,\\quad x_2 = 3``) may be answered in parts (`split_parts`: ``(5, 8) \\quad
-    \\text{and} \\quad (8, 5)``, ``\\boxed{1}, \\boxed{2}, \\boxed{3}``), in any order, each part one answer: every
-    part must equal (with the equation rule) a part of the truth and every part of the truth must be given, so an
-    extra distinct part (``(5, 8), (8, 5), (1, 1)``) or a missing one never matches; a part given twice counts
-    once, as in math-verify's sets (more than twice the truth's parts is a shotgun and scores 0). A truth of one
-    part still needs one answer. An answer written as one set
-    (``\\{1, 2, 3\\}``) is compared whole by math-verify, which also needs the same elements, no more, no fewer.
+        A truth of several parts (math-verify reads it as a set of two or more: ``(5, 8), (8, 5)``, ``k = 45, n = 2``,
+        ``\\{1, 2, 3\\}``, ``x_1 = 2,\\quad x_2 = 3``) may be answered in parts (`split_parts`: ``(5, 8) \\quad
+        \\text{and} \\quad (8, 5)``, ``\\boxed{1}, \\boxed{2}, \\boxed{3}``), in any order, each part one answer: every
+        part must equal (with the equation rule) a part of the truth and every part of the truth must be given, so an
+        extra distinct part (``(5, 8), (8, 5), (1, 1)``) or a missing one never matches; a part given twice counts
+        once, as in math-verify's sets (more than twice the truth's parts is a shotgun and scores 0). A truth of one
+        part still needs one answer. An answer written as one set
+        (``\\{1, 2, 3\\}``) is compared whole by math-verify, which also needs the same elements, no more, no fewer.
     """
     if is_words(truth):
         if candidate is None:
@@ -653,10 +683,10 @@ def _value_sides(gold, answer) -> list | None:
     """The sides of an equation ``answer`` that must each equal a value ``gold``; None when not that case,
     [] when ``answer`` is a relation that cannot state a value (an inequality)."""
     from math_verify.grader import is_expr_of_only_symbols
-
-    from ..adapters.latex2sympy import conjuncts_in_order
     from sympy import And, Eq
     from sympy.core.relational import Relational
+
+    from ..adapters.latex2sympy import conjuncts_in_order
 
     if isinstance(gold, (Relational, And)) or not isinstance(answer, (Relational, And)):
         return None
@@ -692,7 +722,10 @@ class Helper:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         return subprocess.Popen(
             [sys.executable, "-m", "grpo_sweep.rewards.mathcheck"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
 
     def stop(self) -> None:
@@ -718,7 +751,12 @@ class Helper:
             self.fresh = False
             if line is None:
                 self.timeouts += 1
-                log.warning("math-verify took over %.1f s (or crashed) on %r vs %r: scored 0", timeout_s, candidate[:80] if candidate else candidate, truth[:80])
+                log.warning(
+                    "math-verify took over %.1f s (or crashed) on %r vs %r: scored 0",
+                    timeout_s,
+                    candidate[:80] if candidate else candidate,
+                    truth[:80],
+                )
                 self.stop()
                 return 0.0
             return json.loads(line)

@@ -1,4 +1,5 @@
 """Turn a ``reward_mix`` config into TRL's ``reward_funcs`` and ``reward_weights``."""
+
 from __future__ import annotations
 
 import inspect
@@ -6,10 +7,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from . import (REWARDS, RewardError, RewardFn, bind_reward, check_signature, import_callable, required_columns,
-               resolve_reward)
+from . import (
+    REWARDS,
+    RewardError,
+    RewardFn,
+    bind_reward,
+    check_signature,
+    import_callable,
+    required_columns,
+    resolve_reward,
+    reward_model,
+)
 from . import needs as needs_of
-from . import reward_model
 from .args import check_arguments
 from .guard import ON_ERROR, guarded
 from .sandbox import ISOLATIONS
@@ -78,9 +87,11 @@ class ColumnNeed:
         lacks = f"which the {which} data lacks (columns: {', '.join(columns)})"
         renamed = self._as_completions()
         if renamed:  # most likely the completions under another name, not a column
-            return (f"{self.reward}: {renamed[0]} has no `completions` parameter, so `{self.param}` is read as a "
-                    f"dataset column, {lacks}; TRL passes the completions as `completions` (and prompts, "
-                    f"completion_ids, trainer_state and every dataset column, by name): write {renamed[1]}")
+            return (
+                f"{self.reward}: {renamed[0]} has no `completions` parameter, so `{self.param}` is read as a "
+                f"dataset column, {lacks}; TRL passes the completions as `completions` (and prompts, "
+                f"completion_ids, trainer_state and every dataset column, by name): write {renamed[1]}"
+            )
         return f"{self.reward} needs column {column!r}, {lacks}; {self.fix(column, has_truth)}"
 
     def _as_completions(self) -> tuple[str, str] | None:
@@ -96,8 +107,11 @@ class ColumnNeed:
         if "completions" in signature.parameters:
             return None
         name = getattr(fn, "__name__", "f")
-        fixed = signature.replace(parameters=[p.replace(name="completions") if p.name == self.param else p
-                                              for p in signature.parameters.values()])
+        fixed = signature.replace(
+            parameters=[
+                p.replace(name="completions") if p.name == self.param else p for p in signature.parameters.values()
+            ]
+        )
         return f"{name}{signature}", f"{name}{fixed}"
 
 
@@ -122,8 +136,8 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
         if len(kinds) > 1:  # a term is one reward: named, made by a factory, or a reward model
             raise RewardError(
                 f"reward_mix.{name}: give fn (the reward) or factory (a function that returns the reward), not both"
-                if "model" not in kinds else
-                f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns it) or model (a "
+                if "model" not in kinds
+                else f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns it) or model (a "
                 f"reward model), not {' and '.join(kinds)}"
             )
         factory_args = term.get("factory_args")
@@ -132,27 +146,36 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
                 f"reward_mix.{name}.factory_args without reward_mix.{name}.factory: name the function they are for"
             )
         if factory is not None and (not isinstance(factory, str) or not factory):
-            raise RewardError(f"reward_mix.{name}.factory={factory!r}: give an import path such as trl.rewards.get_soft_overlong_punishment")
+            raise RewardError(
+                f"reward_mix.{name}.factory={factory!r}: give an import path such as trl.rewards.get_soft_overlong_punishment"
+            )
         if not isinstance(factory_args or {}, Mapping):
             raise RewardError(f"reward_mix.{name}.factory_args={factory_args!r}: give argument: value pairs")
         model, model_args = term.get("model"), term.get("model_args")
         if model_args is not None and model is None:
-            raise RewardError(f"reward_mix.{name}.model_args without reward_mix.{name}.model: name the reward model "
-                              "they are for")
+            raise RewardError(
+                f"reward_mix.{name}.model_args without reward_mix.{name}.model: name the reward model they are for"
+            )
         if not isinstance(model_args or {}, Mapping):
-            raise RewardError(f"reward_mix.{name}.model_args={model_args!r}: give option: value pairs, e.g. "
-                              "{batch_size: 16}")
+            raise RewardError(
+                f"reward_mix.{name}.model_args={model_args!r}: give option: value pairs, e.g. {{batch_size: 16}}"
+            )
         if model is not None and term.get("params"):
-            raise RewardError(f"reward_mix.{name}.params: a reward model takes no params; set its options as "
-                              f"reward_mix.{name}.model_args.<option> ({', '.join(reward_model.OPTIONS)})")
+            raise RewardError(
+                f"reward_mix.{name}.params: a reward model takes no params; set its options as "
+                f"reward_mix.{name}.model_args.<option> ({', '.join(reward_model.OPTIONS)})"
+            )
         if model is not None and (not isinstance(model, str) or not model.strip()):
-            raise RewardError(f"reward_mix.{name}.model={model!r}: give a local directory or a hub id (org/name) "
-                              "of a reward model")
+            raise RewardError(
+                f"reward_mix.{name}.model={model!r}: give a local directory or a hub id (org/name) of a reward model"
+            )
         schedule = term.get("schedule")
         if schedule is not None and not kinds and "weight" not in term:  # ++reward_mix.<typo>.schedule... made it
             others = [str(n) for n, t in mix.items() if n != name and isinstance(t, Mapping) and set(t) - {"schedule"}]
-            raise RewardError(f"reward_mix.{name}.schedule: the mix has no term {name!r} (its terms: "
-                              f"{', '.join(others) or 'none'}); a schedule changes the weight of a term the mix has")
+            raise RewardError(
+                f"reward_mix.{name}.schedule: the mix has no term {name!r} (its terms: "
+                f"{', '.join(others) or 'none'}); a schedule changes the weight of a term the mix has"
+            )
         weight = float(term.get("weight", 1.0))
         out.append(
             Term(
@@ -206,10 +229,14 @@ def make_reward(term: Term) -> RewardFn:
         inspect.signature(factory).bind(**args)
     except TypeError as exc:  # a missing or unknown argument
         if "completions" in _params(factory):  # a reward, not a factory
-            raise RewardError(f"{where} is a reward itself (it takes completions): use reward_mix.{term.name}.fn="
-                              f"{term.target} instead of factory=") from None
-        raise RewardError(f"{where}: {exc}; it takes {_signature(factory)}, set as "
-                          f"+reward_mix.{term.name}.factory_args.<argument>=<value>") from None
+            raise RewardError(
+                f"{where} is a reward itself (it takes completions): use reward_mix.{term.name}.fn="
+                f"{term.target} instead of factory="
+            ) from None
+        raise RewardError(
+            f"{where}: {exc}; it takes {_signature(factory)}, set as "
+            f"+reward_mix.{term.name}.factory_args.<argument>=<value>"
+        ) from None
     except ValueError:
         pass  # no signature to read (a builtin): the call below says what is wrong
     check_arguments(factory, term.factory_args, f"reward_mix.{term.name}.factory_args", term.target)
@@ -218,10 +245,14 @@ def make_reward(term: Term) -> RewardFn:
     except RewardError as exc:  # the factory checked its arguments and says which is wrong
         raise RewardError(f"{where}: {exc}") from None
     except Exception as exc:
-        raise RewardError(f"{where}: calling it with {term.factory_args} raised {type(exc).__name__}: {_first_line(exc)}") from None
+        raise RewardError(
+            f"{where}: calling it with {term.factory_args} raised {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
     if not callable(fn):
-        raise RewardError(f"{where} returned {type(fn).__name__} {_short(fn)}, not a reward function; "
-                          "name the reward itself with fn= instead of factory=")
+        raise RewardError(
+            f"{where} returned {type(fn).__name__} {_short(fn)}, not a reward function; "
+            "name the reward itself with fn= instead of factory="
+        )
     try:
         check_signature(f"{term.target}(...)", fn)
     except RewardError as exc:
@@ -253,8 +284,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_mix(mix: Mapping[str, Any], reward_errors: str = "raise", trainer_args: Mapping[str, Any] | None = None
-              ) -> list[Term]:
+def check_mix(
+    mix: Mapping[str, Any], reward_errors: str = "raise", trainer_args: Mapping[str, Any] | None = None
+) -> list[Term]:
     """The reward_mix group (and ``reward_errors``, what its guard does with a reward that raises): resolve every
     reward, check its weight, the columns it asks for and its sandbox, and that ``trainer_args`` (trainer.args)
     does not give the weights TRL's way; raise a one-line RewardError naming the bad entry. Returns the terms, for
@@ -282,14 +314,18 @@ def check_mix(mix: Mapping[str, Any], reward_errors: str = "raise", trainer_args
                 )
         isolation = term.params.get("isolation", "namespaces")
         if needs_of(fn).sandbox and isolation not in ISOLATIONS:
-            raise RewardError(f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}")
+            raise RewardError(
+                f"reward_mix.{term.name}.params.isolation={isolation!r}; use one of: {', '.join(ISOLATIONS)}"
+            )
     if all(term.weight == 0 for term in mix_terms):
         raise RewardError("reward_mix: every weight is 0, so there is nothing to learn; give one reward a weight > 0")
     zero = zero_everywhere_at([t.weight for t in mix_terms], [t.schedule for t in mix_terms])
     if zero is not None:
-        raise RewardError(f"reward_mix: every weight is 0 at progress {zero:g} of the run (the schedules of "
-                          f"{', '.join(t.name for t in mix_terms if t.schedule)}), so those steps learn nothing; "
-                          "keep one weight > 0 throughout")
+        raise RewardError(
+            f"reward_mix: every weight is 0 at progress {zero:g} of the run (the schedules of "
+            f"{', '.join(t.name for t in mix_terms if t.schedule)}), so those steps learn nothing; "
+            "keep one weight > 0 throughout"
+        )
     if trainer_args and "reward_weights" in trainer_args:
         weights = list(trainer_args["reward_weights"] or [])
         names = [t.name for t in mix_terms]

@@ -2,6 +2,7 @@
 
 Kept free of heavy imports: composing and validating a config on a login node looks names up here.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,6 +68,8 @@ def unimportable(module: str, exc: BaseException) -> str:
     those of every process of the launch); anything else is the module's own error."""
     missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
     if missing and (module == missing or module.startswith(missing + ".")):
-        return (f"cannot import module {module!r} from the launch directory {launch_dir()} or PYTHONPATH; run from "
-                "the directory that holds it, or add that directory to PYTHONPATH")
+        return (
+            f"cannot import module {module!r} from the launch directory {launch_dir()} or PYTHONPATH; run from "
+            "the directory that holds it, or add that directory to PYTHONPATH"
+        )
     return f"cannot import module {module!r} ({first_line(exc)})"

@@ -9,6 +9,7 @@ is logged as ``rewards/<name>/mean``, guarded, timed and given a weight like any
 Checking a term (``check_options``) reads files only: the launching machine imports neither torch nor transformers
 and loads no model. The model is loaded on the reward's first call, on the chosen device, in eval mode.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def check_options(name: str, model: Any, args: Mapping[str, Any]) -> dict:
         raise RewardError(f"{key}={model!r}: give a local directory or a hub id (org/name) of a reward model")
     unknown = [option for option in args if option not in OPTIONS]
     if unknown:
-        raise RewardError(f"reward_mix.{name}.model_args.{unknown[0]}: unknown option; a reward model takes "
-                          f"{', '.join(OPTIONS)}")
+        raise RewardError(
+            f"reward_mix.{name}.model_args.{unknown[0]}: unknown option; a reward model takes {', '.join(OPTIONS)}"
+        )
     options = {**OPTIONS, **args}
     where = f"reward_mix.{name}.model_args"
     whole_number(f"{where}.batch_size", options["batch_size"], 1)
@@ -61,8 +63,10 @@ def check_options(name: str, model: Any, args: Mapping[str, Any]) -> dict:
     if options["dtype"] not in DTYPES:
         raise RewardError(f"{where}.dtype={options['dtype']!r}; use one of: {', '.join(DTYPES)}")
     if not isinstance(options["device"], str) or not DEVICE.match(options["device"]):
-        raise RewardError(f"{where}.device={options['device']!r}; use auto (the training device), cpu, cuda, "
-                          "cuda:<index> or another torch device")
+        raise RewardError(
+            f"{where}.device={options['device']!r}; use auto (the training device), cpu, cuda, "
+            "cuda:<index> or another torch device"
+        )
     tokenizer = options["tokenizer"]
     if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer.strip()):
         raise RewardError(f"{where}.tokenizer={tokenizer!r}: give a local directory or a hub id, or null (the model's)")
@@ -84,8 +88,11 @@ def _check_source(key: str, source: str, model: bool, own_tokenizer: bool = True
     if model:
         check_config_file(key, source, path / "config.json")
     if own_tokenizer:
-        fix = ("save the tokenizer beside the model, or name one with its model_args.tokenizer" if model
-               else "give a directory a tokenizer was saved to (save_pretrained)")
+        fix = (
+            "save the tokenizer beside the model, or name one with its model_args.tokenizer"
+            if model
+            else "give a directory a tokenizer was saved to (save_pretrained)"
+        )
         check_tokenizer(key, source, path, RewardError, fix)
 
 
@@ -96,13 +103,17 @@ def check_config_file(key: str, source: str, config_file: Path) -> None:
     config = model_config(key, source, directory, RewardError)
     architectures = architectures_of(key, source, config, RewardError)
     if not architectures:
-        raise RewardError(f"{key}={source!r}: its config.json names no architectures, so it may get a new, random "
-                          "score head; a reward model is a *ForSequenceClassification saved by save_pretrained (or "
-                          "add its \"architectures\")")
+        raise RewardError(
+            f"{key}={source!r}: its config.json names no architectures, so it may get a new, random "
+            "score head; a reward model is a *ForSequenceClassification saved by save_pretrained (or "
+            'add its "architectures")'
+        )
     if not any(a.endswith("ForSequenceClassification") for a in architectures):
         # loaded anyway, transformers would give it a new, random score head: a reward of noise
-        raise RewardError(f"{key}={source!r} is a {architectures[0]}, not a sequence-classification reward model "
-                          "(*ForSequenceClassification)")
+        raise RewardError(
+            f"{key}={source!r} is a {architectures[0]}, not a sequence-classification reward model "
+            "(*ForSequenceClassification)"
+        )
     id2label, labels = config.get("id2label"), config.get("num_labels", 1)
     if id2label is not None and not isinstance(id2label, Mapping):
         raise RewardError(f"{key}={source!r}: its config.json's id2label is {shown(id2label)}, not a mapping")
@@ -134,7 +145,11 @@ def read_json_object(path: Path, what: str, error: type[Exception]) -> dict:
     except UnicodeDecodeError as exc:
         raise error(f"{what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     except (ValueError, RecursionError) as exc:  # not JSON, nested too deep
-        detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        detail = (
+            f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else type(exc).__name__
+        )
         raise error(f"{what} is not JSON ({detail})") from None
     if not isinstance(value, dict):
         raise error(f"{what} is {shown(value)}, not a JSON object")
@@ -153,8 +168,9 @@ def architectures_of(key: str, source: str, config: Mapping, error: type[Excepti
     """The model classes config.json names (``[]``: none)."""
     architectures = config.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
-        raise error(f"{key}={source!r}: its config.json's architectures is {shown(architectures)}, not a list of "
-                    "class names")
+        raise error(
+            f"{key}={source!r}: its config.json's architectures is {shown(architectures)}, not a list of class names"
+        )
     return architectures
 
 
@@ -173,15 +189,22 @@ def check_weights(key: str, source: str, directory: Path, error: type[Exception]
             shards = sorted({str(v) for v in weight_map.values()})
             missing = [shard for shard in shards if not (directory / shard).is_file()]
             if missing:
-                raise error(f"{key}={source!r}: its {index.name} names {len(missing)} shard(s) that are not there "
-                            f"({missing[0]}, ...): copy the whole directory")
+                raise error(
+                    f"{key}={source!r}: its {index.name} names {len(missing)} shard(s) that are not there "
+                    f"({missing[0]}, ...): copy the whole directory"
+                )
             found = [directory / shard for shard in shards]
     if not found:
-        raise error(f"{key}={source!r} has a config.json but no weights ({', '.join(WEIGHTS)}, or a sharded "
-                    f"*{INDEX}): give a directory saved by save_pretrained, whole")
+        raise error(
+            f"{key}={source!r} has a config.json but no weights ({', '.join(WEIGHTS)}, or a sharded "
+            f"*{INDEX}): give a directory saved by save_pretrained, whole"
+        )
     for file in found:
-        problem = _safetensors_problem(file) if file.suffix == ".safetensors" else (
-            "is empty" if file.stat().st_size == 0 else None)
+        problem = (
+            _safetensors_problem(file)
+            if file.suffix == ".safetensors"
+            else ("is empty" if file.stat().st_size == 0 else None)
+        )
         if problem:
             raise error(f"{key}={source!r}: its {file.name} {problem}: copy or save it again")
 
@@ -221,8 +244,16 @@ class RewardModel:
     Loaded on the first call; ``device="auto"`` puts it where the policy trains (the current CUDA device when there
     is one, else the CPU)."""
 
-    def __init__(self, model: str, tokenizer: str | None = None, batch_size: int = 8, device: str = "auto",
-                 dtype: str = "auto", max_length: int | None = None, term: str = "<name>"):
+    def __init__(
+        self,
+        model: str,
+        tokenizer: str | None = None,
+        batch_size: int = 8,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_length: int | None = None,
+        term: str = "<name>",
+    ):
         self.term, self.source, self.tokenizer_source = term, model, tokenizer or model
         self.batch_size, self.device_name, self.dtype_name, self.max_length = batch_size, device, dtype, max_length
         self.model = self.tokenizer = None
@@ -238,8 +269,10 @@ class RewardModel:
             device = torch.device(self.device_name)
             count = torch.cuda.device_count() if torch.cuda.is_available() else 0
             if device.type == "cuda" and (device.index or 0) >= count:
-                raise RewardError(f"reward_mix.{self.term}.model_args.device={self.device_name!r}: this machine has "
-                                  f"{count} GPU(s); use auto (the training device), cpu or one of them")
+                raise RewardError(
+                    f"reward_mix.{self.term}.model_args.device={self.device_name!r}: this machine has "
+                    f"{count} GPU(s); use auto (the training device), cpu or one of them"
+                )
             return device
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())  # each process of a multi-GPU run: its own
@@ -275,9 +308,13 @@ class RewardModel:
 
         if is_conversational({"prompt": prompts[0]}):
             if not self.tokenizer.chat_template:
-                raise RewardError(f"the reward model's tokenizer ({self.tokenizer_source}) has no chat template, but "
-                                  "the prompts are conversational; give one that has with model_args.tokenizer")
-            return [apply_chat_template({"messages": p + c}, self.tokenizer)["text"] for p, c in zip(prompts, completions)]
+                raise RewardError(
+                    f"the reward model's tokenizer ({self.tokenizer_source}) has no chat template, but "
+                    "the prompts are conversational; give one that has with model_args.tokenizer"
+                )
+            return [
+                apply_chat_template({"messages": p + c}, self.tokenizer)["text"] for p, c in zip(prompts, completions)
+            ]
         return [p + c for p, c in zip(prompts, completions)]
 
     def score(self, texts: list[str]) -> list[float]:
@@ -288,8 +325,14 @@ class RewardModel:
         scores: list[float] = []
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
-                batch = self.tokenizer(texts[start:start + self.batch_size], return_tensors="pt", padding=True,
-                                       padding_side="right", add_special_tokens=False, **truncate)
+                batch = self.tokenizer(
+                    texts[start : start + self.batch_size],
+                    return_tensors="pt",
+                    padding=True,
+                    padding_side="right",
+                    add_special_tokens=False,
+                    **truncate,
+                )
                 logits = self.model(**batch.to(self.model.device)).logits
                 scores.extend(logits[:, 0].float().tolist())
         return scores
@@ -299,4 +342,3 @@ class RewardModel:
             return []
         self.load()  # texts() needs the tokenizer's chat template
         return self.score(self.texts(prompts, completions))
-

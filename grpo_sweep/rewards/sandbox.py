@@ -43,6 +43,7 @@ therefore given only the program and each test's inputs, and reports plain data 
 
 The report line carries a per-execution random token, so stray output is never mistaken for it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,7 +60,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from pathlib import Path
 from types import CodeType
 
@@ -119,8 +120,13 @@ def _command(isolation: str) -> list[str]:
 
 def _unshare_error() -> str | None:
     """What `unshare` says when it cannot create the namespaces (the sandbox's own stderr goes nowhere)."""
-    probe = subprocess.run([*_namespaces(), os.path.realpath(sys.executable), "-I", "-S", "-c", ""],
-                           capture_output=True, text=True, timeout=30, env=CLEAN_ENV)
+    probe = subprocess.run(
+        [*_namespaces(), os.path.realpath(sys.executable), "-I", "-S", "-c", ""],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=CLEAN_ENV,
+    )
     return probe.stderr.strip().splitlines()[-1] if probe.returncode and probe.stderr.strip() else None
 
 
@@ -211,9 +217,11 @@ def _parse(output: str, token: str, status: str, seconds: float, judges) -> Exec
 # Builtins an assert may use around calls into the program; here they always mean the real builtins.
 CHECK_NAMES = {
     name: getattr(builtins, name)
-    for name in ("abs all any bin bool bytearray bytes chr complex dict divmod enumerate float frozenset hex int "
-                 "isinstance len list max min oct ord pow range repr reversed round set sorted str sum tuple type "
-                 "zip").split()
+    for name in (
+        "abs all any bin bool bytearray bytes chr complex dict divmod enumerate float frozenset hex int "
+        "isinstance len list max min oct ord pow range repr reversed round set sorted str sum tuple type "
+        "zip"
+    ).split()
 }
 # Those that may take values from the sandbox: linear time and memory in their input at most (so no `range`,
 # `pow`, `*`, `%`: a returned 10**12 or "%*d" must not cost this process anything).
@@ -222,8 +230,18 @@ VALUE_CALLS = frozenset(
     "math.isclose math.fabs math.floor math.ceil math.sqrt".split()
 )
 VALUE_BINOPS = (ast.Add, ast.Sub, ast.Div, ast.FloorDiv)
-_NOT_CHECKABLE = (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp, ast.SetComp,
-                  ast.DictComp, ast.GeneratorExp, ast.Starred)
+_NOT_CHECKABLE = (
+    ast.Lambda,
+    ast.NamedExpr,
+    ast.Await,
+    ast.Yield,
+    ast.YieldFrom,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.Starred,
+)
 _warned_self_reported = False
 
 
@@ -288,8 +306,11 @@ class _Splitter:
                 raise _NotCheckable
             if _dotted(node.func) == "round" and len(node.args) > 1 and not self.evaluable_here(node.args[1]):
                 raise _NotCheckable
-            return ast.Call(node.func, [self.split(a) for a in node.args],
-                            [ast.keyword(k.arg, self.split(k.value)) for k in node.keywords])
+            return ast.Call(
+                node.func,
+                [self.split(a) for a in node.args],
+                [ast.keyword(k.arg, self.split(k.value)) for k in node.keywords],
+            )
         if isinstance(node, ast.Compare):
             return ast.Compare(self.split(node.left), node.ops, [self.split(c) for c in node.comparators])
         if isinstance(node, ast.BoolOp):
@@ -301,9 +322,13 @@ class _Splitter:
         if isinstance(node, ast.Subscript):
             return ast.Subscript(self.split(node.value), self.split(node.slice), ast.Load())
         if isinstance(node, ast.Slice):
-            return ast.Slice(*(None if part is None else self.split(part) for part in (node.lower, node.upper, node.step)))
+            return ast.Slice(
+                *(None if part is None else self.split(part) for part in (node.lower, node.upper, node.step))
+            )
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return type(node)([self.split(e) for e in node.elts], *([ast.Load()] if not isinstance(node, ast.Set) else []))
+            return type(node)(
+                [self.split(e) for e in node.elts], *([ast.Load()] if not isinstance(node, ast.Set) else [])
+            )
         raise _NotCheckable
 
 
@@ -360,13 +385,23 @@ def decode(value, depth: int = 0):
 
 
 def _judge_stdio(expected: str, result) -> bool:
-    return type(result) is list and len(result) == 2 and result[0] == "out" and type(result[1]) is str \
+    return (
+        type(result) is list
+        and len(result) == 2
+        and result[0] == "out"
+        and type(result[1]) is str
         and result[1].strip() == expected.strip()
+    )
 
 
 def _judge_probes(plan: Plan, result) -> bool:
-    if not (type(result) is list and len(result) == 2 and result[0] == "values" and type(result[1]) is list
-            and len(result[1]) == len(plan.probes)):
+    if not (
+        type(result) is list
+        and len(result) == 2
+        and result[0] == "values"
+        and type(result[1]) is list
+        and len(result[1]) == len(plan.probes)
+    ):
         return False
     try:
         values = [decode(value) for value in result[1]]
@@ -390,16 +425,18 @@ def _prepare(test) -> tuple[dict, object]:
         return {"kind": "probe", "setup": plan.setup, "probes": list(plan.probes)}, partial(_judge_probes, plan)
     if not _warned_self_reported:
         _warned_self_reported = True
-        log.warning("code reward: a test snippet is not imports + asserts over calls into the program (%r); such "
-                    "tests run as scripts and pass on the program's own report, which a hostile program can forge",
-                    test[:200])
+        log.warning(
+            "code reward: a test snippet is not imports + asserts over calls into the program (%r); such "
+            "tests run as scripts and pass on the program's own report, which a hostile program can forge",
+            test[:200],
+        )
     return {"kind": "script", "code": test}, _judge_script
 
 
 LISTS_ROOT = "import os\ndef lists_root():\n    try:\n        return os.listdir('/') is not None\n    except OSError:\n        return False"
 
 
-@lru_cache(maxsize=None)
+@cache
 def check_isolation(isolation: str = "namespaces") -> None:
     """Raise SandboxUnavailable (naming the cause) unless a trivial program runs and passes its test here."""
     try:
@@ -413,8 +450,15 @@ def check_isolation(isolation: str = "namespaces") -> None:
     if isolation == "rlimits":
         user = f"nobody (uid {NOBODY})" if os.geteuid() == 0 else "this user"
         landlock = execute(LISTS_ROOT, ["assert not lists_root()"], Limits(timeout_s=10), isolation).passed == [True]
-        reach = ("Landlock keeps its reads to the interpreter's files, its writes to its own directory (and, from "
-                 "Linux 6.7, refuses TCP)" if landlock
-                 else "it can read what that user can and write where it can (this kernel has no Landlock)")
-        log.warning("code reward: isolation=rlimits: generated code runs as %s with resource limits only, in the "
-                    "host's network and process namespaces; %s", user, reach)
+        reach = (
+            "Landlock keeps its reads to the interpreter's files, its writes to its own directory (and, from "
+            "Linux 6.7, refuses TCP)"
+            if landlock
+            else "it can read what that user can and write where it can (this kernel has no Landlock)"
+        )
+        log.warning(
+            "code reward: isolation=rlimits: generated code runs as %s with resource limits only, in the "
+            "host's network and process namespaces; %s",
+            user,
+            reach,
+        )

@@ -15,6 +15,7 @@ comparable across steps and runs. Here the
 rewards log what they pay, and the trainer's weights change (``run/train.RewardSchedule``). Everything in this
 module is checked on the launching machine (no torch).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,12 @@ from . import RewardError
 
 KINDS = ("linear", "cosine", "step", "piecewise")
 # the keys each kind takes besides `kind`
-KIND_KEYS = {"linear": ("end", "start_at", "until"), "cosine": ("end", "start_at", "until"),
-             "step": ("at", "values"), "piecewise": ("points",)}
+KIND_KEYS = {
+    "linear": ("end", "start_at", "until"),
+    "cosine": ("end", "start_at", "until"),
+    "step": ("at", "values"),
+    "piecewise": ("points",),
+}
 KEYS = ("kind", "end", "start_at", "until", "at", "values", "points")
 
 
@@ -98,8 +103,10 @@ def parse_schedule(term: str, weight: float, raw: Any) -> Schedule:
         raise RewardError(f"{where}.{foreign[0]} is for kind={owner}; kind={kind} takes {', '.join(KIND_KEYS[kind])}")
     if kind in ("linear", "cosine"):
         if raw.get("end") is None:
-            raise RewardError(f"{where}.end is missing: the weight kind={kind} ends at (it starts at "
-                              f"reward_mix.{term}.weight={weight:g})")
+            raise RewardError(
+                f"{where}.end is missing: the weight kind={kind} ends at (it starts at "
+                f"reward_mix.{term}.weight={weight:g})"
+            )
         end = _number(raw["end"], f"{where}.end", low=0)
         start_at = _number(raw.get("start_at", 0.0), f"{where}.start_at", 0, 1)
         until = _number(raw.get("until", 1.0), f"{where}.until", 0, 1)
@@ -110,8 +117,10 @@ def parse_schedule(term: str, weight: float, raw: Any) -> Schedule:
         at = _list(raw.get("at"), f"{where}.at", "[0.5]")
         values = _list(raw.get("values"), f"{where}.values", "[0.0]")
         if len(at) != len(values):
-            raise RewardError(f"{where}: at has {len(at)} progress points and values {len(values)} weights; give one "
-                              "weight for each point")
+            raise RewardError(
+                f"{where}: at has {len(at)} progress points and values {len(values)} weights; give one "
+                "weight for each point"
+            )
         progress = [_number(p, f"{where}.at[{i}]", 0, 1) for i, p in enumerate(at)]
         _increasing(progress, f"{where}.at")
         weights = [_number(w, f"{where}.values[{i}]", low=0) for i, w in enumerate(values)]
@@ -122,8 +131,9 @@ def parse_schedule(term: str, weight: float, raw: Any) -> Schedule:
     for i, point in enumerate(points):
         if isinstance(point, (str, bytes)) or not isinstance(point, Sequence) or len(point) != 2:
             raise RewardError(f"{where}.points[{i}]={point!r}: give a pair [progress, weight], e.g. [0.3, 0.5]")
-        knots.append((_number(point[0], f"{where}.points[{i}][0]", 0, 1),
-                      _number(point[1], f"{where}.points[{i}][1]", low=0)))
+        knots.append(
+            (_number(point[0], f"{where}.points[{i}][0]", 0, 1), _number(point[1], f"{where}.points[{i}][1]", low=0))
+        )
     _increasing([p for p, _ in knots], f"{where}.points' progress")
     if knots[0][0] > 0:
         knots.insert(0, (0.0, weight))

@@ -5,6 +5,7 @@ The launchers and the sweeper say what they are through the job's environment, s
 ``hydra.job.env_set`` (or the pool worker's environment): ``GRPO_SWEEP_ROLE=optuna_worker`` for the jobs of
 grpo-sweep's Optuna sweeper, ``GRPO_SWEEP_POOL_WORKERS=N`` for runs side by side in a pool.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,16 +48,22 @@ class RunContext:
     def main(self) -> bool:
         return self.rank == 0
 
-    def for_rank(self, rank: Any, parent_records: bool = False) -> "RunContext":
+    def for_rank(self, rank: Any, parent_records: bool = False) -> RunContext:
         """The same run, as process ``rank`` (a ``distributed.Rank``) of several trains it."""
-        return replace(self, rank=rank.rank, local_rank=rank.local_rank, world_size=rank.world_size, nodes=rank.nodes,
-                       parent_records=parent_records)
+        return replace(
+            self,
+            rank=rank.rank,
+            local_rank=rank.local_rank,
+            world_size=rank.world_size,
+            nodes=rank.nodes,
+            parent_records=parent_records,
+        )
 
     @property
     def multirun(self) -> bool:
         return self.sweep_dir is not None
 
-    def for_trial(self, trial_dir: Path, overrides: list[str]) -> "RunContext":
+    def for_trial(self, trial_dir: Path, overrides: list[str]) -> RunContext:
         """The context of one trial that this Optuna worker trains: a trial's override of a group (a searched
         ``reward_mix``) is that group's choice for the trial."""
         choices = dict(self.choices)
@@ -93,8 +100,11 @@ def from_hydra() -> RunContext:
 
 def group_choices(choices) -> dict[str, str]:
     """Hydra's ``runtime.choices`` without its own groups (``hydra/launcher``, ...) and unset ones (``debug: null``)."""
-    return {str(group): str(option) for group, option in dict(choices).items()
-            if option is not None and not str(group).split("/", 1)[0] == "hydra"}
+    return {
+        str(group): str(option)
+        for group, option in dict(choices).items()
+        if option is not None and not str(group).split("/", 1)[0] == "hydra"
+    }
 
 
 def launch_import_path() -> list[str]:

@@ -1,5 +1,6 @@
 """What a run cost: device time, generated tokens, and each reward term's share of the training time (train.py
 stores them in summary.json; the report, the terminal and W&B read and sum them)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,8 +8,13 @@ from typing import Any
 from .record import RunSummary
 
 
-def generated_tokens(history: list[dict], generation_batch_size: int, gradient_accumulation_steps: int,
-                     steps_per_generation: int, num_iterations: int = 1) -> int | None:
+def generated_tokens(
+    history: list[dict],
+    generation_batch_size: int,
+    gradient_accumulation_steps: int,
+    steps_per_generation: int,
+    num_iterations: int = 1,
+) -> int | None:
     """Completion tokens sampled during training, from TRL's logged ``completions/mean_length``.
 
     TRL's own counter, ``num_tokens`` (``state.num_input_tokens_seen``), adds the prompt tokens, so it is not what
@@ -48,13 +54,22 @@ def run_cost(timings: dict, history: list[dict], args: Any, devices: int = 1) ->
     ``args`` is the run's GRPOConfig (its generation_batch_size, gradient_accumulation_steps, ...).
     """
     parts = [timings.get(k) for k in ("train", "save", "eval")]
-    seconds = sum(p for p in parts if isinstance(p, (int, float))) * devices if isinstance(parts[0], (int, float)) \
-        else None
-    tokens = generated_tokens(history, args.generation_batch_size, args.gradient_accumulation_steps,
-                              args.steps_per_generation, getattr(args, "num_iterations", 1) or 1)
+    seconds = (
+        sum(p for p in parts if isinstance(p, (int, float))) * devices if isinstance(parts[0], (int, float)) else None
+    )
+    tokens = generated_tokens(
+        history,
+        args.generation_batch_size,
+        args.gradient_accumulation_steps,
+        args.steps_per_generation,
+        getattr(args, "num_iterations", 1) or 1,
+    )
     rate = tokens / seconds if tokens is not None and seconds else None
-    return {"device_seconds": None if seconds is None else round(seconds, 3), "generated_tokens": tokens,
-            "tokens_per_s": None if rate is None else round(rate, 1)}
+    return {
+        "device_seconds": None if seconds is None else round(seconds, 3),
+        "generated_tokens": tokens,
+        "tokens_per_s": None if rate is None else round(rate, 1),
+    }
 
 
 def cost_totals(summaries: list[RunSummary]) -> dict:
@@ -62,8 +77,13 @@ def cost_totals(summaries: list[RunSummary]) -> dict:
     costed = [s for s in summaries if isinstance(s.device_seconds, (int, float))]
     seconds = sum(s.device_seconds for s in costed)
     tokens = sum(s.generated_tokens for s in costed if isinstance(s.generated_tokens, int))
-    return {"runs": len(costed), "of": len(summaries), "device_seconds": seconds, "generated_tokens": tokens,
-            "tokens_per_s": tokens / seconds if seconds else None}
+    return {
+        "runs": len(costed),
+        "of": len(summaries),
+        "device_seconds": seconds,
+        "generated_tokens": tokens,
+        "tokens_per_s": tokens / seconds if seconds else None,
+    }
 
 
 def cost_line(summaries: list[RunSummary]) -> str | None:
@@ -72,8 +92,10 @@ def cost_line(summaries: list[RunSummary]) -> str | None:
     if not t["runs"]:
         return None
     rate = "-" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f}"
-    line = (f"Cost: {t['device_seconds']:,.1f} device-seconds ({t['device_seconds'] / 3600:.2f} device-hours), "
-            f"{t['generated_tokens']:,} completion tokens generated in training, {rate} tokens per device-second")
+    line = (
+        f"Cost: {t['device_seconds']:,.1f} device-seconds ({t['device_seconds'] / 3600:.2f} device-hours), "
+        f"{t['generated_tokens']:,} completion tokens generated in training, {rate} tokens per device-second"
+    )
     missing = t["of"] - t["runs"]
     if missing:
         line += f"; {missing} of {t['of']} runs recorded no cost (running, failed, or written before cost was recorded)"
@@ -96,15 +118,18 @@ def reward_cost(terms: dict[str, tuple[float, int]], timings: dict) -> dict:
     A share is None when the training time is unknown."""
     train, periodic = timings.get("train"), timings.get("eval_periodic") or 0.0
     seconds = train - periodic if isinstance(train, (int, float)) else None
-    return {name: {"seconds": round(spent, 4),
-                   "share": round(spent / seconds, 5) if seconds else None,
-                   "calls": calls}
-            for name, (spent, calls) in terms.items()}
+    return {
+        name: {"seconds": round(spent, 4), "share": round(spent / seconds, 5) if seconds else None, "calls": calls}
+        for name, (spent, calls) in terms.items()
+    }
 
 
 def costly_terms(summary: dict | RunSummary, threshold: float = COSTLY_SHARE) -> list[tuple[str, dict]]:
     """The terms of a run's ``reward_cost`` whose share is at least ``threshold``, costliest first."""
     cost = (summary.get("reward_cost") if isinstance(summary, dict) else summary.reward_cost) or {}
-    found = [(name, c) for name, c in cost.items()
-             if isinstance(c, dict) and isinstance(c.get("share"), (int, float)) and c["share"] >= threshold]
+    found = [
+        (name, c)
+        for name, c in cost.items()
+        if isinstance(c, dict) and isinstance(c.get("share"), (int, float)) and c["share"] >= threshold
+    ]
     return sorted(found, key=lambda item: -item[1]["share"])

@@ -11,6 +11,7 @@ evaluates and saves, while the others wait at the next step's collectives; every
 the same checkpoint. Strategies that shard the weights themselves (ZeRO-3, FSDP) would need every rank in each
 evaluation and save, and are not offered. No torch at import.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,7 +49,9 @@ def from_env() -> Rank:
     """This process's rank, as torchrun's engine or ``join_slurm_job`` put it in the environment (one process: 0 of 1)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    return Rank(int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world, _nodes(world, local_world))
+    return Rank(
+        int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), world, _nodes(world, local_world)
+    )
 
 
 def _nodes(world_size: int, local_world_size: int) -> int:
@@ -101,12 +104,19 @@ def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., 
     logs = Path(context.run_dir) / RANK_LOGS
     logs.mkdir(parents=True, exist_ok=True)
     config = LaunchConfig(
-        min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=f"grpo-sweep-{os.getpid()}",
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=processes,
+        run_id=f"grpo-sweep-{os.getpid()}",
         # torchrun --standalone: a rendezvous on this machine, on a free port
-        rdzv_backend="c10d", rdzv_endpoint=f"{_loopback()}:0", max_restarts=0, start_method="spawn",
+        rdzv_backend="c10d",
+        rdzv_endpoint=f"{_loopback()}:0",
+        max_restarts=0,
+        start_method="spawn",
         # every rank's output to its files; rank 0's (the progress bar, the run's own lines) also to this terminal
         logs_specs=DefaultLogsSpecs(log_dir=str(logs), tee=Std.ALL, local_ranks_filter={0}),
-        role="rank", monitor_interval=_MONITOR_S,  # its lines on the terminal start "[rank0]:"
+        role="rank",
+        monitor_interval=_MONITOR_S,  # its lines on the terminal start "[rank0]:"
     )
     container = OmegaConf.to_container(cfg, resolve=True)
     method = multiprocessing.get_start_method(allow_none=True)
@@ -140,7 +150,9 @@ def launch_here(cfg: Any, context: Any, processes: int, run_rank: Callable[..., 
 
 
 # what torchrun's engine handles while it runs (torch.distributed.elastic.multiprocessing.api.start_processes)
-_ENGINE_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+_ENGINE_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name)
+)
 
 # torchrun's engine reports a rank that died in its own lines (a traceback of its poll loop, the SIGTERM to the
 # others) on the terminal; RankFailed says the same in one line, and the rank's own output is in its log
@@ -154,11 +166,15 @@ def rank_failed(exc: Any, processes: int, logs: Path) -> RankFailed:
     rank, failure = _cause(*min(exc.failures.items()), processes)
     if os.path.isfile(failure.error_file):  # the rank's own exception, which record() wrote there
         lines = _message(failure).strip().splitlines()
-        return RankFailed(f"rank {rank} of {processes} failed: {lines[-1] if lines else f'exit code {failure.exitcode}'}"
-                          f" (its log: {logs})")
+        return RankFailed(
+            f"rank {rank} of {processes} failed: {lines[-1] if lines else f'exit code {failure.exitcode}'}"
+            f" (its log: {logs})"
+        )
     if failure.exitcode < 0:  # a signal: the OOM killer, a kill -9, a crash in native code (SIGSEGV)
-        return RankFailed(f"rank {rank} of {processes} was killed ({failure.signal_name()}, exit code {failure.exitcode};"
-                          f" its log: {logs})")
+        return RankFailed(
+            f"rank {rank} of {processes} was killed ({failure.signal_name()}, exit code {failure.exitcode};"
+            f" its log: {logs})"
+        )
     # it ended before or without raising (an import that failed, os._exit)
     return RankFailed(f"rank {rank} of {processes} failed: exit code {failure.exitcode} (its log: {logs})")
 
@@ -166,9 +182,11 @@ def rank_failed(exc: Any, processes: int, logs: Path) -> RankFailed:
 # what a rank raises when another rank died under it: gloo's socket closed mid-collective, NCCL's communicator
 # aborted or its watchdog's timeout. When rank 1 raises, rank 0 fails too within a moment, and the engine may see
 # rank 0's exit first
-_LOST_A_PEER = re.compile(r"(closed|reset) by peer|broken pipe|remote worker|DistBackendError|"
-                          r"DistNetworkError|communicator was aborted|Watchdog caught collective operation timeout",
-                          re.IGNORECASE)
+_LOST_A_PEER = re.compile(
+    r"(closed|reset) by peer|broken pipe|remote worker|DistBackendError|"
+    r"DistNetworkError|communicator was aborted|Watchdog caught collective operation timeout",
+    re.IGNORECASE,
+)
 
 
 def _lost_a_peer(error: str) -> bool:
@@ -189,11 +207,15 @@ def _cause(rank: int, failure: Any, processes: int) -> tuple[int, Any]:
     if not (os.path.isfile(failure.error_file) and _lost_a_peer(_message(failure))):
         return rank, failure
     attempt = Path(failure.error_file).parent.parent  # <logs>/<run>/attempt_<n>/<local rank>/error.json
-    peers = [(os.stat(path).st_mtime_ns, other, ProcessFailure(other, 0, 1, str(path)))
-             for other in range(processes) if other != rank
-             for path in [attempt / str(other) / Path(failure.error_file).name] if path.is_file()]
+    peers = [
+        (os.stat(path).st_mtime_ns, other, ProcessFailure(other, 0, 1, str(path)))
+        for other in range(processes)
+        if other != rank
+        for path in [attempt / str(other) / Path(failure.error_file).name]
+        if path.is_file()
+    ]
     own = [(at, other, peer) for at, other, peer in peers if not _lost_a_peer(_message(peer))]
-    return (min(own)[1:] if own else (rank, failure))
+    return min(own)[1:] if own else (rank, failure)
 
 
 def _start_resource_tracker_quiet_about_leaks() -> None:
@@ -227,8 +249,12 @@ def record_rank_failure(run_dir: Path, rank: int, error: str) -> None:
 def peer_failure(run_dir: Path, world_size: int) -> str | None:
     """The first error another rank of this attempt recorded, as the run's error (``rank 1 of 2 failed: ...``); one
     of its own before one that reports a lost peer (``_lost_a_peer``)."""
-    errors = [(rank, path.read_text()) for rank in range(1, world_size)
-              for path in [Path(run_dir) / RANK_LOGS / f"rank{rank}.{_attempt()}.error"] if path.is_file()]
+    errors = [
+        (rank, path.read_text())
+        for rank in range(1, world_size)
+        for path in [Path(run_dir) / RANK_LOGS / f"rank{rank}.{_attempt()}.error"]
+        if path.is_file()
+    ]
     for rank, error in [e for e in errors if not _lost_a_peer(e[1])] or errors:
         return f"rank {rank} of {world_size} failed: {error}"
     return None
@@ -269,46 +295,60 @@ def check_world(cfg: Any, processes: int | None, nodes: int = 1, gpus_per_node: 
     if strategy not in STRATEGIES:
         raise ValueError(f"distributed.strategy={strategy!r}; use one of: {', '.join(STRATEGIES)}")
     if strategy == "none" and cfg.distributed.nproc_per_node != 1:
-        raise ValueError(f"distributed.nproc_per_node={cfg.distributed.nproc_per_node} with distributed=none (one "
-                         "process a run): choose distributed=ddp (or zero2) to train one run over several")
+        raise ValueError(
+            f"distributed.nproc_per_node={cfg.distributed.nproc_per_node} with distributed=none (one "
+            "process a run): choose distributed=ddp (or zero2) to train one run over several"
+        )
     if strategy != "none" and cfg.backend.name == "unsloth":
         raise ValueError(f"distributed={strategy} with backend=unsloth: Unsloth trains on one GPU; use backend=trl")
     if trainer.use_vllm and trainer.vllm_mode == "server":
         server_cfg = trainer.vllm_server
         for name in ("gpus", "tensor_parallel_size", "data_parallel_size"):
             if server_cfg[name] < 1:
-                raise ValueError(f"trainer.vllm_server.{name}={server_cfg[name]}: must be >= 1 (trainer.vllm_mode=server "
-                                 "starts a vLLM server on GPUs of its own)")
+                raise ValueError(
+                    f"trainer.vllm_server.{name}={server_cfg[name]}: must be >= 1 (trainer.vllm_mode=server "
+                    "starts a vLLM server on GPUs of its own)"
+                )
         if server_cfg.tensor_parallel_size * server_cfg.data_parallel_size != server_cfg.gpus:
             raise ValueError(
                 f"trainer.vllm_server.gpus={server_cfg.gpus} but tensor_parallel_size x data_parallel_size = "
-                f"{server_cfg.tensor_parallel_size} x {server_cfg.data_parallel_size}: the server uses exactly its GPUs")
+                f"{server_cfg.tensor_parallel_size} x {server_cfg.data_parallel_size}: the server uses exactly its GPUs"
+            )
         if gpus_per_node == 0:
-            raise ValueError("trainer.vllm_mode=server starts a vLLM server, which needs GPUs, and the run has none "
-                             "(hydra.launcher.gpus_per_node=null, or a machine without GPUs)")
+            raise ValueError(
+                "trainer.vllm_mode=server starts a vLLM server, which needs GPUs, and the run has none "
+                "(hydra.launcher.gpus_per_node=null, or a machine without GPUs)"
+            )
     if processes is None:
         return
     if processes < 1:
         raise ValueError(f"{processes} processes for the run: set distributed.nproc_per_node to 1 or more")
     if strategy == "none" and processes > 1:
-        raise ValueError(f"{processes} processes but distributed=none (one process a run): choose distributed=ddp "
-                         "(or zero2) to train one run over them")
+        raise ValueError(
+            f"{processes} processes but distributed=none (one process a run): choose distributed=ddp "
+            "(or zero2) to train one run over them"
+        )
     if strategy in DEEPSPEED and gpus_per_node == 0:
         raise ValueError(f"distributed={strategy} is DeepSpeed, which needs NVIDIA GPUs: use distributed=ddp on CPU")
     per_step = trainer.per_device_train_batch_size * processes
     steps_per_generation = trainer.steps_per_generation or trainer.gradient_accumulation_steps
     generation_batch = per_step * steps_per_generation
     if generation_batch % trainer.num_generations:
-        names, values = "per_device_train_batch_size x steps_per_generation", \
-            f"{trainer.per_device_train_batch_size} x {steps_per_generation}"
+        names, values = (
+            "per_device_train_batch_size x steps_per_generation",
+            f"{trainer.per_device_train_batch_size} x {steps_per_generation}",
+        )
         if processes > 1:
             names, values = f"processes x {names}", f"{processes} x {values}"
-        raise ValueError(f"trainer.num_generations={trainer.num_generations} must divide the generation batch "
-                         f"{names} = {values} = {generation_batch}")
+        raise ValueError(
+            f"trainer.num_generations={trainer.num_generations} must divide the generation batch "
+            f"{names} = {values} = {generation_batch}"
+        )
     server = server_gpus(cfg)
     per_node = processes // max(1, nodes)
     if gpus_per_node and per_node + server > gpus_per_node:
         what = f"{per_node} training processes" + (f" + {server} vLLM server GPUs" if server else "")
-        raise ValueError(f"{what} per node but {gpus_per_node} GPUs per node: each training process needs a GPU of its "
-                         "own" + (", and the server its own" if server else ""))
-
+        raise ValueError(
+            f"{what} per node but {gpus_per_node} GPUs per node: each training process needs a GPU of its "
+            "own" + (", and the server its own" if server else "")
+        )

@@ -23,6 +23,7 @@ Each evaluation also gives its per-question outcomes (``outcomes/<split>.jsonl``
 evaluation, keeps the best step's adapter in ``<run_dir>/best/`` and its weights in memory, and gives the run its
 ``ValReport``.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,13 +38,23 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from .files import write_json_atomic, write_jsonl_atomic
-from .results import BEST_DIR, DECODING, OUTCOMES, SAMPLES, lookup, measured_periodically, question_key, without_best, write_outcomes
-from .record import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
 from ..backends.decoding import Decoding, evaluation_engine
 from ..rewards import build_reward
 from ..rewards.answer import equivalent, extract_answer, extract_boxed, extract_lenient
 from ..rewards.mix import terms
+from .files import write_json_atomic, write_jsonl_atomic
+from .record import VAL_ACCURACY, VAL_ROW, Sampled, Scores, TestReport, ValReport, row_scores, val_figures, val_row
+from .results import (
+    BEST_DIR,
+    DECODING,
+    OUTCOMES,
+    SAMPLES,
+    lookup,
+    measured_periodically,
+    question_key,
+    without_best,
+    write_outcomes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +116,16 @@ class Evaluator:
     exactly the run's decoding (``backends.decoding``), through ``engine`` (the run's vLLM, ``VLLMEngine``) or the
     backend's own ``generate``."""
 
-    def __init__(self, backend, tokenizer, dataset, reward_funcs: list, cfg: Any, run_dir: Path | None = None,
-                 engine: VLLMEngine | None = None):
+    def __init__(
+        self,
+        backend,
+        tokenizer,
+        dataset,
+        reward_funcs: list,
+        cfg: Any,
+        run_dir: Path | None = None,
+        engine: VLLMEngine | None = None,
+    ):
         self.backend, self.tokenizer, self.cfg = backend, tokenizer, cfg
         self.eval_cfg = cfg.trainer.eval
         self.reward_funcs = reward_funcs
@@ -140,8 +159,15 @@ class Evaluator:
         completions = [[{"role": "assistant", "content": text}] for text in texts]
         completion_ids = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
         # what TRL passes a reward besides the columns; outside training there is no trainer state to give
-        return dict(prompts=prompts, completions=completions, completion_ids=completion_ids, trainer_state=None,
-                    log_extra=_ignore, log_metric=_ignore, **columns)
+        return dict(
+            prompts=prompts,
+            completions=completions,
+            completion_ids=completion_ids,
+            trainer_state=None,
+            log_extra=_ignore,
+            log_metric=_ignore,
+            **columns,
+        )
 
     def lenient(self, texts: list[str], truths: list | None) -> list[float | None]:
         if truths is None:
@@ -219,8 +245,13 @@ class VLLMEngine:
         from ..adapters.trl import vllm_completion_ids
         from ..backends.trl_backend import chat_prompt_ids
 
-        ids = vllm_completion_ids(self.handle, chat_prompt_ids(tokenizer, prompts), decoding.sampling_params(),
-                                  decoding.client_params(), None if decoding.greedy else decoding.seed)
+        ids = vllm_completion_ids(
+            self.handle,
+            chat_prompt_ids(tokenizer, prompts),
+            decoding.sampling_params(),
+            decoding.client_params(),
+            None if decoding.greedy else decoding.seed,
+        )
         return tokenizer.batch_decode(ids, skip_special_tokens=True)
 
 
@@ -238,8 +269,9 @@ def run_engine(cfg: Any, trainer: Any) -> VLLMEngine | None:
     return VLLMEngine(handle)
 
 
-def evaluate(backend, model, tokenizer, validation, reward_funcs: list, cfg: Any,
-             engine: VLLMEngine | None = None) -> Scores:
+def evaluate(
+    backend, model, tokenizer, validation, reward_funcs: list, cfg: Any, engine: VLLMEngine | None = None
+) -> Scores:
     """One greedy evaluation of (part of) the validation split (the Optuna pruning probe's quick look)."""
     return Evaluator(backend, tokenizer, validation, reward_funcs, cfg, engine=engine).greedy(model).scores
 
@@ -273,8 +305,17 @@ class PeriodicEval(TrainerCallback):
     of validation is ``report(step)``.
     """
 
-    def __init__(self, evaluator: Evaluator, run_dir: Path, every: int, metric: str, write: Callable[[dict], None],
-                 save: Callable[[Any, Path], None], history: list[dict] | None = None, also_at: int | None = None):
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        run_dir: Path,
+        every: int,
+        metric: str,
+        write: Callable[[dict], None],
+        save: Callable[[Any, Path], None],
+        history: list[dict] | None = None,
+        also_at: int | None = None,
+    ):
         self.evaluator, self.run_dir, self.every, self.metric = evaluator, run_dir, max(0, int(every)), metric
         self.also_at = also_at  # trainer.pause_at_step: evaluated there, the last step too
         self.write, self.save = write, save
@@ -321,8 +362,16 @@ class PeriodicEval(TrainerCallback):
             # the weights to report if this stays the best (a test's stand-in model has none)
             self._best_state = trainable_state(model) if hasattr(model, "named_parameters") else None
             saved = self.save(model, target)
-            (target / BEST_RECORD).write_text(json.dumps({"step": step, "metric": self.metric, "value": value,
-                                                          "adapter": str(Path(saved).relative_to(self.run_dir))}))
+            (target / BEST_RECORD).write_text(
+                json.dumps(
+                    {
+                        "step": step,
+                        "metric": self.metric,
+                        "value": value,
+                        "adapter": str(Path(saved).relative_to(self.run_dir)),
+                    }
+                )
+            )
         self.best_step, self.best_value = step, value
         self.best_adapter = str(Path(saved).relative_to(self.run_dir))
 
@@ -369,8 +418,11 @@ class PeriodicEval(TrainerCallback):
         if report != "best" or self.best_step is None or self.best_step == final_step:
             return final_step
         if self._best_state is None:
-            log.warning("the best validation step %d's weights are not in memory after a resume: reporting step %d",
-                        self.best_step, final_step)
+            log.warning(
+                "the best validation step %d's weights are not in memory after a resume: reporting step %d",
+                self.best_step,
+                final_step,
+            )
             return final_step
         return self.best_step
 
@@ -384,11 +436,19 @@ class PeriodicEval(TrainerCallback):
     def report(self, reported_step: int) -> ValReport:
         """What the run reports of validation, reporting ``reported_step``'s weights."""
         return ValReport(
-            reported=self.results.get(reported_step), before=self.results.get(0), steps=sorted(self.results),
-            reported_step=reported_step, metric=self.metric, best_step=self.best_step, best_value=self.best_value,
+            reported=self.results.get(reported_step),
+            before=self.results.get(0),
+            steps=sorted(self.results),
+            reported_step=reported_step,
+            metric=self.metric,
+            best_step=self.best_step,
+            best_value=self.best_value,
             best_adapter=self.best_adapter,
-            best=self.results.get(self.best_step) if self.best_step is not None else None, error=self.error,
-            outcomes=self._outcomes.get(reported_step), outcomes_before=self._outcomes.get(0))
+            best=self.results.get(self.best_step) if self.best_step is not None else None,
+            error=self.error,
+            outcomes=self._outcomes.get(reported_step),
+            outcomes_before=self._outcomes.get(0),
+        )
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if state.global_step == 0:
@@ -405,8 +465,9 @@ class PeriodicEval(TrainerCallback):
         return control
 
 
-def final_evaluations(cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int,
-                      adapter: Path) -> tuple[ValReport, TestReport, Path]:
+def final_evaluations(
+    cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int, adapter: Path
+) -> tuple[ValReport, TestReport, Path]:
     """After training: validation at the last step, then the weights the run reports (``trainer.eval.report``:
     the best validation step's, or the last), then the test split, once, on those weights and on the weights
     before training. Nothing here feeds back into a choice. Writes samples.jsonl, outcomes/ and a ``test/`` row
@@ -449,7 +510,9 @@ def evaluate_test_before(run_dir: Path, model, tester: Evaluator, initial: dict 
     they are not known. ``model`` keeps its own weights."""
     before_state = initial if initial is not None else lora_zero_state(model)
     if before_state is None:
-        log.warning("no weights from before training to test (a resumed full fine-tune): test_accuracy_before is not measured")
+        log.warning(
+            "no weights from before training to test (a resumed full fine-tune): test_accuracy_before is not measured"
+        )
         return None
     now = trainable_state(model)
     load_trainable(model, before_state)
@@ -464,11 +527,15 @@ def evaluate_test_before(run_dir: Path, model, tester: Evaluator, initial: dict 
 def metrics_test_row(step: int, test: TestReport, seconds: float) -> dict:
     """The ``test/`` row of metrics.jsonl."""
     sampled = test.sampled
-    return {"step": step, "test/accuracy": test.reported.accuracy,
-            "test/accuracy_lenient": test.reported.accuracy_lenient,
-            "test/accuracy_before": test.before.accuracy if test.before else None,
-            "test/pass_at_k": sampled.pass_at_k if sampled else None,
-            "test/maj_at_k": sampled.maj_at_k if sampled else None, "test/runtime": round(seconds, 3)}
+    return {
+        "step": step,
+        "test/accuracy": test.reported.accuracy,
+        "test/accuracy_lenient": test.reported.accuracy_lenient,
+        "test/accuracy_before": test.before.accuracy if test.before else None,
+        "test/pass_at_k": sampled.pass_at_k if sampled else None,
+        "test/maj_at_k": sampled.maj_at_k if sampled else None,
+        "test/runtime": round(seconds, 3),
+    }
 
 
 def lora_zero_state(model) -> dict | None:

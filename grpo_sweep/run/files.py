@@ -1,5 +1,6 @@
 """Files a run and a sweep write, written so that nothing is lost: atomically (a reader or a crash never sees half a
 file), secrets masked, NaN as null; JSONL read back skipping a line a kill cut short."""
+
 from __future__ import annotations
 
 import json

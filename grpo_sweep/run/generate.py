@@ -3,6 +3,7 @@
 Loads the run's saved adapter (or model) on its base model, applies the chat template with the run's
 system prompt, samples (temperature 0.8, top_p 0.95 — the walkthrough's last step) and prints the answer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the run's max_completion_length")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--best", action="store_true",
-                        help="the adapter of the run's best held-out evaluation (summary.json's best.adapter), not the last")
+    parser.add_argument(
+        "--best",
+        action="store_true",
+        help="the adapter of the run's best held-out evaluation (summary.json's best.adapter), not the last",
+    )
     return parser.parse_args(argv)
 
 
@@ -49,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         summary, _ = read_run_summary(args.run_dir)
         adapter = ((summary.best if summary is not None else None) or {}).get("adapter")
         if not adapter:
-            print(f"error: {args.run_dir} has no best adapter (summary.json has no best.adapter; did the run finish?)", file=sys.stderr)
+            print(
+                f"error: {args.run_dir} has no best adapter (summary.json has no best.adapter; did the run finish?)",
+                file=sys.stderr,
+            )
             return 2
         weights_dir = (args.run_dir / adapter).parent  # best/lora -> best/, lora -> the run dir
     try:
@@ -62,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         messages.insert(0, {"role": "system", "content": cfg.data.system_prompt})
     # the run's decoding (top_k, min_p, repetition_penalty as it trained), the sampling this command is given, and
     # its seed for vLLM's sampler too (torch's seed above does not reach it)
-    decoding = replace(Decoding.from_config(cfg, args.temperature), top_p=args.top_p, seed=args.seed,
-                       max_new_tokens=args.max_new_tokens or cfg.trainer.max_completion_length)
+    decoding = replace(
+        Decoding.from_config(cfg, args.temperature),
+        top_p=args.top_p,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens or cfg.trainer.max_completion_length,
+    )
     [answer] = backend.generate(model, tokenizer, [messages], decoding)
     print(answer)
     return 0

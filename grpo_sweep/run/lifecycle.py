@@ -19,6 +19,7 @@ Every way out of a run is recorded here, once:
 The exception then goes on to the caller, which decides what it means for its process (one line on the terminal,
 NaN to a sweeper, a failed trial to Optuna).
 """
+
 from __future__ import annotations
 
 import time
@@ -28,14 +29,20 @@ from typing import Any, Callable
 
 from .context import RunContext
 from .distributed import RankFailed, launch_here, peer_failure, record_rank_failure, spawns_here
-from .results import record_failure, write_summary
 from .record import TRIAL_STATES, RunFailed, RunSummary
+from .results import record_failure, write_summary
 from .validate import ConfigError, gpu_count, machine_world
 
 
-def run_one(cfg: Any, context: RunContext, gate: Callable[[Any], None] | None = None, open_tracker: Any = None,
-            monitor: Callable[[int], Any] | None = None, trial: dict | None = None,
-            train_fn: Callable | None = None) -> RunSummary | None:
+def run_one(
+    cfg: Any,
+    context: RunContext,
+    gate: Callable[[Any], None] | None = None,
+    open_tracker: Any = None,
+    monitor: Callable[[int], Any] | None = None,
+    trial: dict | None = None,
+    train_fn: Callable | None = None,
+) -> RunSummary | None:
     """Run one run and return its record (None on a rank other than 0 of a multi-process run).
 
     ``gate(cfg)``: what is left to check of the run on this machine (``validate.check_machine`` on a compute node,
@@ -56,8 +63,9 @@ def run_one(cfg: Any, context: RunContext, gate: Callable[[Any], None] | None = 
     return summary
 
 
-def _train(cfg: Any, context: RunContext, open_tracker: Any, monitor: Callable[[int], Any] | None,
-           train_fn: Callable | None) -> RunSummary | None:
+def _train(
+    cfg: Any, context: RunContext, open_tracker: Any, monitor: Callable[[int], Any] | None, train_fn: Callable | None
+) -> RunSummary | None:
     from ..backends import get_backend
 
     get_backend(cfg.backend.name)  # first: backend=unsloth must be imported before trl/transformers/peft
@@ -104,5 +112,12 @@ def _record_end(context: RunContext, exc: Exception, seconds: float, trial: dict
     if context.world_size > 1:
         error = peer_failure(context.run_dir, context.world_size) or error
     # keep_recorded: a rank 0 that wrote its own fuller failure (its evaluation failed) keeps it
-    record_failure(context.run_dir, error, context.overrides, traceback.format_exc(), seconds,
-                   keep_recorded=isinstance(exc, RankFailed), **_trial_block(trial, "failed"))
+    record_failure(
+        context.run_dir,
+        error,
+        context.overrides,
+        traceback.format_exc(),
+        seconds,
+        keep_recorded=isinstance(exc, RankFailed),
+        **_trial_block(trial, "failed"),
+    )

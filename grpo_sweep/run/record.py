@@ -8,6 +8,7 @@ Key names are the file's key names (docs/outputs.md). Keys this schema does not 
 back, so an older or newer summary still loads and round-trips. Keys are written back in the order they were read:
 a summary read and written again is the same file.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -91,7 +92,7 @@ class RunSummary(Mapping):
     key_order: tuple = field(default=(), repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunSummary":
+    def from_dict(cls, data: Any) -> RunSummary:
         """The summary of ``data`` (a summary.json's object); ValueError, one line, when it is not one."""
         if not isinstance(data, dict):
             raise ValueError(f"{SUMMARY_NAME} holds a JSON {type(data).__name__}, not an object")
@@ -147,8 +148,13 @@ VAL_ACCURACY_LENIENT = "val_accuracy_lenient"
 VAL_REWARDS = "val_rewards"
 # metrics.jsonl's row of one validation: ``val/accuracy``, ``val/accuracy_lenient``, ``val/<reward>``, ``val/runtime``
 # (``val/error`` instead when the evaluation raised)
-VAL_ROW = {"accuracy": "val/accuracy", "accuracy_lenient": "val/accuracy_lenient", "runtime": "val/runtime",
-           "error": "val/error", "prompts": "val/prompts"}
+VAL_ROW = {
+    "accuracy": "val/accuracy",
+    "accuracy_lenient": "val/accuracy_lenient",
+    "runtime": "val/runtime",
+    "error": "val/error",
+    "prompts": "val/prompts",
+}
 VAL_ROW_PREFIX = "val/"
 # the row of the test split, evaluated once after training (run/evaluate.metrics_test_row)
 TEST_ROW_PREFIX = "test/"
@@ -206,8 +212,11 @@ class TestReport:
 def val_figures(scores: Scores | None) -> dict:
     """One validation under summary.json's names, where a metric's name (``val_rewards.xmlcount``) finds its value."""
     scores = scores or Scores(None)
-    return {VAL_ACCURACY: scores.accuracy, VAL_ACCURACY_LENIENT: scores.accuracy_lenient,
-            VAL_REWARDS: dict(scores.rewards)}
+    return {
+        VAL_ACCURACY: scores.accuracy,
+        VAL_ACCURACY_LENIENT: scores.accuracy_lenient,
+        VAL_REWARDS: dict(scores.rewards),
+    }
 
 
 def val_row(step: int, scores: Scores, seconds: float) -> dict:
@@ -225,12 +234,21 @@ def row_scores(row: dict) -> Scores | None:
     if not any(key.startswith(VAL_ROW_PREFIX) for key in row) or VAL_ROW["error"] in row:
         return None
     named = set(VAL_ROW.values())
-    rewards = {k[len(VAL_ROW_PREFIX):]: v for k, v in row.items() if k.startswith(VAL_ROW_PREFIX) and k not in named}
-    return Scores(row.get(VAL_ROW["accuracy"]), row.get(VAL_ROW["accuracy_lenient"]), rewards, row.get(VAL_ROW["prompts"]))
+    rewards = {k[len(VAL_ROW_PREFIX) :]: v for k, v in row.items() if k.startswith(VAL_ROW_PREFIX) and k not in named}
+    return Scores(
+        row.get(VAL_ROW["accuracy"]), row.get(VAL_ROW["accuracy_lenient"]), rewards, row.get(VAL_ROW["prompts"])
+    )
 
 
-def trained_summary(status: str, optimized_metric: str, training: dict, val: ValReport | None,
-                    test: TestReport | None, objective_of: Any, **record: Any) -> RunSummary:
+def trained_summary(
+    status: str,
+    optimized_metric: str,
+    training: dict,
+    val: ValReport | None,
+    test: TestReport | None,
+    objective_of: Any,
+    **record: Any,
+) -> RunSummary:
     """The record of a run that trained, whatever its status (completed, pruned, failed in evaluation), in
     summary.json's order: the test report (None: not reached), the training record (``training``: rewards, steps,
     runtime, overrides, run_dir, versions), the validation report (None: a rank other than 0 has none), then
@@ -239,12 +257,21 @@ def trained_summary(status: str, optimized_metric: str, training: dict, val: Val
     reported = test.reported if test else Scores(None, rewards=None)
     before = test.before if test and test.before else Scores(None)
     sampled = test.sampled if test and test.sampled else Sampled(None, None, None)
-    values = dict(status=status, optimized_metric=optimized_metric, objective=None,
-                  test_accuracy=reported.accuracy, test_accuracy_lenient=reported.accuracy_lenient,
-                  test_pass_at_k=sampled.pass_at_k, test_maj_at_k=sampled.maj_at_k, test_k=sampled.k,
-                  test_rewards=reported.rewards, test_samples=reported.prompts,
-                  test_accuracy_before=before.accuracy, test_accuracy_lenient_before=before.accuracy_lenient,
-                  **training)
+    values = dict(
+        status=status,
+        optimized_metric=optimized_metric,
+        objective=None,
+        test_accuracy=reported.accuracy,
+        test_accuracy_lenient=reported.accuracy_lenient,
+        test_pass_at_k=sampled.pass_at_k,
+        test_maj_at_k=sampled.maj_at_k,
+        test_k=sampled.k,
+        test_rewards=reported.rewards,
+        test_samples=reported.prompts,
+        test_accuracy_before=before.accuracy,
+        test_accuracy_lenient_before=before.accuracy_lenient,
+        **training,
+    )
     if val is not None:
         values.update(_val_fields(val))
     values["objective"] = objective_of(values)
@@ -254,16 +281,30 @@ def trained_summary(status: str, optimized_metric: str, training: dict, val: Val
 
 def _val_fields(val: ValReport) -> dict:
     reported, before = val.reported or Scores(None), val.before or Scores(None)
-    out = dict(val_accuracy=reported.accuracy, val_accuracy_lenient=reported.accuracy_lenient,
-               val_rewards=dict(reported.rewards or {}), val_samples=reported.prompts,
-               val_accuracy_before=before.accuracy, val_accuracy_lenient_before=before.accuracy_lenient,
-               val_rewards_before=dict(before.rewards or {}), eval_steps=list(val.steps),
-               reported_step=val.reported_step, best_metric=val.metric, best_step=val.best_step,
-               best_objective=val.best_value, best=None)
+    out = dict(
+        val_accuracy=reported.accuracy,
+        val_accuracy_lenient=reported.accuracy_lenient,
+        val_rewards=dict(reported.rewards or {}),
+        val_samples=reported.prompts,
+        val_accuracy_before=before.accuracy,
+        val_accuracy_lenient_before=before.accuracy_lenient,
+        val_rewards_before=dict(before.rewards or {}),
+        eval_steps=list(val.steps),
+        reported_step=val.reported_step,
+        best_metric=val.metric,
+        best_step=val.best_step,
+        best_objective=val.best_value,
+        best=None,
+    )
     if val.best_step is not None:
         best = val.best or Scores(None)
-        out["best"] = dict(step=val.best_step, adapter=val.best_adapter, val_accuracy=best.accuracy,
-                           val_accuracy_lenient=best.accuracy_lenient, val_rewards=dict(best.rewards or {}))
+        out["best"] = dict(
+            step=val.best_step,
+            adapter=val.best_adapter,
+            val_accuracy=best.accuracy,
+            val_accuracy_lenient=best.accuracy_lenient,
+            val_rewards=dict(best.rewards or {}),
+        )
     if val.error:
         out["eval_error"] = val.error
     return out
@@ -283,23 +324,40 @@ def training_failure(steps: int, train_rewards: dict, failures: dict) -> str | N
     (``steps``, asked for max_steps > 0), or a reward term whose every sample failed (``failures``: its counted
     failures; ``train_rewards``: its training mean, None when no training sample was scored); None when neither."""
     if not steps:
-        return ("training made 0 optimizer steps (TRL found no full batch of prompts in the train split, e.g. more "
-                "prompts a generation than train rows, or every prompt longer than trainer.max_prompt_length); "
-                "nothing was trained, so nothing is reported")
+        return (
+            "training made 0 optimizer steps (TRL found no full batch of prompts in the train split, e.g. more "
+            "prompts a generation than train rows, or every prompt longer than trainer.max_prompt_length); "
+            "nothing was trained, so nothing is reported"
+        )
     dead = [name for name, failed in failures.items() if failed and train_rewards.get(name) is None]
     if dead:
-        return (f"reward_mix.{dead[0]} failed on every sample of training ({failures[dead[0]]} failures counted, "
-                f"none scored), so the run did not train on it; its warnings in the log say why; fix it, or drop it "
-                f"with ~reward_mix.{dead[0]}")
+        return (
+            f"reward_mix.{dead[0]} failed on every sample of training ({failures[dead[0]]} failures counted, "
+            f"none scored), so the run did not train on it; its warnings in the log say why; fix it, or drop it "
+            f"with ~reward_mix.{dead[0]}"
+        )
     return None
 
 
 # What W&B's run table shows of a run (tracking/wandb_logger.summary_fields), in its order, beside the per-reward,
 # cost and trial keys it adds.
-HEADLINE_FIELDS = ("status", "objective", "optimized_metric", "val_accuracy", "val_accuracy_before",
-                   "val_accuracy_lenient", "test_accuracy", "test_accuracy_before", "test_accuracy_lenient",
-                   "test_accuracy_lenient_before", "test_pass_at_k", "test_maj_at_k", "test_k", "best_objective",
-                   "best_step")
+HEADLINE_FIELDS = (
+    "status",
+    "objective",
+    "optimized_metric",
+    "val_accuracy",
+    "val_accuracy_before",
+    "val_accuracy_lenient",
+    "test_accuracy",
+    "test_accuracy_before",
+    "test_accuracy_lenient",
+    "test_accuracy_lenient_before",
+    "test_pass_at_k",
+    "test_maj_at_k",
+    "test_k",
+    "best_objective",
+    "best_step",
+)
 # An Optuna trial's state (summary.json's ``trial.state``) for each way a run ends
 TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL"}
 
@@ -315,13 +373,17 @@ VAL_ACCURACY_LOGGED = VAL_ROW["accuracy"]
 WEIGHT_PREFIX = "reward_weights/"
 VAL_PREFIX, TEST_PREFIX = "val_", "test_"
 # the per-question field (outcomes/<split>.jsonl) that each accuracy of a summary averages
-OUTCOME_FIELDS = {VAL_ACCURACY: "accuracy", VAL_ACCURACY_LENIENT: "accuracy_lenient",
-                  "test_accuracy": "accuracy", "test_accuracy_lenient": "accuracy_lenient"}
+OUTCOME_FIELDS = {
+    VAL_ACCURACY: "accuracy",
+    VAL_ACCURACY_LENIENT: "accuracy_lenient",
+    "test_accuracy": "accuracy",
+    "test_accuracy_lenient": "accuracy_lenient",
+}
 
 
 def test_counterpart(metric: str | None) -> str | None:
     """The summary key the test split measures for a validation metric (``test_accuracy`` for ``val_accuracy``,
     ``test_rewards.fmt`` for ``val_rewards.fmt``); None for a metric not measured on validation."""
     if metric and metric.startswith(VAL_PREFIX):
-        return TEST_PREFIX + metric[len(VAL_PREFIX):]
+        return TEST_PREFIX + metric[len(VAL_PREFIX) :]
     return None

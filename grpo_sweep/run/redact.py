@@ -13,6 +13,7 @@ message quoting a URL, an httpx request line):
 - strings shaped like the well-known providers' tokens (``hf_…``, ``sk-…``, ``ghp_…``, ``AKIA…``), whichever
   variable, if any, they came from.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,11 +41,11 @@ URL_PASSWORD = re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*\\?://[^/\s:@]*:)[
 # shape, and so do git commits and Hub revisions, which runs record; the W&B key is masked as WANDB_API_KEY's
 # value) and "high-entropy strings" in general (sha256 of the weights, run ids, hashes a summary holds).
 TOKEN = re.compile(
-    r"\bhf_[A-Za-z0-9]{30,}"             # Hugging Face
-    r"|\bsk-[A-Za-z0-9_-]{20,}"          # OpenAI, Anthropic (sk-proj-…, sk-ant-…) and the servers that copy them
-    r"|\bgh[pousr]_[A-Za-z0-9]{36,}"     # GitHub
-    r"|\bgithub_pat_[A-Za-z0-9_]{22,}"   # GitHub, fine-grained
-    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"    # AWS access key id
+    r"\bhf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|\bsk-[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic (sk-proj-…, sk-ant-…) and the servers that copy them
+    r"|\bgh[pousr]_[A-Za-z0-9]{36,}"  # GitHub
+    r"|\bgithub_pat_[A-Za-z0-9_]{22,}"  # GitHub, fine-grained
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
     r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
 )
 

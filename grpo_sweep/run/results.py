@@ -1,5 +1,6 @@
 """What a run leaves in its directory and how it is read back: summary.json (through the schema), per-question
 outcomes, the names of its files and of the metrics a summary is looked up by. Written through run/files.py."""
+
 from __future__ import annotations
 
 import json
@@ -90,8 +91,15 @@ class EvaluationFailed(RunFailed):
     """The evaluation after training raised; the run's adapter is saved and its record, ``summary``, written, says so."""
 
 
-def record_failure(run_dir: Path, error: str, overrides: Iterable[str], traceback_text: str = "",
-                   runtime_s: float | None = None, keep_recorded: bool = False, **extra: Any) -> dict:
+def record_failure(
+    run_dir: Path,
+    error: str,
+    overrides: Iterable[str],
+    traceback_text: str = "",
+    runtime_s: float | None = None,
+    keep_recorded: bool = False,
+    **extra: Any,
+) -> dict:
     """Write the summary of a run that did not finish, the one way every path does it (a run that raised, a run the
     gate refused, a worker process that died, a failed Optuna trial), so the table, report and status read the
     same fields: ``status: failed``, ``error``, the end of its traceback, ``overrides``, ``runtime_s``, ``run_dir``.
@@ -119,7 +127,7 @@ BEST_PREFIX = "best."
 
 def without_best(metric: str) -> str:
     """The metric without its ``best.`` (``best.val_rewards.correct``: ``val_rewards.correct``); any other as it is."""
-    return metric[len(BEST_PREFIX):] if metric.startswith(BEST_PREFIX) else metric
+    return metric[len(BEST_PREFIX) :] if metric.startswith(BEST_PREFIX) else metric
 
 
 def measured_periodically(metric: str) -> bool:

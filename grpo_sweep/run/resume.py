@@ -3,6 +3,7 @@
 A run directory that already holds TRL checkpoints is continued from the newest complete one, and
 metrics.jsonl is cut back to that step first, so every step is in it exactly once. No torch here.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,10 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..config.show import first_line
-
 from .files import read_jsonl, write_jsonl_atomic, write_text_atomic
+from .record import TEST_ROW_PREFIX
 from .redact import redact
 from .results import METRICS
-from .record import TEST_ROW_PREFIX
 
 CHECKPOINTS = "checkpoints"
 # the config the run started with (Hydra rewrites .hydra/config.yaml on every start, so it cannot tell)
@@ -85,11 +85,15 @@ def check_same_run(run_dir: Path, cfg: Any) -> None:
     try:
         started = OmegaConf.load(path)
     except Exception as exc:  # noqa: BLE001 - YAML's, the decoder's or the file system's error: one line naming the file
-        raise ResumeError(f"{path} cannot be read ({first_line(exc)}): it records the config this run directory was started "
-                          "with; restore it, or pick a new output directory") from None
+        raise ResumeError(
+            f"{path} cannot be read ({first_line(exc)}): it records the config this run directory was started "
+            "with; restore it, or pick a new output directory"
+        ) from None
     if not OmegaConf.is_dict(started):
-        raise ResumeError(f"{path} holds no config (a YAML mapping): it records the config this run directory was "
-                          "started with; restore it, or pick a new output directory")
+        raise ResumeError(
+            f"{path} holds no config (a YAML mapping): it records the config this run directory was "
+            "started with; restore it, or pick a new output directory"
+        )
     # compared as stored: masked (a URL's password is not kept in the record, see remember_config)
     before, now = redact(_flat(started)), redact(_flat(cfg))
     changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
@@ -124,8 +128,13 @@ def trim_metrics(run_dir: Path, step: int) -> int:
 def rows_up_to(rows: list[dict], step: int) -> list[dict]:
     """The metrics rows of a run continued from its checkpoint of ``step``: the steps up to it, without the rows
     written when an attempt ended (the Trainer's ``train_runtime``, the test split's)."""
-    return [row for row in rows if row.get("step", 0) <= step and "train_runtime" not in row
-            and not any(key.startswith(TEST_ROW_PREFIX) for key in row)]
+    return [
+        row
+        for row in rows
+        if row.get("step", 0) <= step
+        and "train_runtime" not in row
+        and not any(key.startswith(TEST_ROW_PREFIX) for key in row)
+    ]
 
 
 def record_resume(run_dir: Path, step: int, dropped: int) -> list[dict]:

@@ -1,6 +1,7 @@
 """What a run tells an experiment tracker, as the run calls it. The run is handed its tracker by whoever starts it
 (``train(..., open_tracker=tracking.open_logger)``), so the run package never imports a tracker; ``RunLogger``
 alone, every hook a no-op, is ``logger=none`` (the run dir's metrics.jsonl and summary.json only)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """One GRPO run: backend builds model/tokenizer → data → rewards → GRPOTrainer → evaluation (run/evaluate.py) → the
 run's record (run/record.trained_summary)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -16,27 +17,27 @@ from omegaconf import OmegaConf
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
+from ..adapters.transformers import restore_checkpoint, scale_learning_rate
+from ..adapters.trl import set_reward_weights
 from ..backends import get_backend
 from ..backends.decoding import evaluation_engine
 from ..backends.gpu_stack import BackendError
 from ..backends.trl_backend import model_source
-from ..models import weights_sha256
-from ..data import load_splits
-from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, run_engine, selection_metric
-from .cost import reward_cost, run_cost
-from .files import append_jsonl, read_jsonl
-from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
-from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
-from .context import RunContext
-from .redact import redact
-from .tracker import RunLogger
-from .vllm_serving import run_server, server_gpus
-from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
-from ..adapters.trl import set_reward_weights
-from ..adapters.transformers import restore_checkpoint, scale_learning_rate
 from ..config.grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS
+from ..data import load_splits
+from ..models import weights_sha256
 from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_truth, scheduled_weights, terms
 from ..rewards.schedule import progress_of, weights_at
+from .context import RunContext
+from .cost import reward_cost, run_cost
+from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, run_engine, selection_metric
+from .files import append_jsonl, read_jsonl
+from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
+from .redact import redact
+from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
+from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
+from .tracker import RunLogger
+from .vllm_serving import run_server, server_gpus
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,18 @@ log = logging.getLogger(__name__)
 TRL_GRPO_DEFAULTS = {"epsilon": 0.2, "vllm_importance_sampling_correction": True}
 GRPO_CONFIG = "grpo_config.json"
 PACKAGES = (
-    "grpo-sweep", "torch", "trl", "transformers", "peft", "datasets", "accelerate", "hydra-core", "math-verify",
-    "unsloth", "unsloth_zoo", "vllm",
+    "grpo-sweep",
+    "torch",
+    "trl",
+    "transformers",
+    "peft",
+    "datasets",
+    "accelerate",
+    "hydra-core",
+    "math-verify",
+    "unsloth",
+    "unsloth_zoo",
+    "vllm",
 )
 
 
@@ -118,8 +129,12 @@ class LearningRateFromConfig(TrainerCallback):
             return
         before = scale_learning_rate(optimizer, lr_scheduler, self.learning_rate)
         if before != self.learning_rate:
-            log.info("learning rate %g from the config from step %d on (the checkpoint's: %g)", self.learning_rate,
-                     state.global_step, before)
+            log.info(
+                "learning rate %g from the config from step %d on (the checkpoint's: %g)",
+                self.learning_rate,
+                state.global_step,
+                before,
+            )
 
 
 class RewardProgress(ProgressCallback):
@@ -144,8 +159,9 @@ class RewardProgress(ProgressCallback):
             self.training_bar.set_postfix(postfix, refresh=False)
 
 
-def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to: list[str] | None = None,
-                server: dict | None = None):
+def grpo_config(
+    cfg: Any, run_dir: Path, reward_weights: list[float], report_to: list[str] | None = None, server: dict | None = None
+):
     import torch
     from trl import GRPOConfig
 
@@ -158,8 +174,11 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to:
     bf16 = trainer.bf16 if trainer.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
     distributed = cfg.distributed
     if distributed.deepspeed:
-        kwargs["deepspeed"] = OmegaConf.to_container(distributed.deepspeed, resolve=True) \
-            if OmegaConf.is_config(distributed.deepspeed) else dict(distributed.deepspeed)
+        kwargs["deepspeed"] = (
+            OmegaConf.to_container(distributed.deepspeed, resolve=True)
+            if OmegaConf.is_config(distributed.deepspeed)
+            else dict(distributed.deepspeed)
+        )
     kwargs.update(
         ddp_timeout=int(distributed.timeout_s),
         # a LoRA's or a whole model's weights all take part in every step; True costs DDP a graph walk a step
@@ -173,7 +192,9 @@ def grpo_config(cfg: Any, run_dir: Path, reward_weights: list[float], report_to:
         report_to=list(report_to or []) or "none",
         logging_first_step=True,
     )
-    extra = OmegaConf.to_container(trainer.args, resolve=True) if not isinstance(trainer.args, dict) else dict(trainer.args)
+    extra = (
+        OmegaConf.to_container(trainer.args, resolve=True) if not isinstance(trainer.args, dict) else dict(trainer.args)
+    )
     # Unsloth's GRPOConfig changes TRL's defaults for these (an explicit loss_type=dapo gets epsilon_high=0.28, and
     # vLLM's sampling is not importance-corrected): pass TRL's values so both backends optimize the same objective.
     # trainer.args still sets them.
@@ -209,7 +230,10 @@ def filter_long_prompts(dataset, tokenizer, max_prompt_length: int | None, which
     if len(kept) < len(dataset):
         log.warning(
             "dropped %d of %d %s prompts longer than trainer.max_prompt_length=%d",
-            len(dataset) - len(kept), len(dataset), which, max_prompt_length,
+            len(dataset) - len(kept),
+            len(dataset),
+            which,
+            max_prompt_length,
         )
     if len(kept) == 0:
         raise ValueError(
@@ -250,20 +274,26 @@ def versions() -> dict:
     return out
 
 
-def training_record(cfg: Any, run_dir: Path, history: list[dict], runtime_s: float, steps: int,
-                    overrides: list[str]) -> dict:
+def training_record(
+    cfg: Any, run_dir: Path, history: list[dict], runtime_s: float, steps: int, overrides: list[str]
+) -> dict:
     """What training did, for the run's summary: the reward's and each term's first and last fifth of the logged
     steps, the steps, the time, what ran it."""
     train_history = [row for row in history if "reward" in row]
     reward_first, reward_final = reward_trajectory(train_history, "reward")
     per_reward = {name: reward_trajectory(train_history, f"rewards/{name}/mean") for name in cfg.reward_mix}
     return dict(
-        reward=reward_final, reward_first=reward_first,
+        reward=reward_final,
+        reward_first=reward_first,
         train_rewards={name: last for name, (_, last) in per_reward.items()},
         train_rewards_first={name: first for name, (first, _) in per_reward.items()},
         reward_weights={name: float(term.get("weight", 1.0)) for name, term in cfg.reward_mix.items()},
         reward_schedule=_schedule_record(cfg.reward_mix),
-        steps=steps, runtime_s=round(runtime_s, 3), overrides=overrides, run_dir=str(run_dir), versions=versions(),
+        steps=steps,
+        runtime_s=round(runtime_s, 3),
+        overrides=overrides,
+        run_dir=str(run_dir),
+        versions=versions(),
     )
 
 
@@ -276,8 +306,13 @@ def term_costs(reward_funcs: list) -> dict[str, tuple[float, int]]:
     return {fn.__name__: (fn.seconds, fn.calls) for fn in reward_funcs if hasattr(fn, "seconds")}
 
 
-def train(cfg: Any, run: Path | RunContext, overrides: list[str] | None = None, monitor=None,
-          open_tracker: Callable[[Any, RunContext], RunLogger] | None = None) -> RunSummary | None:
+def train(
+    cfg: Any,
+    run: Path | RunContext,
+    overrides: list[str] | None = None,
+    monitor=None,
+    open_tracker: Callable[[Any, RunContext], RunLogger] | None = None,
+) -> RunSummary | None:
     """Train, evaluate and save one run; return its record (None on a rank other than 0 of a multi-process run).
     ``run``: the context the task was told (``context.from_hydra``), or a bare run directory for a single run with
     ``overrides`` (the Python API, tests). A run's whole lifecycle (what is left to check, the backend first, its
@@ -373,8 +408,10 @@ def _train(cfg: Any, context: RunContext, monitor, open_tracker) -> RunSummary |
 def _open_tracker(cfg: Any, context: RunContext, open_tracker) -> RunLogger:
     if open_tracker is None or not context.main:  # one tracker run a run: rank 0's
         if context.main and cfg.logger.name != "none" and cfg.logger.mode != "disabled":
-            log.warning("logger=%s, but train() was given no tracker: pass open_tracker=grpo_sweep.tracking.open_logger",
-                        cfg.logger.name)
+            log.warning(
+                "logger=%s, but train() was given no tracker: pass open_tracker=grpo_sweep.tracking.open_logger",
+                cfg.logger.name,
+            )
         return RunLogger()
     return open_tracker(cfg, context)  # logger=none: a no-op
 
@@ -386,8 +423,16 @@ def _close_failed(tracker: RunLogger, summary: RunSummary) -> None:
         log.warning("could not close the %s run: %s", type(tracker).__name__, exc)
 
 
-def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
-                   clock: _Clock, server: contextlib.ExitStack) -> RunSummary | None:
+def _train_tracked(
+    cfg: Any,
+    context: RunContext,
+    monitor,
+    tracker: RunLogger,
+    backend,
+    trainer_class,
+    clock: _Clock,
+    server: contextlib.ExitStack,
+) -> RunSummary | None:
     """The run's steps: prepare the process, set up, train, save, evaluate, record. Returns the record, written
     (None on a rank other than 0, which trains only); a training that did not train (``record.training_failure``)
     raises RunFailed with it, an evaluation that fails EvaluationFailed."""
@@ -416,8 +461,9 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         return _record(cfg, context, run, clock, monitor, "pruned", adapter)
     failure = _training_failure(cfg, context, run)
     if failure:  # nothing to evaluate: the weights are the ones training started from, or a term taught nothing
-        summary = _record(cfg, context, run, clock, monitor, "failed", adapter, error=failure, failed_in="training",
-                          objective=None)
+        summary = _record(
+            cfg, context, run, clock, monitor, "failed", adapter, error=failure, failed_in="training", objective=None
+        )
         raise RunFailed(failure, summary)
     step = run.trainer.state.global_step
     if cfg.trainer.pause_at_step is not None and step >= cfg.trainer.pause_at_step:
@@ -426,8 +472,9 @@ def _train_tracked(cfg: Any, context: RunContext, monitor, tracker: RunLogger, b
         return _record(cfg, context, run, clock, monitor, "paused", adapter, run.periodic.report(step))
     clock.restart()
     try:
-        val, test, reported_adapter = final_evaluations(cfg, context.run_dir, run.trainer.model, run.periodic,
-                                                        run.tester, run.trainer.state.global_step, adapter)
+        val, test, reported_adapter = final_evaluations(
+            cfg, context.run_dir, run.trainer.model, run.periodic, run.tester, run.trainer.state.global_step, adapter
+        )
     except Exception as exc:  # noqa: BLE001  (the adapter is saved; say what failed and keep the training record)
         clock.lap("eval")
         error = redact(f"evaluation after training failed: {type(exc).__name__}: {exc}")  # it reaches the terminal too
@@ -468,8 +515,9 @@ def _prepare_process(cfg: Any, context: RunContext) -> None:
         torch.set_num_threads(cfg.trainer.torch_threads)
 
 
-def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class,
-            server: contextlib.ExitStack) -> _Run:
+def _set_up(
+    cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class, server: contextlib.ExitStack
+) -> _Run:
     """Data, model, rewards, where training starts (a resume), the evaluations and the trainer."""
     # data first: hub data's columns are known only once loaded, and a reward missing one is refused before the model loads
     splits = load_splits(
@@ -478,9 +526,10 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
     model, tokenizer = backend.load(cfg)
     source = model_source(cfg.model, cfg.data)
     base_sha256 = weights_sha256(source)
-    train_set, validation, test_set = (filter_long_prompts(split, tokenizer, cfg.trainer.max_prompt_length, which)
-                                       for split, which in ((splits.train, "train"), (splits.validation, "validation"),
-                                                            (splits.test, "test")))
+    train_set, validation, test_set = (
+        filter_long_prompts(split, tokenizer, cfg.trainer.max_prompt_length, which)
+        for split, which in ((splits.train, "train"), (splits.validation, "validation"), (splits.test, "test"))
+    )
     reward_funcs, reward_weights = build_mix(cfg.reward_mix, cfg.trainer, on_error=cfg.reward_errors)
     log.info("%s", describe_mix(cfg.reward_mix))
     resume_from, resumes = _resume_or_start(cfg, context)
@@ -488,8 +537,12 @@ def _set_up(cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend,
     scheduled = scheduled_weights(cfg.reward_mix)
     schedule = RewardSchedule(*scheduled, tracker) if scheduled else None
     # the schedule first: its on_log adds the weights to the row the others write
-    callbacks = [*([schedule] if schedule else []), MetricsJsonl(context.run_dir / METRICS), *([periodic] if periodic else []),
-                 LearningRateFromConfig(cfg.optimizer.learning_rate)]
+    callbacks = [
+        *([schedule] if schedule else []),
+        MetricsJsonl(context.run_dir / METRICS),
+        *([periodic] if periodic else []),
+        LearningRateFromConfig(cfg.optimizer.learning_rate),
+    ]
     if cfg.trainer.pause_at_step is not None:  # after PeriodicEval: the pause step's validation comes before its save
         callbacks.append(PauseAt(cfg.trainer.pause_at_step))
     engine = None  # the run's vLLM once the trainer holding it is built; the probe reads it when it runs
@@ -535,14 +588,22 @@ def _resume_or_start(cfg: Any, context: RunContext) -> tuple[tuple[Path, int] | 
         (run_dir / METRICS).unlink(missing_ok=True)
         remember_config(run_dir, cfg)
     if context.world_size > 1:
-        log.info("rank %d of %d (local rank %d, %d node%s) on %s%s", context.rank, context.world_size,
-                 context.local_rank, context.nodes, "s" if context.nodes > 1 else "", platform.node(),
-                 f", resuming at step {resume_from[1]}" if resume_from else "")
+        log.info(
+            "rank %d of %d (local rank %d, %d node%s) on %s%s",
+            context.rank,
+            context.world_size,
+            context.local_rank,
+            context.nodes,
+            "s" if context.nodes > 1 else "",
+            platform.node(),
+            f", resuming at step {resume_from[1]}" if resume_from else "",
+        )
     return resume_from, resumes
 
 
-def _periodic_eval(cfg: Any, context: RunContext, backend, tokenizer, validation, reward_funcs: list,
-                   tracker: RunLogger, resume_from) -> PeriodicEval | None:
+def _periodic_eval(
+    cfg: Any, context: RunContext, backend, tokenizer, validation, reward_funcs: list, tracker: RunLogger, resume_from
+) -> PeriodicEval | None:
     """Rank 0's validation during training. Rank 0 alone evaluates and keeps best/ (the others train on, and wait
     for it at the next step's collectives): two ranks restoring or replacing best/ at once would undo each other."""
     if not context.main:
@@ -555,22 +616,40 @@ def _periodic_eval(cfg: Any, context: RunContext, backend, tokenizer, validation
 
     evaluator = Evaluator(backend, tokenizer, validation, reward_funcs, cfg, context.run_dir)
     return PeriodicEval(
-        evaluator, context.run_dir, cfg.trainer.eval.every_steps, selection_metric(cfg.optimized_metric),
+        evaluator,
+        context.run_dir,
+        cfg.trainer.eval.every_steps,
+        selection_metric(cfg.optimized_metric),
         also_at=cfg.trainer.pause_at_step,
-        write=write_eval_row, save=lambda m, target: backend.save(m, tokenizer, target),
+        write=write_eval_row,
+        save=lambda m, target: backend.save(m, tokenizer, target),
         history=read_jsonl(metrics_path) if resume_from else None,
     )
 
 
-def _record(cfg: Any, context: RunContext, run: _Run, clock: _Clock, monitor, status: str, adapter: Path,
-            val: ValReport | None = None, test: TestReport | None = None, **extra: Any) -> RunSummary:
+def _record(
+    cfg: Any,
+    context: RunContext,
+    run: _Run,
+    clock: _Clock,
+    monitor,
+    status: str,
+    adapter: Path,
+    val: ValReport | None = None,
+    test: TestReport | None = None,
+    **extra: Any,
+) -> RunSummary:
     """Write the run's summary.json, whatever its status, with every field a run that trained has (the training
     record, the adapter, costs, timings); ``val`` None: validation as it stood at the last step."""
     run_dir, steps, timings = context.run_dir, run.trainer.state.global_step, clock.timings
     metrics = read_jsonl(run_dir / METRICS)
     training = training_record(cfg, run_dir, metrics, clock.runtime(), steps, context.overrides or [])
     summary = trained_summary(
-        status, cfg.optimized_metric, training, val or run.periodic.report(steps), test,
+        status,
+        cfg.optimized_metric,
+        training,
+        val or run.periodic.report(steps),
+        test,
         lambda figures: lookup(figures, cfg.optimized_metric),
         base_model_sha256=run.base_sha256,
         adapter=str(Path(adapter).relative_to(run_dir)),
@@ -579,8 +658,10 @@ def _record(cfg: Any, context: RunContext, run: _Run, clock: _Clock, monitor, st
         reward_cost=reward_cost(term_costs(run.reward_funcs), timings),
         timings_s={k: None if v is None else round(v, 3) for k, v in timings.items()},
         # where it trained: the pool pins each worker to a GPU through CUDA_VISIBLE_DEVICES
-        device={"torch": str(next(run.trainer.model.parameters()).device),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
+        device={
+            "torch": str(next(run.trainer.model.parameters()).device),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        },
         distributed={"strategy": cfg.distributed.strategy, "world_size": context.world_size, "nodes": context.nodes},
         **run_cost(timings, metrics, run.trainer.args, devices=context.world_size + server_gpus(cfg)),
         **(monitor.record() if monitor is not None else {}),

@@ -5,6 +5,7 @@ that gives the group its meaning, then checks what spans groups (``check_across`
 Each failure is one line naming the key, the bad value and what would be valid, in the style of TRL's own
 ``GRPOConfig.__post_init__`` messages. What only the machine that trains can answer is ``check_machine``'s.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,18 +17,25 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config.checks import ConfigError, check_logger, check_lora, check_optimizer, check_trainer, updates_weights_in_place
-from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
-from .vllm_serving import check_server_settings, server_gpus
-from .redact import credential_in, is_secret_key, redact
-from .results import BEST_PREFIX, measured_periodically, without_best
-from .record import VAL_ACCURACY
 from ..backends.gpu_stack import BackendError, check_backend, check_cpu_fallback, gpu_refusal, visible_gpu_ids
+from ..config.checks import (
+    ConfigError,
+    check_logger,
+    check_lora,
+    check_optimizer,
+    check_trainer,
+    updates_weights_in_place,
+)
 from ..data import precheck_files
 from ..models import check_model
 from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_reward
 from ..rewards.mix import Term, check_mix, data_columns, term_reward, terms
 from ..rewards.sandbox import SandboxUnavailable, check_isolation
+from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
+from .record import VAL_ACCURACY
+from .redact import credential_in, is_secret_key, redact
+from .results import BEST_PREFIX, measured_periodically, without_best
+from .vllm_serving import check_server_settings, server_gpus
 
 __all__ = ["ConfigError", "check_across", "check_machine", "validate"]
 
@@ -88,7 +96,8 @@ def _check_full_finetune_precision(cfg: Any) -> None:
             f"model.dtype={cfg.model.dtype} with lora=none and distributed={cfg.distributed.strategy}: a full fine-tune "
             f"would update the {cfg.model.dtype} weights with no float32 master copy, and most small updates round to "
             "zero; use model.dtype=float32 (trainer.bf16=true still computes in bf16) or distributed=zero2 (DeepSpeed "
-            "keeps float32 master weights)")
+            "keeps float32 master weights)"
+        )
 
 
 def _check_train_split_fills_a_generation(cfg: Any, train_rows: int | None) -> None:
@@ -107,12 +116,20 @@ def _check_train_split_fills_a_generation(cfg: Any, train_rows: int | None) -> N
     if prompts <= train_rows:
         return
     across = processes > 1
-    made = ("trainer.args.generation_batch_size" if given else
-            f"trainer.per_device_train_batch_size x {'distributed.nproc_per_node x ' if across else ''}"
-            f"steps_per_generation = {trainer.per_device_train_batch_size} x {f'{processes} x ' if across else ''}{steps}")
+    made = (
+        "trainer.args.generation_batch_size"
+        if given
+        else f"trainer.per_device_train_batch_size x {'distributed.nproc_per_node x ' if across else ''}"
+        f"steps_per_generation = {trainer.per_device_train_batch_size} x {f'{processes} x ' if across else ''}{steps}"
+    )
     limit = cfg.data.max_train_samples
-    source = ("data.max_train_samples" if limit and limit == train_rows else
-              "data.arithmetic.n_train" if cfg.data.source == "arithmetic" else "data.path, less the carved splits")
+    source = (
+        "data.max_train_samples"
+        if limit and limit == train_rows
+        else "data.arithmetic.n_train"
+        if cfg.data.source == "arithmetic"
+        else "data.path, less the carved splits"
+    )
     raise ConfigError(
         f"{made} = {batch} completions a generation, {prompts} prompts of trainer.num_generations="
         f"{trainer.num_generations} each, but the train split has {train_rows} ({source}): TRL drops a batch it "
@@ -159,7 +176,7 @@ def _check_objective(metric: str) -> None:
     if base.startswith("test_"):
         raise ConfigError(
             f"optimized_metric={metric}: the test split only measures, it never chooses (a choice made on it "
-            f"inflates what it reports); optimize its validation twin, optimized_metric=val_{base[len('test_'):]}"
+            f"inflates what it reports); optimize its validation twin, optimized_metric=val_{base[len('test_') :]}"
         )
     if metric.startswith(BEST_PREFIX) and not measured_periodically(metric):
         raise ConfigError(
@@ -189,7 +206,8 @@ def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] |
     example = own or next(t for t in mix_terms if t.weight > 0)
     instead = (
         f"set trainer.eval.accuracy_reward={example.target} (its validation mean becomes val_accuracy)"
-        if own else "set trainer.eval.accuracy_reward to a reward the data can feed"
+        if own
+        else "set trainer.eval.accuracy_reward to a reward the data can feed"
     )
     if missing == ["ground_truth"]:
         raise ConfigError(
@@ -213,9 +231,13 @@ def _no_secrets_in(cfg: Any) -> None:
         # since a large sweep runs this once per run. An interpolation or a missing value is not read (it would
         # resolve): it holds no credential written into the config.
         container = {
-            k: "${}" if OmegaConf.is_interpolation(cfg, k) or OmegaConf.is_missing(cfg, k)
-            else OmegaConf.to_container(cfg[k], resolve=False) if OmegaConf.is_config(cfg[k]) else cfg[k]
-            for k in cfg if k != "hydra"
+            k: "${}"
+            if OmegaConf.is_interpolation(cfg, k) or OmegaConf.is_missing(cfg, k)
+            else OmegaConf.to_container(cfg[k], resolve=False)
+            if OmegaConf.is_config(cfg[k])
+            else cfg[k]
+            for k in cfg
+            if k != "hydra"
         }
     else:
         container = {k: v for k, v in dict(cfg).items() if k != "hydra"}
@@ -282,8 +304,10 @@ def machine_world(cfg: Any, gpus: int) -> tuple[int, int]:
         return rank.world_size, rank.nodes
     if cfg.distributed.nproc_per_node is None:
         if not gpus:
-            raise ConfigError(f"distributed={cfg.distributed.strategy} with distributed.nproc_per_node=null runs one "
-                              "process per GPU, and this machine has none: set distributed.nproc_per_node=N")
+            raise ConfigError(
+                f"distributed={cfg.distributed.strategy} with distributed.nproc_per_node=null runs one "
+                "process per GPU, and this machine has none: set distributed.nproc_per_node=N"
+            )
         return gpus, 1
     return int(cfg.distributed.nproc_per_node), 1
 
@@ -317,15 +341,21 @@ def check_machine(cfg: Any) -> None:
         if not gpu and spawns_here(cfg):
             _check_cores(cfg, world[0])
         if cfg.distributed.strategy in DEEPSPEED and importlib.util.find_spec("deepspeed") is None:
-            raise ConfigError(f"distributed={cfg.distributed.strategy} needs the deepspeed package, which is not "
-                              "installed here (pip install deepspeed); or use distributed=ddp")
+            raise ConfigError(
+                f"distributed={cfg.distributed.strategy} needs the deepspeed package, which is not "
+                "installed here (pip install deepspeed); or use distributed=ddp"
+            )
     if not gpu and (refusal := gpu_refusal(cfg)):
         raise ConfigError(refusal)
     if "8bit" in cfg.optimizer.optim and importlib.util.find_spec("bitsandbytes") is None:
-        raise ConfigError(f"optimizer.optim={cfg.optimizer.optim} needs bitsandbytes, which is not installed; use optimizer=adamw_torch")
+        raise ConfigError(
+            f"optimizer.optim={cfg.optimizer.optim} needs bitsandbytes, which is not installed; use optimizer=adamw_torch"
+        )
     if cfg.backend.name == "unsloth":
         if importlib.util.find_spec("unsloth") is None:
-            raise ConfigError("backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl")
+            raise ConfigError(
+                "backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl"
+            )
         try:
             check_cpu_fallback(gpu)
         except BackendError as exc:
@@ -333,15 +363,23 @@ def check_machine(cfg: Any) -> None:
     for term in terms(cfg.reward_mix):
         device = str(term.model_args.get("device", "auto"))
         if term.model and not gpu and device.startswith("cuda"):
-            raise ConfigError(f"reward_mix.{term.name}.model_args.device={device}: this machine has no GPU; use "
-                              "auto (the training device) or cpu")
+            raise ConfigError(
+                f"reward_mix.{term.name}.model_args.device={device}: this machine has no GPU; use "
+                "auto (the training device) or cpu"
+            )
         if needs(term_reward(term)).sandbox:
             isolation = term.params.get("isolation", "namespaces")
             try:
                 check_isolation(isolation)
             except SandboxUnavailable as exc:
-                fallback = "" if isolation == "rlimits" else (f"; set reward_mix.{term.name}.params.isolation=rlimits to "
-                                                              "run it with resource limits only (no network isolation)")
+                fallback = (
+                    ""
+                    if isolation == "rlimits"
+                    else (
+                        f"; set reward_mix.{term.name}.params.isolation=rlimits to "
+                        "run it with resource limits only (no network isolation)"
+                    )
+                )
                 raise ConfigError(
                     f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here ({exc}){fallback}"
                 ) from None

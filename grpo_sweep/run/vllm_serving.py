@@ -4,6 +4,7 @@ sizes taken from the config, and started on the run's global rank 0 around train
 The server's lifecycle (ports, start, health wait, stop) is ``backends/vllm_server.py``; this module decides what
 it serves and where. No torch at import: the settings checks run on the login node.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,15 @@ from ..backends.vllm_server import ServerError, ServerSpec, serving
 
 # `trl vllm-serve` flags the run sets from the config or picks itself (ports): one of them in extra_args would win
 # over the run's value (argparse keeps the last), and the trainer would look for the server elsewhere.
-RUN_SET_FLAGS = ("model", "tensor_parallel_size", "data_parallel_size", "host", "port", "gpu_memory_utilization",
-                 "max_model_len")
+RUN_SET_FLAGS = (
+    "model",
+    "tensor_parallel_size",
+    "data_parallel_size",
+    "host",
+    "port",
+    "gpu_memory_utilization",
+    "max_model_len",
+)
 # GRPOConfig fields that point the trainer at a server: the run sets them to the server it started.
 HAND_OVER_FIELDS = ("vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_group_port")
 
@@ -45,33 +53,44 @@ def check_server_settings(cfg: Any) -> None:
         return
     server, trainer = cfg.trainer.vllm_server, cfg.trainer
     if not 0 < server.gpu_memory_utilization <= 1:
-        raise ValueError(f"trainer.vllm_server.gpu_memory_utilization={server.gpu_memory_utilization:g}: a fraction of "
-                         "each server GPU's memory in (0, 1]")
+        raise ValueError(
+            f"trainer.vllm_server.gpu_memory_utilization={server.gpu_memory_utilization:g}: a fraction of "
+            "each server GPU's memory in (0, 1]"
+        )
     if server.startup_timeout_s <= 0:
-        raise ValueError(f"trainer.vllm_server.startup_timeout_s={server.startup_timeout_s:g}: must be > 0 (seconds the "
-                         "run waits for the server's /health)")
+        raise ValueError(
+            f"trainer.vllm_server.startup_timeout_s={server.startup_timeout_s:g}: must be > 0 (seconds the "
+            "run waits for the server's /health)"
+        )
     if cfg.distributed.strategy != "none" and server.startup_timeout_s >= cfg.distributed.timeout_s:
         # rank 0 starts the server before it joins the others (the trainer's process group), who wait that long
         raise ValueError(
             f"trainer.vllm_server.startup_timeout_s={server.startup_timeout_s:g} with distributed.timeout_s="
             f"{cfg.distributed.timeout_s}: the other ranks wait for rank 0, which waits for its server, and would "
-            "give up first; raise distributed.timeout_s above it")
+            "give up first; raise distributed.timeout_s above it"
+        )
     if server.max_model_len is not None:
         budget = (trainer.max_prompt_length or 0) + trainer.max_completion_length
         if server.max_model_len < budget:
             raise ValueError(
                 f"trainer.vllm_server.max_model_len={server.max_model_len} is shorter than trainer.max_prompt_length "
                 f"+ trainer.max_completion_length = {budget}: the server could not hold a prompt and its completion; "
-                f"raise it to {budget} or more, or null (the model's own length)")
+                f"raise it to {budget} or more, or null (the model's own length)"
+            )
     for arg in server.extra_args:
         name = _flag_name(str(arg))
         if name in RUN_SET_FLAGS:
-            raise ValueError(f"trainer.vllm_server.extra_args has {arg}, which the run sets itself"
-                             + (f" (trainer.vllm_server.{name})" if name in server else "") + "; remove it")
+            raise ValueError(
+                f"trainer.vllm_server.extra_args has {arg}, which the run sets itself"
+                + (f" (trainer.vllm_server.{name})" if name in server else "")
+                + "; remove it"
+            )
     given = [name for name in HAND_OVER_FIELDS if trainer.args.get(name) is not None]
     if given:
-        raise ValueError(f"trainer.args.{given[0]}={trainer.args[given[0]]} with trainer.vllm_mode=server: the run "
-                         "starts its own server and points the trainer at it; remove it")
+        raise ValueError(
+            f"trainer.args.{given[0]}={trainer.args[given[0]]} with trainer.vllm_mode=server: the run "
+            "starts its own server and points the trainer at it; remove it"
+        )
 
 
 def visible_gpus() -> list[str]:
@@ -97,7 +116,8 @@ def server_spec(cfg: Any, model: str, training_processes: int, visible: Sequence
         raise ServerError(
             f"trainer.vllm_server.gpus={count} and {training_processes} training process(es) need "
             f"{training_processes + count} GPUs on this node and {len(visible)} are visible "
-            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})"
+        )
     extra = [str(a) for a in server.extra_args]
     if cfg.model.trust_remote_code:
         extra = ["--trust_remote_code", "true", *extra]

@@ -11,6 +11,7 @@ and report, its plot, and ``STRATEGY`` (a ``base.Strategy``). ``base.py`` is wha
 one new package and its name in ``STRATEGIES``; its sweeper class goes in ``hydra_plugins/`` (Hydra instantiates
 sweepers from that namespace only). Launching runs is ``launching/``'s trade, reading them back ``reading/``'s.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,12 +25,12 @@ if TYPE_CHECKING:
 STRATEGIES = ("grid", "seeds", "optuna", "pbt")
 
 
-def strategies() -> list["Strategy"]:
+def strategies() -> list[Strategy]:
     """Every registered strategy (imported when asked: a strategy's package imports nothing heavy at the top)."""
     return [importlib.import_module(f"{__name__}.{name}").STRATEGY for name in STRATEGIES]
 
 
-def for_sweeper(target: str | None) -> "Strategy":
+def for_sweeper(target: str | None) -> Strategy:
     """The strategy whose sweeper ``target`` (hydra.sweeper._target_) names; a sweeper that is none of ours (Hydra's
     own basic one, another plugin) sweeps like a grid."""
     name = str(target or "").rsplit(".", 1)[-1]
@@ -37,12 +38,12 @@ def for_sweeper(target: str | None) -> "Strategy":
     return next((s for s in found if name in s.sweepers), found[0])
 
 
-def for_config(config: Any) -> "Strategy":
+def for_config(config: Any) -> Strategy:
     """The strategy of the sweep ``config`` (a multirun's config, its hydra node included) runs."""
     return for_sweeper(config.hydra.sweeper.get("_target_"))
 
 
-def of_sweep(sweep_dir: Path) -> "Strategy":
+def of_sweep(sweep_dir: Path) -> Strategy:
     """The strategy that ran the sweep in ``sweep_dir``, as its multirun.yaml (the sweep's config, which every
     sweeper writes before its first run) names it; a directory without one is read as a grid."""
     path = Path(sweep_dir) / "multirun.yaml"

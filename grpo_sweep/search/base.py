@@ -4,6 +4,7 @@ sweep that is continued), Hydra's override plumbing, and ``Strategy``: what the 
 ``status`` and ``next_seeds`` ask of the strategy that ran it. A strategy is a package beside this module
 (grid/, seeds/, optuna/, pbt/) registered in ``search/__init__.py``. No torch here: it runs on the login node.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +12,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
@@ -25,7 +26,6 @@ log = logging.getLogger(__name__)
 _ABSENT = object()
 
 
-
 class Strategy:
     """A search strategy as the rest of grpo-sweep sees a sweep it ran: its package's ``STRATEGY``. The defaults are
     a grid's (Hydra's basic sweep); a strategy overrides what it does otherwise. Nothing here tests for files: each
@@ -34,22 +34,23 @@ class Strategy:
     name = "grid"
     # the sweepers that run it: the class names hydra.sweeper._target_ ends with (multirun.yaml keeps it)
     sweepers: tuple[str, ...] = ()
+
     # hydra/sweeper=<name> options this strategy puts into Hydra's ConfigStore: (name, conf dataclass)
     def sweeper_configs(self) -> list[tuple[str, Any]]:
         return []
 
     # -- reading its sweep back -----------------------------------------------------------------------------
-    def read(self, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = ()) -> "SweepResults":
+    def read(self, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = ()) -> SweepResults:
         """The sweep's runs read once, with this strategy's verdicts (``also``: run directories jobs.json names)."""
         from ..reading.results import SweepResults
 
         return SweepResults.read(sweep_dir, direction, also, judge=self.comparisons)
 
-    def comparisons(self, results: "SweepResults") -> "list[Comparison]":
+    def comparisons(self, results: SweepResults) -> list[Comparison]:
         """The verdicts of the sweep's configurations (reading/stats.py's engine, before wording)."""
         return results.compare_configurations()
 
-    def finished(self, results: "SweepResults") -> bool:
+    def finished(self, results: SweepResults) -> bool:
         """Whether the sweep has run all it will (a seeds sweep between rounds has not)."""
         return True
 
@@ -63,11 +64,11 @@ class Strategy:
     # whether a failed run makes the launch exit 1 (a study expects some failed trials: its max_failures decides)
     failed_runs_fail = True
 
-    def before_table(self, results: "SweepResults") -> str | None:
+    def before_table(self, results: SweepResults) -> str | None:
         """What the end of the sweep prints before the comparison table (an Optuna study: its report)."""
         return None
 
-    def failure(self, results: "SweepResults") -> str | None:
+    def failure(self, results: SweepResults) -> str | None:
         """Why the launch fails although the end was written (an Optuna study over its max_failures), or None."""
         return None
 
@@ -75,11 +76,11 @@ class Strategy:
         """report.md's heading and opening text of the per-configuration table and verdicts."""
         return []
 
-    def plot_options(self, results: "SweepResults") -> dict:
+    def plot_options(self, results: SweepResults) -> dict:
         """Options for report.md's plots (an Optuna study: the scale each sampled parameter was drawn on)."""
         return {}
 
-    def status_line(self, results: "SweepResults") -> str | None:
+    def status_line(self, results: SweepResults) -> str | None:
         """A line ``status`` adds when the runs on disk are not the whole sweep (a seeds sweep's due round)."""
         return None
 
@@ -94,7 +95,6 @@ class StrategySweeper(Sweeper):
 
     # the sweep passes the gate here, before anything is written (the Preflight callback leaves sweeps to it)
     gates_sweep = True
-
 
     def __init__(self, **settings: Any):
         self.settings = OmegaConf.create(settings)
@@ -111,14 +111,14 @@ class StrategySweeper(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 
-    def _compose(self, overrides: List[str], with_hydra_overrides: bool = True) -> DictConfig:
+    def _compose(self, overrides: list[str], with_hydra_overrides: bool = True) -> DictConfig:
         """The job config for ``overrides`` (optionally without this sweep's hydra.* overrides but its search path,
         as a single run would compose it)."""
         with_hydra = OmegaConf.to_container(self._load(overrides, with_hydra_overrides), resolve=False)
         with_hydra.pop("hydra", None)
         return OmegaConf.create(with_hydra)
 
-    def _load(self, overrides: List[str], with_hydra_overrides: bool = True) -> DictConfig:
+    def _load(self, overrides: list[str], with_hydra_overrides: bool = True) -> DictConfig:
         """The config for ``overrides``, its hydra node included (``hydra.runtime.choices``)."""
         if with_hydra_overrides:
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -126,7 +126,8 @@ class StrategySweeper(Sweeper):
             from hydra.types import RunMode
 
             cfg = self.hydra_context.config_loader.load_configuration(
-                config_name=self.config.hydra.job.config_name, overrides=[*self._searchpath(), *overrides],
+                config_name=self.config.hydra.job.config_name,
+                overrides=[*self._searchpath(), *overrides],
                 run_mode=RunMode.RUN,
             )
         return cfg
@@ -143,8 +144,8 @@ class StrategySweeper(Sweeper):
     def _refusals(self, nothing: str = "no run was started") -> Iterator[None]:
         """A check that fails inside stops the launch in one line (ending with ``nothing``), before anything is
         written."""
-        from ..run.validate import ConfigError
         from ..launching.gate import Refused, stop
+        from ..run.validate import ConfigError
 
         try:
             yield
@@ -163,12 +164,13 @@ class StrategySweeper(Sweeper):
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         return False
 
-    def _reproduce_overrides(self, arguments: List[str], job_cfg: DictConfig) -> list[str]:
+    def _reproduce_overrides(self, arguments: list[str], job_cfg: DictConfig) -> list[str]:
         """Overrides that give a single run the sweep's base config (hparams_search dropped, its settings kept), its
         search path first: the user's own config directories hold the options it names."""
         plain = [a for a in arguments if not a.split("=", 1)[0].lstrip("+~").startswith(("hparams_search", "hydra"))]
-        plain += group_overrides(self._load(plain, with_hydra_overrides=False).hydra.runtime.choices,
-                                 self.config.hydra.runtime.choices)
+        plain += group_overrides(
+            self._load(plain, with_hydra_overrides=False).hydra.runtime.choices, self.config.hydra.runtime.choices
+        )
         single = self._compose(plain, with_hydra_overrides=False)
         return self._searchpath() + plain + diff_overrides(single, job_cfg)
 
@@ -184,16 +186,19 @@ class StrategySweeper(Sweeper):
         return list(returns)
 
 
-def same_design(path: Path, recorded: Mapping[str, Any] | None, now: Mapping[str, Any], keys: Sequence[str],
-                what: str, again: str) -> None:
+def same_design(
+    path: Path, recorded: Mapping[str, Any] | None, now: Mapping[str, Any], keys: Sequence[str], what: str, again: str
+) -> None:
     """A continued sweep must be the one ``path`` recorded (``what``: "a seeds sweep"): the same command continues
     it; ``again``: how to start another instead. Raises ValueError naming the first key that differs."""
     if recorded is None:
         return
     for key in keys:
         if recorded.get(key) != now.get(key):
-            raise ValueError(f"{path} holds {what} started with other {key} ({recorded.get(key)} -> {now.get(key)}); "
-                             f"the same command continues it: keep them, or {again}")
+            raise ValueError(
+                f"{path} holds {what} started with other {key} ({recorded.get(key)} -> {now.get(key)}); "
+                f"the same command continues it: keep them, or {again}"
+            )
 
 
 def read_json(path: Path) -> dict | None:
@@ -212,6 +217,7 @@ def diff_overrides(base: DictConfig, target: DictConfig) -> list[str]:
             out.append(f"{key}={_value(b[key])}")
     return out
 
+
 def _flatten(node: Any, prefix: str = "") -> dict:
     if isinstance(node, dict) and node:
         out = {}
@@ -219,6 +225,7 @@ def _flatten(node: Any, prefix: str = "") -> dict:
             out.update(_flatten(v, f"{prefix}{k}."))
         return out
     return {prefix[:-1]: node}
+
 
 def _value(value: Any) -> str:
     import json
@@ -237,6 +244,7 @@ def _value(value: Any) -> str:
 def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
+
 def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     """``base`` then ``extra``, dropping base overrides of a key that ``extra`` sets: Hydra refuses two
     values for one config group (``reward_mix=smoke reward_mix=format``), and the later one is meant. A key that
@@ -246,6 +254,7 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     extra = [prefix.get(override_key(o), "") + o if not o.startswith(("+", "~")) else o for o in extra]
     keys = {override_key(o) for o in extra}
     return [o for o in base if override_key(o) not in keys] + extra
+
 
 def group_overrides(base: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]:
     """``group=option`` for each config group whose choice differs from ``base`` to ``target`` (``hydra.runtime.choices``),
@@ -270,6 +279,7 @@ def searchpath_overrides(hydra_cfg) -> list[str]:
     if not paths:
         return []
     return [f"hydra.searchpath=[{','.join(map(quoted, paths))}]"]
+
 
 def quoted(value: str) -> str:
     """``value`` as an element of a list in Hydra's override grammar: as it is where it can be (as a user would type

@@ -1,5 +1,6 @@
 """`python -m grpo_sweep.sweeps.report <sweep_dir>`: a sweep's report.md, runs.csv and plots again (also of a running
 sweep), written by reading/report.py with the parts the strategy that ran the sweep adds (search/)."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,12 @@ def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = Tr
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_sweep.sweeps.report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a sweep (multirun) directory, or one run's directory")
-    parser.add_argument("--direction", choices=("maximize", "minimize"), default=None,
-                        help="how to rank the objective (default: the Optuna study's direction, else maximize)")
+    parser.add_argument(
+        "--direction",
+        choices=("maximize", "minimize"),
+        default=None,
+        help="how to rank the objective (default: the Optuna study's direction, else maximize)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="write report.md only")
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():

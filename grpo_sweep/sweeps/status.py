@@ -5,6 +5,7 @@ run the tail of its error. When every run has ended it prints the sweep table (a
 sweep between rounds is not over, and it says which round is due instead.
 Reads the run directories and, for SLURM sweeps, `sacct`; no torch, safe on a login node.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,14 +13,13 @@ import json
 import sys
 from pathlib import Path
 
+from ..launching.jobs import JOBS, SLURM_ENDED, slurm_jobs
+from ..reading.results import UNREADABLE, SweepResults, last_step, varying_overrides
+from ..reading.tables import aligned_columns, sweep_table
 from ..run.files import read_jsonl, write_text_atomic
 from ..run.results import METRICS
 from ..run.resume import RESUMES
-from ..reading.results import UNREADABLE, SweepResults, last_step, varying_overrides
-from ..reading.tables import aligned_columns, sweep_table
-from ..launching.jobs import JOBS, SLURM_ENDED, slurm_jobs
 from ..search import of_sweep
-
 
 ENDED = ("done", "failed")
 
@@ -50,8 +50,10 @@ def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dic
     results = results or read_sweep(sweep_dir)
     runs = _jobs(sweep_dir)
     if runs is None:  # a local sweep or a study: the run directories are all there is (trials/5/seed44 in a study)
-        runs = [{"num": run.name, "run_dir": str(run.dir), "job_id": None, "overrides": list(run.summary.overrides)}
-                for run in results.runs]
+        runs = [
+            {"num": run.name, "run_dir": str(run.dir), "job_id": None, "overrides": list(run.summary.overrides)}
+            for run in results.runs
+        ]
     slurm = slurm_jobs([r["job_id"] for r in runs if r.get("job_id")])
     states = []
     for run in runs:
@@ -136,9 +138,15 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
     if listed:
         header = ["run", "job", "state", "requeues", "step", "objective", "overrides"]
         rows = [
-            [str(s["num"]), s["job_id"] or "-", s["state"], str(s["requeues"]),
-             "-" if s["step"] is None else str(s["step"]),
-             "-" if s["objective"] is None else f"{s['objective']:.3f}", " ".join(o) or "(defaults)"]
+            [
+                str(s["num"]),
+                s["job_id"] or "-",
+                s["state"],
+                str(s["requeues"]),
+                "-" if s["step"] is None else str(s["step"]),
+                "-" if s["objective"] is None else f"{s['objective']:.3f}",
+                " ".join(o) or "(defaults)",
+            ]
             for s, o in listed
         ]
         lines += aligned_columns([header] + rows)
@@ -149,7 +157,9 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
         lines.append(f"\nrun {s['num']} {s['state']}:\n  " + s["error"].replace("\n", "\n  "))
     if len(errors) > ERRORS_SHOWN and not show_all:
         rest = [str(s["num"]) for s in errors[ERRORS_SHOWN:]]
-        lines.append(f"\n{len(rest)} more runs with errors: {' '.join(rest[:40])}{' ...' if len(rest) > 40 else ''} (--all)")
+        lines.append(
+            f"\n{len(rest)} more runs with errors: {' '.join(rest[:40])}{' ...' if len(rest) > 40 else ''} (--all)"
+        )
     finished = all(s["state"] in ENDED for s in states)
     due = round_due(results) if finished else None
     if due:  # the runs so far ended, the sweep did not: its table would be a round early
@@ -170,8 +180,11 @@ def round_due(results: SweepResults) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_sweep.sweeps.status", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("--all", action="store_true", help=f"a row and the error of every run (above {SHOWN} runs "
-                        "only the runs not done are listed)")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help=f"a row and the error of every run (above {SHOWN} runs only the runs not done are listed)",
+    )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         print(f"error: sweep_dir={args.sweep_dir} is not a directory", file=sys.stderr)

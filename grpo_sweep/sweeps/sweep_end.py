@@ -2,6 +2,7 @@
 verdicts in W&B, and the exit status, all from one reading of the sweep by the strategy that ran it (search/:
 ``for_config`` finds it from the sweep's own config; each strategy says what it prints and what fails).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,7 +45,9 @@ class SweepTable(Callback):
 
             print(f"report with plots: {report_of(results, strategy)}")
         except Exception as exc:  # the runs are done and saved; a report problem must not fail the sweep
-            print(f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.sweeps.report {sweep_dir}")
+            print(
+                f"no report ({type(exc).__name__}: {exc}); retry with: python -m grpo_sweep.sweeps.report {sweep_dir}"
+            )
         if config.logger.name == "wandb":
             from ..tracking.sweep_verdicts import publish_verdicts
 
@@ -61,5 +64,7 @@ class SweepTable(Callback):
 
 def write_verdicts(results: SweepResults) -> None:
     """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B run)."""
-    write_json_atomic(results.sweep_dir / VERDICTS_FILE, {"direction": results.direction, "why_none": results.why_none,
-                                                          "comparisons": results.verdict_records()})
+    write_json_atomic(
+        results.sweep_dir / VERDICTS_FILE,
+        {"direction": results.direction, "why_none": results.why_none, "comparisons": results.verdict_records()},
+    )

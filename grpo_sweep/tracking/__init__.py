@@ -2,6 +2,7 @@
 
 Light on purpose: `wandb` is imported only when `logger=wandb` trains, so `logger=none` works without it.
 """
+
 from __future__ import annotations
 
 from typing import Any

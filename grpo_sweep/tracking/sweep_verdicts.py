@@ -4,6 +4,7 @@ in the summary, so the dashboard that groups the training runs by ``choices.*`` 
 sweep table and report.md. It reads the sweep directory's verdicts.json (written by the sweep's end,
 grpo_sweep/sweeps/sweep_end.py, which calls ``publish_verdicts``): the same comparisons, not a second computation.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,13 +57,24 @@ def log_verdicts(cfg: Any, sweep_dir: Path, record: dict) -> None:
     comparisons = record.get("comparisons") or []
     # the training runs' group: default_group of a run in this sweep (its context's sweep_dir is this directory)
     group = cfg.logger.group or default_group(cfg, RunContext(sweep_dir, [], sweep_dir))
-    run = wandb.init(project=cfg.logger.project, entity=cfg.logger.entity, group=group, job_type="verdicts",
-                     name="verdicts", dir=str(sweep_dir), mode=choose_mode(cfg.logger.mode),
-                     config={"direction": record.get("direction"), "sweep_dir": str(sweep_dir)},
-                     settings=wandb.Settings(quiet=True, save_code=False))
-    table = wandb.Table(columns=list(COLUMNS),
-                        data=[[json.dumps(row.get(c)) if isinstance(row.get(c), (list, dict)) else row.get(c)
-                               for c in COLUMNS] for row in comparisons])
+    run = wandb.init(
+        project=cfg.logger.project,
+        entity=cfg.logger.entity,
+        group=group,
+        job_type="verdicts",
+        name="verdicts",
+        dir=str(sweep_dir),
+        mode=choose_mode(cfg.logger.mode),
+        config={"direction": record.get("direction"), "sweep_dir": str(sweep_dir)},
+        settings=wandb.Settings(quiet=True, save_code=False),
+    )
+    table = wandb.Table(
+        columns=list(COLUMNS),
+        data=[
+            [json.dumps(row.get(c)) if isinstance(row.get(c), (list, dict)) else row.get(c) for c in COLUMNS]
+            for row in comparisons
+        ],
+    )
     run.log({"verdicts": table})
     method = next((row.get("method") for row in comparisons if row.get("method")), None)
     run.summary.update(redact({**verdict_summary(comparisons), "method": method, "why_none": record.get("why_none")}))

@@ -10,6 +10,7 @@ run directory so a resumed run continues the same W&B run. Without credentials t
 logs into the run started here; this module keeps only what it cannot do (the run's identity, the offline
 fallback, redaction, the held-out rows and the summary).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,11 +25,11 @@ from transformers import TrainerCallback
 from ..adapters.trl import latest_completions
 from ..run.context import RunContext
 from ..run.files import write_text_atomic
-from ..run.tracker import RunLogger
-from .wandb_setup import choose_mode, default_group, where_saved
+from ..run.record import HEADLINE_FIELDS, RunSummary
 from ..run.redact import redact, secret_values
 from ..run.results import measured_periodically
-from ..run.record import HEADLINE_FIELDS, RunSummary
+from ..run.tracker import RunLogger
+from .wandb_setup import choose_mode, default_group, where_saved
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def _training_overrides(overrides: list[str]) -> list[str]:
     keep = []
     for override in overrides:
         key = _key(override)
-        if not key.split(".", 1)[0].split("/", 1)[0] in NOT_IN_NAME:
+        if key.split(".", 1)[0].split("/", 1)[0] not in NOT_IN_NAME:
             keep.append(override)
     return keep
 
@@ -64,7 +65,11 @@ def swept_keys(sweep_dir: Path | None) -> set[str]:
 
     hydra_cfg = OmegaConf.load(path).hydra
     task = list(OmegaConf.select(hydra_cfg, "overrides.task", default=None) or [])
-    keys = {o.get_key_element().lstrip("+~") for o in OverridesParser.create().parse_overrides(task) if o.is_sweep_override()}
+    keys = {
+        o.get_key_element().lstrip("+~")
+        for o in OverridesParser.create().parse_overrides(task)
+        if o.is_sweep_override()
+    }
     params = OmegaConf.select(hydra_cfg, "sweeper.params", default=None)
     return keys | set(params.keys() if params is not None else ())
 
@@ -157,16 +162,22 @@ class WandbLogger(RunLogger):
             try:
                 self.run = wandb.init(mode="online", settings=self._settings(), **init)
             except Exception as exc:  # no network on a compute node, a bad key, a server down: keep training
-                log.warning("W&B online start failed (%s: %s); logging offline instead", type(exc).__name__,
-                            redact(str(exc).splitlines()[0] if str(exc) else "", secrets))
+                log.warning(
+                    "W&B online start failed (%s: %s); logging offline instead",
+                    type(exc).__name__,
+                    redact(str(exc).splitlines()[0] if str(exc) else "", secrets),
+                )
                 self.mode, _online_failed = "offline", True
                 wandb.teardown()  # the timed-out online attempt keeps the run id "in use" inside wandb's service
         if self.run is None:
             try:
                 self.run = wandb.init(mode="offline", settings=self._settings(), **init)
             except Exception as exc:  # logging must never cost the training run
-                log.warning("W&B disabled for this run (%s: %s); metrics.jsonl and summary.json are still written",
-                            type(exc).__name__, redact(str(exc), secrets)[:300])
+                log.warning(
+                    "W&B disabled for this run (%s: %s); metrics.jsonl and summary.json are still written",
+                    type(exc).__name__,
+                    redact(str(exc), secrets)[:300],
+                )
                 return
         self.run.define_metric(STEP_KEY)
         self.run.define_metric("*", step_metric=STEP_KEY, step_sync=True)
@@ -193,7 +204,9 @@ class WandbLogger(RunLogger):
     def log_metrics(self, row: dict) -> None:
         if self.run is None:
             return
-        values = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        values = {
+            k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         self.run.log({**values, STEP_KEY: row.get("step")})
 
     def finish(self, summary: RunSummary) -> None:
@@ -230,18 +243,20 @@ def summary_fields(summary: dict | RunSummary) -> dict:
     metric = str(s.optimized_metric or "")
     # validation at the step the run reports (what ranks), and the test split evaluated once after training
     out = {name: s.get(name) for name in HEADLINE_FIELDS}
-    out.update({
-        # the step the objective was measured at: the reported (best validation) step for validation metrics
-        "objective_step": s.best_step if s.best_step is not None and measured_periodically(metric) else s.steps,
-        "runtime_s": s.runtime_s,
-        "final/reward": s.reward,
-        # what the run cost (run/cost.run_cost); the sweep report sums them
-        "cost/device_seconds": s.device_seconds,
-        # the processes that trained it (distributed=...): what a device second of this run is a share of
-        "world_size": (s.distributed or {}).get("world_size", 1),
-        "cost/generated_tokens": s.generated_tokens,
-        "cost/tokens_per_s": s.tokens_per_s,
-    })
+    out.update(
+        {
+            # the step the objective was measured at: the reported (best validation) step for validation metrics
+            "objective_step": s.best_step if s.best_step is not None and measured_periodically(metric) else s.steps,
+            "runtime_s": s.runtime_s,
+            "final/reward": s.reward,
+            # what the run cost (run/cost.run_cost); the sweep report sums them
+            "cost/device_seconds": s.device_seconds,
+            # the processes that trained it (distributed=...): what a device second of this run is a share of
+            "world_size": (s.distributed or {}).get("world_size", 1),
+            "cost/generated_tokens": s.generated_tokens,
+            "cost/tokens_per_s": s.tokens_per_s,
+        }
+    )
     for name, value in (s.val_rewards or {}).items():
         out[f"val_rewards/{name}"] = value
     for name, value in (s.test_rewards or {}).items():

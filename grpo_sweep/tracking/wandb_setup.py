@@ -1,6 +1,7 @@
 """How a W&B run of this project is named and connects (its group, online or offline), without the training stack:
 the end of a sweep (tracking/sweep_verdicts.py) runs on the launching machine, where torch need not be importable.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """Hydra only instantiates sweepers that live in the ``hydra_plugins`` namespace; the logic is in grpo_sweep."""
+
 from grpo_sweep.adapters.hydra import BasicSweeper
 from grpo_sweep.search.grid.sweeper import GridSweep
 

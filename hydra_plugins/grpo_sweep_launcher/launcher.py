@@ -20,7 +20,7 @@ Imports stay light: Hydra imports every plugin module at start-up, on login node
 """
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
@@ -89,13 +89,13 @@ class GrpoSlurmLauncher(_SubmitLaunch, SlurmLauncher):
 class GrpoLocalQueueConf(LocalQueueConf):
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoLocalLauncher"
     # runs at a time; null: the machine's cores // cpus_per_task (at least 1)
-    array_parallelism: Optional[int] = None
+    array_parallelism: int | None = None
     # pass the gate, print what each job would run, start nothing
     dry_run: bool = False
 
 
 class GrpoLocalLauncher(_SubmitLaunch, LocalLauncher):
-    def __init__(self, array_parallelism: Optional[int] = None, dry_run: bool = False, **params: Any) -> None:
+    def __init__(self, array_parallelism: int | None = None, dry_run: bool = False, **params: Any) -> None:
         super().__init__(**params)
         self.array_parallelism, self.dry_run = array_parallelism, dry_run
 
@@ -124,7 +124,8 @@ class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
             raise SubmitError(
                 f"distributed={cfg.distributed.strategy} with hydra/launcher=pool: the pool pins each worker to one "
                 "GPU, so a run's processes would share it; train multi-GPU runs with hydra/launcher=local (one after "
-                "another, each over the machine's GPUs) or hydra/launcher=slurm")
+                "another, each over the machine's GPUs) or hydra/launcher=slurm"
+            )
         return cfg.distributed.nproc_per_node, 1, None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:

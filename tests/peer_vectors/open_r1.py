@@ -4,6 +4,7 @@ Source: https://github.com/huggingface/open-r1 at commit 1416fa0cf21595d2083b399
 (tests/test_rewards.py last changed in 21b48fbe4604dc875493d716de83476adb11e248), file tests/test_rewards.py.
 Translation rules and every difference from open-r1 are in README.md next to this file.
 """
+
 REPO = "huggingface/open-r1"
 COMMIT = "1416fa0cf21595d2083b399a2a0bbddd7f6e9563"
 PATH = "tests/test_rewards.py"
@@ -47,10 +48,25 @@ FORMAT = [
 # tag_count_reward(completions): 0.25 each for "<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>" counted
 # exactly once, in any order, no trailing-text penalty. (peer test, index, completion content, expected)
 TAG_COUNT = [
-    ("test_tag_count_rewards_all_correct", 0, "<think>\nSome reasoning\n</think>\n<answer>\nThe answer\n</answer>", 1.0),
-    ("test_tag_count_rewards_missing_think_begin", 0, "Some reasoning\n</think>\n<answer>\nThe answer\n</answer>", 0.75),
+    (
+        "test_tag_count_rewards_all_correct",
+        0,
+        "<think>\nSome reasoning\n</think>\n<answer>\nThe answer\n</answer>",
+        1.0,
+    ),
+    (
+        "test_tag_count_rewards_missing_think_begin",
+        0,
+        "Some reasoning\n</think>\n<answer>\nThe answer\n</answer>",
+        0.75,
+    ),
     ("test_tag_count_rewards_missing_think_end", 0, "<think>\nSome reasoning\n<answer>\nThe answer\n</answer>", 0.75),
-    ("test_tag_count_rewards_missing_answer_begin", 0, "<think>\nSome reasoning\n</think>\nThe answer\n</answer>", 0.75),
+    (
+        "test_tag_count_rewards_missing_answer_begin",
+        0,
+        "<think>\nSome reasoning\n</think>\nThe answer\n</answer>",
+        0.75,
+    ),
     ("test_tag_count_rewards_missing_answer_end", 0, "<think>\nSome reasoning\n</think>\n<answer>\nThe answer", 0.75),
     ("test_tag_count_rewards_missing_all_tags", 0, "Some reasoning\nThe answer", 0.0),
 ]

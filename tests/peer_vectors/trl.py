@@ -4,6 +4,7 @@ Source: https://github.com/huggingface/trl at commit f2cd57710ae345ea6428ae95363
 (tests/test_rewards.py last changed in 30558f512cfe11ece65148b524a763ce5855e60e), file tests/test_rewards.py.
 Translation rules and every difference from TRL are in README.md next to this file.
 """
+
 REPO = "huggingface/trl"
 COMMIT = "f2cd57710ae345ea6428ae95363267fcf38a3dc8"
 PATH = "tests/test_rewards.py"
@@ -54,18 +55,66 @@ ACCURACY = [
 # reasoning_accuracy_reward: only the text after </think> counts; no </think> at all scores 0.
 REASONING_ACCURACY = [
     # TestReasoningAccuracyReward.test_correct_answer_yields_unit_reward
-    ("test_correct_answer_yields_unit_reward", 0, r"<think> Reasoning content </think> \boxed{\frac{63}{400}}", r"\frac{63}{400}", 1.0),
-    ("test_correct_answer_yields_unit_reward", 1, r"Reasoning content </think> \boxed{\frac{63}{400}}", r"\frac{63}{400}", 1.0),
+    (
+        "test_correct_answer_yields_unit_reward",
+        0,
+        r"<think> Reasoning content </think> \boxed{\frac{63}{400}}",
+        r"\frac{63}{400}",
+        1.0,
+    ),
+    (
+        "test_correct_answer_yields_unit_reward",
+        1,
+        r"Reasoning content </think> \boxed{\frac{63}{400}}",
+        r"\frac{63}{400}",
+        1.0,
+    ),
     # TestReasoningAccuracyReward.test_incorrect_answer_yields_zero_reward
-    ("test_incorrect_answer_yields_zero_reward", 0, r"<think> Reasoning content </think> \boxed{\frac{64}{400}}", r"\frac{63}{400}", 0.0),
+    (
+        "test_incorrect_answer_yields_zero_reward",
+        0,
+        r"<think> Reasoning content </think> \boxed{\frac{64}{400}}",
+        r"\frac{63}{400}",
+        0.0,
+    ),
     # TestReasoningAccuracyReward.test_correct_answer_in_reasoning_yields_zero_reward
-    ("test_correct_answer_in_reasoning_yields_zero_reward", 0, r"<think> My answer is \boxed{42} </think> Some other text.", r"\boxed{42}", 0.0),
-    ("test_correct_answer_in_reasoning_yields_zero_reward", 1, r"<think> The answer is \boxed{42} </think> Here's a wrong answer: \boxed{43}.", r"\boxed{42}", 0.0),
+    (
+        "test_correct_answer_in_reasoning_yields_zero_reward",
+        0,
+        r"<think> My answer is \boxed{42} </think> Some other text.",
+        r"\boxed{42}",
+        0.0,
+    ),
+    (
+        "test_correct_answer_in_reasoning_yields_zero_reward",
+        1,
+        r"<think> The answer is \boxed{42} </think> Here's a wrong answer: \boxed{43}.",
+        r"\boxed{42}",
+        0.0,
+    ),
     # TestReasoningAccuracyReward.test_incomplete_reasoning_yields_zero_reward
-    ("test_incomplete_reasoning_yields_zero_reward", 0, r"<think> Incomplete reasoning without closing tag", r"\frac{63}{400}", 0.0),
-    ("test_incomplete_reasoning_yields_zero_reward", 1, r"Correct answer \frac{63}{400} but completely missing reasoning content", r"\frac{63}{400}", 0.0),
+    (
+        "test_incomplete_reasoning_yields_zero_reward",
+        0,
+        r"<think> Incomplete reasoning without closing tag",
+        r"\frac{63}{400}",
+        0.0,
+    ),
+    (
+        "test_incomplete_reasoning_yields_zero_reward",
+        1,
+        r"Correct answer \frac{63}{400} but completely missing reasoning content",
+        r"\frac{63}{400}",
+        0.0,
+    ),
     # TestReasoningAccuracyReward.test_unparsable_gold_solution_yields_none_reward
-    ("test_unparsable_gold_solution_yields_none_reward", 0, r"<think> Reasoning content </think> \boxed{42}", "forty two", None),
+    (
+        "test_unparsable_gold_solution_yields_none_reward",
+        0,
+        r"<think> Reasoning content </think> \boxed{42}",
+        "forty two",
+        None,
+    ),
 ]
 
 # Token counts fed to TRL's length-shaped rewards: (peer test, index, completion tokens, max length, peer's value).

@@ -7,6 +7,7 @@ https://github.com/volcengine/verl at commit d69068d2a32b985e759049da6f801a039b9
 7bc70bbf), file tests/utils/reward_score/test_numeric_canonicalization_on_cpu.py, test test_is_equiv_boxed:
 `is_equiv(remove_boxed(gt), pred) is True`.
 """
+
 REPO = "volcengine/verl"
 COMMIT = "d69068d2a32b985e759049da6f801a039b94b31b"
 PATH = "tests/utils/reward_score/test_numeric_canonicalization_on_cpu.py"

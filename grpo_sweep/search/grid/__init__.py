@@ -3,6 +3,7 @@ every combination of the values given, at the seeds given. Its verdicts compare 
 they share (reading/stats.py). Its only state of its own is ``more_seeds/``: the runs ``next_seeds`` added, which
 then follow the seeds sweeper's design (search/seeds/design.py ``GridSeeds``).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -2,6 +2,7 @@
 the gate, over the whole sweep before Hydra writes anything (Hydra's own only composes each batch to see that it
 composes, after writing the sweep's multirun.yaml); it hands the plan to the launcher, so each run is composed once.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,10 +39,17 @@ class GridSweep:
 
         try:
             if self.max_batch_size is not None and self.max_batch_size < 1:
-                raise Refused(f"hydra.sweeper.max_batch_size={self.max_batch_size}: a batch holds at least one run; "
-                              "use >= 1, or null for the whole sweep in one batch")
-            plan_runs(self.launcher, sweep_jobs(self, arguments), 0, config=self.config,
-                      loader=self.hydra_context.config_loader)
+                raise Refused(
+                    f"hydra.sweeper.max_batch_size={self.max_batch_size}: a batch holds at least one run; "
+                    "use >= 1, or null for the whole sweep in one batch"
+                )
+            plan_runs(
+                self.launcher,
+                sweep_jobs(self, arguments),
+                0,
+                config=self.config,
+                loader=self.hydra_context.config_loader,
+            )
         except Refused as exc:
             stop(exc)
 

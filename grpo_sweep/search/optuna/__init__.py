@@ -7,6 +7,7 @@ launches worker jobs on the configured launcher; each worker (``worker.py``) pul
 trials at once (``pruning.py``). No batch barriers: a worker starts its next trial as soon as one ends. The end of
 the sweep prints the study's report (``report.py``: best.yaml, its plots; ``python -m grpo_sweep.search.study``).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -19,8 +20,10 @@ class Optuna(Strategy):
     sweepers = ("GRPOOptunaSweeper",)
     # a study expects some failed trials: its own max_failures decides its exit status (``failure``)
     failed_runs_fail = False
-    no_more_seeds = ("is an Optuna study: its sampler picks the configurations; next_seeds adds seeds to a grid or a "
-                     "seeds sweep (a study's replicas: hydra.sweeper.seeds_per_trial)")
+    no_more_seeds = (
+        "is an Optuna study: its sampler picks the configurations; next_seeds adds seeds to a grid or a "
+        "seeds sweep (a study's replicas: hydra.sweeper.seeds_per_trial)"
+    )
 
     def sweeper_configs(self) -> list[tuple[str, Any]]:
         from .config import GRPOOptunaSweeperConf

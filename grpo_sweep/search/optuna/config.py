@@ -1,15 +1,15 @@
 """The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (reading/results.py reads it)."""
+
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
+from ...reading.stats import is_seed
 from ...run.files import write_json_atomic
 from ...run.results import without_best
-from ...reading.stats import is_seed
 
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_optuna.sweeper.GRPOOptunaSweeper"
 SAMPLERS = ("tpe", "random", "grid", "cmaes")
@@ -21,11 +21,13 @@ TRIALS_DIR = "trials"
 # An Optuna study's sweep directory holds it (directions, objectives, the reproduce command), written by its sweeper.
 STUDY_FILE = "study.json"
 
+
 def read_study_file(sweep_dir: Path) -> dict:
     path = Path(sweep_dir) / STUDY_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{sweep_dir} holds no {STUDY_FILE}; is it the directory of an Optuna sweep?")
     return json.loads(path.read_text())
+
 
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
 WORKER_MARKER = "optuna_worker.json"
@@ -51,10 +53,10 @@ class GRPOOptunaSweeperConf:
     _target_: str = SWEEPER_TARGET
     study_name: str = "grpo"
     # null: SQLite file in the sweep dir; "journal": journal file there; or any RDB URL
-    storage: Optional[str] = None
+    storage: str | None = None
     # one direction, or a list for multi-objective (then `objectives` lists the summary keys)
     direction: Any = "maximize"
-    objectives: Optional[List[str]] = None
+    objectives: list[str] | None = None
     # total budget, counting every trial the study already has (resume adds up to it)
     n_trials: int = 20
     # trials in flight at once (worker jobs on the launcher)
@@ -74,9 +76,9 @@ class GRPOOptunaSweeperConf:
     max_failures: int = 3
     heartbeat_interval: int = 30
     grace_period: int = 120
-    params: Dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     # search the mix's weights on the simplex: {rewards: [names] or null for all}; null: don't
-    reward_weights: Optional[Dict[str, Any]] = None
+    reward_weights: dict[str, Any] | None = None
 
 
 def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list[str], list[str]]:
@@ -103,8 +105,10 @@ def check_replicas(sweeper: Any) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"hydra.sweeper.seeds_per_trial={n!r}; use a whole number >= 1")
     if not is_seed(str(sweeper.seed_key)):
-        raise ValueError(f"hydra.sweeper.seed_key={sweeper.seed_key!r}: its last dotted part must be `seed` "
-                         "(e.g. trainer.seed), so that the sweep's tables see the runs as replicates")
+        raise ValueError(
+            f"hydra.sweeper.seed_key={sweeper.seed_key!r}: its last dotted part must be `seed` "
+            "(e.g. trainer.seed), so that the sweep's tables see the runs as replicates"
+        )
 
 
 def check_sampler_and_pruner(sweeper: Any, space: Any) -> None:
@@ -122,14 +126,18 @@ def grid_of(space: Any) -> dict[str, list]:
     """The values sampler=grid walks for each searched key (a `SearchSpace`); a one-line error when the space
     cannot be a grid."""
     if space.simplex or any((space.simplex_by_mix or {}).values()):
-        raise ValueError("hydra.sweeper.sampler.name=grid cannot search reward weights on the simplex; "
-                         "set hydra.sweeper.reward_weights=null or use another sampler")
+        raise ValueError(
+            "hydra.sweeper.sampler.name=grid cannot search reward weights on the simplex; "
+            "set hydra.sweeper.reward_weights=null or use another sampler"
+        )
     grid = {}
     for key, p in space.params.items():
         values = p.get("choices") or p.get("grid")
         if not values:
-            raise ValueError(f"hydra.sweeper.sampler.name=grid: hydra.sweeper.params.{key} needs `choices` or a "
-                             "`grid` list of values")
+            raise ValueError(
+                f"hydra.sweeper.sampler.name=grid: hydra.sweeper.params.{key} needs `choices` or a "
+                "`grid` list of values"
+            )
         grid[key] = list(values)
     return grid
 

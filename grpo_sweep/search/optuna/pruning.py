@@ -4,6 +4,7 @@ The probe reads validation only (like everything that chooses); the test split i
 training ends. ``quick_eval(model)`` returns the probe's scores (``run.record.Scores``); the objective's name finds
 its value among them under summary.json's names (``run.record.val_figures``).
 In a replicated trial only the first replica has a monitor (search/optuna/worker.py says why)."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,8 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-from ...run.results import lookup, without_best
 from ...run.record import Scores, val_figures
+from ...run.results import lookup, without_best
 
 
 class TrialMonitor:

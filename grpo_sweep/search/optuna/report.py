@@ -1,6 +1,7 @@
 """What a study found: every trial's state, the best configuration (the best mean over all its seeds; or the
 Pareto front) with its test figures and an interval, how many configurations were tried, best.yaml with the
 single-run command that reproduces it, and PNG plots. Works on a finished or a running study."""
+
 from __future__ import annotations
 
 import logging
@@ -9,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ...run.files import write_text_atomic
-from ...run.results import lookup, without_best
-from ...run.record import OUTCOME_FIELDS, test_counterpart
 from ...reading.results import UNREADABLE, SweepResults
 from ...reading.stats import test_interval
 from ...reading.tables import markdown_table, number, seed_block
+from ...run.files import write_text_atomic
+from ...run.record import OUTCOME_FIELDS, test_counterpart
+from ...run.results import lookup, without_best
 from ..base import merge_overrides, override_key
 from .config import TRIALS_DIR, WORKER_MARKER, read_study_file
 from .space import MIX, SIMPLEX
@@ -64,8 +65,11 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         value = None if t.state.name != "COMPLETE" else t.values if len(t.values) > 1 else t.value
         last = max(t.intermediate_values) if t.intermediate_values else "-"
         seeds = ",".join(str(x) for x in t.user_attrs.get("seeds", [])) or "-"
-        rows.append([str(t.number), t.state.name, number(value), seeds, str(config_of.get(t.number, "-")), str(last)]
-                    + [params.get(k, "-") for k in keys] + [t.user_attrs.get("error", "")[:60]])
+        rows.append(
+            [str(t.number), t.state.name, number(value), seeds, str(config_of.get(t.number, "-")), str(last)]
+            + [params.get(k, "-") for k in keys]
+            + [t.user_attrs.get("error", "")[:60]]
+        )
     lines += markdown_table(header, rows)
     lines.append("(value: the mean over every seed of the trial's configuration so far; config: its first trial)")
     multi = len(info["objectives"]) > 1
@@ -77,7 +81,9 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         if front:
             lines += ["", "Pareto front:"]
             for t in front:
-                lines.append(f"  trial {t.number}: value {number(t.values)}  {' '.join(t.user_attrs.get('overrides', []))}")
+                lines.append(
+                    f"  trial {t.number}: value {number(t.values)}  {' '.join(t.user_attrs.get('overrides', []))}"
+                )
             best = next(c for c in configs if front[0] in c.trials)
     else:
         best = best_configuration(configs, info["directions"][0])
@@ -86,8 +92,12 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         lines += [""] + outcome["lines"]
         command = reproduce_command(info, best.last, seed_override(info, best.seeds[0]))
         _write_best(sweep_dir, info, best, command, outcome["best_yaml"])
-        lines += ["", f"Reproduce configuration {best.number} (seed {best.seeds[0]}) as a single run:", f"  {command}",
-                  f"  (saved with its params, seeds and test figures in {sweep_dir / 'best.yaml'})"]
+        lines += [
+            "",
+            f"Reproduce configuration {best.number} (seed {best.seeds[0]}) as a single run:",
+            f"  {command}",
+            f"  (saved with its params, seeds and test figures in {sweep_dir / 'best.yaml'})",
+        ]
     if plots:
         written = _plots(study, sweep_dir, info["objectives"], multi=multi)
         if written:
@@ -104,13 +114,16 @@ def compared_configurations(results: SweepResults) -> list[str]:
     block = seed_block(results, shown=lambda row: row.rank_mean is not None)
     if len(block) < 2:
         return []
-    return ["", "Configurations compared on the seeds they share (ranked by validation; verdicts on test, 95% "
-                "family-wise):"] + block[1:]
+    return [
+        "",
+        "Configurations compared on the seeds they share (ranked by validation; verdicts on test, 95% family-wise):",
+    ] + block[1:]
 
 
 @dataclass
 class Configuration:
     """The trials of one point of the space (a sampler that repeats a point adds seeds to it)."""
+
     trials: list
     # {seed: objective values} over its complete trials
     seed_values: dict = field(default_factory=dict)
@@ -140,7 +153,7 @@ class Configuration:
         for t in self.trials:
             if t.state.name != "COMPLETE":
                 continue
-            for seed in (t.user_attrs.get("seed_values") or {}):
+            for seed in t.user_attrs.get("seed_values") or {}:
                 out.append((int(seed), Path(sweep_dir) / TRIALS_DIR / str(t.number) / f"seed{seed}"))
         return sorted(out)
 
@@ -176,17 +189,25 @@ def best_outcome(results: SweepResults, info: dict, best: Configuration, configs
     compared = sum(any(t.state.name in ("COMPLETE", "PRUNED") for t in c.trials) for c in configs)
     metric = info["objectives"][0]
     runs = [(seed, results.run_at(run_dir)) for seed, run_dir in best.runs(results.sweep_dir)]
-    summaries = {seed: run.summary if run is not None and run.summary.status not in ("running", UNREADABLE) else None
-                 for seed, run in runs}
+    summaries = {
+        seed: run.summary if run is not None and run.summary.status not in ("running", UNREADABLE) else None
+        for seed, run in runs
+    }
     # the objective's test counterpart (``test_accuracy`` for ``val_accuracy``), else test accuracy
     tests = [test_counterpart(without_best(metric)) or "test_accuracy"]
     if tests[0] != "test_accuracy":
         tests.append("test_accuracy")
-    validation = {"metric": metric, "mean": best.mean(0), "seeds": best.seeds,
-                  "per_seed": {int(s): v[0] for s, v in sorted(best.seed_values.items(), key=lambda kv: int(kv[0]))}}
-    head = (f"Best of {compared} configurations ({len(configs)} tried): configuration {best.number} (trials "
-            f"{', '.join(str(t.number) for t in best.trials if t.state.name == 'COMPLETE')}), "
-            f"{metric} {number(best.mean(0))} over {len(best.seeds)} seed(s) {best.seeds}")
+    validation = {
+        "metric": metric,
+        "mean": best.mean(0),
+        "seeds": best.seeds,
+        "per_seed": {int(s): v[0] for s, v in sorted(best.seed_values.items(), key=lambda kv: int(kv[0]))},
+    }
+    head = (
+        f"Best of {compared} configurations ({len(configs)} tried): configuration {best.number} (trials "
+        f"{', '.join(str(t.number) for t in best.trials if t.state.name == 'COMPLETE')}), "
+        f"{metric} {number(best.mean(0))} over {len(best.seeds)} seed(s) {best.seeds}"
+    )
     lines = [head]
     test_part = {}
     for name in tests:
@@ -197,14 +218,27 @@ def best_outcome(results: SweepResults, info: dict, best: Configuration, configs
             read = [results.outcomes(run, field_name) if run is not None else None for _, run in runs]
             outcomes = read if read and all(r for r in read) else None
         samples = [s.test_samples for s in summaries.values() if s is not None and s.test_samples]
-        estimate = test_interval([v for v in values.values() if isinstance(v, (int, float))], outcomes,
-                                 min(samples) if samples else None, bounded=field_name is not None)
+        estimate = test_interval(
+            [v for v in values.values() if isinstance(v, (int, float))],
+            outcomes,
+            min(samples) if samples else None,
+            bounded=field_name is not None,
+        )
         test_part[name] = {**estimate, "per_seed": values}
         lines.append(f"  test: {name} {describe(estimate)}")
-    lines.append(f"  Its validation value is optimistic: it is the best of {compared} noisy estimates, the more "
-                 "configurations the more so. The test figure was not selected on.")
-    return {"lines": lines, "best_yaml": {"configurations_tried": len(configs), "configurations_compared": compared,
-                                          "validation": validation, "test": test_part}}
+    lines.append(
+        f"  Its validation value is optimistic: it is the best of {compared} noisy estimates, the more "
+        "configurations the more so. The test figure was not selected on."
+    )
+    return {
+        "lines": lines,
+        "best_yaml": {
+            "configurations_tried": len(configs),
+            "configurations_compared": compared,
+            "validation": validation,
+            "test": test_part,
+        },
+    }
 
 
 def describe(estimate: dict) -> str:
@@ -239,7 +273,8 @@ def _write_best(sweep_dir: Path, info: dict, best: Configuration, command: str, 
         "overrides": list(trial.user_attrs.get("overrides", [])),
         "command": command,
         "command_all_seeds": reproduce_command(
-            info, trial, [f"{info.get('seed_key', 'trainer.seed')}={','.join(str(s) for s in seeds)}"], multirun=True),
+            info, trial, [f"{info.get('seed_key', 'trainer.seed')}={','.join(str(s) for s in seeds)}"], multirun=True
+        ),
         **outcome,
     }
     tmp = sweep_dir / "best.yaml.tmp"
@@ -279,9 +314,15 @@ def weights_study(study):
             for key, value in _params(t).items():
                 if key.startswith(f"{MIX}.") and key.endswith(".weight") and key not in params:
                     params[key], distributions[key] = float(value), FloatDistribution(0.0, 1.0)
-        copy.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, values=t.values,
-                                                 intermediate_values=t.intermediate_values,
-                                                 user_attrs=t.user_attrs))
+        copy.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions=distributions,
+                values=t.values,
+                intermediate_values=t.intermediate_values,
+                user_attrs=t.user_attrs,
+            )
+        )
     return copy
 
 
@@ -294,12 +335,18 @@ def study_plots(study, objectives: list[str], multi: bool) -> list[tuple[str, Ca
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     jobs = []
     if complete and not multi:
-        jobs.append(("optimization_history.png", lambda: vis.plot_optimization_history(study, target_name=objectives[0])))
+        jobs.append(
+            ("optimization_history.png", lambda: vis.plot_optimization_history(study, target_name=objectives[0]))
+        )
         if any(t.intermediate_values for t in study.trials):
             jobs.append(("intermediate_values.png", lambda: vis.plot_intermediate_values(study)))
         if len(complete) >= 2 and len({tuple(sorted(t.params.items())) for t in complete}) >= 2:
-            jobs.append(("param_importances.png",
-                         lambda: vis.plot_param_importances(weights_study(study), target_name=objectives[0])))
+            jobs.append(
+                (
+                    "param_importances.png",
+                    lambda: vis.plot_param_importances(weights_study(study), target_name=objectives[0]),
+                )
+            )
     if multi and len(complete) >= 1:
         jobs.append(("pareto_front.png", lambda: vis.plot_pareto_front(study, target_names=list(objectives))))
     return jobs

@@ -11,6 +11,7 @@ mix: its parameters are named ``simplex.<mix>.<reward>`` so that TPE never pools
 another's (Optuna's define-by-run samples only the chosen mix's parameters).
 No heavy imports: the sweeper composes these on the submitting node.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class SearchSpace:
         cfg: Any,
         groups: Mapping[str, Sequence[str]] | None = None,
         compose: Callable[[list[str]], Any] | None = None,
-    ) -> "SearchSpace":
+    ) -> SearchSpace:
         """``groups``: every config group of the config and its options; ``compose``: the job config for
         extra overrides, needed to read the rewards of each mix when ``reward_mix`` itself is searched."""
         params = {str(k): dict(v) for k, v in (params or {}).items()}
@@ -72,7 +73,7 @@ class SearchSpace:
                 spec["choices"] = [str(c) for c in spec["choices"]]
                 group_params.append(key)
             elif _select(cfg, key) is _MISSING:
-                name = key[len(PASSTHROUGH):] if key.startswith(PASSTHROUGH) else ""
+                name = key[len(PASSTHROUGH) :] if key.startswith(PASSTHROUGH) else ""
                 if not name or "." in name:
                     raise SearchSpaceError(f"hydra.sweeper.params: {key!r} is not a config key")
                 added.append(key)
@@ -101,8 +102,14 @@ class SearchSpace:
                 )
             if len(names) >= 2:
                 simplex = [str(n) for n in names]
-        space = cls(params=params, simplex=simplex, adjust_batch=False, groups=tuple(group_params),
-                    added=tuple(added), simplex_by_mix=by_mix)
+        space = cls(
+            params=params,
+            simplex=simplex,
+            adjust_batch=False,
+            groups=tuple(group_params),
+            added=tuple(added),
+            simplex_by_mix=by_mix,
+        )
         generations = params.get("trainer.num_generations")
         if generations is not None:
             space.adjust_batch = bool(generations.pop("adjust_batch", True))
@@ -133,9 +140,13 @@ class SearchSpace:
             kind = spec["type"]
             step = {"step": spec["step"]} if spec.get("step") is not None else {}
             if kind == "float":
-                values[key] = trial.suggest_float(key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step)
+                values[key] = trial.suggest_float(
+                    key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step
+                )
             elif kind == "int":
-                values[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step)
+                values[key] = trial.suggest_int(
+                    key, spec["low"], spec["high"], log=bool(spec.get("log", False)), **step
+                )
             else:
                 values[key] = trial.suggest_categorical(key, list(spec["choices"]))
         names, prefix = self.simplex, SIMPLEX
@@ -166,8 +177,11 @@ class SearchSpace:
     def scales(self) -> dict[str, str]:
         """``{trial parameter: "log" | "linear"}`` for every numeric parameter a trial samples, the reward weights
         included (by their config key, as the trials carry them): the axes a plot of the trials draws them on."""
-        out = {key: "log" if spec.get("log") else "linear" for key, spec in self.params.items()
-               if spec["type"] in ("float", "int")}
+        out = {
+            key: "log" if spec.get("log") else "linear"
+            for key, spec in self.params.items()
+            if spec["type"] in ("float", "int")
+        }
         mixes = self.simplex_by_mix.values() if self.simplex_by_mix is not None else [self.simplex]
         out.update({f"reward_mix.{name}.weight": "linear" for names in mixes for name in names})
         return out
@@ -177,10 +191,10 @@ class SearchSpace:
         first = [f"{key}={values[key]}" for key in self.groups if key in values]
         rest = [
             f"{'++' if key in self.added else ''}{key}={_override_value(value)}"
-            for key, value in values.items() if key not in self.groups
+            for key, value in values.items()
+            if key not in self.groups
         ]
         return first + rest
-
 
     def corners(self, cfg: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
         """``(key, value, point)`` for each value at the edge of what a plain parameter can take (a range's ends, each
@@ -228,8 +242,11 @@ def _high_end(spec: dict) -> Any:
     return distribution("", spec).high
 
 
-RANGE_KEYS = {"float": ("type", "low", "high", "log", "step", "grid"), "int": ("type", "low", "high", "log", "step", "grid"),
-              "categorical": ("type", "choices", "adjust_batch")}
+RANGE_KEYS = {
+    "float": ("type", "low", "high", "log", "step", "grid"),
+    "int": ("type", "low", "high", "log", "step", "grid"),
+    "categorical": ("type", "choices", "adjust_batch"),
+}
 
 
 def distribution(key: str, spec: Mapping) -> Any:
@@ -244,16 +261,20 @@ def distribution(key: str, spec: Mapping) -> Any:
     kind = spec.get("type")
     unknown = [k for k in spec if k not in RANGE_KEYS.get(kind, ())]
     if unknown:
-        raise SearchSpaceError(f"{name}.{unknown[0]}: not a setting of a parameter of type {kind} (it takes "
-                               f"{', '.join(RANGE_KEYS[kind][1:])})")
+        raise SearchSpaceError(
+            f"{name}.{unknown[0]}: not a setting of a parameter of type {kind} (it takes "
+            f"{', '.join(RANGE_KEYS[kind][1:])})"
+        )
     if kind == "categorical":
         choices = spec.get("choices")
         if not isinstance(choices, Sequence) or isinstance(choices, str) or not choices:
             raise SearchSpaceError(f"{name}.choices={choices!r}: categorical needs a non-empty list of choices")
         bad = [c for c in choices if c is not None and not isinstance(c, (bool, int, float, str))]
         if bad:
-            raise SearchSpaceError(f"{name}.choices: {bad[0]!r} is not a single value (a number, a string, true/false or "
-                                   "null); to search a group of settings, make it a config group's option")
+            raise SearchSpaceError(
+                f"{name}.choices: {bad[0]!r} is not a single value (a number, a string, true/false or "
+                "null); to search a group of settings, make it a config group's option"
+            )
         return CategoricalDistribution(list(choices))
     for end in ("low", "high"):
         value = spec.get(end)

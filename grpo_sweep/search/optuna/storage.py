@@ -1,5 +1,6 @@
 """Where a study lives: SQLite in the sweep directory by default, Optuna's journal file for shared
 filesystems without reliable locks, or any RDB URL (e.g. PostgreSQL) for many nodes."""
+
 from __future__ import annotations
 
 import re
@@ -30,11 +31,11 @@ def open_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
     if url.startswith(JOURNAL_PREFIX):
         from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
-        path = url[len(JOURNAL_PREFIX):]
+        path = url[len(JOURNAL_PREFIX) :]
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
     if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     import warnings
 
     with warnings.catch_warnings():
@@ -90,8 +91,10 @@ def check_no_password(given: str | None) -> None:
     """Refuse a password written into ``hydra.sweeper.storage`` (``given``: the setting before interpolation): Hydra
     saves the setting with the study (multirun.yaml, each worker's .hydra/). Raises a one-line ValueError."""
     if given and "${" not in given and _password(given):
-        raise ValueError(f"hydra.sweeper.storage={shown(given)!r}: a password in the URL would be saved with the "
-                         f"study's config; give {ENV_HINT}, or the password through the driver (PGPASSWORD, ~/.pgpass)")
+        raise ValueError(
+            f"hydra.sweeper.storage={shown(given)!r}: a password in the URL would be saved with the "
+            f"study's config; give {ENV_HINT}, or the password through the driver (PGPASSWORD, ~/.pgpass)"
+        )
 
 
 def check_storage_url(url: str) -> None:
@@ -104,11 +107,14 @@ def check_storage_url(url: str) -> None:
         first_line = (str(exc).strip().splitlines() or [""])[0]  # SQLAlchemy appends SQL and a help URL
         if _password(url):
             first_line = first_line.replace(_password(url), "***")
-        hint = {"ArgumentError": "; use null (SQLite in the study's directory), journal, or an SQLAlchemy URL such as "
-                                 "postgresql+psycopg2://user@host/db",
-                "ImportError": " (PostgreSQL: pip install psycopg2-binary; MySQL: pip install pymysql)"}.get(type(exc).__name__, "")
-        raise ValueError(f"hydra.sweeper.storage={shown(url)!r} cannot be opened: {type(exc).__name__}: "
-                         f"{first_line}{hint}") from None
+        hint = {
+            "ArgumentError": "; use null (SQLite in the study's directory), journal, or an SQLAlchemy URL such as "
+            "postgresql+psycopg2://user@host/db",
+            "ImportError": " (PostgreSQL: pip install psycopg2-binary; MySQL: pip install pymysql)",
+        }.get(type(exc).__name__, "")
+        raise ValueError(
+            f"hydra.sweeper.storage={shown(url)!r} cannot be opened: {type(exc).__name__}: {first_line}{hint}"
+        ) from None
 
 
 def _password(url: str) -> str | None:

@@ -1,4 +1,5 @@
 """Show an Optuna sweep's results, finished or running: ``python -m grpo_sweep.search.study <sweep_dir>``."""
+
 from __future__ import annotations
 
 import argparse

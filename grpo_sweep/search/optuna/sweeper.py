@@ -4,19 +4,20 @@ create or resume the study, launch the worker jobs. The study's report and its e
 
 It runs on the submitting (login) node: Optuna and SQLAlchemy only, no torch.
 """
+
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from ...config.grpo_fields import check_args
 from ...config.show import first_line
 from ...run.context import OPTUNA_WORKER, ROLE_ENV
-from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
 from ..base import StrategySweeper, merge_overrides
+from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
 from .space import PASSTHROUGH, SearchSpace, SearchSpaceError
 from .storage import check_no_password, check_storage_url, open_storage, resolve_url, saved, shown
 
@@ -27,7 +28,7 @@ class OptunaSweeperImpl(StrategySweeper):
     # its base config and every config-group choice of its space pass the gate before a worker starts; each
     # trial passes it in its worker (Objective)
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         import optuna
 
         from ...launching.gate import check_config, check_study_engine, check_study_processes, plan_runs
@@ -49,12 +50,19 @@ class OptunaSweeperImpl(StrategySweeper):
             check_replicas(s)
             # the launcher's part of the gate (its resources, a worker's processes) before anything is written: a
             # refused study leaves no directory; the launcher keeps the plan for its call below
-            plan_runs(self.launcher, [worker_job] * max(1, s.n_workers), 0, config=self.config,
-                      loader=self.hydra_context.config_loader)
+            plan_runs(
+                self.launcher,
+                [worker_job] * max(1, s.n_workers),
+                0,
+                config=self.config,
+                loader=self.hydra_context.config_loader,
+            )
             seed = OmegaConf.select(job_cfg, s.seed_key)
             if isinstance(seed, bool) or not isinstance(seed, int):
-                raise SearchSpaceError(f"hydra.sweeper.seed_key={s.seed_key!r}: the config's value there is {seed!r}, "
-                                       "not a whole number (the first replica's seed)")
+                raise SearchSpaceError(
+                    f"hydra.sweeper.seed_key={s.seed_key!r}: the config's value there is {seed!r}, "
+                    "not a whole number (the first replica's seed)"
+                )
             objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
             url = resolve_url(s.storage, sweep_dir)
             check_storage_url(url)  # last: the default SQLite file is made in the study's directory
@@ -62,8 +70,11 @@ class OptunaSweeperImpl(StrategySweeper):
         if self.config.hydra.launcher.get("dry_run"):
             import shlex
 
-            print("dry run: a trial's configuration replays as a plain run: python launch.py "
-                  + shlex.join(self._reproduce_overrides(arguments, job_cfg)) + " <the trial's overrides>")
+            print(
+                "dry run: a trial's configuration replays as a plain run: python launch.py "
+                + shlex.join(self._reproduce_overrides(arguments, job_cfg))
+                + " <the trial's overrides>"
+            )
         if self._dry_run_or_begin(sweep_dir, [worker_job] * max(1, s.n_workers)):
             return []
         with self._refusals("no worker was started"):
@@ -72,9 +83,11 @@ class OptunaSweeperImpl(StrategySweeper):
             )
             have = [d.name.lower() for d in study.directions]
             if have != directions:
-                raise ValueError(f"hydra.sweeper.direction={directions if len(directions) > 1 else directions[0]}: "
-                                 f"study {s.study_name!r} in {shown(url)} was made to {', '.join(have)}; keep its "
-                                 "direction or give another hydra.sweeper.study_name")
+                raise ValueError(
+                    f"hydra.sweeper.direction={directions if len(directions) > 1 else directions[0]}: "
+                    f"study {s.study_name!r} in {shown(url)} was made to {', '.join(have)}; keep its "
+                    "direction or give another hydra.sweeper.study_name"
+                )
         done = len(study.trials)
         write_study_file(
             sweep_dir,
@@ -93,7 +106,12 @@ class OptunaSweeperImpl(StrategySweeper):
         )
         log.info(
             "Optuna study %r (%s): %d trials so far, budget %d, %d worker(s) -> %s",
-            s.study_name, shown(url), done, s.n_trials, s.n_workers, sweep_dir,
+            s.study_name,
+            shown(url),
+            done,
+            s.n_trials,
+            s.n_workers,
+            sweep_dir,
         )
         returns = []
         if done < s.n_trials:
@@ -104,7 +122,7 @@ class OptunaSweeperImpl(StrategySweeper):
             log.info("study %r already has %d trials (budget %d): nothing to run", s.study_name, done, s.n_trials)
         return returns
 
-    def _check_space(self, arguments: List[str], job_cfg: DictConfig) -> SearchSpace:
+    def _check_space(self, arguments: list[str], job_cfg: DictConfig) -> SearchSpace:
         """Build the space as the workers will, and compose and validate the config of every combination of
         config-group choices, so that no trial fails because of the space itself."""
         import itertools
@@ -113,14 +131,22 @@ class OptunaSweeperImpl(StrategySweeper):
         from .worker import config_groups
 
         s = self.settings
-        groups = config_groups(self.hydra_context.config_loader, self.config.hydra.runtime.choices,
-                               self.config.hydra.job.config_name, self._searchpath())
+        groups = config_groups(
+            self.hydra_context.config_loader,
+            self.config.hydra.runtime.choices,
+            self.config.hydra.job.config_name,
+            self._searchpath(),
+        )
         compose = lambda extra: self._compose(merge_overrides(arguments, extra))  # noqa: E731
         space = SearchSpace.from_config(s.params, s.reward_weights, job_cfg, groups=groups, compose=compose)
         for key, spec in space.params.items():  # GRPOConfig fields the space adds are in no composed config
             if key.startswith(PASSTHROUGH):
                 for value in spec.get("choices") or [spec.get("low"), spec.get("high")]:
-                    check_args({key[len(PASSTHROUGH):]: value}, job_cfg.backend.name, where=f"hydra.sweeper.params.{PASSTHROUGH[:-1]}")
+                    check_args(
+                        {key[len(PASSTHROUGH) :]: value},
+                        job_cfg.backend.name,
+                        where=f"hydra.sweeper.params.{PASSTHROUGH[:-1]}",
+                    )
         options = [[f"{key}={choice}" for choice in space.params[key]["choices"]] for key in space.groups]
         # a space may turn vLLM generation on itself (backend.fast_inference: {choices: [false, true]})
         engine_choice = True in (space.params.get("backend.fast_inference") or {}).get("choices", [])
@@ -146,6 +172,5 @@ class OptunaSweeperImpl(StrategySweeper):
         return space
 
 
-def _refused(label: List[str], exc: Exception) -> SearchSpaceError:
+def _refused(label: list[str], exc: Exception) -> SearchSpaceError:
     return SearchSpaceError(f"hydra.sweeper.params: {' '.join(label)} is refused: {first_line(exc)}")
-

@@ -3,6 +3,7 @@
 Runs on the compute node (torch is imported by training). Every process builds the same sampler and pruner
 from config: Optuna does not store them, and a worker that guessed would silently get defaults.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,8 @@ from ...adapters.optuna import TrialBudgetSpent, load_budgeted_study, trial_id, 
 from ...run.context import RunContext
 from ...run.files import write_json_atomic
 from ...run.lifecycle import run_one
-from ...run.results import lookup
 from ...run.record import RunSummary
+from ...run.results import lookup
 from ..base import merge_overrides, searchpath_overrides
 from .config import PRUNERS, SAMPLERS, TRIALS_DIR, WORKER_MARKER, grid_of, objectives_and_directions
 from .space import SearchSpace
@@ -75,8 +76,10 @@ def too_many_failures(study, max_failures: int) -> str | None:
     failed = _failed(study)
     if len(failed) <= max_failures:
         return None
-    return (f"Optuna study {study.study_name!r} stopped: {len(failed)} trials failed, more than "
-            f"hydra.sweeper.max_failures={max_failures}; {_last_error(failed)}")
+    return (
+        f"Optuna study {study.study_name!r} stopped: {len(failed)} trials failed, more than "
+        f"hydra.sweeper.max_failures={max_failures}; {_last_error(failed)}"
+    )
 
 
 def study_failed(study, max_failures: int) -> str | None:
@@ -123,12 +126,17 @@ def log_trials_in_one_line() -> None:
         logger.addHandler(_OPTUNA_HANDLER)
 
 
-def config_groups(config_loader, choices, config_name: str | None = None, searchpath: list[str] = ()) -> dict[str, list[str]]:
+def config_groups(
+    config_loader, choices, config_name: str | None = None, searchpath: list[str] = ()
+) -> dict[str, list[str]]:
     """Every config group of the job (``hydra.runtime.choices``) with its options, hydra's own left out; with the
     sweep's ``searchpath_overrides``, the options in the user's own config directories too."""
     return {
-        str(group): list(config_loader.get_group_options(str(group), config_name=config_name, overrides=list(searchpath)))
-        for group in choices if not str(group).startswith("hydra/")
+        str(group): list(
+            config_loader.get_group_options(str(group), config_name=config_name, overrides=list(searchpath))
+        )
+        for group in choices
+        if not str(group).startswith("hydra/")
     }
 
 
@@ -137,8 +145,19 @@ class Objective:
     each in ``trials/<number>/seed<seed>/``; the value told to Optuna is the mean over all the configuration's
     seeds so far (those of earlier complete trials of the same parameters included)."""
 
-    def __init__(self, cfg, space: SearchSpace, sweep_dir: Path, base_overrides: list[str], objectives: list[str],
-                 settings, compose=None, context: RunContext | None = None, train_fn=None, worker_index: int = 0):
+    def __init__(
+        self,
+        cfg,
+        space: SearchSpace,
+        sweep_dir: Path,
+        base_overrides: list[str],
+        objectives: list[str],
+        settings,
+        compose=None,
+        context: RunContext | None = None,
+        train_fn=None,
+        worker_index: int = 0,
+    ):
         self.cfg, self.space, self.sweep_dir = cfg, space, sweep_dir
         self.worker_index = worker_index  # which of the study's worker jobs this is (recorded with each trial)
         # the worker job's context; each trial's is derived from it
@@ -173,7 +192,9 @@ class Objective:
         seed_key = self.settings.get("seed_key", "trainer.seed")
         base_seed = OmegaConf.select(self.cfg, seed_key)
         if not isinstance(base_seed, int):
-            raise ValueError(f"hydra.sweeper.seed_key={seed_key!r}: the config's value {base_seed!r} is not a whole number")
+            raise ValueError(
+                f"hydra.sweeper.seed_key={seed_key!r}: the config's value {base_seed!r} is not a whole number"
+            )
         claimed = {int(seed) for t in same for seed in t.user_attrs.get("seeds", [])}
         # Two workers drawing the same configuration at the same moment could claim the same seeds: constant_liar
         # makes TPE avoid points in flight, and a duplicate seed would only weigh one seed twice in the mean.
@@ -189,8 +210,15 @@ class Objective:
         seed_values: dict[str, list[float]] = {}
         for i, seed in enumerate(seeds):
             run_overrides = merge_overrides(overrides, [f"{seed_key}={seed}"])
-            summary = self._run(trial, values, {seed_key: seed}, run_overrides, trial_dir / f"seed{seed}",
-                                monitored=monitor_first and i == 0, replica={"seed": seed, "replica": i})
+            summary = self._run(
+                trial,
+                values,
+                {seed_key: seed},
+                run_overrides,
+                trial_dir / f"seed{seed}",
+                monitored=monitor_first and i == 0,
+                replica={"seed": seed, "replica": i},
+            )
             if summary.status == "pruned":
                 raise optuna.TrialPruned(f"pruned at step {summary.get('pruned_at_step')} (seed {seed})")
             figures = summary.to_dict()
@@ -205,8 +233,9 @@ class Objective:
         means = [sum(v[j] for v in everything.values()) / len(everything) for j in range(len(self.objectives))]
         return means[0] if len(means) == 1 else means
 
-    def _run(self, trial, values: dict, seed: dict, overrides: list[str], run_dir: Path, monitored: bool,
-             replica: dict) -> RunSummary:
+    def _run(
+        self, trial, values: dict, seed: dict, overrides: list[str], run_dir: Path, monitored: bool, replica: dict
+    ) -> RunSummary:
         """One replica of the trial: run it in ``run_dir`` (run_one records how it ended there); a failure is
         raised."""
         from ...launching.gate import check_run
@@ -220,9 +249,15 @@ class Objective:
         info = {"number": trial.number, "params": values, "worker": self.worker_index, **replica}
         try:
             # the gate, for this run: its config is made here, and it trains here, now
-            return run_one(cfg, self.context.for_trial(run_dir, overrides),
-                           gate=lambda c: check_run(c, run_dir, trains_here=True), open_tracker=open_logger,
-                           monitor=self._monitor(trial, cfg) if monitored else None, trial=info, train_fn=self.train_fn)
+            return run_one(
+                cfg,
+                self.context.for_trial(run_dir, overrides),
+                gate=lambda c: check_run(c, run_dir, trains_here=True),
+                open_tracker=open_logger,
+                monitor=self._monitor(trial, cfg) if monitored else None,
+                trial=info,
+                train_fn=self.train_fn,
+            )
         except Exception as exc:
             trial.set_user_attr("error", f"{type(exc).__name__}: {exc}"[:2000])
             raise
@@ -232,9 +267,16 @@ class Objective:
         imports transformers): one process reports to ``trial`` itself; a trial's ranks (distributed=...), started
         from here, load it from the study's storage (RankMonitor)."""
         if cfg.distributed.strategy != "none":
-            return RankMonitor(resolve_url(self.settings.storage, self.sweep_dir), self.settings.study_name, trial_id(trial),
-                               OmegaConf.to_container(self.settings.pruner, resolve=True), cfg.trainer.max_steps,
-                               self.objectives[0], self.settings.prune_every, self.settings.prune_eval_samples)
+            return RankMonitor(
+                resolve_url(self.settings.storage, self.sweep_dir),
+                self.settings.study_name,
+                trial_id(trial),
+                OmegaConf.to_container(self.settings.pruner, resolve=True),
+                cfg.trainer.max_steps,
+                self.objectives[0],
+                self.settings.prune_every,
+                self.settings.prune_eval_samples,
+            )
 
         def monitor(rank: int):
             from .pruning import TrialMonitor
@@ -284,8 +326,11 @@ def next_seeds(claimed: set[int], base: int, n: int) -> list[int]:
 
 def same_configuration(trial) -> list:
     """The study's other trials with exactly this trial's parameters (any state), oldest first."""
-    return [other for other in trial.study.get_trials(deepcopy=False)
-            if other.number != trial.number and other.params == trial.params]
+    return [
+        other
+        for other in trial.study.get_trials(deepcopy=False)
+        if other.number != trial.number and other.params == trial.params
+    ]
 
 
 def configuration_seed_values(trials) -> dict[str, list[float]]:
@@ -324,18 +369,24 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
     searchpath = searchpath_overrides(hydra_cfg)
     compose = hydra_composer(hydra_cfg.job.config_name, searchpath)
     space = SearchSpace.from_config(
-        s.params, s.reward_weights, cfg, groups=hydra_groups(hydra_cfg.runtime.choices, hydra_cfg.job.config_name, searchpath),
+        s.params,
+        s.reward_weights,
+        cfg,
+        groups=hydra_groups(hydra_cfg.runtime.choices, hydra_cfg.job.config_name, searchpath),
         compose=lambda extra: compose(merge_overrides(base_overrides, extra)),
     )
     storage = open_storage(resolve_url(s.storage, sweep_dir), s.heartbeat_interval, s.grace_period)
     study = load_budgeted_study(
-        s.study_name, storage,
+        s.study_name,
+        storage,
         sampler=build_sampler(s.sampler, worker_index, space),
         pruner=build_pruner(s.pruner, len(objectives) > 1, cfg.trainer.max_steps, s.prune_every),
-        n_trials=s.n_trials, lock_path=str(sweep_dir / BUDGET_LOCK),
+        n_trials=s.n_trials,
+        lock_path=str(sweep_dir / BUDGET_LOCK),
     )
-    objective = Objective(cfg, space, sweep_dir, base_overrides, objectives, s, compose, context,
-                          worker_index=worker_index)
+    objective = Objective(
+        cfg, space, sweep_dir, base_overrides, objectives, s, compose, context, worker_index=worker_index
+    )
 
     def stop_on_failures(study, trial):
         message = too_many_failures(study, s.max_failures)
@@ -355,9 +406,10 @@ def run_worker(cfg, hydra_cfg, context: RunContext | None = None) -> float | Non
         )
     except TrialBudgetSpent:  # every trial of the budget is made (by this worker or another): the normal end
         pass
-    write_json_atomic(marker, {"worker": worker_index, "study": s.study_name, "state": "done", "trials": len(study.trials)})
+    write_json_atomic(
+        marker, {"worker": worker_index, "study": s.study_name, "state": "done", "trials": len(study.trials)}
+    )
     try:
         return study.best_value if len(objectives) == 1 else None
     except ValueError:  # no completed trial yet
         return None
-

@@ -6,6 +6,7 @@ reward weights and the learning rate.
 runs); ``plot.py`` draws pbt.png; ``config.py`` its settings. The best member's weights are written as reward
 schedules (conf/reward_mix/best_schedule.yaml) that replay as a plain run, and its test is measured once.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,8 +20,10 @@ class PBT(Strategy):
     # its members changed config every round and only the best was tested: a table of configurations with verdicts
     # would compare what was never compared; the PBT's sweeper prints its own report
     has_table = False
-    no_more_seeds = ("is a population-based training: its members change configuration every round; next_seeds "
-                     "adds seeds to a grid or a seeds sweep")
+    no_more_seeds = (
+        "is a population-based training: its members change configuration every round; next_seeds "
+        "adds seeds to a grid or a seeds sweep"
+    )
 
     def sweeper_configs(self) -> list[tuple[str, Any]]:
         from .config import GRPOPBTSweeperConf

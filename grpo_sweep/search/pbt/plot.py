@@ -1,4 +1,5 @@
 """pbt.png: the population's lineage, drawn with the report's plotting helpers (reading/plots.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +8,13 @@ from typing import Sequence
 from ...reading.plots import palette, pyplot, save_figure
 
 
-def plot_lineage(scores: dict[int, Sequence], take_overs: dict[int, Sequence[dict]], steps_per_round: int,
-                 out_path: Path, metric: str) -> None:
+def plot_lineage(
+    scores: dict[int, Sequence],
+    take_overs: dict[int, Sequence[dict]],
+    steps_per_round: int,
+    out_path: Path,
+    metric: str,
+) -> None:
     """A population-based training's lineage (population.py): each member's score at the end of each round, a
     solid line where it went on from its own weights, a dotted one from the donor's point where it took over
     another member's checkpoint; a member that failed a round has no point there."""
@@ -29,8 +35,12 @@ def plot_lineage(scores: dict[int, Sequence], take_overs: dict[int, Sequence[dic
             moved = {t["member"]: t["donor"] for t in take_overs.get(r, [])}
             start = scores[r][moved.get(m, m)]
             if start is not None:
-                ax.plot([(r + 1) * steps_per_round, (r + 2) * steps_per_round], [start, after[m]], color=color,
-                        linestyle=":" if m in moved else "-")
+                ax.plot(
+                    [(r + 1) * steps_per_round, (r + 2) * steps_per_round],
+                    [start, after[m]],
+                    color=color,
+                    linestyle=":" if m in moved else "-",
+                )
     ax.set_xlabel("step (end of round)")
     ax.set_ylabel(metric)
     ax.set_title("PBT lineage; dotted: went on from another member's checkpoint", fontsize=10)

@@ -15,6 +15,7 @@ in each round), so its effective weights are its config, and the best member's m
 Every decision is written to ``pbt.jsonl`` before it is carried out, and carrying it out again gives the same
 files: the same command continues a driver that was killed. No torch here (the login node runs this).
 """
+
 from __future__ import annotations
 
 import math
@@ -81,20 +82,26 @@ def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any]) -> list[Para
     """``hydra.sweeper.params`` as Params: ``reward_mix.<term>.weight`` of a term of the mix (without a schedule of
     its own) and ``optimizer.learning_rate``, each ``{low, high[, log]}``."""
     if not params:
-        raise PBTError("hydra.sweeper.params is empty: give the keys PBT moves, e.g. "
-                       "hydra.sweeper.params.optimizer.learning_rate={low:1e-4,high:3e-3,log:true}")
+        raise PBTError(
+            "hydra.sweeper.params is empty: give the keys PBT moves, e.g. "
+            "hydra.sweeper.params.optimizer.learning_rate={low:1e-4,high:3e-3,log:true}"
+        )
     out = []
     for key, spec in params.items():
         where = f"hydra.sweeper.params.{key}"
         term = WEIGHT_KEY.fullmatch(str(key))
         if key != LEARNING_RATE and not term:
-            raise PBTError(f"{where}: PBT moves reward_mix.<term>.weight and {LEARNING_RATE} (what a checkpoint can "
-                           "continue with); search other keys with hparams_search=grpo or a grid")
+            raise PBTError(
+                f"{where}: PBT moves reward_mix.<term>.weight and {LEARNING_RATE} (what a checkpoint can "
+                "continue with); search other keys with hparams_search=grpo or a grid"
+            )
         if term and term.group(1) not in mix:
             raise PBTError(f"{where}: the mix has no term {term.group(1)!r} (it has {', '.join(mix) or 'none'})")
         if term and (mix[term.group(1)] or {}).get("schedule") is not None:
-            raise PBTError(f"{where}: reward_mix.{term.group(1)} has a schedule of its own; PBT makes the weight's "
-                           "schedule (drop the term's schedule)")
+            raise PBTError(
+                f"{where}: reward_mix.{term.group(1)} has a schedule of its own; PBT makes the weight's "
+                "schedule (drop the term's schedule)"
+            )
         if not isinstance(spec, Mapping) or set(spec) - {"low", "high", "log"} or not {"low", "high"} <= set(spec):
             raise PBTError(f"{where}={spec!r}: give {{low: <number>, high: <number>}} (and log: true for a log scale)")
         low, high = _number(spec["low"], f"{where}.low"), _number(spec["high"], f"{where}.high")
@@ -137,6 +144,7 @@ class Settings:
 def check_settings(s: Any, max_steps: int) -> Settings:
     """``hydra.sweeper``'s PBT settings with ``trainer.max_steps`` (the steps a round gets when
     ``steps_per_round`` is null), or a one-line PBTError naming the bad value."""
+
     def whole(name: str, value: Any, low: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise PBTError(f"hydra.sweeper.{name}={value!r}: must be a whole number >= {low}")
@@ -146,15 +154,19 @@ def check_settings(s: Any, max_steps: int) -> Settings:
     rounds = whole("rounds", s.rounds, 1)
     if s.steps_per_round is None:
         if max_steps % rounds:
-            raise PBTError(f"hydra.sweeper.rounds={rounds} does not divide trainer.max_steps={max_steps}: give "
-                           "hydra.sweeper.steps_per_round (then trainer.max_steps is rounds x steps_per_round)")
+            raise PBTError(
+                f"hydra.sweeper.rounds={rounds} does not divide trainer.max_steps={max_steps}: give "
+                "hydra.sweeper.steps_per_round (then trainer.max_steps is rounds x steps_per_round)"
+            )
         steps = max_steps // rounds
     else:
         steps = whole("steps_per_round", s.steps_per_round, 1)
     fraction = _number(s.exploit_fraction, "hydra.sweeper.exploit_fraction")
     if not 0 < fraction <= 0.5:
-        raise PBTError(f"hydra.sweeper.exploit_fraction={fraction:g}: must be in (0, 0.5] (the bottom fraction "
-                       "takes over from the top fraction)")
+        raise PBTError(
+            f"hydra.sweeper.exploit_fraction={fraction:g}: must be in (0, 0.5] (the bottom fraction "
+            "takes over from the top fraction)"
+        )
     factors = list(s.perturb_factors or [])
     if not factors:
         raise PBTError("hydra.sweeper.perturb_factors is empty: give factors, e.g. [0.8, 1.25]")
@@ -173,8 +185,10 @@ def check_settings(s: Any, max_steps: int) -> Settings:
 
 def check_metric(metric: str) -> None:
     if not str(metric).startswith("val_"):
-        raise PBTError(f"optimized_metric={metric!r}: PBT ranks members on validation; use a val_ figure "
-                       "(val_accuracy, val_rewards.<term>)")
+        raise PBTError(
+            f"optimized_metric={metric!r}: PBT ranks members on validation; use a val_ figure "
+            "(val_accuracy, val_rewards.<term>)"
+        )
 
 
 # -- decisions -----------------------------------------------------------------------------------------------
@@ -194,8 +208,13 @@ def ranked(scores: Sequence[float | None], direction: str) -> list[int]:
     return sorted(range(len(scores)), key=lambda m: (scores[m] is None, sign * (scores[m] or 0.0), m))
 
 
-def decide(scores: Sequence[float | None], values: Sequence[dict[str, float]], params: Sequence[Param],
-           settings: Settings, round_: int) -> list[dict]:
+def decide(
+    scores: Sequence[float | None],
+    values: Sequence[dict[str, float]],
+    params: Sequence[Param],
+    settings: Settings,
+    round_: int,
+) -> list[dict]:
     """After ``round_``: which members take over which (each of the bottom ``exploited`` of those with a score that
     scored below every one of the top ``exploited``, and every member that failed, from one of the top ones, drawn)
     and the values each goes on with (explored)."""
@@ -218,8 +237,9 @@ def decide(scores: Sequence[float | None], values: Sequence[dict[str, float]], p
     return out
 
 
-def explore(values: dict[str, float], params: Sequence[Param], settings: Settings,
-            rng: random.Random) -> tuple[dict[str, float], dict[str, str]]:
+def explore(
+    values: dict[str, float], params: Sequence[Param], settings: Settings, rng: random.Random
+) -> tuple[dict[str, float], dict[str, str]]:
     """``values`` moved: each key times one of the factors (clipped to its range), or drawn afresh."""
     new, how = {}, {}
     for p in params:
@@ -249,19 +269,31 @@ def weight_schedule(history: Sequence[float], steps_per_round: int, max_steps: i
     if rounds < 2:
         return None
     knots = range(1, min(len(history), rounds - 1) + 1)
-    return {"kind": "step", "at": [k * steps_per_round / (max_steps - 1) for k in knots],
-            "values": [float(history[min(k, len(history) - 1)]) for k in knots]}
+    return {
+        "kind": "step",
+        "at": [k * steps_per_round / (max_steps - 1) for k in knots],
+        "values": [float(history[min(k, len(history) - 1)]) for k in knots],
+    }
 
 
-def member_overrides(member: int, history: Sequence[dict[str, float]], params: Sequence[Param], settings: Settings,
-                     base_seed: int, pause: bool = True) -> list[str]:
+def member_overrides(
+    member: int,
+    history: Sequence[dict[str, float]],
+    params: Sequence[Param],
+    settings: Settings,
+    base_seed: int,
+    pause: bool = True,
+) -> list[str]:
     """The overrides of ``member``'s run for the round ``len(history) - 1`` (``history``: its lineage's values,
     one dict a round): its directory, seed, learning rate, weights, and where it pauses (``pause`` False: it runs
     to the end, then the test split)."""
     round_ = len(history) - 1
-    out = [f"hydra.sweep.subdir={MEMBERS_DIR}/{member}", f"trainer.seed={base_seed + member}",
-           f"trainer.max_steps={settings.max_steps}",
-           f"trainer.pause_at_step={(round_ + 1) * settings.steps_per_round if pause else 'null'}"]
+    out = [
+        f"hydra.sweep.subdir={MEMBERS_DIR}/{member}",
+        f"trainer.seed={base_seed + member}",
+        f"trainer.max_steps={settings.max_steps}",
+        f"trainer.pause_at_step={(round_ + 1) * settings.steps_per_round if pause else 'null'}",
+    ]
     for p in params:
         if p.term is None:
             out.append(f"{p.key}={_value(history[-1][p.key])}")
@@ -299,8 +331,10 @@ def take_over(sweep_dir: Path, recipient: int, donor: int, step: int) -> int:
     src_dir, dst_dir = member_dir(sweep_dir, donor), member_dir(sweep_dir, recipient)
     source = src_dir / CHECKPOINTS / f"checkpoint-{step}"
     if not (source / "trainer_state.json").exists():
-        raise PBTError(f"member {donor} has no complete checkpoint of step {step} in {source.parent}: it cannot be "
-                       "taken over (was it deleted?)")
+        raise PBTError(
+            f"member {donor} has no complete checkpoint of step {step} in {source.parent}: it cannot be "
+            "taken over (was it deleted?)"
+        )
     staging = dst_dir / TAKEOVER_STAGING
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging / source.name)
@@ -331,7 +365,7 @@ class Lineage:
     test: dict | None = None
 
     @classmethod
-    def read(cls, path: Path) -> "Lineage":
+    def read(cls, path: Path) -> Lineage:
         lineage = cls(Path(path))
         for row in read_jsonl(path):
             lineage._apply(row)

@@ -7,6 +7,7 @@ One job a member and round: a job is a plain run continued in its member's direc
 so a preempted or requeued member resumes from its own checkpoint as any run does, and the driver holds no state
 but pbt.jsonl. No torch here.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,23 +15,41 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from ...run.resume import CHECKPOINTS, remember_config
-from .population import (BEST_SCHEDULE, LEARNING_RATE, LINEAGE, PLOT, Lineage, Param, PBTError, Settings, check_metric,
-                  check_settings, decide, initial_population, member_dir, member_overrides, parse_params, ranked,
-                  round_score, take_over)
 from ..base import StrategySweeper, merge_overrides, quoted, same_design
+from .population import (
+    BEST_SCHEDULE,
+    LEARNING_RATE,
+    LINEAGE,
+    PLOT,
+    Lineage,
+    Param,
+    PBTError,
+    Settings,
+    check_metric,
+    check_settings,
+    decide,
+    initial_population,
+    member_dir,
+    member_overrides,
+    parse_params,
+    ranked,
+    round_score,
+    take_over,
+)
 
 log = logging.getLogger(__name__)
+
 
 class PBTSweeperImpl(StrategySweeper):
     # the population's first round passes the gate before anything is written; every later round's jobs pass it
     # again in the launcher, as each batch of any sweep does
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         from ...launching.gate import plan_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
@@ -38,26 +57,47 @@ class PBTSweeperImpl(StrategySweeper):
         with self._refusals():
             check_metric(job_cfg.optimized_metric)
             if self.config.hydra.launcher.get("detach"):
-                raise PBTError("hydra.launcher.detach=true: a PBT's driver ranks each round's members before the next "
-                               "round starts, so it stays; run it where it may (tmux, a login session, a small job)")
+                raise PBTError(
+                    "hydra.launcher.detach=true: a PBT's driver ranks each round's members before the next "
+                    "round starts, so it stays; run it where it may (tmux, a login session, a small job)"
+                )
             settings = check_settings(self.settings, job_cfg.trainer.max_steps)
             mix = OmegaConf.to_container(job_cfg.reward_mix, resolve=True)
             params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix)
             lineage = Lineage.read(sweep_dir / LINEAGE)
             start = self._start_row(settings, params, job_cfg)
-            same_design(sweep_dir / LINEAGE, lineage.start, start, ("settings", "params", "metric", "base_seed"),
-                        "a PBT", "give another hydra.sweeper.name")
+            same_design(
+                sweep_dir / LINEAGE,
+                lineage.start,
+                start,
+                ("settings", "params", "metric", "base_seed"),
+                "a PBT",
+                "give another hydra.sweeper.name",
+            )
             self._check_ranges(arguments, params)
-            first = self._jobs(arguments, params, settings, start["base_seed"], [[v] for v in start["population"]],
-                               list(range(settings.population)))
+            first = self._jobs(
+                arguments,
+                params,
+                settings,
+                start["base_seed"],
+                [[v] for v in start["population"]],
+                list(range(settings.population)),
+            )
             if lineage.start is None:  # round 0's runs, as the launcher will start them (nothing is written before)
                 plan_runs(self.launcher, first, 0, config=self.config, loader=self.hydra_context.config_loader)
         if self._dry_run_or_begin(sweep_dir, first):
             return []  # the launcher printed the first round's jobs; the later ones depend on its results
         if lineage.start is None:
             lineage.write(start)
-        log.info("PBT %r: %d members x %d rounds of %d steps, ranked on %s -> %s", self.settings.name,
-                 settings.population, settings.rounds, settings.steps_per_round, job_cfg.optimized_metric, sweep_dir)
+        log.info(
+            "PBT %r: %d members x %d rounds of %d steps, ranked on %s -> %s",
+            self.settings.name,
+            settings.population,
+            settings.rounds,
+            settings.steps_per_round,
+            job_cfg.optimized_metric,
+            sweep_dir,
+        )
         base_seed = start["base_seed"]
         for round_ in range(settings.rounds):
             if round_ not in lineage.scores:
@@ -66,8 +106,13 @@ class PBTSweeperImpl(StrategySweeper):
                 break
             if round_ not in lineage.decisions:
                 values = [lineage.values[m][round_] for m in range(settings.population)]
-                lineage.write({"event": "decide", "round": round_,
-                               "take_overs": decide(lineage.scores[round_], values, params, settings, round_)})
+                lineage.write(
+                    {
+                        "event": "decide",
+                        "round": round_,
+                        "take_overs": decide(lineage.scores[round_], values, params, settings, round_),
+                    }
+                )
             if round_ not in lineage.carried_out:
                 step = (round_ + 1) * settings.steps_per_round
                 copied = [take_over(sweep_dir, t["member"], t["donor"], step) for t in lineage.decisions[round_]]
@@ -77,18 +122,26 @@ class PBTSweeperImpl(StrategySweeper):
         replay = self._write_best_schedule(arguments, lineage, params, settings, job_cfg)
         from .plot import plot_lineage
 
-        plot_lineage(lineage.scores, lineage.decisions, settings.steps_per_round, sweep_dir / PLOT, job_cfg.optimized_metric)
+        plot_lineage(
+            lineage.scores, lineage.decisions, settings.steps_per_round, sweep_dir / PLOT, job_cfg.optimized_metric
+        )
         print(pbt_report(lineage, params, sweep_dir, job_cfg.optimized_metric, replay))
         return []
 
     # -- the gate ------------------------------------------------------------------------------------------
     def _start_row(self, settings: Settings, params: list[Param], job_cfg: DictConfig) -> dict:
-        row = {"event": "start", "name": self.settings.name, "settings": asdict(settings),
-               "params": [asdict(p) for p in params], "metric": job_cfg.optimized_metric,
-               "base_seed": int(job_cfg.trainer.seed), "population": initial_population(params, settings)}
+        row = {
+            "event": "start",
+            "name": self.settings.name,
+            "settings": asdict(settings),
+            "params": [asdict(p) for p in params],
+            "metric": job_cfg.optimized_metric,
+            "base_seed": int(job_cfg.trainer.seed),
+            "population": initial_population(params, settings),
+        }
         return json.loads(json.dumps(row))  # as pbt.jsonl gives it back (tuples are lists there), to compare
 
-    def _check_ranges(self, arguments: List[str], params: list[Param]) -> None:
+    def _check_ranges(self, arguments: list[str], params: list[Param]) -> None:
         """Each range's ends on the base config through the config's checks: a value no run can take would fail
         the member that draws it, rounds later."""
         from ...config.show import first_line
@@ -102,10 +155,19 @@ class PBTSweeperImpl(StrategySweeper):
                     raise PBTError(f"hydra.sweeper.params.{p.key}: {value:g} is refused: {first_line(exc)}") from None
 
     @staticmethod
-    def _jobs(arguments: List[str], params: list[Param], settings: Settings, base_seed: int,
-              histories: list[list[dict]], members: list[int], pause: bool = True) -> list[list[str]]:
-        return [merge_overrides(arguments, member_overrides(m, histories[m], params, settings, base_seed, pause))
-                for m in members]
+    def _jobs(
+        arguments: list[str],
+        params: list[Param],
+        settings: Settings,
+        base_seed: int,
+        histories: list[list[dict]],
+        members: list[int],
+        pause: bool = True,
+    ) -> list[list[str]]:
+        return [
+            merge_overrides(arguments, member_overrides(m, histories[m], params, settings, base_seed, pause))
+            for m in members
+        ]
 
     # -- rounds --------------------------------------------------------------------------------------------
     def _launch(self, jobs: list[list[str]], members: list[int], first_index: int) -> None:
@@ -119,10 +181,18 @@ class PBTSweeperImpl(StrategySweeper):
                 remember_config(member_dir(sweep_dir, m), cfg)
         self.launch(jobs, first_index, "a PBT member's job")  # one that died: the member has no score this round
 
-    def _train_round(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
-                     base_seed: int, round_: int, metric: str) -> None:
-        from ...run.validate import ConfigError
+    def _train_round(
+        self,
+        arguments: list[str],
+        lineage: Lineage,
+        params: list[Param],
+        settings: Settings,
+        base_seed: int,
+        round_: int,
+        metric: str,
+    ) -> None:
         from ...launching.gate import stop
+        from ...run.validate import ConfigError
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         step = (round_ + 1) * settings.steps_per_round
@@ -131,46 +201,90 @@ class PBTSweeperImpl(StrategySweeper):
         todo = [m for m in population if round_score(member_dir(sweep_dir, m), step, metric) is None]
         started = time.time()
         if todo:
-            log.info("PBT round %d of %d: members %s train to step %d", round_ + 1, settings.rounds,
-                     ",".join(map(str, todo)), step)
+            log.info(
+                "PBT round %d of %d: members %s train to step %d",
+                round_ + 1,
+                settings.rounds,
+                ",".join(map(str, todo)),
+                step,
+            )
             histories = [lineage.history(m, round_) for m in population]
-            self._launch(self._jobs(arguments, params, settings, base_seed, histories, todo), todo, round_ * settings.population)
+            self._launch(
+                self._jobs(arguments, params, settings, base_seed, histories, todo), todo, round_ * settings.population
+            )
         scores = [round_score(member_dir(sweep_dir, m), step, metric) for m in population]
-        lineage.write({"event": "round", "round": round_, "step": step, "scores": scores, "trained": todo,
-                       "seconds": round(time.time() - started, 3)})
+        lineage.write(
+            {
+                "event": "round",
+                "round": round_,
+                "step": step,
+                "scores": scores,
+                "trained": todo,
+                "seconds": round(time.time() - started, 3),
+            }
+        )
         if all(score is None for score in scores):
-            stop(ConfigError(f"every member of PBT {self.settings.name!r} failed in round {round_ + 1}; "
-                             f"{_member_error(sweep_dir, settings.population)}"))
+            stop(
+                ConfigError(
+                    f"every member of PBT {self.settings.name!r} failed in round {round_ + 1}; "
+                    f"{_member_error(sweep_dir, settings.population)}"
+                )
+            )
 
-    def _test_best(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
-                   base_seed: int, metric: str) -> None:
+    def _test_best(
+        self,
+        arguments: list[str],
+        lineage: Lineage,
+        params: list[Param],
+        settings: Settings,
+        base_seed: int,
+        metric: str,
+    ) -> None:
         """The best member of the last round runs on to its end: its final evaluation, the test split once."""
-        from ...run.validate import ConfigError
         from ...launching.gate import stop
+        from ...run.validate import ConfigError
 
         last = settings.rounds - 1
         scores = lineage.scores[last]
         best = ranked(scores, settings.direction)[0]
         if lineage.best is None:
-            lineage.write({"event": "best", "member": best, "score": scores[best],
-                           "values": lineage.history(best, last)})
+            lineage.write(
+                {"event": "best", "member": best, "score": scores[best], "values": lineage.history(best, last)}
+            )
         sweep_dir = Path(self.config.hydra.sweep.dir)
         histories = [lineage.history(m, last) for m in range(settings.population)]
-        self._launch(self._jobs(arguments, params, settings, base_seed, histories, [best], pause=False), [best],
-                     settings.rounds * settings.population)
+        self._launch(
+            self._jobs(arguments, params, settings, base_seed, histories, [best], pause=False),
+            [best],
+            settings.rounds * settings.population,
+        )
         summary = _member_summaries(sweep_dir, settings.population)[best]
         if summary is None or summary.status != "completed":
             why = (summary.error if summary else None) or "no summary.json"
-            stop(ConfigError(f"PBT {self.settings.name!r}: the best member {best}'s final evaluation did not "
-                             f"complete ({why}); the same command tries it again"))
-        lineage.write({"event": "test", "member": best, "test_accuracy": summary.test_accuracy,
-                       "test_accuracy_before": summary.test_accuracy_before,
-                       "test_pass_at_k": summary.test_pass_at_k, "test_maj_at_k": summary.test_maj_at_k,
-                       "test_k": summary.test_k, "test_samples": summary.test_samples, metric: summary.objective})
+            stop(
+                ConfigError(
+                    f"PBT {self.settings.name!r}: the best member {best}'s final evaluation did not "
+                    f"complete ({why}); the same command tries it again"
+                )
+            )
+        lineage.write(
+            {
+                "event": "test",
+                "member": best,
+                "test_accuracy": summary.test_accuracy,
+                "test_accuracy_before": summary.test_accuracy_before,
+                "test_pass_at_k": summary.test_pass_at_k,
+                "test_maj_at_k": summary.test_maj_at_k,
+                "test_k": summary.test_k,
+                "test_samples": summary.test_samples,
+                metric: summary.objective,
+            }
+        )
 
     # -- what it leaves ------------------------------------------------------------------------------------
-    def _write_best_schedule(self, arguments: List[str], lineage: Lineage, params: list[Param], settings: Settings,
-                             job_cfg: DictConfig) -> list[str]:
+    def _write_best_schedule(
+        self, arguments: list[str], lineage: Lineage, params: list[Param], settings: Settings, job_cfg: DictConfig
+    ) -> list[str]:
         """The best member's mix as an option of the reward_mix group (``<sweep>/conf/reward_mix/
         best_schedule.yaml``); returns the command line's overrides that train it as a plain run."""
         from ...run.files import write_text_atomic
@@ -178,25 +292,40 @@ class PBTSweeperImpl(StrategySweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir).resolve()
         best = lineage.best["member"]
         history = lineage.history(best, settings.rounds - 1)
-        [job] = self._jobs(arguments, params, settings, lineage.start["base_seed"], [history] * settings.population, [best],
-                           pause=False)
+        [job] = self._jobs(
+            arguments,
+            params,
+            settings,
+            lineage.start["base_seed"],
+            [history] * settings.population,
+            [best],
+            pause=False,
+        )
         mix = OmegaConf.to_container(self._compose(job).reward_mix, resolve=True)
         conf_dir = sweep_dir / BEST_SCHEDULE.parent.parent
         searchpath = [str(p) for p in self.config.hydra.searchpath or []] + [f"file://{conf_dir}"]
-        plain = [o for o in self._reproduce_overrides(arguments, job_cfg)
-                 if not o.lstrip("+~").split("=", 1)[0].startswith(("reward_mix", "hydra.searchpath", "trainer.max_steps"))]
-        overrides = [f"hydra.searchpath=[{','.join(map(quoted, searchpath))}]", *plain, "reward_mix=best_schedule",
-                     f"trainer.max_steps={settings.max_steps}"]
+        plain = [
+            o
+            for o in self._reproduce_overrides(arguments, job_cfg)
+            if not o.lstrip("+~").split("=", 1)[0].startswith(("reward_mix", "hydra.searchpath", "trainer.max_steps"))
+        ]
+        overrides = [
+            f"hydra.searchpath=[{','.join(map(quoted, searchpath))}]",
+            *plain,
+            "reward_mix=best_schedule",
+            f"trainer.max_steps={settings.max_steps}",
+        ]
         lr = [h[LEARNING_RATE] for h in history if LEARNING_RATE in h]
         if lr:  # the replay trains at one rate: its lineage's first (the rates it moved to are in pbt.jsonl)
             overrides.append(f"{LEARNING_RATE}={lr[0]!r}")
         score = lineage.best["score"]
-        text = (f"# PBT {self.settings.name!r}: member {best}'s lineage (best on {lineage.start['metric']}, {score:.3f} "
-                f"at step {settings.max_steps}), its reward weights as step schedules over trainer.max_steps="
-                f"{settings.max_steps}. Replay:\n#   python launch.py {' '.join(overrides)}\n")
+        text = (
+            f"# PBT {self.settings.name!r}: member {best}'s lineage (best on {lineage.start['metric']}, {score:.3f} "
+            f"at step {settings.max_steps}), its reward weights as step schedules over trainer.max_steps="
+            f"{settings.max_steps}. Replay:\n#   python launch.py {' '.join(overrides)}\n"
+        )
         write_text_atomic(sweep_dir / BEST_SCHEDULE, text + OmegaConf.to_yaml(OmegaConf.create(mix)))
         return overrides
-
 
 
 def _member_summaries(sweep_dir: Path, population: int) -> dict[int, Any]:
@@ -229,22 +358,35 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
     def score(x: Any) -> str:
         return "failed" if x is None else f"{x:.3f}"
 
-    lines = [f"PBT {lineage.start['name']!r}: {s['population']} members x {s['rounds']} rounds of "
-             f"{s['steps_per_round']} steps, ranked on {metric} ({s['direction']}) -> {sweep_dir}"]
+    lines = [
+        f"PBT {lineage.start['name']!r}: {s['population']} members x {s['rounds']} rounds of "
+        f"{s['steps_per_round']} steps, ranked on {metric} ({s['direction']}) -> {sweep_dir}"
+    ]
     for round_, scores in sorted(lineage.scores.items()):
-        lines.append(f"  round {round_ + 1} (step {(round_ + 1) * s['steps_per_round']}): "
-                     + "  ".join(f"m{m} {score(x)}" for m, x in enumerate(scores)))
+        lines.append(
+            f"  round {round_ + 1} (step {(round_ + 1) * s['steps_per_round']}): "
+            + "  ".join(f"m{m} {score(x)}" for m, x in enumerate(scores))
+        )
         for t in lineage.decisions.get(round_, []):
-            lines.append(f"    m{t['member']} <- m{t['donor']}'s checkpoint, then {values(t['values'])} "
-                         f"({', '.join(f'{short[k]} {h}' for k, h in t['how'].items())})")
+            lines.append(
+                f"    m{t['member']} <- m{t['donor']}'s checkpoint, then {values(t['values'])} "
+                f"({', '.join(f'{short[k]} {h}' for k, h in t['how'].items())})"
+            )
     best, test = lineage.best, lineage.test or {}
-    lines.append(f"  best: m{best['member']} ({metric} {score(best['score'])} at step {s['rounds'] * s['steps_per_round']}); "
-                 f"its lineage: " + " | ".join(values(v) for v in best["values"]))
+    lines.append(
+        f"  best: m{best['member']} ({metric} {score(best['score'])} at step {s['rounds'] * s['steps_per_round']}); "
+        f"its lineage: " + " | ".join(values(v) for v in best["values"])
+    )
     if test:
-        k = f", pass@{test['test_k']} {score(test['test_pass_at_k'])}, maj@{test['test_k']} {score(test['test_maj_at_k'])}" \
-            if test.get("test_k") else ""
-        lines.append(f"  test ({test.get('test_samples')} prompts, measured once, on the best member only): accuracy "
-                     f"{score(test.get('test_accuracy_before'))} -> {score(test.get('test_accuracy'))}{k}")
+        k = (
+            f", pass@{test['test_k']} {score(test['test_pass_at_k'])}, maj@{test['test_k']} {score(test['test_maj_at_k'])}"
+            if test.get("test_k")
+            else ""
+        )
+        lines.append(
+            f"  test ({test.get('test_samples')} prompts, measured once, on the best member only): accuracy "
+            f"{score(test.get('test_accuracy_before'))} -> {score(test.get('test_accuracy'))}{k}"
+        )
     lines.append(f"  lineage: {sweep_dir / LINEAGE}, {sweep_dir / PLOT}; best mix: {sweep_dir / BEST_SCHEDULE}")
     lines.append(f"  replay as a plain run: python launch.py {' '.join(replay)}")
     return "\n".join(lines)

@@ -1,12 +1,13 @@
 """hydra/sweeper=seeds's settings; their defaults are sequential.Settings', the one place they live."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from .sequential import Settings as SeedsSettings
 
 SEEDS_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_seeds.sweeper.GRPOSeedsSweeper"
+
 
 @dataclass
 class GRPOSeedsSweeperConf:
@@ -18,7 +19,7 @@ class GRPOSeedsSweeperConf:
     min_seeds: int = SeedsSettings.min_seeds
     max_seeds: int = SeedsSettings.max_seeds
     # the sweep's whole budget in runs; null: every configuration may reach max_seeds
-    max_runs: Optional[int] = SeedsSettings.max_runs
+    max_runs: int | None = SeedsSettings.max_runs
     # the family-wise error of the verdicts, shared by the looks (sequential.budgets)
     alpha: float = SeedsSettings.alpha
     # the key the sweeper sets (its last dotted part must be `seed`), and the first seed: first_seed, first_seed+1, ...

@@ -3,6 +3,7 @@ disk replayed through the sequential design (``Adaptive``: which seeds each conf
 next round, the verdicts); ``GridSeeds``: a plain grid with seeds read the same way, for ``next_seeds``. The sweeper
 reads the same to choose its next round, so what it ran and what the report says agree. No torch here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,14 +33,28 @@ class Adaptive:
     def __init__(self, results: SweepResults, design: dict):
         self.results, self.design = results, design
         self.configs: list[list[str]] = design["configs"]
-        self.labels = [" ".join(o) or NO_CONFIGURATION for o in varying_overrides(self.configs)] \
-            if len(self.configs) > 1 else [" ".join(self.configs[0]) or NO_CONFIGURATION]
+        self.labels = (
+            [" ".join(o) or NO_CONFIGURATION for o in varying_overrides(self.configs)]
+            if len(self.configs) > 1
+            else [" ".join(self.configs[0]) or NO_CONFIGURATION]
+        )
         self.settings = sequential.Settings(**design["settings"])
-        self.plan = sequential.plan(len(self.configs), self.settings, self._outcome("val"), results.direction,
-                                    sequential.stack_records)
-        self.verdicts = sequential.verdicts(self.plan, len(self.configs), self.settings, self._outcome("val"),
-                                            self._outcome("test"), results.direction, sequential.stack_records) \
-            if self.plan.done else {}
+        self.plan = sequential.plan(
+            len(self.configs), self.settings, self._outcome("val"), results.direction, sequential.stack_records
+        )
+        self.verdicts = (
+            sequential.verdicts(
+                self.plan,
+                len(self.configs),
+                self.settings,
+                self._outcome("val"),
+                self._outcome("test"),
+                results.direction,
+                sequential.stack_records,
+            )
+            if self.plan.done
+            else {}
+        )
 
     def seed(self, i: int) -> int:
         return int(self.design["first_seed"]) + i
@@ -58,6 +73,7 @@ class Adaptive:
             if run.summary.status != "completed":
                 return sequential.RUN_FAILED
             return self.results.record(run, split)
+
         return outcome
 
     def stopped_text(self, c: int) -> str:
@@ -69,7 +85,7 @@ class Adaptive:
             sequential.MAX_SEEDS: f"reached max_seeds={s.max_seeds}",
             sequential.BUDGET: f"budget: max_runs={s.max_runs} spent ({self.plan.runs} runs)",
             sequential.FAILED: f"a run failed (of seeds 1..{state.seeds}); to try it again remove its directory "
-                               "and run the same command",
+            "and run the same command",
         }.get(state.stop, f"running ({state.seeds} seeds)")
 
     def comparisons(self) -> list[stats.Comparison]:
@@ -85,17 +101,25 @@ class Adaptive:
             rank = [r.summary.objective for r in done if r.objective is not None]
             test = [self.results.record(r).value for r in done]
             test = [v for v in test if isinstance(v, (int, float)) and math.isfinite(v)]
-            row = stats.Comparison(self.labels[c], tuple(r.seed for r in done),
-                                   sum(rank) / len(rank) if rank else None, sum(test) / len(test) if test else None,
-                                   stats.sd(test))
+            row = stats.Comparison(
+                self.labels[c],
+                tuple(r.seed for r in done),
+                sum(rank) / len(rank) if rank else None,
+                sum(test) / len(test) if test else None,
+                stats.sd(test),
+            )
             row.stopped = self.stopped_text(c)
             verdict = self.verdicts.get(c)
             row.is_best = c == plan.reference and plan.done
             if verdict is not None:
                 judged, i = verdict.test, verdict.row
-                row.design = stats.Design(len(self.configs), judged.seeds, judged.questions
-                                          if judged.questions > 1 else None, s.alpha,
-                                          adaptive=(s.min_seeds, s.max_seeds))
+                row.design = stats.Design(
+                    len(self.configs),
+                    judged.seeds,
+                    judged.questions if judged.questions > 1 else None,
+                    s.alpha,
+                    adaptive=(s.min_seeds, s.max_seeds),
+                )
                 if state.leader is not None and state.leader != plan.reference:
                     row.against = self.labels[state.leader]
             if row.is_best:
@@ -109,12 +133,16 @@ class Adaptive:
                     row.low, row.high = float(judged.low[i]), float(judged.high[i])
                     row.mde, row.seed_share = float(judged.mde[i]), float(judged.seed_share[i])
                     if verdict.call:
-                        row.verdict = "better" if (verdict.call > 0) == (self.results.direction == "maximize") \
-                            else "worse"
+                        row.verdict = (
+                            "better" if (verdict.call > 0) == (self.results.direction == "maximize") else "worse"
+                        )
                     else:
                         row.verdict = "indistinguishable"
-                        row.reason = ("not confirmed" if verdict.validation else "validation does not call it") \
-                            if verdict.on_test else "indistinguishable"
+                        row.reason = (
+                            ("not confirmed" if verdict.validation else "validation does not call it")
+                            if verdict.on_test
+                            else "indistinguishable"
+                        )
             elif state.stop is None or not plan.done:
                 row.verdict, row.reason = "-", "running"
                 row.note = f"still running: {len(plan.todo)} run(s) to go"
@@ -126,9 +154,15 @@ class Adaptive:
         def order(item):
             c, row = item
             state = plan.states[c]
-            return (not row.is_best, group.get(state.stop, 0), -state.seeds,
-                    sign * (row.rank_mean if row.rank_mean is not None else 0.0))
+            return (
+                not row.is_best,
+                group.get(state.stop, 0),
+                -state.seeds,
+                sign * (row.rank_mean if row.rank_mean is not None else 0.0),
+            )
+
         return [row for _, row in sorted(rows, key=order)]
+
 
 class GridSeeds(Adaptive):
     """A plain grid with seeds read as a seeds sweep: its configurations in the sweep's order (results.configurations),
@@ -136,36 +170,48 @@ class GridSeeds(Adaptive):
     of a seed is its run with that seed override (a completed one, where the grid holds two). Adaptive does the
     rest: the outcomes it judges, the plan, the reasons a configuration stopped."""
 
-    def __init__(self, results: "SweepResults", settings):
+    def __init__(self, results: SweepResults, settings):
         keys = results.seed_keys
         if not keys:
-            raise ValueError(f"{results.sweep_dir}: no run has a seed override that varies (e.g. "
-                             f"{results.seed_hint}): a grid without seeds has no seed noise to judge a difference "
-                             "against; sweep seeds first")
+            raise ValueError(
+                f"{results.sweep_dir}: no run has a seed override that varies (e.g. "
+                f"{results.seed_hint}): a grid without seeds has no seed noise to judge a difference "
+                "against; sweep seeds first"
+            )
         if len(keys) > 1:
-            raise ValueError(f"{results.sweep_dir}: the grid sweeps several seed keys ({', '.join(keys)}); "
-                             "next_seeds adds seeds of one")
+            raise ValueError(
+                f"{results.sweep_dir}: the grid sweeps several seed keys ({', '.join(keys)}); "
+                "next_seeds adds seeds of one"
+            )
         self.seed_key = keys[0]
         self._runs: dict = {}
         configs = []
         for c, group in enumerate(results.configurations.values()):
             for run in group:
                 if not run.seed:
-                    raise ValueError(f"{results.sweep_dir}: run {run.name} ({run.label}) has no {self.seed_key} "
-                                     "override: next_seeds cannot place it among the seeds")
+                    raise ValueError(
+                        f"{results.sweep_dir}: run {run.name} ({run.label}) has no {self.seed_key} "
+                        "override: next_seeds cannot place it among the seeds"
+                    )
                 value = run.seed_values[0]
                 try:
                     seed = int(value)
                 except ValueError:
-                    raise ValueError(f"{self.seed_key}={value} (run {run.name}): next_seeds numbers the seeds "
-                                     "after the grid's, so they must be whole numbers") from None
+                    raise ValueError(
+                        f"{self.seed_key}={value} (run {run.name}): next_seeds numbers the seeds "
+                        "after the grid's, so they must be whole numbers"
+                    ) from None
                 if (c, seed) not in self._runs or run.summary.status == "completed":
                     self._runs[c, seed] = run
             # the whole command line of the configuration (a key every run shares included), less its seed
             configs.append([o for o in group[0].summary.overrides or [] if o.partition("=")[0] != self.seed_key])
         self.values = sorted({seed for _, seed in self._runs})
-        design = {"settings": dataclasses.asdict(settings), "configs": configs, "seed_key": self.seed_key,
-                  "first_seed": self.values[0]}
+        design = {
+            "settings": dataclasses.asdict(settings),
+            "configs": configs,
+            "seed_key": self.seed_key,
+            "first_seed": self.values[0],
+        }
         super().__init__(results, design)
         self.labels = list(results.configurations)
 
@@ -179,6 +225,7 @@ class GridSeeds(Adaptive):
 
     def run(self, c: int, i: int):
         return self._runs.get((c, self.seed(i)))
+
 
 def seeds_run_dir(sweep_dir: Path, config: int, seed: int) -> Path:
     """A hydra/sweeper=seeds run's directory: <sweep>/<configuration index>/seed<seed>."""

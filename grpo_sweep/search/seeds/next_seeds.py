@@ -12,6 +12,7 @@ Useful where the sweeper cannot run the rounds itself (runs started by hand, on 
 before the sweeper existed), and as the what-if of other settings (``--max-seeds``). Reads the runs through
 results.SweepResults; no torch; scipy only once a look is judged.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,10 @@ import sys
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 
-from ...run.files import write_json_atomic
 from ...reading.results import SweepResults
 from ...reading.stats import is_seed
 from ...reading.tables import aligned_columns
+from ...run.files import write_json_atomic
 from ..base import read_json
 from . import sequential
 from .design import GRID_SEEDS_FILE, MORE_SEEDS, SEEDS_FILE, Adaptive, GridSeeds, seeds_run_dir
@@ -50,15 +51,23 @@ def read_design(sweep_dir: Path, given: dict | None = None) -> Adaptive:
         _check_grid(results)
     # a grid's: those an earlier call recorded (GRID_SEEDS_FILE), else sequential.Settings' defaults, which are
     # hydra/sweeper=seeds' (search/seeds/config.py takes them from there)
-    recorded = sequential.Settings(**design["settings"]) if design is not None else \
-        sequential.Settings(**(read_json(sweep_dir / GRID_SEEDS_FILE) or {}))
+    recorded = (
+        sequential.Settings(**design["settings"])
+        if design is not None
+        else sequential.Settings(**(read_json(sweep_dir / GRID_SEEDS_FILE) or {}))
+    )
     settings = replace(recorded, **(given or {}))
     k = len(design["configs"]) if design is not None else len(results.configurations)
     if k < 2:
-        only = " ".join(design["configs"][0] if design is not None else
-                        [o for o in results.runs[0].summary.overrides or [] if not is_seed(o.partition("=")[0])])
-        raise ValueError(f"{sweep_dir}: one configuration ({only or 'the defaults'}): next_seeds allocates seeds "
-                         "between configurations; sweep at least two (reward_mix=format,correct)")
+        only = " ".join(
+            design["configs"][0]
+            if design is not None
+            else [o for o in results.runs[0].summary.overrides or [] if not is_seed(o.partition("=")[0])]
+        )
+        raise ValueError(
+            f"{sweep_dir}: one configuration ({only or 'the defaults'}): next_seeds allocates seeds "
+            "between configurations; sweep at least two (reward_mix=format,correct)"
+        )
     try:
         sequential.check_settings(settings, k)
     except ValueError as exc:  # its words name the sweeper's keys; here they are options
@@ -74,8 +83,10 @@ def read_design(sweep_dir: Path, given: dict | None = None) -> Adaptive:
 def _check_grid(results: SweepResults) -> None:
     where = results.sweep_dir
     if not results.runs:
-        raise ValueError(f"{where} holds no runs (no <run>/.hydra/config.yaml under it) and no seeds.json: is it "
-                         "a sweep's directory?")
+        raise ValueError(
+            f"{where} holds no runs (no <run>/.hydra/config.yaml under it) and no seeds.json: is it "
+            "a sweep's directory?"
+        )
     if any(run.dir.resolve() == where.resolve() for run in results.runs):
         raise ValueError(f"{where} is one run's directory, not a sweep's")
 
@@ -89,8 +100,12 @@ def overrides(adaptive: Adaptive, c: int, seeds: list[int], base: Path, run_dir:
     sweep_dir = adaptive.results.sweep_dir
     seed = str(seeds[0]) if len(seeds) == 1 else "${" + key.lstrip("+~") + "}"
     where = run_dir or seeds_run_dir(base, c, seed)  # type: ignore[arg-type]
-    return [*adaptive.configs[c], f"{key}={','.join(map(str, seeds))}", f"hydra.sweep.dir={sweep_dir}",
-            f"hydra.sweep.subdir={where.relative_to(sweep_dir).as_posix()}"]
+    return [
+        *adaptive.configs[c],
+        f"{key}={','.join(map(str, seeds))}",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.sweep.subdir={where.relative_to(sweep_dir).as_posix()}",
+    ]
 
 
 def command(parts: list[str]) -> str:
@@ -112,9 +127,18 @@ def next_seeds(sweep_dir: Path, given: dict | None = None) -> dict:
     for c, i in plan.todo:
         run = adaptive.run(c, i)
         parts = overrides(adaptive, c, [adaptive.seed(i)], base, run.dir if run is not None else None)
-        todo.append({"index": c, "config": adaptive.labels[c], "seed": adaptive.seed(i), "seed_index": i,
-                     "state": TO_RUN if run is None else RUNNING, "run_dir": str(adaptive.run_dir(c, i)),
-                     "overrides": parts, "line": command(parts)})
+        todo.append(
+            {
+                "index": c,
+                "config": adaptive.labels[c],
+                "seed": adaptive.seed(i),
+                "seed_index": i,
+                "state": TO_RUN if run is None else RUNNING,
+                "run_dir": str(adaptive.run_dir(c, i)),
+                "overrides": parts,
+                "line": command(parts),
+            }
+        )
     # the design's own verdicts, once it has ended: for a grid nothing else gives them (its report compares the
     # configurations on the seeds they share, a fixed design's verdicts)
     verdicts = {row.config: row for row in adaptive.comparisons()} if plan.done else {}
@@ -124,15 +148,25 @@ def next_seeds(sweep_dir: Path, given: dict | None = None) -> dict:
         runs = [(adaptive.seed(i), adaptive.run(c, i)) for i in range(asked[c]) if (c, i) not in plan.todo]
         new = [t["seed"] for t in todo if t["index"] == c and t["state"] == TO_RUN]
         parts = overrides(adaptive, c, new, base) if new else None
-        configurations.append({
-            "index": c, "config": adaptive.labels[c], "overrides": list(adaptive.configs[c]),
-            "seeds": [seed for seed, run in runs if run.summary.status == "completed"],
-            "failed": [seed for seed, run in runs if run.summary.status != "completed"],
-            "running": [t["seed"] for t in todo if t["index"] == c and t["state"] == RUNNING],
-            "to_run": new, "stop": state.stop, "stopped": adaptive.stopped_text(c) if state.stop else None,
-            "verdict": row.verdict if row else None, "delta": row.delta if row else None,
-            "low": row.low if row else None, "high": row.high if row else None,
-            "line": command(parts) if parts else None, "run_overrides": parts})
+        configurations.append(
+            {
+                "index": c,
+                "config": adaptive.labels[c],
+                "overrides": list(adaptive.configs[c]),
+                "seeds": [seed for seed, run in runs if run.summary.status == "completed"],
+                "failed": [seed for seed, run in runs if run.summary.status != "completed"],
+                "running": [t["seed"] for t in todo if t["index"] == c and t["state"] == RUNNING],
+                "to_run": new,
+                "stop": state.stop,
+                "stopped": adaptive.stopped_text(c) if state.stop else None,
+                "verdict": row.verdict if row else None,
+                "delta": row.delta if row else None,
+                "low": row.low if row else None,
+                "high": row.high if row else None,
+                "line": command(parts) if parts else None,
+                "run_overrides": parts,
+            }
+        )
     to_run = [t for t in todo if t["state"] == TO_RUN]
     if grid and to_run:  # the report reads the design these lines follow once their runs exist
         write_json_atomic(sweep_dir / GRID_SEEDS_FILE, asdict(s))
@@ -145,49 +179,88 @@ def next_seeds(sweep_dir: Path, given: dict | None = None) -> dict:
         reason = DECIDED
     else:
         reason = FAILED if sequential.FAILED in stops else ENDED
-    return {"sweep_dir": str(sweep_dir), "kind": "grid" if grid else "seeds sweep",
-            "seed_key": adaptive.design["seed_key"], "settings": asdict(s), "runs": plan.runs,
-            "budget": s.budget(len(plan.states)), "done": plan.done, "reason": reason,
-            "message": _message(reason, todo, sweep_dir, grid), "configurations": configurations, "todo": todo}
+    return {
+        "sweep_dir": str(sweep_dir),
+        "kind": "grid" if grid else "seeds sweep",
+        "seed_key": adaptive.design["seed_key"],
+        "settings": asdict(s),
+        "runs": plan.runs,
+        "budget": s.budget(len(plan.states)),
+        "done": plan.done,
+        "reason": reason,
+        "message": _message(reason, todo, sweep_dir, grid),
+        "configurations": configurations,
+        "todo": todo,
+    }
 
 
 def _message(reason: str, todo: list[dict], sweep_dir: Path, grid: bool) -> str:
     running = [t for t in todo if t["state"] == RUNNING]
-    still = (f"{len(running)} run(s) of the round still running ({', '.join(t['run_dir'] for t in running)}); "
-             "a killed one: its line under todo in --json continues it. ") if running else ""
+    still = (
+        (
+            f"{len(running)} run(s) of the round still running ({', '.join(t['run_dir'] for t in running)}); "
+            "a killed one: its line under todo in --json continues it. "
+        )
+        if running
+        else ""
+    )
     again = f"python -m grpo_sweep.sweeps.next_seeds {sweep_dir}"
     if reason == TO_RUN:
-        how = "" if grid else (f" (or the seeds sweep's own command again, with hydra.sweep.dir={sweep_dir}: it "
-                               "starts the same runs)")
-        return (f"{still}Next: {len(todo) - len(running)} run(s), a line per configuration below{how}; when they "
-                f"end, ask again: {again}")
+        how = (
+            ""
+            if grid
+            else (
+                f" (or the seeds sweep's own command again, with hydra.sweep.dir={sweep_dir}: it starts the same runs)"
+            )
+        )
+        return (
+            f"{still}Next: {len(todo) - len(running)} run(s), a line per configuration below{how}; when they "
+            f"end, ask again: {again}"
+        )
     if reason == RUNNING:
         return f"{still}Nothing to start until they end; then ask again: {again}"
-    report = (f"the verdicts above are the design's, each against the leader of its last look (the grid's report, "
-              f"python -m grpo_sweep.sweeps.report {sweep_dir}, compares the configurations on the seeds they "
-              f"share)" if grid else f"the verdict table: python -m grpo_sweep.sweeps.report {sweep_dir} (report.md)")
-    return {DECIDED: f"Nothing to run: every comparison is decided; {report}",
-            FAILED: f"Nothing to run: the design has ended, some configuration stopped by a failed run (to try it "
-                    f"again remove its directory and ask again); {report}",
-            ENDED: f"Nothing to run: the design has ended (each configuration's reason above); {report}"}[reason]
+    report = (
+        f"the verdicts above are the design's, each against the leader of its last look (the grid's report, "
+        f"python -m grpo_sweep.sweeps.report {sweep_dir}, compares the configurations on the seeds they "
+        f"share)"
+        if grid
+        else f"the verdict table: python -m grpo_sweep.sweeps.report {sweep_dir} (report.md)"
+    )
+    return {
+        DECIDED: f"Nothing to run: every comparison is decided; {report}",
+        FAILED: f"Nothing to run: the design has ended, some configuration stopped by a failed run (to try it "
+        f"again remove its directory and ask again); {report}",
+        ENDED: f"Nothing to run: the design has ended (each configuration's reason above); {report}",
+    }[reason]
 
 
 def text(out: dict) -> str:
     s = out["settings"]
-    head = (f"{out['kind'].capitalize()} {out['sweep_dir']}: {len(out['configurations'])} configurations, "
-            f"{s['min_seeds']} to {s['max_seeds']} seeds each ({out['seed_key']}), alpha {s['alpha']:g}; "
-            f"the design's runs so far, this round's included: {out['runs']} of at most {out['budget']}")
+    head = (
+        f"{out['kind'].capitalize()} {out['sweep_dir']}: {len(out['configurations'])} configurations, "
+        f"{s['min_seeds']} to {s['max_seeds']} seeds each ({out['seed_key']}), alpha {s['alpha']:g}; "
+        f"the design's runs so far, this round's included: {out['runs']} of at most {out['budget']}"
+    )
     rows = []
     for c in out["configurations"]:
         seeds = ",".join(map(str, c["seeds"])) or "-"
-        where = c["stopped"] or "; ".join(part for part in (
-            f"seed {','.join(map(str, c['to_run']))} to run" if c["to_run"] else "",
-            f"seed {','.join(map(str, c['running']))} running" if c["running"] else "") if part) or \
-            "waits for the round's other runs"
+        where = (
+            c["stopped"]
+            or "; ".join(
+                part
+                for part in (
+                    f"seed {','.join(map(str, c['to_run']))} to run" if c["to_run"] else "",
+                    f"seed {','.join(map(str, c['running']))} running" if c["running"] else "",
+                )
+                if part
+            )
+            or "waits for the round's other runs"
+        )
         verdict = c["verdict"] or ""
         if c["delta"] is not None:
-            verdict += f" (Δ {c['delta']:+.3f}" + ("" if c["low"] is None else
-                                                  f" [{c['low']:+.3f}, {c['high']:+.3f}]") + ")"
+            verdict += (
+                f" (Δ {c['delta']:+.3f}" + ("" if c["low"] is None else f" [{c['low']:+.3f}, {c['high']:+.3f}]") + ")"
+            )
         rows.append([c["config"], f"seeds {seeds}", where, verdict])
     lines = [head, *aligned_columns(rows, indent="  "), out["message"]]
     lines += [c["line"] for c in out["configurations"] if c["line"]]
@@ -209,8 +282,9 @@ def _alpha(text_value: str) -> float:
     try:
         return float(text_value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text_value!r}: use a family-wise error rate strictly between 0 and "
-                                         "1") from None
+        raise argparse.ArgumentTypeError(
+            f"{text_value!r}: use a family-wise error rate strictly between 0 and 1"
+        ) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -222,8 +296,12 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m grpo_sweep.sweeps.next_seeds", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("--json", action="store_true", help="print it as JSON: configurations, their seeds so far, "
-                        "the runs to do with their override lines, done, reason")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print it as JSON: configurations, their seeds so far, "
+        "the runs to do with their override lines, done, reason",
+    )
     settings = "default: the seeds sweep's seeds.json, else hydra/sweeper=seeds' default"
     parser.add_argument("--min-seeds", type=_count, help=settings)
     parser.add_argument("--max-seeds", type=_count, help=settings)
@@ -233,8 +311,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.sweep_dir.is_dir():
         print(f"error: sweep_dir={args.sweep_dir} is not a directory", file=sys.stderr)
         return 2
-    given = {key: value for key, value in [("min_seeds", args.min_seeds), ("max_seeds", args.max_seeds),
-                                           ("max_runs", args.max_runs), ("alpha", args.alpha)] if value is not None}
+    given = {
+        key: value
+        for key, value in [
+            ("min_seeds", args.min_seeds),
+            ("max_seeds", args.max_seeds),
+            ("max_runs", args.max_runs),
+            ("alpha", args.alpha),
+        ]
+        if value is not None
+    }
     if given.get("max_runs") == "none":
         given["max_runs"] = None
     try:

@@ -31,6 +31,7 @@ procedure (tests/test_sequential.py a small version).
 Pure arithmetic over numpy (scipy through stats, where used); no files: reading/results.py reads the runs and
 search/seeds/sweeper.py launches them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -62,19 +63,25 @@ def check_settings(s: Settings, k: int) -> None:
     for key in ("min_seeds", "max_seeds"):
         value = getattr(s, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise ValueError(f"hydra.sweeper.{key}={value!r}: use a whole number >= 2 (one seed cannot tell a "
-                             "difference from seed noise)")
+            raise ValueError(
+                f"hydra.sweeper.{key}={value!r}: use a whole number >= 2 (one seed cannot tell a "
+                "difference from seed noise)"
+            )
     if s.max_seeds < s.min_seeds:
         raise ValueError(f"hydra.sweeper.max_seeds={s.max_seeds} is below min_seeds={s.min_seeds}")
     if s.max_runs is not None:
         if isinstance(s.max_runs, bool) or not isinstance(s.max_runs, int) or s.max_runs < k * s.min_seeds:
-            raise ValueError(f"hydra.sweeper.max_runs={s.max_runs!r}: the first round alone is {k} configurations "
-                             f"x {s.min_seeds} seeds = {k * s.min_seeds} runs; use at least that, or null")
+            raise ValueError(
+                f"hydra.sweeper.max_runs={s.max_runs!r}: the first round alone is {k} configurations "
+                f"x {s.min_seeds} seeds = {k * s.min_seeds} runs; use at least that, or null"
+            )
     if isinstance(s.alpha, bool) or not isinstance(s.alpha, (int, float)) or not 0 < s.alpha < 1:
         raise ValueError(f"hydra.sweeper.alpha={s.alpha!r}: use a family-wise error rate strictly between 0 and 1")
     if k < 2:
-        raise ValueError(f"hydra/sweeper=seeds with {k} configuration: it allocates seeds between configurations; "
-                         "sweep at least two (reward_mix=format,correct)")
+        raise ValueError(
+            f"hydra/sweeper=seeds with {k} configuration: it allocates seeds between configurations; "
+            "sweep at least two (reward_mix=format,correct)"
+        )
 
 
 def budgets(min_seeds: int, max_seeds: int, alpha: float) -> dict[int, float]:
@@ -121,8 +128,13 @@ def stack_arrays(cells: Sequence[Sequence[Any]]) -> tuple[np.ndarray, float | No
     return np.asarray(cells, float), None
 
 
-def plan(k: int, settings: Settings, outcome: Callable[[int, int], Any], direction: str = "maximize",
-         stack: Callable = stack_arrays) -> Plan:
+def plan(
+    k: int,
+    settings: Settings,
+    outcome: Callable[[int, int], Any],
+    direction: str = "maximize",
+    stack: Callable = stack_arrays,
+) -> Plan:
     """Replay the design from the runs that exist: ``outcome(c, i)`` is configuration c's run of seed index i as
     ``stack`` takes it, None when it has not finished, RUN_FAILED when it failed. The same runs always give the same
     plan, so the sweep needs no state of its own: a killed driver run again continues where the runs are."""
@@ -158,8 +170,11 @@ def plan(k: int, settings: Settings, outcome: Callable[[int, int], Any], directi
         if not still:
             states[leader].stop, states[leader].look, states[leader].leader = ALL_DECIDED, n, leader
             return out
-        reason = MAX_SEEDS if n == settings.max_seeds else (
-            BUDGET if out.runs + len(still) + 1 > settings.budget(k) else None)
+        reason = (
+            MAX_SEEDS
+            if n == settings.max_seeds
+            else (BUDGET if out.runs + len(still) + 1 > settings.budget(k) else None)
+        )
         if reason:
             for c in [leader, *still]:
                 states[c].stop, states[c].look, states[c].leader = reason, n, leader
@@ -170,6 +185,7 @@ def plan(k: int, settings: Settings, outcome: Callable[[int, int], Any], directi
 
 
 # --- the verdicts, on test, once --------------------------------------------------------------------------------
+
 
 @dataclass
 class Verdict:
@@ -185,8 +201,15 @@ class Verdict:
     alpha: float  # the look's budget (validation's level)
 
 
-def verdicts(p: Plan, k: int, settings: Settings, val: Callable[[int, int], Any], test: Callable[[int, int], Any],
-             direction: str = "maximize", stack: Callable = stack_arrays) -> dict[int, Verdict]:
+def verdicts(
+    p: Plan,
+    k: int,
+    settings: Settings,
+    val: Callable[[int, int], Any],
+    test: Callable[[int, int], Any],
+    direction: str = "maximize",
+    stack: Callable = stack_arrays,
+) -> dict[int, Verdict]:
     """{configuration: Verdict} for every configuration with a look: stats.judge on test, at the sweep's alpha,
     confirmed by stats.judge on validation at the look's budget (what steered the seeds, so what the error is paid
     from), both against the look's leader. ``val``/``test(c, i)``: its run's outcomes as ``stack`` takes them."""
@@ -206,8 +229,7 @@ def verdicts(p: Plan, k: int, settings: Settings, val: Callable[[int, int], Any]
         alone = (on_test.se > 0) & (abs(on_test.delta) > on_test.crit * on_test.se)
         for c in here:
             row = active.index(c)
-            out[c] = Verdict(int(on_test.call[row]), on_test, row, bool(on_val.call[row]), bool(alone[row]),
-                             alphas[n])
+            out[c] = Verdict(int(on_test.call[row]), on_test, row, bool(on_val.call[row]), bool(alone[row]), alphas[n])
     return out
 
 

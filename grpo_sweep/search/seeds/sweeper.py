@@ -10,6 +10,7 @@ and trains nothing twice. With ``hydra.launcher.detach=true`` on SLURM it submit
 job that runs the same command again (``--dependency=afterany``): that job submits the next round, and so on.
 No torch here.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 from ...reading.stats import is_seed
 from ...run.files import write_json_atomic
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 class SeedsSweeperImpl(StrategySweeper):
     # its first round passes the gate before anything is written; every later round passes it in the launcher
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         from ...adapters.hydra import grid_jobs
         from ...launching.gate import plan_runs
 
@@ -42,22 +43,39 @@ class SeedsSweeperImpl(StrategySweeper):
             for argument in arguments:
                 key = argument.split("=", 1)[0].lstrip("+~")
                 if key == s.seed_key or (is_seed(key) and not key.startswith("hydra.")):
-                    raise ValueError(f"{argument}: hydra/sweeper=seeds picks the seeds ({s.seed_key}="
-                                      f"{s.first_seed}, {s.first_seed + 1}, ...); drop it (hydra.sweeper.first_seed "
-                                      "sets the first)")
+                    raise ValueError(
+                        f"{argument}: hydra/sweeper=seeds picks the seeds ({s.seed_key}="
+                        f"{s.first_seed}, {s.first_seed + 1}, ...); drop it (hydra.sweeper.first_seed "
+                        "sets the first)"
+                    )
             if not is_seed(str(s.seed_key)):
-                raise ValueError(f"hydra.sweeper.seed_key={s.seed_key!r}: its last dotted part must be `seed` "
-                                  "(e.g. trainer.seed)")
+                raise ValueError(
+                    f"hydra.sweeper.seed_key={s.seed_key!r}: its last dotted part must be `seed` (e.g. trainer.seed)"
+                )
             if isinstance(s.first_seed, bool) or not isinstance(s.first_seed, int):
                 raise ValueError(f"hydra.sweeper.first_seed={s.first_seed!r}: use a whole number")
             configs = grid_jobs(self.hydra_context.config_loader, list(arguments))
             settings = Settings(min_seeds=s.min_seeds, max_seeds=s.max_seeds, max_runs=s.max_runs, alpha=s.alpha)
             check_settings(settings, len(configs))
-            design = {"settings": {"min_seeds": settings.min_seeds, "max_seeds": settings.max_seeds,
-                                   "max_runs": settings.max_runs, "alpha": settings.alpha},
-                      "configs": configs, "seed_key": str(s.seed_key), "first_seed": int(s.first_seed)}
-            same_design(sweep_dir / SEEDS_FILE, read_json(sweep_dir / SEEDS_FILE), design,
-                        ("configs", "settings", "seed_key", "first_seed"), "a seeds sweep", "give another hydra.sweep.dir")
+            design = {
+                "settings": {
+                    "min_seeds": settings.min_seeds,
+                    "max_seeds": settings.max_seeds,
+                    "max_runs": settings.max_runs,
+                    "alpha": settings.alpha,
+                },
+                "configs": configs,
+                "seed_key": str(s.seed_key),
+                "first_seed": int(s.first_seed),
+            }
+            same_design(
+                sweep_dir / SEEDS_FILE,
+                read_json(sweep_dir / SEEDS_FILE),
+                design,
+                ("configs", "settings", "seed_key", "first_seed"),
+                "a seeds sweep",
+                "give another hydra.sweep.dir",
+            )
             first = [(c, i) for c in range(len(configs)) for i in range(settings.min_seeds)]
             jobs = self._jobs(design, first)
             if not (sweep_dir / SEEDS_FILE).exists():  # the first round, as the launcher will start it
@@ -65,9 +83,16 @@ class SeedsSweeperImpl(StrategySweeper):
         if self._dry_run_or_begin(sweep_dir, jobs):
             return []  # the launcher printed the first round's jobs; the later ones depend on its results
         write_json_atomic(sweep_dir / SEEDS_FILE, design)
-        log.info("seeds sweep: %d configurations, %d to %d seeds each, at most %d runs -> %s (continue it: the same "
-                 "command with hydra.sweep.dir=%s)", len(configs), settings.min_seeds, settings.max_seeds,
-                 settings.budget(len(configs)), sweep_dir, sweep_dir)
+        log.info(
+            "seeds sweep: %d configurations, %d to %d seeds each, at most %d runs -> %s (continue it: the same "
+            "command with hydra.sweep.dir=%s)",
+            len(configs),
+            settings.min_seeds,
+            settings.max_seeds,
+            settings.budget(len(configs)),
+            sweep_dir,
+            sweep_dir,
+        )
         returns = []
         if self.config.hydra.launcher.get("detach"):
             from ...launching.submit import record_lost_jobs
@@ -84,14 +109,19 @@ class SeedsSweeperImpl(StrategySweeper):
             # and the run itself, a killed one resumes from its checkpoint
             round_ = plan.round
             first_num = plan.runs - len(round_)
-            log.info("seeds sweep: round of %d run(s) (%s)", len(round_), ", ".join(
-                f"{adaptive.labels[c]} seed {adaptive.seed(i)}" for c, i in round_))
+            log.info(
+                "seeds sweep: round of %d run(s) (%s)",
+                len(round_),
+                ", ".join(f"{adaptive.labels[c]} seed {adaptive.seed(i)}" for c, i in round_),
+            )
             jobs = self._jobs(design, round_)
             if self.config.hydra.launcher.get("detach"):
                 returns += self.launcher.launch(jobs, initial_job_idx=first_num)
                 self._follow_up(sweep_dir)
                 return returns
-            returns += self.launch(jobs, first_num, "a run of the seeds sweep")  # one that died: the design sees it failed
+            returns += self.launch(
+                jobs, first_num, "a run of the seeds sweep"
+            )  # one that died: the design sees it failed
             again = STRATEGY.design(STRATEGY.read(sweep_dir)).plan
             if again.todo == plan.todo:  # nothing new finished (every run of the round failed to start): stop
                 log.error("seeds sweep: the round's runs did not finish; the same command tries them again")
@@ -117,8 +147,15 @@ class SeedsSweeperImpl(StrategySweeper):
         argv = [sys.executable, *sys.argv]
         if not any(a.startswith("hydra.sweep.dir=") for a in argv):
             argv.append(f"hydra.sweep.dir={sweep_dir.resolve()}")
-        command = ["sbatch", "--parsable", "--job-name=seeds-driver", "--ntasks=1", "--cpus-per-task=1",
-                   f"--output={sweep_dir.resolve()}/driver-%j.log", f"--chdir={Path.cwd()}"]
+        command = [
+            "sbatch",
+            "--parsable",
+            "--job-name=seeds-driver",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            f"--output={sweep_dir.resolve()}/driver-%j.log",
+            f"--chdir={Path.cwd()}",
+        ]
         if ids:
             command.append(f"--dependency=afterany:{':'.join(i.split('_')[0] for i in ids)}")
         if params.get("partition"):
@@ -130,7 +167,9 @@ class SeedsSweeperImpl(StrategySweeper):
         out = subprocess.run(command, capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError(f"sbatch of the next round's driver failed: {out.stderr.strip() or out.stdout.strip()}")
-        print(f"The next round is decided by job {out.stdout.strip()} once these jobs end (it runs this command "
-              f"again); the sweep ends when a round leaves nothing open: python -m grpo_sweep.sweeps.status "
-              f"{sweep_dir}", flush=True)
-
+        print(
+            f"The next round is decided by job {out.stdout.strip()} once these jobs end (it runs this command "
+            f"again); the sweep ends when a round leaves nothing open: python -m grpo_sweep.sweeps.status "
+            f"{sweep_dir}",
+            flush=True,
+        )
