@@ -1,7 +1,8 @@
 """Score the answer corpus (tests/answer_corpus.py) with `correct` and `boxed`: misses by form, and the time taken.
 
     python -m bench.answer_corpus                      # this checkout's rewards
-    python -m bench.answer_corpus --code /tmp/base     # another checkout's (e.g. `git archive <commit> | tar -x -C /tmp/base`)
+    python -m bench.answer_corpus --code /tmp/base     # another checkout's
+                                                       # (e.g. `git archive <commit> | tar -x -C /tmp/base`)
 
 `correct` gets each answer inside <answer> (alone and after a <think> block); `boxed` gets each box-bearing row as
 written and each one-span row with its span boxed, after a line of reasoning (as tests/test_answer_corpus.py does).
@@ -86,7 +87,8 @@ def main() -> None:
                 for f, t in found:
                     print(f"    {kind} [{f}] {t!r}")
     print(
-        f"scoring time (helper warm, comparison cache cleared): {elapsed:.2f} s for {len(got_correct) + len(got_boxed)} completions"
+        f"scoring time (helper warm, comparison cache cleared): {elapsed:.2f} s for "
+        f"{len(got_correct) + len(got_boxed)} completions"
     )
     from grpo_sweep.rewards.mathcheck import one_answer
 
@@ -96,7 +98,8 @@ def main() -> None:
         for text in answers:
             one_answer(text)
     print(
-        f"mathcheck.one_answer: {(time.perf_counter() - start) / (50 * len(answers)) * 1e6:.1f} us per answer (50 x {len(answers)})"
+        f"mathcheck.one_answer: {(time.perf_counter() - start) / (50 * len(answers)) * 1e6:.1f} us per answer "
+        f"(50 x {len(answers)})"
     )
     crafted = {  # 500 characters each (the longest answer read): nesting, unpaired markers, many tokens
         "$1 ": 166,

@@ -82,7 +82,8 @@ def main() -> None:
         cases.append((name, [*common, f"data.path={tmp / path}"]))
     print(f"{args.rows} rows ({(tmp / 'one.jsonl').stat().st_size / 1e6:.1f} MB as jsonl), {args.shards} shards\n")
     print(
-        "| data | splits (train / validation / test) | precheck_files (s) | load_splits, first (s) | load_splits, again (s) |"
+        "| data | splits (train / validation / test) | precheck_files (s) | load_splits, first (s) | "
+        "load_splits, again (s) |"
     )
     print("|---|---|---|---|---|")
     for name, overrides in cases:

@@ -85,13 +85,15 @@ def main(argv: list[str] | None = None) -> None:
     parser(__doc__).parse_args(argv)
     rows = {recipe.split("=", 1)[1]: estimate(compose([recipe])) for recipe in RECIPES}
     lines = [
-        "| recipe | generations (val looks x prompts + test) | tokens at most | engine | estimate | on rank 0's HF generate |",
+        "| recipe | generations (val looks x prompts + test) | tokens at most | engine | estimate | "
+        "on rank 0's HF generate |",
         "|---|---|---|---|---|---|",
     ]
     for name, row in rows.items():
         p = row["prompts"]
         lines.append(
-            f"| `{name}` | {row['generations']:,} ({p['validation_looks']} x {p['validation'] // p['validation_looks']} "
+            f"| `{name}` | {row['generations']:,} ({p['validation_looks']} x "
+            f"{p['validation'] // p['validation_looks']} "
             f"+ {p['test_greedy']:,} greedy + {p['test_sampled']:,} sampled) | {row['token_bound'] / 1e6:.1f} M | "
             f"{row['engine']} ({row['vllm_gpus']} GPU{'s' if row['vllm_gpus'] > 1 else ''}) | "
             f"~{row['estimated_min']} min | ~{row['hf_generate_min']} min |"

@@ -11,9 +11,9 @@ outcomes; a run's test accuracy varies by ~0.03 over seeds), for 3, 5 and 10 con
   - ``old``: the comparison before (rank by the per-run accuracy, paired t against the best mean, n-1 df, 95 %);
   - ``questions``: stats.compare with per-question test outcomes, ranked on validation;
   - ``summary``: stats.compare with per-run test accuracies only (no per-question files), binomial floor;
-  - the same on ``SEEDS`` noise (a run's own luck ~60 % of its variance, per-run sd ~0.036), on the issue's summary-only null
-    (objectives ~ N(0.6, 0.03) rounded to 1/64; ranking and verdict on the same value), and with one configuration
-    collapsed (every answer wrong: false verdicts among the others).
+  - the same on ``SEEDS`` noise (a run's own luck ~60 % of its variance, per-run sd ~0.036), on the issue's
+    summary-only null (objectives ~ N(0.6, 0.03) rounded to 1/64; ranking and verdict on the same value), and with
+    one configuration collapsed (every answer wrong: false verdicts among the others).
 - ``power``: one configuration truly 0.25 lower (3 seeds) or 0.10 lower (5 seeds) in mean accuracy: the share of
   sweeps where it gets ``worse``.
 - ``check``: ``--check`` sweeps per cell run through stats.compare itself (RunRecord per run, per-question dicts),
@@ -172,7 +172,8 @@ def markdown(result: dict) -> str:
         "Built-in-task-like noise (per-run test accuracy sd ~0.03). `old`: before (paired t vs the best, no "
         "correction); `questions`: now, per-question outcomes; `summary`: now, per-run accuracies only "
         "(binomial floor); `issue`: the issue's N(0.6, 0.03) rounded to 1/64; `seeds noise`: a run's own luck "
-        "is ~60 % of its variance (~30 % above); `collapsed`: one configuration answers nothing right, false verdicts among the others.",
+        "is ~60 % of its variance (~30 % above); `collapsed`: one configuration answers nothing right, "
+        "false verdicts among the others.",
         "",
         "| configs x seeds | per-run sd | old | questions | summary | issue old | issue summary | "
         "seeds-noise old | seeds-noise questions | seeds-noise summary | collapsed questions |",

@@ -8,8 +8,8 @@ Each storage is opened exactly as the workers of ``hparams_search=*`` open it (g
 ``open_storage(resolve_url(...), heartbeat_interval, grace_period)``), and each worker runs what
 grpo_sweep/search/optuna/worker.py runs: ``study.optimize`` on ``adapters.optuna.load_budgeted_study`` (the trial count
 and the next trial's creation under one lock file; ``--budget callback``: Optuna's ``MaxTrialsCallback(n_trials,
-states=None)`` instead, as before) and a seeded TPE sampler with ``constant_liar``. The objective is a 2-D quadratic plus a ``--sleep`` (10 ms), so what is
-measured is the framework and the storage:
+states=None)`` instead, as before) and a seeded TPE sampler with ``constant_liar``. The objective is a 2-D
+quadratic plus a ``--sleep`` (10 ms), so what is measured is the framework and the storage:
 
 - lost or duplicated trials: every trial number once, 0..N-1; every value a worker returned is in the storage as
   COMPLETE with that value, and no COMPLETE trial that no worker returned;
@@ -184,7 +184,7 @@ def run_one(kind: str, args: argparse.Namespace) -> dict:
     pending = {p.pid: p for p in procs}
     codes = {}
     while pending or (failed_after is None and victim_trial is not None):
-        for pid, proc in list(pending.items()):
+        for pid, _proc in list(pending.items()):
             got, status, usage = os.wait4(pid, os.WNOHANG)
             if got:
                 codes[pid] = os.waitstatus_to_exitcode(status)

@@ -1,7 +1,8 @@
 """Time the answer rewards and the lenient extractor on pathological layouts, at two sizes, to show the cost grows
 linearly (the tests check what they return; how long they take is measured here).
 
-    python -m bench.pathological_inputs            # prints a table; --json writes bench/results/pathological_inputs.json
+    python -m bench.pathological_inputs            # prints a table;
+                                                   # --json writes bench/results/pathological_inputs.json
 
 A ratio near 2 when the input doubles is linear; near 4 quadratic.
 """

@@ -5,9 +5,9 @@
 
 Each synthetic sweep is laid out like a Hydra multirun: ``<sweep>/<i>/`` holding the real run's ``.hydra/``
 (config.yaml, hydra.yaml; overrides.yaml rewritten), its ``summary.json`` with the run's overrides and varied
-objective, validation and test accuracy and rewards, and its ``metrics.jsonl`` stretched to ``--steps`` logged steps (the real
-rows repeated with their step and reward values changed). Overrides: 4 reward mixes x 4 LoRA ranks x 5 learning
-rates x as many seeds as needed (80 configurations). About 1 % of the runs failed, one is still running (no
+objective, validation and test accuracy and rewards, and its ``metrics.jsonl`` stretched to ``--steps`` logged steps
+(the real rows repeated with their step and reward values changed). Overrides: 4 reward mixes x 4 LoRA ranks x 5
+learning rates x as many seeds as needed (80 configurations). About 1 % of the runs failed, one is still running (no
 summary), one has a half-written summary.json: the bad input a real sweep has.
 
 Each command runs in a fresh process; wall time and peak RSS come from os.wait4 on that process. Results are added

@@ -15,7 +15,7 @@ from grpo_sweep.rewards import REWARDS
 def completions(n: int, seed: int = 0) -> tuple[list, list[str], list[list[int]]]:
     rng = random.Random(seed)
     texts, truths = [], []
-    for i in range(n):
+    for _ in range(n):
         a, b = rng.randint(1, 99), rng.randint(1, 99)
         answer = rng.choice([str(a + b), str(a + b + 1), f"\\frac{{{2 * (a + b)}}}{{2}}", "unsure"])
         body = f"<think>\n{a} + {b} means adding {a} and {b}.\n</think>\n<answer>\n{answer}\n</answer>\n"

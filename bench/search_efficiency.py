@@ -15,9 +15,10 @@ bench_space.yaml's settings), the same TPE without the pruner (what pruning adds
 without pruning. The pruner reads the cached validation curve of the trial's first replica, as the
 worker's pruning does (on the whole validation split, where a live probe reads prune_eval_samples of it).
 Trials follow the worker's rules: a configuration drawn again gets its next cached seeds and the mean over all of
-them; a repeat of a pruned configuration is pruned at no cost. Time to target: the trial-steps spent until the configuration the search would pick (the best
-mean over its seeds so far) has a grid mean (over all cached seeds) within 95 % of the grid's best. Reported: the
-median and interquartile range of that over the sampler seeds, and how many never reached it within the budget.
+them; a repeat of a pruned configuration is pruned at no cost. Time to target: the trial-steps spent until the
+configuration the search would pick (the best mean over its seeds so far) has a grid mean (over all cached seeds)
+within 95 % of the grid's best. Reported: the median and interquartile range of that over the sampler seeds, and how
+many never reached it within the budget.
 """
 
 from __future__ import annotations

@@ -170,8 +170,8 @@ def uncorrected_verdicts(values: np.ndarray, confidence: float = 0.95) -> Verdic
 
 @dataclass
 class Adaptive:
-    """``hydra/sweeper=seeds`` (search/seeds/sequential.py) over a batch of simulated sweeps: per sweep, the runs it used
-    and its calls, each (configuration, its look's leader, -1 worse / +1 better)."""
+    """``hydra/sweeper=seeds`` (search/seeds/sequential.py) over a batch of simulated sweeps: per sweep, the runs it
+    used and its calls, each (configuration, its look's leader, -1 worse / +1 better)."""
 
     runs: np.ndarray  # (sweeps,)
     calls: list[list[tuple[int, int, int]]]

@@ -3,7 +3,8 @@
     python -m bench.slurm          # prints the numbers, writes bench/results/slurm.json
 
 - compose + validate one config (in process, after imports; and `python launch.py --cfg job` as a process)
-- submitting a 32-run sweep (detached, held in the queue, then cancelled; median of 5) and whether torch & co. were imported
+- submitting a 32-run sweep (detached, held in the queue, then cancelled; median of 5) and whether torch & co. were
+  imported
 - the 4-run grid (tiny CPU settings) through SLURM against the same grid with the local launcher
 - preemption: from `scancel --signal=USR2` to the run resuming from its checkpoint in the same run dir
 """
@@ -146,7 +147,9 @@ def preemption(tmp: Path) -> dict:
     resume = json.loads((run_dir / "resumes.jsonl").read_text().splitlines()[0])
     while not (run_dir / "summary.json").exists():
         time.sleep(0.5)
-    steps = [json.loads(l)["step"] for l in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in l]
+    steps = [
+        json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"reward"' in line
+    ]
     return {
         "signal_to_job_running_again_s": round(running_again - signalled, 1) if running_again else None,
         "signal_to_training_resumed_s": round(resume["time"] - signalled, 1),

@@ -65,7 +65,7 @@ def grid(n: int) -> list[str]:
     ]
 
 
-PROBE = """
+PROBE = f"""
 import json, os, runpy, sys
 sys.argv = ["launch.py", *json.loads(os.environ["BENCH_ARGS"])]
 code = 0
@@ -75,8 +75,8 @@ except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
     if not isinstance(exc.code, (int, type(None))):
         print(exc.code, file=sys.stderr)
-print("PROBE " + json.dumps({"code": code, "heavy": [m for m in %r if m in sys.modules]}))
-""" % (HEAVY,)
+print("PROBE " + json.dumps({{"code": code, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
 
 
 def submit(args: list[str], env: dict, cwd: Path, code: Path) -> tuple[dict, str]:

@@ -3,8 +3,9 @@
     PYTHONPATH=<dir with unsloth + unsloth_zoo> python -m bench.unsloth_cpu
 
 Prints and writes bench/results/unsloth_cpu.json: the size of the two packages, `import unsloth` time, the
-wall time of the same short GRPO run (bench._common.SHORT_RUN, the tests' settings then) with each backend, `python -m grpo_sweep.run.generate`
-on the unsloth run, and compose + validate of experiment=walkthrough_llama8b (must stay light: no torch).
+wall time of the same short GRPO run (bench._common.SHORT_RUN, the tests' settings then) with each backend,
+`python -m grpo_sweep.run.generate` on the unsloth run, and compose + validate of experiment=walkthrough_llama8b
+(must stay light: no torch).
 Each number is one process, timed from outside; the load average is recorded since the machine is shared.
 """
 
@@ -39,7 +40,8 @@ def main() -> int:
     tests_environment()
     if importlib.util.find_spec("unsloth") is None:
         print(
-            "unsloth is not importable: pip install --no-deps --target DIR unsloth==2026.10.9 unsloth_zoo==2026.10.9; PYTHONPATH=DIR"
+            "unsloth is not importable: pip install --no-deps --target DIR unsloth==2026.10.9 "
+            "unsloth_zoo==2026.10.9; PYTHONPATH=DIR"
         )
         return 2
     out: dict = {"load_average_before": os.getloadavg(), "cpus": os.cpu_count()}

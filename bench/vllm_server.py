@@ -58,7 +58,10 @@ def main() -> None:
                     pass
             except ServerError:
                 failures.append(time.perf_counter() - started)
-    ms = lambda xs: round(1000 * statistics.median(xs), 1)
+
+    def ms(xs):
+        return round(1000 * statistics.median(xs), 1)
+
     record(
         "vllm_server",
         {

@@ -75,7 +75,10 @@ def interrupted(context: RunContext) -> NoReturn:
             "continues it from its last checkpoint"
         )
     else:
-        line = f"interrupted; the same command with hydra.run.dir={context.run_dir} continues the run from its last checkpoint"
+        line = (
+            f"interrupted; the same command with hydra.run.dir={context.run_dir} continues the run from its last "
+            "checkpoint"
+        )
     print(f"grpo-sweep: {line}", file=sys.stderr)
     raise SystemExit(INTERRUPTED) from None
 

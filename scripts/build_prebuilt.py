@@ -7,8 +7,9 @@
 The warm start is chaotic under float rounding: another CPU type builds another model from the same recipe. The
 package therefore ships the weights (a few hundred KB) and a record of what they are (``build.json``: the recipe's
 cache name, what it was made from, which ``models.shipped_warm_start`` matches a run's config against, and the
-weights' sha256). Every machine then starts the main job from bit-identical weights. ``--check`` tells whether this machine's build is the same
-model (it is on the machine that built it; on another CPU type it need not be, which is why the file ships).
+weights' sha256). Every machine then starts the main job from bit-identical weights. ``--check`` tells whether this
+machine's build is the same model (it is on the machine that built it; on another CPU type it need not be, which is
+why the file ships).
 """
 
 from __future__ import annotations

@@ -929,12 +929,14 @@ def main(argv=None) -> int:
             }.get(check) or (
                 f"python -m grpo_sweep.run.generate on the {check[4:]} run"
                 if check.startswith("cli-")
-                else f"train with backend={check}: step time, generation tokens/s, peak GPU memory (NVML), LoRA round trip"
+                else f"train with backend={check}: step time, generation tokens/s, peak GPU memory (NVML), "
+                "LoRA round trip"
             )
             print(f"gpu_check: would run {check} (budget {seconds} s): {what}")
         for name in backends:
             print(
-                f"gpu_check:   {name} overrides: {' '.join(overrides(name, work / model_name(dry_run), steps, dry_run))}"
+                f"gpu_check:   {name} overrides: "
+                f"{' '.join(overrides(name, work / model_name(dry_run), steps, dry_run))}"
             )
         for name, why in skipped.items():
             print(f"gpu_check: would skip {name}: {why}")

@@ -6,8 +6,8 @@ parenthesised remarks, fractions, decimals, negatives, symbolic answers), plus r
 tests (huggingface/Math-Verify at 5d148cfaaf99214c2e4ffb4bc497ab042c592a7a, tests/test_all.py; `source` names the
 test and index), the table of issue 23 §1, and issue 32's two classes, each in many forms, right and wrong: a
 currency amount that ends a plain sentence (`The total is $18.`) and a number restated in words in parentheses
-(`18 (eighteen)`, `eighteen (18)`; `18 (twenty)` names another value). Right rows (`correct` 1) and wrong ones (0: an off-by-one value, a
-wrong magnitude, two values, a hedge, a list, an operation left to do) are about half and half.
+(`18 (eighteen)`, `eighteen (18)`; `18 (twenty)` names another value). Right rows (`correct` 1) and wrong ones (0:
+an off-by-one value, a wrong magnitude, two values, a hedge, a list, an operation left to do) are about half and half.
 
 Each row: (form, answer, truth, correct, boxed, source).
 - ``answer`` is what the model puts inside ``<answer>…</answer>``; `tests/test_answer_corpus.py` scores it with

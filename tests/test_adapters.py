@@ -320,9 +320,14 @@ def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypa
 
     lines = {
         "lora.r=two": "Error merging override lora.r=two: Value 'two' of type 'str' could not be converted to Integer",
-        "lora.rr=3": "Could not override 'lora.rr': Key 'rr' not in 'LoraConfig'; To append to your config use +lora.rr=3",
+        "lora.rr=3": (
+            "Could not override 'lora.rr': Key 'rr' not in 'LoraConfig'; To append to your config use +lora.rr=3"
+        ),
         "lora=nope": "In 'config': Could not find 'lora/nope'; options: default, none, wide",
-        "lora.r=[": "lora.r=[: no viable alternative at input '['; See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details",
+        "lora.r=[": (
+            "lora.r=[: no viable alternative at input '['; See "
+            "https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details"
+        ),
     }
     with one_line_errors("grpo-sweep: "):
         for override, line in lines.items():
@@ -372,7 +377,8 @@ def test_transformers_trainer_loads_a_checkpoint_and_a_scheduler_keeps_its_last_
 
 def test_no_private_api_of_another_library_outside_adapters():
     """Another library's underscored attribute, getattr name or module is used only in grpo_sweep/adapters/, behind a
-    guard test above. An underscored name that grpo-sweep defines itself (a function, an attribute it sets) is its own."""
+    guard test above. An underscored name that grpo-sweep defines itself (a function, an attribute it sets) is its
+    own."""
     import ast
 
     from .conftest import ROOT

@@ -358,11 +358,13 @@ def test_the_lifecycle_check_finds_a_second_lifecycle():
     modules = module_files(ROOT)
     worker = (
         "from ...run.train import train\nfrom ...run.results import record_failure as rf\n"
-        "def go(cfg, ctx):\n    try:\n        train(cfg, ctx)\n    except Exception:\n        rf(ctx.run_dir, 'x', [])\n"
+        "def go(cfg, ctx):\n    try:\n        train(cfg, ctx)\n    except Exception:\n"
+        "        rf(ctx.run_dir, 'x', [])\n"
     )
     assert lifecycle_problems({"grpo_sweep.search.optuna.worker": worker}, modules) == [
         "grpo_sweep.search.optuna.worker calls grpo_sweep.run.train.train: a run's lifecycle is run/lifecycle.run_one",
-        "grpo_sweep.search.optuna.worker calls grpo_sweep.run.results.record_failure: a run's lifecycle is run/lifecycle.run_one",
+        "grpo_sweep.search.optuna.worker calls grpo_sweep.run.results.record_failure: a run's lifecycle is "
+        "run/lifecycle.run_one",
         "grpo_sweep.search.optuna.worker imports grpo_sweep.run.train: it reaches training through run_one",
     ]
 

@@ -126,7 +126,10 @@ def test_cannot_read_the_parents_secrets(monkeypatch):
 
 
 def test_sees_only_its_own_processes():
-    program = "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\ndef add(a, b): return a + b if len(pids) > 3 else None"
+    program = (
+        "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "def add(a, b): return a + b if len(pids) > 3 else None"
+    )
     assert code_reward(completions=[fenced(program)], tests=[ADD]) == [0.0]
 
 

@@ -99,7 +99,10 @@ with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
                 pass
 print(*sorted(hit.decode() for hit in found))
 """
-ALWAYS_EQUAL = "class A:\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __bool__ = lambda s: True\n    __hash__ = object.__hash__\n"
+ALWAYS_EQUAL = (
+    "class A:\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __bool__ = lambda s: True\n"
+    "    __hash__ = object.__hash__\n"
+)
 
 # name: (program, tests). Each earns 0.
 ATTACKS = {
@@ -116,7 +119,8 @@ ATTACKS = {
     "list subclass __eq__": ("class L(list):\n    __eq__ = lambda s, o: True\ndef pair(x): return L()", PAIR),
     "dict subclass __eq__": ("class D(dict):\n    __eq__ = lambda s, o: True\ndef freq(s): return D()", FREQ),
     "fake __class__ claims int": (
-        "class F:\n    __class__ = property(lambda s: int)\n    __eq__ = lambda s, o: True\n    __hash__ = object.__hash__\ndef add(a, b): return F()",
+        "class F:\n    __class__ = property(lambda s: int)\n    __eq__ = lambda s, o: True\n"
+        "    __hash__ = object.__hash__\ndef add(a, b): return F()",
         ADD,
     ),
     "shadow set() used by the test": ("def set(*a): return 1\ndef common(a, b): return []", COMMON[:1]),
@@ -147,7 +151,8 @@ ATTACKS = {
     ),
     "forge the report with the token from frames": (FORGE_VIA_FRAMES, ADD),
     "caller's constants as an oracle": (
-        "import sys\ndef fib(n):\n    consts = sys._getframe(1).f_code.co_consts\n    return [c for c in consts if isinstance(c, int) and c != n][-1]",
+        "import sys\ndef fib(n):\n    consts = sys._getframe(1).f_code.co_consts\n"
+        "    return [c for c in consts if isinstance(c, int) and c != n][-1]",
         FIB,
     ),
     "tests from the harness's frames (stdio)": (PAYLOAD_VIA_FRAMES, STDIO),
@@ -158,7 +163,8 @@ ATTACKS = {
         STDIO,
     ),
     "atexit and __del__ print a pass": (
-        "import atexit, os\natexit.register(lambda: os.write(1, b'[true, true, true]\\n'))\nclass D:\n    def __del__(self): print('passed')\nd = D()\ndef add(a, b): return -99",
+        "import atexit, os\natexit.register(lambda: os.write(1, b'[true, true, true]\\n'))\nclass D:\n"
+        "    def __del__(self): print('passed')\nd = D()\ndef add(a, b): return -99",
         ADD,
     ),
     "cyclic value": ("def add(a, b):\n    x = []\n    x.append(x)\n    return x", ADD),
@@ -168,7 +174,8 @@ ATTACKS = {
     ),
     "fork bomb": ("import os\nwhile True:\n    os.fork()", ADD),
     "catch the timeout, return garbage": (
-        "def add(a, b):\n    try:\n        while True:\n            pass\n    except BaseException:\n        return None",
+        "def add(a, b):\n    try:\n        while True:\n            pass\n    except BaseException:\n"
+        "        return None",
         ADD,
     ),
     "ignore SIGALRM and loop": (
@@ -351,7 +358,8 @@ def test_a_user_other_than_root_sees_the_same_minimal_root(dataset):
     script = (
         "import importlib.util, sys\n"
         f"spec = importlib.util.spec_from_file_location('sandbox', {str(ROOT / 'grpo_sweep/rewards/sandbox.py')!r})\n"
-        "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\nspec.loader.exec_module(sandbox)\n"
+        "sandbox = importlib.util.module_from_spec(spec)\nsys.modules['sandbox'] = sandbox\n"
+        "spec.loader.exec_module(sandbox)\n"
         f"tests = [f'assert seen({{path!r}}) == 0' for path in {paths!r}] + ['assert seen(\"/tmp\") == 2']\n"
         f"result = sandbox.execute({SEES!r}, tests, sandbox.Limits(timeout_s=5))\n"
         "print(result.status, result.passed, result.detail.strip().splitlines()[-1:])"
@@ -380,7 +388,9 @@ ROOT_ATTACKS = {
     "set the hostname (to itself)": "import socket\nsocket.sethostname(socket.gethostname())",
     "read a file only root may read": "open({secret!r}).read()",
     "signal a process of root's": "import os\nos.kill({pid}, 0)",
-    "fork past max_procs (16)": "import os, time\nfor _ in range(200):\n    if os.fork() == 0:\n        time.sleep(2)\n        os._exit(0)",
+    "fork past max_procs (16)": (
+        "import os, time\nfor _ in range(200):\n    if os.fork() == 0:\n        time.sleep(2)\n        os._exit(0)"
+    ),
 }
 
 

@@ -329,7 +329,8 @@ def test_training_names_a_bad_prompt_the_check_could_not_see(monkeypatch):
         (
             numbered(10),
             ["data.validation_size=5", "data.test_size=0.5"],
-            r"data.test_size=0.5 \(5 rows\) and data.validation_size=5 \(5 rows\) leave none of the 10 rows of data.path='.*d.jsonl' to train on",
+            r"data.test_size=0.5 \(5 rows\) and data.validation_size=5 \(5 rows\) leave none of the 10 rows of "
+            r"data.path='.*d.jsonl' to train on",
         ),
         (
             numbered(10),
@@ -391,7 +392,9 @@ def test_bad_directories_fail_clearly(tmp_path):
     datasets.DatasetDict(train=train, val=train, dev=train).save_to_disk(str(tmp_path / "two_val"))
     with pytest.raises(
         DataError,
-        match=r"has splits \['val', 'dev'\], each a validation split by its name; choose one with data.validation_split",
+        match=(
+            r"has splits \['val', 'dev'\], each a validation split by its name; choose one with data.validation_split"
+        ),
     ):
         precheck_files(file_cfg(tmp_path / "two_val"), False)
     datasets.DatasetDict(fit=train).save_to_disk(str(tmp_path / "no_train"))
@@ -407,7 +410,10 @@ def test_bad_directories_fail_clearly(tmp_path):
         precheck_files(file_cfg(tmp_path / "dict", f"data.test_path={test}"), False)
     with pytest.raises(
         DataError,
-        match=r"data.test_path='.*dict' is a saved DatasetDict \(splits \['train', 'test'\]\); point at one split's directory",
+        match=(
+            r"data.test_path='.*dict' is a saved DatasetDict \(splits \['train', 'test'\]\); point at one split's "
+            r"directory"
+        ),
     ):
         precheck_files(file_cfg(test, f"data.test_path={tmp_path / 'dict'}"), False)
 
@@ -460,7 +466,8 @@ def test_the_login_node_check_reads_directories_without_datasets(tmp_path):
     (tmp_path / "shards").mkdir()
     write_jsonl(tmp_path / "shards" / "a.jsonl", numbered(5))
     code = (
-        "import sys; sys.path.insert(0, '.'); from tests.conftest import compose; from grpo_sweep.run.validate import validate\n"
+        "import sys; sys.path.insert(0, '.'); from tests.conftest import compose; from grpo_sweep.run.validate "
+        "import validate\n"
         f"for p in {[str(tmp_path / 'saved'), str(tmp_path / 'shards')]!r}:\n"
         "    validate(compose(['data=file', 'data.path=' + p]))\n"
         "print('HEAVY', [m for m in ('datasets', 'torch', 'transformers', 'trl') if m in sys.modules])\n"

@@ -159,7 +159,7 @@ def test_unsloths_vllm_path_gets_every_setting_and_the_seed(fake_vllm, two_copie
 
     sampled = Decoding(max_new_tokens=9, temperature=0.8, top_p=0.95, seed=7)
     assert unsloth_backend.generate(EngineModel(), tokenizer, PROMPTS[:2], sampled) == [
-        "<%d>" % len(r) for r in trl_backend.chat_prompt_ids(tokenizer, PROMPTS[:2])
+        f"<{len(r)}>" for r in trl_backend.chat_prompt_ids(tokenizer, PROMPTS[:2])
     ]
     assert fake_vllm.made == [sampled.sampling_params()]
     assert fake_vllm.made[0] | {} == {

@@ -1,5 +1,5 @@
-"""The gate (grpo_sweep/launching/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs it,
-and the refusal is one line naming the bad value.
+"""The gate (grpo_sweep/launching/gate.py): a grid with one bad job starts no run, whichever launcher or sweeper runs
+it, and the refusal is one line naming the bad value.
 
 Nothing trains here: if the gate let the grid through, the good job would start training and leave a
 metrics.jsonl (or, under SLURM, a job script at the stand-in sbatch), which the tests look for.
@@ -264,7 +264,8 @@ def test_an_optuna_space_that_turns_vllm_on_starts_no_worker(tmp_path):
     conf = tmp_path / "conf" / "hparams_search"
     conf.mkdir(parents=True)
     (conf / "vllm_or_not.yaml").write_text(
-        "# @package _global_\ndefaults:\n  - override /hydra/sweeper: grpo_optuna\nhydra:\n  sweeper:\n    n_trials: 4\n"
+        "# @package _global_\ndefaults:\n  - override /hydra/sweeper: grpo_optuna\nhydra:\n  sweeper:\n"
+        "    n_trials: 4\n"
         "    params:\n      backend.fast_inference: {type: categorical, choices: [false, true]}\n"
     )
     out = run_launch(

@@ -54,7 +54,8 @@ def test_unsloths_extra_fields_are_the_ones_its_config_adds():
         (
             {"scale_reward": "batch"},
             "trl",
-            "trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; did you mean trainer.args.scale_rewards?",
+            "trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; did you mean "
+            "trainer.args.scale_rewards?",
         ),
         ({"num_generation": 4}, "trl", "did you mean trainer.num_generations?"),
         ({"epsilon": "high"}, "trl", "trainer.args.epsilon='high': GRPOConfig's epsilon takes float, not str"),

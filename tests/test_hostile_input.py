@@ -440,7 +440,8 @@ FILES: list[Case] = [
 def space(param: str, *overrides: str) -> Callable[[Path], list[str]]:
     """A study (hparams_search=bad, from {inputs}) whose space is the one parameter ``param`` (a YAML line)."""
     text = (
-        "# @package _global_\ndefaults:\n  - /hparams_search/common/study_dir\n  - override /hydra/sweeper: grpo_optuna\n"
+        "# @package _global_\ndefaults:\n  - /hparams_search/common/study_dir\n"
+        "  - override /hydra/sweeper: grpo_optuna\n"
         f"hydra:\n  sweeper:\n    study_name: bad\n    n_trials: 2\n    params:\n      {param}\n"
     )
     return with_file(
@@ -493,7 +494,8 @@ SEARCH: list[Case] = [
             "step 0",
             space("trainer.max_steps: {type: int, low: 2, high: 8, step: 0}"),
             Refused(
-                "hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 2, 'high': 8, 'step': 0}: step > 0 must hold"
+                "hydra.sweeper.params.trainer.max_steps={'type': 'int', 'low': 2, 'high': 8, 'step': 0}: step > 0 "
+                "must hold"
             ),
         )
     ),
@@ -661,21 +663,24 @@ TOP: list[Case] = [
         "distributed.nproc_per_node=two",
         args("distributed.nproc_per_node=two"),
         Refused(
-            "Error merging override distributed.nproc_per_node=two: Value 'two' of type 'str' could not be converted to Integer"
+            "Error merging override distributed.nproc_per_node=two: Value 'two' of type 'str' could not be "
+            "converted to Integer"
         ),
     ),
     (
         "distributed.nproc_per_node=1.5",
         args("distributed.nproc_per_node=1.5"),
         Refused(
-            "Error merging override distributed.nproc_per_node=1.5: Value '1.5' of type 'float' could not be converted to Integer"
+            "Error merging override distributed.nproc_per_node=1.5: Value '1.5' of type 'float' could not be "
+            "converted to Integer"
         ),
     ),
     (
         "trainer.max_steps=1e9",
         args("trainer.max_steps=1e9"),
         Refused(
-            "Error merging override trainer.max_steps=1e9: Value '1000000000.0' of type 'float' could not be converted to Integer"
+            "Error merging override trainer.max_steps=1e9: Value '1000000000.0' of type 'float' could not be "
+            "converted to Integer"
         ),
     ),
     (
@@ -687,7 +692,8 @@ TOP: list[Case] = [
         "unknown group option reward_mix=nope",
         args("reward_mix=nope"),
         Refused(
-            "Could not find 'reward_mix/nope'; options: correct, format, format_correct, format_then_correct, length, none, smoke"
+            "Could not find 'reward_mix/nope'; options: correct, format, format_correct, format_then_correct, "
+            "length, none, smoke"
         ),
     ),
     ("bad override syntax lora.r=[", args("lora.r=["), Refused("lora.r=[: no viable alternative at input '['")),

@@ -341,6 +341,7 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
     """One worker per GPU, each with its own CUDA_VISIBLE_DEVICES (set before torch could be imported); a worker
     that dies frees its GPU for the worker that replaces it. Fake GPU ids: the pinning needs no GPU."""
     from joblib.externals.loky import get_reusable_executor
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
 
     from grpo_sweep.launching import pool
 
@@ -362,7 +363,7 @@ def test_pool_pins_each_worker_to_its_own_gpu(tmp_path, monkeypatch):
         max_workers=2, kill_workers=True, initializer=pool.claim_gpu, initargs=(str(locks), ["7", "9"])
     )
     assert sorted(answers().values()) == ["7", "9"]  # two workers, two GPUs, no GPU twice
-    with pytest.raises(Exception):
+    with pytest.raises(TerminatedWorkerError):
         executor.submit(os._exit, 137).result()  # a worker dies: its lock goes with it
     executor = get_reusable_executor(
         max_workers=2, kill_workers=True, initializer=pool.claim_gpu, initargs=(str(locks), ["7", "9"])
@@ -398,11 +399,14 @@ def test_compose_runs_matches_hydra_composing_every_run():
         composes = []
         compose = loader.load_sweep_config
         loader.load_sweep_config = lambda m, o: composes.append(o) or compose(m, o)
+
         # a config holds until the next one is drawn: take what is compared as it comes
-        job = lambda cfg: OmegaConf.to_container(
-            OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True
-        )  # noqa: E731
-        seen = lambda cfg: (OmegaConf.to_container(cfg), job(cfg), cfg.hydra.sweep.dir, cfg.hydra.sweep.subdir)  # noqa: E731
+        def job(cfg):
+            return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+
+        def seen(cfg):
+            return (OmegaConf.to_container(cfg), job(cfg), cfg.hydra.sweep.dir, cfg.hydra.sweep.subdir)
+
         got = [seen(cfg) for cfg in compose_runs(loader, master, batch)]
         loader.load_sweep_config = compose
         want = [seen(loader.load_sweep_config(master, run)) for run in batch]

@@ -31,7 +31,7 @@ def prints_secrets(completions, **kwargs):
 
     print("using key", os.environ.get("MY_API_KEY"), "and", os.environ.get("WANDB_API_KEY"))
     print("judge at", os.environ.get("JUDGE_URL"), file=sys.stderr)
-    warnings.warn(f"key {os.environ.get('MY_API_KEY')} looks old")
+    warnings.warn(f"key {os.environ.get('MY_API_KEY')} looks old", stacklevel=1)
     logging.getLogger("careless_reward").info(
         "judge %s, key %s", os.environ.get("JUDGE_URL"), os.environ.get("MY_API_KEY")
     )

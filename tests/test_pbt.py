@@ -1,5 +1,5 @@
-"""Population-based training over reward weights and the learning rate (search/pbt/population.py, search/pbt/sweeper.py) and
-what it stands on: a run that pauses and goes on (trainer.pause_at_step), a resume that takes the config's
+"""Population-based training over reward weights and the learning rate (search/pbt/population.py, search/pbt/sweeper.py)
+and what it stands on: a run that pauses and goes on (trainer.pause_at_step), a resume that takes the config's
 learning rate, a run whose last step is in its checkpoint that does not train again."""
 
 from __future__ import annotations

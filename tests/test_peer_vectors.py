@@ -43,8 +43,8 @@ def first_box_to_answer(text: str) -> str:
     """TRL's `\\boxed{X}` answers as grpo-sweep's `<answer>X</answer>` (balanced braces)."""
     out, start = "", 0
     while (i := text.find("\\boxed{", start)) != -1:
-        depth, j = 0, i + len("\\boxed")
-        for j in range(j, len(text)):
+        depth = 0
+        for j in range(i + len("\\boxed"), len(text)):
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             if depth == 0:
                 break
@@ -58,7 +58,10 @@ def unbox(gold: str) -> str:
 
 
 # (vector id, reward) -> (grpo-sweep's expected value, why it differs from the peer). Listed in README.md too.
-APPROX = "an approximation is not an answer: `\\approx` is rejected by the one-answer rule (math-verify reads the value before it and ignores the rest)"
+APPROX = (
+    "an approximation is not an answer: `\\approx` is rejected by the one-answer rule (math-verify reads the value "
+    "before it and ignores the rest)"
+)
 DIFFERENCES: dict[tuple[str, str], tuple[float | None, str]] = {
     ("math_verify-test_string_extraction-9", "correct"): (
         0.0,
@@ -70,11 +73,13 @@ DIFFERENCES: dict[tuple[str, str], tuple[float | None, str]] = {
     ),
     ("math_verify-test_math_extraction_additional_cases-17", "boxed"): (
         0.0,
-        "two distinct boxes (the intermediate 200 and 255) are an answer of two parts, and the truth 10455 has one; Math-Verify prefers the later 'Final Answer: ... $10,455$'",
+        "two distinct boxes (the intermediate 200 and 255) are an answer of two parts, and the truth 10455 has "
+        "one; Math-Verify prefers the later 'Final Answer: ... $10,455$'",
     ),
     ("trl-test_accuracy_reward_unparsable_gold-0", "boxed"): (
         0.0,
-        "a word ground truth is compared as a normalised string, so it is judgeable; no \\boxed{} scores 0 (TRL: None, skip)",
+        "a word ground truth is compared as a normalised string, so it is judgeable; no \\boxed{} scores 0 (TRL: "
+        "None, skip)",
     ),
     ("trl-test_accuracy_reward_unparsable_gold-1", "boxed"): (
         0.0,
@@ -86,11 +91,13 @@ DIFFERENCES: dict[tuple[str, str], tuple[float | None, str]] = {
     ),
     ("trl-test_unparsable_gold_solution_yields_none_reward-0", "boxed"): (
         0.0,
-        "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' (TRL: None, skip)",
+        "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' "
+        "(TRL: None, skip)",
     ),
     ("trl-test_unparsable_gold_solution_yields_none_reward-0", "correct"): (
         0.0,
-        "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' (TRL: None, skip)",
+        "a word ground truth is compared as a normalised string; the digits 42 are not the words 'forty two' "
+        "(TRL: None, skip)",
     ),
     **{
         (f"math_verify-test_relations_math-{index}", reward): (0.0, APPROX)
@@ -99,19 +106,23 @@ DIFFERENCES: dict[tuple[str, str], tuple[float | None, str]] = {
     },
     ("math_verify-test_number_extraction-2", "correct"): (
         0.0,
-        "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), and math-verify adds spaced numbers (`12 13` is 25)",
+        "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), "
+        "and math-verify adds spaced numbers (`12 13` is 25)",
     ),
     ("math_verify-test_number_extraction-2", "boxed"): (
         0.0,
-        "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), and math-verify adds spaced numbers (`12 13` is 25)",
+        "a space is not read as a thousands separator: `1 000` is as likely the two answers 1 and 000 (`12 130`), "
+        "and math-verify adds spaced numbers (`12 13` is 25)",
     ),
     ("math_verify-test_number_extraction-12", "correct"): (
         0.0,
-        "a stray `$` after the number is malformed math (an unclosed span or a misplaced currency sign); the one-answer rule does not guess which",
+        "a stray `$` after the number is malformed math (an unclosed span or a misplaced currency sign); the "
+        "one-answer rule does not guess which",
     ),
     ("math_verify-test_latex_notation_math-6", "correct"): (
         0.0,
-        "a chained equation must have every side equal the answer; `f(-2)+f(-1)+f(0)` is an unknown function, not 14/3 (and a \\boxed{} inside an answer is a second answer)",
+        "a chained equation must have every side equal the answer; `f(-2)+f(-1)+f(0)` is an unknown function, not "
+        "14/3 (and a \\boxed{} inside an answer is a second answer)",
     ),
 }
 

@@ -264,9 +264,10 @@ def test_a_hub_reward_model_neither_cached_nor_reachable_is_one_line_naming_the_
     assert_one_line_refusal(
         out.stderr,
         (
-            "grpo-sweep: reward_mix.rm.model='org/some-reward-model' is not in the HF cache and the hub cannot be reached "
-            "from this machine: run this launch once on a machine that reaches the hub (it fetches "
-            "'org/some-reward-model' into the HF cache the nodes share, $HF_HOME), or use reward_mix.rm.model=<local dir>"
+            "grpo-sweep: reward_mix.rm.model='org/some-reward-model' is not in the HF cache and the hub cannot be "
+            "reached from this machine: run this launch once on a machine that reaches the hub (it fetches "
+            "'org/some-reward-model' into the HF cache the nodes share, $HF_HOME), or use reward_mix.rm.model=<local "
+            "dir>"
         ),
     )
     assert started_runs(tmp_path) == []

@@ -401,7 +401,8 @@ def test_any_group_is_searched_by_override():
     [
         (
             {"reward_mix": {"type": "categorical", "choices": ["format", "fromat"]}},
-            "^hydra.sweeper.params.reward_mix: 'fromat' is not an option of config group reward_mix \\(correct, format,",
+            "^hydra.sweeper.params.reward_mix: 'fromat' is not an option of config group reward_mix \\(correct, "
+            "format,",
         ),
         ({"lora": {"type": "float", "low": 0, "high": 1}}, "config group takes type categorical"),
         ({"trainer.args.scale_rewards.x": {"type": "categorical", "choices": [1]}}, "not a config key"),
@@ -700,7 +701,8 @@ def test_test_interval_counts_question_noise_when_seeds_agree():
     estimate = test_interval([20 / 64, 20 / 64], outcomes, 64)
     assert estimate["mean"] == pytest.approx(20 / 64)
     assert estimate["high"] - estimate["low"] > 0.15  # about +-0.11 for a proportion of 64 questions
-    # every question wrong on every seed: the bootstrap has no spread, the interval still has width (Wilson's, 8 questions)
+    # every question wrong on every seed: the bootstrap has no spread, the interval still has width (Wilson's, 8
+    # questions)
     estimate = test_interval([0.0], [{f"q{i}": 0.0 for i in range(8)}], 8)
     assert estimate["low"] == 0.0 and 0.3 < estimate["high"] < 0.4
     # questions judged None (no ground truth) are left out; a question only some seeds judged too

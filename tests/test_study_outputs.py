@@ -32,7 +32,7 @@ def _study(params, weights, overrides):
     from optuna.distributions import FloatDistribution
 
     study = optuna.create_study(direction="maximize")
-    for i, (u, w) in enumerate(zip(params, weights)):
+    for u, w in zip(params, weights):
         study.add_trial(
             optuna.trial.create_trial(
                 params={"simplex.xmlcount": u[0], "simplex.correct": u[1]},
@@ -96,8 +96,10 @@ def test_the_mix_an_hparams_search_file_picks_is_a_group_override_in_the_reprodu
     conf = tmp_path / "conf" / "hparams_search"
     conf.mkdir(parents=True)
     (conf / "mixed.yaml").write_text(
-        "# @package _global_\ndefaults:\n  - /hparams_search/common/study_dir\n  - override /hydra/sweeper: grpo_optuna\n"
-        "  - override /reward_mix: format_correct\nreward_mix:\n  plainint: {fn: tests.failing_rewards.flaky, weight: 1.0}\n"
+        "# @package _global_\ndefaults:\n  - /hparams_search/common/study_dir\n"
+        "  - override /hydra/sweeper: grpo_optuna\n"
+        "  - override /reward_mix: format_correct\nreward_mix:\n"
+        "  plainint: {fn: tests.failing_rewards.flaky, weight: 1.0}\n"
         "hydra:\n  sweeper:\n    study_name: mixed\n    n_trials: 0\n    reward_weights: {rewards: null}\n"
     )
     _study_file(tmp_path, "-m", "--config-dir", str(tmp_path / "conf"), "hparams_search=mixed")

@@ -123,9 +123,13 @@ def test_same_seed_same_run(tmp_path):
     cfg = compose(FAST + ["trainer.max_steps=3"])
     first = train(cfg, tmp_path / "a")
     second = train(cfg, tmp_path / "b")
-    strip = lambda rows: [
-        {k: v for k, v in r.items() if "time" not in k and "runtime" not in k and "per_second" not in k} for r in rows
-    ]  # noqa: E731
+
+    def strip(rows):
+        return [
+            {k: v for k, v in r.items() if "time" not in k and "runtime" not in k and "per_second" not in k}
+            for r in rows
+        ]
+
     assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
     assert first["test_rewards"] == second["test_rewards"]
 

@@ -1,4 +1,5 @@
-"""Every bad input docs/validation.md's "bad input → message" table lists fails before training, with one line naming it.
+"""Every bad input docs/validation.md's "bad input → message" table lists fails before training, with one line naming
+it.
 
 Each case is (id, setup, expected message). ``setup(tmp_path, monkeypatch)`` triggers the error; that
 table is these cases.
@@ -207,7 +208,8 @@ CASES = [
     (
         "custom reward needing a column the data lacks",
         bad(["+reward_mix.mine.fn=tests.reward_plugins.needs_answer"]),
-        "reward_mix.mine (tests.reward_plugins.needs_answer) needs column 'answer', which the train data lacks (columns: prompt, ground_truth); map a column to it with reward_mix.mine.columns.answer=ground_truth",
+        "reward_mix.mine (tests.reward_plugins.needs_answer) needs column 'answer', which the train data lacks "
+        "(columns: prompt, ground_truth); map a column to it with reward_mix.mine.columns.answer=ground_truth",
     ),
     (
         "custom reward needing a column a data file lacks",
@@ -225,12 +227,14 @@ CASES = [
             [{"prompt": "1+1?"}] * 3,
             ["+reward_mix.mine.fn=tests.reward_plugins.prefix_reward", "reward_mix.correct.weight=0"],
         ),
-        "but reward_mix.correct needs a ground truth; set data.ground_truth_column to the column that holds the answers, or drop it with ~reward_mix.correct (weight 0: it is only logged)",
+        "but reward_mix.correct needs a ground truth; set data.ground_truth_column to the column that holds the "
+        "answers, or drop it with ~reward_mix.correct (weight 0: it is only logged)",
     ),
     (
         "empty reward mix",
         bad(["reward_mix=none"]),
-        "reward_mix is empty; pick one of conf/reward_mix/ or add rewards (reward_mix=none +reward_mix.mine.fn=mypkg.rewards.my_reward)",
+        "reward_mix is empty; pick one of conf/reward_mix/ or add rewards (reward_mix=none "
+        "+reward_mix.mine.fn=mypkg.rewards.my_reward)",
     ),
     (
         "bad reward column mapping",
@@ -250,7 +254,8 @@ CASES = [
                 "+reward_mix.overlong.factory_args.max_completion_len=256",
             ]
         ),
-        "reward_mix.overlong.factory=trl.rewards.get_soft_overlong_punishment: missing a required argument: 'soft_punish_cache'",
+        "reward_mix.overlong.factory=trl.rewards.get_soft_overlong_punishment: missing a required argument: "
+        "'soft_punish_cache'",
     ),
     (
         "reward factory not returning a reward",
@@ -270,12 +275,16 @@ CASES = [
     (
         "a reward's tags the system prompt never asks for",
         bad(["reward_mix=unsloth_gsm8k"]),
-        "reward_mix.xmlcount (weight 0.5) scores tag <reasoning> (params.think_tag=reasoning), which data.system_prompt never mentions, so a model that follows the prompt cannot earn it; set data.system_prompt to one that asks for <reasoning>, or reward_mix.xmlcount.params.think_tag to the prompt's tag",
+        "reward_mix.xmlcount (weight 0.5) scores tag <reasoning> (params.think_tag=reasoning), which "
+        "data.system_prompt never mentions, so a model that follows the prompt cannot earn it; set "
+        "data.system_prompt to one that asks for <reasoning>, or reward_mix.xmlcount.params.think_tag to the "
+        "prompt's tag",
     ),
     (
         "an answer tag the system prompt never asks for",
         bad(["reward_mix=correct", "+reward_mix.correct.params.answer_tag=result"]),
-        "reward_mix.correct (weight 1) scores tag <result> (params.answer_tag=result), which data.system_prompt never mentions",
+        "reward_mix.correct (weight 1) scores tag <result> (params.answer_tag=result), which data.system_prompt "
+        "never mentions",
     ),
     (
         "accuracy reward unknown",
@@ -287,12 +296,16 @@ CASES = [
         file_data(
             [{"prompt": "1+1?"}] * 3, ["reward_mix=none", "+reward_mix.mine.fn=tests.reward_plugins.prefix_reward"]
         ),
-        "trainer.eval.accuracy_reward=correct needs column 'ground_truth', which the data lacks (columns: prompt), so val_accuracy, the optimized_metric, would be None; set data.ground_truth_column, set trainer.eval.accuracy_reward=tests.reward_plugins.prefix_reward (its validation mean becomes val_accuracy), or optimized_metric=val_rewards.mine",
+        "trainer.eval.accuracy_reward=correct needs column 'ground_truth', which the data lacks (columns: "
+        "prompt), so val_accuracy, the optimized_metric, would be None; set data.ground_truth_column, set "
+        "trainer.eval.accuracy_reward=tests.reward_plugins.prefix_reward (its validation mean becomes "
+        "val_accuracy), or optimized_metric=val_rewards.mine",
     ),
     (
         "a test metric as the objective",
         bad(["optimized_metric=test_accuracy"]),
-        "optimized_metric=test_accuracy: the test split only measures, it never chooses (a choice made on it inflates what it reports); optimize its validation twin, optimized_metric=val_accuracy",
+        "optimized_metric=test_accuracy: the test split only measures, it never chooses (a choice made on it "
+        "inflates what it reports); optimize its validation twin, optimized_metric=val_accuracy",
     ),
     (
         "a report choice that does not exist",
@@ -308,7 +321,8 @@ CASES = [
     (
         "pass@k samples at temperature 0",
         bad(["trainer.eval.temperature=0"]),
-        "trainer.eval.temperature=0.0 with trainer.eval.k=4: k samples at temperature 0 are k copies of the greedy answer",
+        "trainer.eval.temperature=0.0 with trainer.eval.k=4: k samples at temperature 0 are k copies of the "
+        "greedy answer",
     ),
     (
         "best.* objective the evaluation does not measure",
@@ -320,7 +334,8 @@ CASES = [
     (
         "LoRA target modules absent from the model",
         lora_targets_absent,
-        "lora.target_modules: ['nope_proj'] not in the model; its linear modules are ['down_proj', 'gate_proj', 'k_proj'",
+        "lora.target_modules: ['nope_proj'] not in the model; its linear modules are ['down_proj', 'gate_proj', "
+        "'k_proj'",
     ),
     ("learning rate <= 0", bad(["optimizer.learning_rate=0"]), "optimizer.learning_rate=0.0: must be > 0"),
     ("max_steps <= 0", bad(["trainer.max_steps=0"]), "trainer.max_steps=0: must be > 0"),
@@ -383,12 +398,16 @@ CASES = [
     (
         "vLLM engine runs on a launcher that trains several in one process",
         lambda t, m: check_one_engine(compose(VLLM), "local", 2),
-        "backend=unsloth backend.fast_inference=true starts a vLLM engine that its process cannot free (vllm-project/vllm#21073), and hydra/launcher=local trains more than one of the sweep's 2 runs in a process, so the next run there would run out of GPU memory; use hydra/launcher=submitit_local or hydra/launcher=slurm (a process per run), or set backend.fast_inference=false",
+        "backend=unsloth backend.fast_inference=true starts a vLLM engine that its process cannot free "
+        "(vllm-project/vllm#21073), and hydra/launcher=local trains more than one of the sweep's 2 runs in a "
+        "process, so the next run there would run out of GPU memory; use hydra/launcher=submitit_local or "
+        "hydra/launcher=slurm (a process per run), or set backend.fast_inference=false",
     ),
     (
         "vLLM engine runs in an Optuna study",
         lambda t, m: check_study_engine(compose(VLLM), 20, 1),
-        "an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials=20, seeds_per_trial=1)",
+        "an Optuna worker trains its trials one after another in one process (hydra.sweeper.n_trials=20, "
+        "seeds_per_trial=1)",
     ),
     (
         "Optuna storage: directory cannot be made",
@@ -418,7 +437,8 @@ CASES = [
     (
         "a field TRL's GRPOConfig does not have",
         bad(["+trainer.args.scale_reward=batch"]),
-        "trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; did you mean trainer.args.scale_rewards?",
+        "trainer.args.scale_reward: TRL 1.14.2's GRPOConfig has no such field; did you mean "
+        "trainer.args.scale_rewards?",
     ),
     (
         "a GRPOConfig field given the wrong kind of value",
@@ -433,7 +453,8 @@ CASES = [
     (
         "distributed: processes that break the generation batch",
         bad([*DDP2, "trainer.per_device_train_batch_size=6", "trainer.num_generations=8"]),
-        "trainer.num_generations=8 must divide the generation batch processes x per_device_train_batch_size x steps_per_generation = 2 x 6 x 1 = 12",
+        "trainer.num_generations=8 must divide the generation batch processes x per_device_train_batch_size x "
+        "steps_per_generation = 2 x 6 x 1 = 12",
     ),
     (
         "distributed: several processes with distributed=none",
@@ -517,17 +538,21 @@ CASES = [
     (
         "vLLM server and training on a node with too few GPUs",
         gpus_here(1, SERVER),
-        "1 training processes + 1 vLLM server GPUs per node but 1 GPUs per node: each training process needs a GPU of its own, and the server its own",
+        "1 training processes + 1 vLLM server GPUs per node but 1 GPUs per node: each training process needs a "
+        "GPU of its own, and the server its own",
     ),
     (
         "FSDP through trainer.args",
         bad(["+trainer.args.fsdp=full_shard"]),
-        "trainer.args.fsdp: FSDP splits the weights across the processes, and rank 0 evaluates and saves the whole model alone; use distributed=ddp or zero2",
+        "trainer.args.fsdp: FSDP splits the weights across the processes, and rank 0 evaluates and saves the "
+        "whole model alone; use distributed=ddp or zero2",
     ),
     (
         "bf16 full fine-tune with no float32 master weights",
         bad(["lora=none", "model.dtype=bfloat16"]),
-        "model.dtype=bfloat16 with lora=none and distributed=none: a full fine-tune would update the bfloat16 weights with no float32 master copy, and most small updates round to zero; use model.dtype=float32 (trainer.bf16=true still computes in bf16) or distributed=zero2",
+        "model.dtype=bfloat16 with lora=none and distributed=none: a full fine-tune would update the bfloat16 "
+        "weights with no float32 master copy, and most small updates round to zero; use model.dtype=float32 "
+        "(trainer.bf16=true still computes in bf16) or distributed=zero2",
     ),
     ("output directory of another run", taken_dir, "holds a run started with another config (lora.r: 16 -> 32)"),
 ]

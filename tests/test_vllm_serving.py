@@ -133,7 +133,8 @@ def test_only_rank_0_of_a_server_run_starts_a_server(tmp_path, monkeypatch):
         (["trainer.vllm_server.startup_timeout_s=0"], "trainer.vllm_server.startup_timeout_s=0: must be > 0"),
         (
             ["distributed=ddp", "distributed.nproc_per_node=2", "trainer.vllm_server.startup_timeout_s=1800"],
-            "trainer.vllm_server.startup_timeout_s=1800 with distributed.timeout_s=1800: the other ranks wait for rank 0",
+            "trainer.vllm_server.startup_timeout_s=1800 with distributed.timeout_s=1800: the other ranks wait for "
+            "rank 0",
         ),
         (
             [
@@ -141,7 +142,8 @@ def test_only_rank_0_of_a_server_run_starts_a_server(tmp_path, monkeypatch):
                 "trainer.max_prompt_length=64",
                 "trainer.max_completion_length=64",
             ],
-            "trainer.vllm_server.max_model_len=100 is shorter than trainer.max_prompt_length + trainer.max_completion_length = 128",
+            "trainer.vllm_server.max_model_len=100 is shorter than trainer.max_prompt_length + "
+            "trainer.max_completion_length = 128",
         ),
         (
             ["trainer.vllm_server.extra_args=['--port=9000']"],
@@ -149,7 +151,8 @@ def test_only_rank_0_of_a_server_run_starts_a_server(tmp_path, monkeypatch):
         ),
         (
             ["trainer.vllm_server.extra_args=[--max-model-len,64]"],
-            "trainer.vllm_server.extra_args has --max-model-len, which the run sets itself (trainer.vllm_server.max_model_len)",
+            "trainer.vllm_server.extra_args has --max-model-len, which the run sets itself "
+            "(trainer.vllm_server.max_model_len)",
         ),
         (
             ["+trainer.args.vllm_server_port=8000"],

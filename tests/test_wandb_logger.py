@@ -217,7 +217,8 @@ def test_mode_choice(monkeypatch, tmp_path):
 
 def test_swept_keys_come_from_multirun_yaml(tmp_path):
     (tmp_path / "multirun.yaml").write_text(
-        "hydra:\n  overrides:\n    task: [logger=wandb, 'reward_mix=format,smoke', lora.r=16, 'trainer.seed=range(1,3)']\n"
+        "hydra:\n  overrides:\n    task: [logger=wandb, 'reward_mix=format,smoke', lora.r=16, "
+        "'trainer.seed=range(1,3)']\n"
     )
     assert swept_keys(tmp_path) == {"reward_mix", "trainer.seed"}
     assert swept_keys(None) == set()
@@ -493,7 +494,7 @@ def test_what_a_reward_prints_is_not_in_the_wandb_run_whose_logs_are_the_masked_
         tracker = open_logger(compose(["logger=wandb"]), RunContext(run_dir, ["reward_mix=format"]))
         print("reward sees", os.environ["MY_API_KEY"])
         print("reward sees", os.environ["MY_API_KEY"], file=sys.stderr)
-        warnings.warn(f"reward sees {os.environ['MY_API_KEY']}")
+        warnings.warn(f"reward sees {os.environ['MY_API_KEY']}", stacklevel=1)
         logging.getLogger("a_reward").warning("reward sees %s", os.environ["MY_API_KEY"])
         tracker.finish(RunSummary("completed", objective=0.5))
     finally:

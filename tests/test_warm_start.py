@@ -305,7 +305,8 @@ def test_a_run_whose_held_out_questions_the_shipped_one_never_showed_starts_from
         (["model.tiny.warm_start.seed=7"], "model.tiny.warm_start.seed=7 differs from the shipped warm start's (2)"),
         (
             ["model.tiny.warm_start.teacher_slip=0.5", "model.tiny.hidden_size=32"],
-            "model.tiny.hidden_size=32, model.tiny.warm_start.teacher_slip=0.5 differ from the shipped warm start's (64, 0.6)",
+            "model.tiny.hidden_size=32, model.tiny.warm_start.teacher_slip=0.5 differ from the shipped warm "
+            "start's (64, 0.6)",
         ),
         (["model.max_seq_length=1024"], "model.max_seq_length=1024 differs from the shipped warm start's (512)"),
         (["data.system_prompt=Answer."], "data.system_prompt differs from the shipped warm start's"),

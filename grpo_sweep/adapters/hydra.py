@@ -131,8 +131,9 @@ def compose_error_line(exc: BaseException) -> str:
 @contextlib.contextmanager
 def one_line_errors(prefix: str) -> Iterator[None]:
     """While it lasts, a composition error (any HydraException) that Hydra's ``run_and_report`` would print in 5
-    to 17 lines, or as a traceback, ends the process with ``prefix`` and ``compose_error_line`` (exit status 1). With HYDRA_FULL_ERROR=1 Hydra reports it
-    as it does (the whole trace); any other exception is Hydra's to report."""
+    to 17 lines, or as a traceback, ends the process with ``prefix`` and ``compose_error_line`` (exit status 1).
+    With HYDRA_FULL_ERROR=1 Hydra reports it as it does (the whole trace); any other exception is Hydra's to
+    report."""
     from hydra._internal import utils
     from hydra.errors import HydraException
 

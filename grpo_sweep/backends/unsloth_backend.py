@@ -156,7 +156,8 @@ def load_trained(cfg: Any, run_dir: Path):
         model, tokenizer = _from_pretrained(cfg, str(full))
         return model, tokenizer
     raise FileNotFoundError(
-        f"{run_dir} holds no trained weights ({trl_backend.ADAPTER_DIR}/ or {trl_backend.FULL_MODEL_DIR}/); did the run finish?"
+        f"{run_dir} holds no trained weights ({trl_backend.ADAPTER_DIR}/ or {trl_backend.FULL_MODEL_DIR}/); "
+        "did the run finish?"
     )
 
 

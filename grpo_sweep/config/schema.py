@@ -161,7 +161,8 @@ class DataConfig:
 class EvalConfig:
     """Validation (chooses) and test (measures) evaluations: see grpo_sweep/run/evaluate.py."""
 
-    # the reward whose split mean is `val_accuracy` / `test_accuracy` (its params are taken from the mix when it is there)
+    # the reward whose split mean is `val_accuracy` / `test_accuracy` (its params are taken from the mix when it is
+    # there)
     accuracy_reward: str = MISSING
     # greedy validation (accuracy, lenient accuracy, every reward) every N training steps, at step 0
     # (`val_accuracy_before`) and after training; rows `val/...` in metrics.jsonl; the best step's adapter is kept in
@@ -290,8 +291,9 @@ class LoggerConfig:
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
-    # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass: OmegaConf cannot add a
-    # dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix validates terms.
+    # name -> {weight, fn (built-in name or import path; default: the name), params}. Typed Any, not a dataclass:
+    # OmegaConf cannot add a dataclass-typed entry from the command line (`+reward_mix.length.weight=0.1`); check_mix
+    # validates terms.
     reward_mix: dict[str, Any] = MISSING
     # a reward that raises: `raise` stops the run naming reward, sample and completion; `skip` scores that
     # sample None for that reward and counts it (reward_failures/<name> in metrics, summary.json)

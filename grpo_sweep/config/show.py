@@ -17,5 +17,6 @@ def shown(value: Any, limit: int = 60) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (libraries' messages go on for lines), or its type's name when it has none."""
+    """The first line of ``exc``'s message (libraries' messages go on for lines), or its type's name when it has
+    none."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

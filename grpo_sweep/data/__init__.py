@@ -237,7 +237,7 @@ def precheck_files(data_cfg: Any, need_ground_truth: bool, need_columns: dict[st
             reward_columns(list(ARITHMETIC_COLUMNS), data_cfg), _limited(a.n_train, data_cfg.max_train_samples)
         )
     if data_cfg.source == "hub":
-        for split, (size, key) in _carve_sizes(
+        for _split, (size, key) in _carve_sizes(
             data_cfg, {"validation": data_cfg.validation_split, "test": data_cfg.test_split}
         ).items():
             check_size(size, key)

@@ -58,7 +58,8 @@ def locate(path: str | None, key: str) -> Source:
     """The Source at ``path`` (``key``: the config key that named it, for messages), or a one-line DataError."""
     if not path:
         raise DataError(
-            f"{key} is empty; give a .jsonl/.json/.csv/.parquet file or a directory of them, or a save_to_disk directory"
+            f"{key} is empty; give a .jsonl/.json/.csv/.parquet file or a directory of them, or a save_to_disk "
+            "directory"
         )
     where = Path(path).expanduser()
     if where.is_file():

@@ -46,8 +46,8 @@ class Refused(ConfigError, CompactHydraException):
 
 
 def check_config(cfg: Any, trains_here: bool) -> None:
-    """The config's own values and the hub models and datasets it names (``hub.py``); with ``trains_here``, also what this machine must have to train it (GPU,
-    packages, the code reward's sandbox)."""
+    """The config's own values and the hub models and datasets it names (``hub.py``); with ``trains_here``, also
+    what this machine must have to train it (GPU, packages, the code reward's sandbox)."""
     validate(cfg)
     warn_tiny_on_other_data(cfg)  # once per launch, before anything runs or the hub is asked
     resolve_hub(cfg)  # on the launching machine, before any job needs the hub (compute nodes rarely reach it)
@@ -177,7 +177,8 @@ class GatedLauncher:
         return cfg.distributed.nproc_per_node, 1, None
 
     def plan(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
-        """Each run's directory, after the gate passed the whole batch; exits with the refusal before anything starts."""
+        """Each run's directory, after the gate passed the whole batch; exits with the refusal before anything
+        starts."""
         try:
             return plan_runs(self, job_overrides, initial_job_idx)
         except Refused as exc:

@@ -9,7 +9,8 @@ segfault in native code), Parallel abandons the whole sweep. Here at most one ru
 runs in flight when a worker died are run again one at a time, so the run that kills its process is found and
 recorded as failed, and every other run still runs.
 
-Before any worker starts, every run of the batch passes the gate (grpo_sweep/launching/gate.py): one bad run, and none runs.
+Before any worker starts, every run of the batch passes the gate (grpo_sweep/launching/gate.py): one bad run, and
+none runs.
 
 On a machine with NVIDIA GPUs there is one worker per GPU (at most), each pinned to its own GPU through
 CUDA_VISIBLE_DEVICES before it imports torch; the CPU cores otherwise.

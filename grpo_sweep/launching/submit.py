@@ -1,7 +1,7 @@
 """Submitting a sweep through submitit (the launch side of hydra_plugins/grpo_sweep_launcher).
 
-Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/launching/gate.py) before
-one is queued.
+Runs on the login node: no torch/trl/transformers here, and every run passes the gate (grpo_sweep/launching/gate.py)
+before one is queued.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ def check_partition_fit(params: dict, nodes: list[Node]) -> None:
             )
             raise SubmitError(
                 f"hydra.launcher.{shown}: no node of {where} has that many (its nodes: {offered}); set "
-                f"hydra.launcher.{key}={fix}, or hydra/launcher=slurm_local on the local SLURM of scripts/slurm_local.sh"
+                f"hydra.launcher.{key}={fix}, or hydra/launcher=slurm_local on the local SLURM of "
+                "scripts/slurm_local.sh"
             )
     wanted_nodes, fitting = (
         params.get("nodes") or 1,
@@ -383,7 +384,8 @@ def describe_plan(
         server = server_gpus(cfg)
         if server:
             where += (
-                f"; vLLM server on node 0, GPUs {gpus - server}-{gpus - 1} (tensor {trainer.vllm_server.tensor_parallel_size}"
+                f"; vLLM server on node 0, GPUs {gpus - server}-{gpus - 1} "
+                f"(tensor {trainer.vllm_server.tensor_parallel_size}"
                 f" x data {trainer.vllm_server.data_parallel_size})"
             )
         lines.append(

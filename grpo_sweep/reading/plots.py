@@ -233,7 +233,7 @@ def _draw_band(ax, steps, mean, low, high, color, label, linewidth=1.6) -> None:
         marker="o" if len(steps) <= 12 else None,
         markersize=3,
     )
-    if any(h > l for l, h in zip(low, high)):
+    if any(hi > lo for lo, hi in zip(low, high)):
         ax.fill_between(steps, low, high, color=color, alpha=0.18, linewidth=0)
 
 

@@ -429,7 +429,8 @@ def write_report(
             "with its own run-to-run noise): `better`/`worse` "
             f"({'higher' if direction == 'maximize' else 'lower'} is better) when the 95% family-wise interval "
             "of Δ excludes 0 — at most a 5% chance of any false `better`/`worse` in the whole table, whichever "
-            "configuration is the reference and however noisy each is — else `indistinguishable`: no difference larger than the "
+            "configuration is the reference and however noisy each is — else `indistinguishable`: no difference "
+            "larger than the "
             "`detectable` one (80% power), and `seeds to resolve` the observed Δ. A configuration missing a "
             "seed the others ran is `incomplete`; with one seed there is `no verdict`.",
             "",

@@ -93,8 +93,8 @@ def extract_boxed(text: str) -> str | None:
     Loose (any position, last one wins); the `boxed` reward uses the strict `boxed_answer`."""
     start = text.rfind("\\boxed{")
     while start != -1:
-        depth, i = 0, start + len("\\boxed{") - 1
-        for i in range(i, len(text)):
+        depth, first = 0, start + len("\\boxed{") - 1
+        for i in range(first, len(text)):
             if text[i] == "{":
                 depth += 1
             elif text[i] == "}":

@@ -71,7 +71,8 @@ def _annotations(fn: Any) -> dict[str, Any]:
 
 
 def _expected(annotation: Any) -> tuple[list[str], list[Any]]:
-    """(kinds, literal values) an annotation takes: ``int | None`` -> (int, none); ``Literal["a", "b"]`` -> ("a", "b")."""
+    """(kinds, literal values) an annotation takes: ``int | None`` -> (int, none); ``Literal["a", "b"]`` ->
+    ("a", "b")."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         parts = [_expected(arg) for arg in typing.get_args(annotation)]

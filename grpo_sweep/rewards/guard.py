@@ -117,7 +117,8 @@ def guarded(fn, name: str, on_error: str = "raise"):
             except Exception as exc:  # noqa: BLE001
                 if on_error == "raise":
                     raise RewardFailure(
-                        f"reward {name!r} raised {type(exc).__name__}: {exc} on sample {i}; completion {_shown(completions[i])}"
+                        f"reward {name!r} raised {type(exc).__name__}: {exc} on sample {i}; "
+                        f"completion {_shown(completions[i])}"
                     ) from exc
                 values.append(_RAISED)
         if on_error == "raise":  # every sample passed alone: the batch as a whole is the problem

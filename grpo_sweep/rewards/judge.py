@@ -119,8 +119,9 @@ def llm_judge(
 
     ``key_env`` names the environment variable that holds the API key (the key itself never goes in config, and
     an option named ``api_key…`` would be refused there as a credential); name it ``…_KEY`` or ``…_TOKEN`` and the
-    run's redactor masks its value wherever it turns up. Without it the key sent is ``EMPTY`` (vLLM's server without ``--api-key``) and ``OPENAI_API_KEY`` is never
-    sent to a server it was not meant for. ``template`` uses ``{question}`` (the prompt's last user message),
+    run's redactor masks its value wherever it turns up. Without it the key sent is ``EMPTY`` (vLLM's server without
+    ``--api-key``) and ``OPENAI_API_KEY`` is never sent to a server it was not meant for. ``template`` uses
+    ``{question}`` (the prompt's last user message),
     ``{completion}`` and ``{ground_truth}``; with ``group=True`` (RULER-style: the completions of one prompt scored
     together in one request) ``{completions}`` (numbered ``Answer 1:`` …) and ``{n}`` instead of ``{completion}``.
     The score is the last number of the reply (or the last match of ``score_regex``: its first group if it has
@@ -344,7 +345,7 @@ class LLMJudge:
         units = self._units(questions, texts, truths)
         replies, stats = self._run(self._ask([prompt for prompt, _ in units]))
         scores: list = [FAILED] * n
-        for (prompt, members), reply in zip(units, replies):
+        for (_prompt, members), reply in zip(units, replies):
             values = None if isinstance(reply, _Failure) else self._parse(reply, len(members))
             if values is None:
                 stats.failed(reply.kind if isinstance(reply, _Failure) else "unparseable", len(members))

@@ -76,8 +76,8 @@ def is_words(truth: str) -> bool:
 
 
 def normalise_words(text: str) -> str:
-    """Compared form of a word answer: invisible characters, markdown emphasis, ``$``, ``\\text{}``/``\\boxed{}`` wrappers and trailing
-    punctuation dropped, NFKC, casefolded, whitespace collapsed."""
+    """Compared form of a word answer: invisible characters, markdown emphasis, ``$``, ``\\text{}``/``\\boxed{}``
+    wrappers and trailing punctuation dropped, NFKC, casefolded, whitespace collapsed."""
     return (
         _SPACES.sub(" ", unicodedata.normalize("NFKC", _unwrap_text(text)).casefold()).strip().rstrip(".!,;:").strip()
     )
@@ -116,7 +116,8 @@ def one_answer(candidate: str) -> str | None:
     """``candidate`` as ONE math answer to parse, or None when it is several or hides part of itself.
 
     `statement_value` first reads the one value out of the words and markup around it (None when it states several
-    or hedges); then invisible characters go, whitespace collapses, outer ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
+    or hedges); then invisible characters go, whitespace collapses, outer
+    ``$…$``/``\\(…\\)``/``\\[…\\]``/``\\boxed{…}`` wrappers
     are unwrapped, ``,\\!`` between digits becomes ``,`` (``10,\\!000``), a percent sign or word after a number or
     a ``$…$`` span joins it (``$28$ %``, ``28 percent`` -> ``28\\%``), and a number with a currency sign or up to
     three words of units (``$18``, ``\\$16,\\!386.20``, ``12 apples``, ``1,000``) becomes the plain number (not
@@ -451,7 +452,8 @@ def statement_value(candidate: str) -> str | None:
 
     Read the same way whatever the wrapping: markdown emphasis, code and headings (``**72**``, `` `72` ``,
     ``### 72``), math spans (``$72$``, ``\\(72\\)``, ``$$72$$``), ``\\boxed{}``/``\\fbox{}``, words around it
-    (``The answer is``, ``Final answer:``, ``Therefore``, a unit word, ``pct``/``percent`` -> ``\\%``, a trailing period),
+    (``The answer is``, ``Final answer:``, ``Therefore``, a unit word, ``pct``/``percent`` -> ``\\%``, a trailing
+    period),
     currency signs (``$18``, ``\\$18``, ``€18``), thousands separators (``32,349``, ``32,\\!349``, ``32{,}349``),
     ``\\text{…}`` of words, degree marks, a remark in parentheses holding only words (``72 (the total)``). The same
     value restated in words is one (``The answer is 72. Final answer: **72**``); a single letter named beside a
@@ -519,7 +521,9 @@ _PART_TOKEN = re.compile(
 )
 # Words that turn a list into something else (`(5, 8) \text{ but not } (8, 5)`) or hedge it.
 _NEGATING = frozenset(
-    "not no nor neither except without but only if unless maybe perhaps approximately about roughly nearly almost".split()
+    (
+        "not no nor neither except without but only if unless maybe perhaps approximately about roughly nearly almost"
+    ).split()
 )
 
 

@@ -137,8 +137,8 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
             raise RewardError(
                 f"reward_mix.{name}: give fn (the reward) or factory (a function that returns the reward), not both"
                 if "model" not in kinds
-                else f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns it) or model (a "
-                f"reward model), not {' and '.join(kinds)}"
+                else f"reward_mix.{name}: give one of fn (the reward), factory (a function that returns it) or "
+                f"model (a reward model), not {' and '.join(kinds)}"
             )
         factory_args = term.get("factory_args")
         if factory_args is not None and factory is None:
@@ -147,7 +147,8 @@ def terms(mix: Mapping[str, Any]) -> list[Term]:
             )
         if factory is not None and (not isinstance(factory, str) or not factory):
             raise RewardError(
-                f"reward_mix.{name}.factory={factory!r}: give an import path such as trl.rewards.get_soft_overlong_punishment"
+                f"reward_mix.{name}.factory={factory!r}: give an import path such as "
+                "trl.rewards.get_soft_overlong_punishment"
             )
         if not isinstance(factory_args or {}, Mapping):
             raise RewardError(f"reward_mix.{name}.factory_args={factory_args!r}: give argument: value pairs")
@@ -331,7 +332,8 @@ def check_mix(
         names = [t.name for t in mix_terms]
         problem = "does not match" if len(weights) != len(names) else "would silently override"
         raise RewardError(
-            f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix ({', '.join(names)}); "
+            f"trainer.args.reward_weights={weights} {problem} the {len(names)} rewards of reward_mix "
+            f"({', '.join(names)}); "
             "set each weight as reward_mix.<name>.weight instead"
         )
     return mix_terms

@@ -433,7 +433,10 @@ def _prepare(test) -> tuple[dict, object]:
     return {"kind": "script", "code": test}, _judge_script
 
 
-LISTS_ROOT = "import os\ndef lists_root():\n    try:\n        return os.listdir('/') is not None\n    except OSError:\n        return False"
+LISTS_ROOT = (
+    "import os\ndef lists_root():\n    try:\n        return os.listdir('/') is not None\n"
+    "    except OSError:\n        return False"
+)
 
 
 @cache

@@ -1,5 +1,6 @@
 """What a run is told about how it was launched: computed once, where the task starts (``app.run_task``), and
-handed down to the run (``lifecycle.run_one``), training, tracking and the Optuna worker. Nothing below asks Hydra or compares a ``_target_``.
+handed down to the run (``lifecycle.run_one``), training, tracking and the Optuna worker. Nothing below asks Hydra
+or compares a ``_target_``.
 
 The launchers and the sweeper say what they are through the job's environment, set with Hydra's own
 ``hydra.job.env_set`` (or the pool worker's environment): ``GRPO_SWEEP_ROLE=optuna_worker`` for the jobs of

@@ -46,7 +46,8 @@ class Rank:
 
 
 def from_env() -> Rank:
-    """This process's rank, as torchrun's engine or ``join_slurm_job`` put it in the environment (one process: 0 of 1)."""
+    """This process's rank, as torchrun's engine or ``join_slurm_job`` put it in the environment (one process: 0
+    of 1)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     return Rank(

@@ -88,7 +88,8 @@ def read_outcomes(run_dir: Path, name: str, field: str = "accuracy") -> dict[str
 
 
 class EvaluationFailed(RunFailed):
-    """The evaluation after training raised; the run's adapter is saved and its record, ``summary``, written, says so."""
+    """The evaluation after training raised; the run's adapter is saved and its record, ``summary``, written, says
+    so."""
 
 
 def record_failure(

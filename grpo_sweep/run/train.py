@@ -119,7 +119,8 @@ class PauseAt(TrainerCallback):
 class LearningRateFromConfig(TrainerCallback):
     """On a resume, the learning rate is the config's: a checkpoint restores the optimizer's and the scheduler's
     rates, which a plain resume keeps (its config must be the one it started with, ``resume.check_same_run``), and
-    population-based training changes between rounds (search/pbt/population.py); the schedule's shape goes on from the step."""
+    population-based training changes between rounds (search/pbt/population.py); the schedule's shape goes on from
+    the step."""
 
     def __init__(self, learning_rate: float):
         self.learning_rate = float(learning_rate)
@@ -486,7 +487,8 @@ def _train_tracked(
 
 
 def _training_failure(cfg: Any, context: RunContext, run: _Run) -> str | None:
-    """``record.training_failure`` of the training that just ended: its steps, each term's training mean and failures."""
+    """``record.training_failure`` of the training that just ended: its steps, each term's training mean and
+    failures."""
     history = [row for row in read_jsonl(context.run_dir / METRICS) if "reward" in row]
     means = {name: reward_trajectory(history, f"rewards/{name}/mean")[1] for name in cfg.reward_mix}
     return training_failure(run.trainer.state.global_step, means, {fn.__name__: fn.failures for fn in run.reward_funcs})
@@ -519,7 +521,8 @@ def _set_up(
     cfg: Any, context: RunContext, monitor, tracker: RunLogger, backend, trainer_class, server: contextlib.ExitStack
 ) -> _Run:
     """Data, model, rewards, where training starts (a resume), the evaluations and the trainer."""
-    # data first: hub data's columns are known only once loaded, and a reward missing one is refused before the model loads
+    # data first: hub data's columns are known only once loaded, and a reward missing one is refused before the model
+    # loads
     splits = load_splits(
         cfg.data, need_ground_truth=needs_ground_truth(cfg.reward_mix), need_columns=data_columns(cfg.reward_mix)
     )

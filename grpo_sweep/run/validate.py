@@ -93,7 +93,8 @@ def _check_full_finetune_precision(cfg: Any) -> None:
     float32 there, trl_backend.load.)"""
     if updates_weights_in_place(cfg) and cfg.model.dtype in ("bfloat16", "float16"):
         raise ConfigError(
-            f"model.dtype={cfg.model.dtype} with lora=none and distributed={cfg.distributed.strategy}: a full fine-tune "
+            f"model.dtype={cfg.model.dtype} with lora=none and distributed={cfg.distributed.strategy}: a full "
+            "fine-tune "
             f"would update the {cfg.model.dtype} weights with no float32 master copy, and most small updates round to "
             "zero; use model.dtype=float32 (trainer.bf16=true still computes in bf16) or distributed=zero2 (DeepSpeed "
             "keeps float32 master weights)"
@@ -165,7 +166,8 @@ def _check_prompt_asks_for_tags(cfg: Any, mix_terms: list[Term]) -> None:
         named = ", ".join(f"<{tag}>" for tag in missing.values())
         given = ", ".join(f"params.{p}={t}" if p in term.params else f"its default {p}={t}" for p, t in missing.items())
         raise ConfigError(
-            f"{term.label} (weight {term.weight:g}) scores {'tag' if len(missing) == 1 else 'tags'} {named} ({given}), which data.system_prompt never mentions, "
+            f"{term.label} (weight {term.weight:g}) scores {'tag' if len(missing) == 1 else 'tags'} {named} "
+            f"({given}), which data.system_prompt never mentions, "
             f"so a model that follows the prompt cannot earn it; set data.system_prompt to one that asks for {named}, "
             f"or reward_mix.{term.name}.params.{next(iter(missing))} to the prompt's tag"
         )
@@ -349,12 +351,14 @@ def check_machine(cfg: Any) -> None:
         raise ConfigError(refusal)
     if "8bit" in cfg.optimizer.optim and importlib.util.find_spec("bitsandbytes") is None:
         raise ConfigError(
-            f"optimizer.optim={cfg.optimizer.optim} needs bitsandbytes, which is not installed; use optimizer=adamw_torch"
+            f"optimizer.optim={cfg.optimizer.optim} needs bitsandbytes, which is not installed; "
+            "use optimizer=adamw_torch"
         )
     if cfg.backend.name == "unsloth":
         if importlib.util.find_spec("unsloth") is None:
             raise ConfigError(
-                "backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); or use backend=trl"
+                "backend.name=unsloth: the unsloth package is not installed (pip install -e '.[gpu]'); "
+                "or use backend=trl"
             )
         try:
             check_cpu_fallback(gpu)
@@ -381,5 +385,6 @@ def check_machine(cfg: Any) -> None:
                     )
                 )
                 raise ConfigError(
-                    f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here ({exc}){fallback}"
+                    f"reward_mix.{term.name}: cannot sandbox generated code with isolation={isolation} here "
+                    f"({exc}){fallback}"
                 ) from None

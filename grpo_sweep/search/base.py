@@ -257,8 +257,9 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
 
 
 def group_overrides(base: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]:
-    """``group=option`` for each config group whose choice differs from ``base`` to ``target`` (``hydra.runtime.choices``),
-    Hydra's own groups and the study's ``hparams_search`` left out: a single run gets the study's mix
+    """``group=option`` for each config group whose choice differs from ``base`` to ``target``
+    (``hydra.runtime.choices``), Hydra's own groups and the study's ``hparams_search`` left out: a single run gets the
+    study's mix
     (``override /reward_mix: mine`` in its hparams_search file) as a group override, which a trial's own choice of the
     group replaces (``merge_overrides``), instead of leaf edits that would add one mix's terms to another's."""
     out = []

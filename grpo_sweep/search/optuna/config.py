@@ -1,4 +1,5 @@
-"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file (reading/results.py reads it)."""
+"""The sweeper's settings, as a dataclass (the schema of ``hydra.sweeper``), and writing its study file
+(reading/results.py reads it)."""
 
 from __future__ import annotations
 

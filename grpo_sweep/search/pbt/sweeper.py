@@ -379,7 +379,8 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
     )
     if test:
         k = (
-            f", pass@{test['test_k']} {score(test['test_pass_at_k'])}, maj@{test['test_k']} {score(test['test_maj_at_k'])}"
+            f", pass@{test['test_k']} {score(test['test_pass_at_k'])}, "
+            f"maj@{test['test_k']} {score(test['test_maj_at_k'])}"
             if test.get("test_k")
             else ""
         )
