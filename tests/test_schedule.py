@@ -32,7 +32,9 @@ def weights(raw: dict, at: list[float], weight: float = 1.0) -> list[float]:
         ({"kind": "step", "at": [0.5], "values": [0.25]}, [1.0, 1.0, 0.25, 0.25, 0.25]),
         ({"kind": "step", "at": [0, 0.6], "values": [2, 0]}, [2.0, 2.0, 2.0, 0.0, 0.0]),
         ({"kind": "piecewise", "points": [[0, 1.0], [0.5, 0.5], [1, 0]]}, [1.0, 0.75, 0.5, 0.25, 0.0]),
-        ({"kind": "piecewise", "points": [[0.5, 0], [1, 2]]}, [1.0, 0.5, 0.0, 1.0, 2.0]),
+        # the first point's weight before it (numpy.interp), not reward_mix.<term>.weight
+        ({"kind": "piecewise", "points": [[0.5, 0], [1, 2]]}, [0.0, 0.0, 0.0, 1.0, 2.0]),
+        ({"kind": "piecewise", "points": [[0.25, 2], [0.5, 1]]}, [2.0, 2.0, 1.0, 1.0, 1.0]),
     ],
 )
 def test_each_kind_of_schedule(raw, expected):

@@ -7,7 +7,9 @@ the last), so the same schedule means the same thing at any ``trainer.max_steps`
 - ``linear`` / ``cosine``: from ``weight`` at ``start_at`` to ``end`` at ``until`` (defaults 0 and 1), constant
   before and after; cosine eases in and out (half a cosine wave);
 - ``step``: ``weight`` until the first of ``at``, then each of ``values`` from its ``at`` on;
-- ``piecewise``: ``points``, pairs ``[progress, weight]``, joined by straight lines; ``weight`` before the first.
+- ``piecewise``: ``points``, pairs ``[progress, weight]``, joined by straight lines, the first point's weight held
+  before it and the last's after it, as ``numpy.interp`` does: the points are the whole curve, so ``weight`` is not
+  used (a curve that should start elsewhere gives a point at 0).
 
 TRL's answer to the request (trl#3036; the PRs adding a scheduler, #5657 and #5670, were closed unmerged) is to
 schedule inside the reward function: that scales what each reward logs, so the per-reward means stop being
@@ -46,6 +48,10 @@ class Schedule:
         knots = self.knots
         if self.kind == "step":
             return next((w for p, w in reversed(knots) if progress >= p), knots[0][1])
+        if self.kind == "piecewise":
+            import numpy
+
+            return float(numpy.interp(progress, [p for p, _ in knots], [w for _, w in knots]))
         if progress <= knots[0][0]:
             return knots[0][1]
         for (p0, w0), (p1, w1) in zip(knots, knots[1:]):
@@ -135,8 +141,6 @@ def parse_schedule(term: str, weight: float, raw: Any) -> Schedule:
             (_number(point[0], f"{where}.points[{i}][0]", 0, 1), _number(point[1], f"{where}.points[{i}][1]", low=0))
         )
     _increasing([p for p, _ in knots], f"{where}.points' progress")
-    if knots[0][0] > 0:
-        knots.insert(0, (0.0, weight))
     return Schedule(kind, tuple(knots))
 
 
