@@ -141,6 +141,14 @@ def format_summary(summary: RunSummary | dict) -> str:
         f"{v(s.val_accuracy)} at step {s.reported_step}"
         + (f" (chosen on {s.best_metric} among steps {s.eval_steps})" if s.eval_steps else "")
     )
+    if s.status == "paused":
+        lines.append("  test: not measured yet (it is measured once, on the weights the run reports when it ends)")
+        lines.append(f"  objective {s.optimized_metric} = {v(s.objective)} at the pause")
+        lines.append(
+            f"  saved to {s.run_dir}  (summary.json, metrics.jsonl, outcomes/val.jsonl, checkpoints/, "
+            f"adapter {s.adapter})"
+        )
+        return "\n".join(lines)
     lines.append(
         f"  test ({s.test_samples} prompts, after training only): accuracy "
         f"{v(s.test_accuracy_before)} -> {v(s.test_accuracy)} (answer anywhere: "
