@@ -213,6 +213,9 @@ class TrainerConfig:
     # stop after this step with a checkpoint of it and its validation, status "paused" (no test): the same run
     # continues from there (population-based training's rounds, hparams_search=pbt). null: train to max_steps
     pause_at_step: int | None = None
+    # the config changing at given steps, each phase {from_step: N, set: {dotted.key: value}} going on from the last
+    # one's checkpoint (run/phases.py): a PBT's best member replays its rounds this way
+    phases: list[Any] = field(default_factory=list)
     # checkpoint cadence: a preempted, timed-out or killed run resumes from its last checkpoint
     save_steps: int = MISSING
     beta: float = MISSING

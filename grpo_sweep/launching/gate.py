@@ -35,8 +35,9 @@ from ..backends.gpu_stack import engine_in_process
 from ..config.show import first_line
 from ..models import warn_tiny_on_other_data
 from ..run.distributed import check_world
+from ..run.phases import check_resumable
 from ..run.redact import redact
-from ..run.resume import ResumeError, check_same_run
+from ..run.resume import ResumeError
 from ..run.validate import ConfigError, check_machine, validate
 from .hub import resolve_hub
 
@@ -60,7 +61,7 @@ def check_run(cfg: Any, run_dir: Path | None, trains_here: bool) -> None:
     check_config(cfg, trains_here)
     if run_dir is not None:
         try:
-            check_same_run(run_dir, cfg)  # a sweep dir re-used for another sweep
+            check_resumable(run_dir, cfg)  # a sweep dir re-used for another sweep
         except ResumeError as exc:
             raise ConfigError(str(exc)) from None
 

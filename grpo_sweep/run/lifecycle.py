@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from .context import RunContext
 from .distributed import RankFailed, launch_here, peer_failure, record_rank_failure, spawns_here
+from .phases import phases_of, run_phases
 from .record import TRIAL_STATES, RunFailed, RunSummary
 from .results import record_failure, write_summary
 from .validate import ConfigError, gpu_count, machine_world
@@ -76,7 +77,13 @@ def _train(
     train = train_fn
     if train is None:
         from .train import train  # torch, trl, transformers: only on the machine that trains
-    return train(cfg, context, monitor=monitor(context.rank) if monitor else None, open_tracker=open_tracker)
+
+    def run(config: Any) -> RunSummary | None:
+        return train(config, context, monitor=monitor(context.rank) if monitor else None, open_tracker=open_tracker)
+
+    if phases_of(cfg):  # trainer.phases: the config changes at given steps, each phase continuing the last
+        return run_phases(cfg, context.run_dir, run, context.main)
+    return run(cfg)
 
 
 def _trial_block(trial: dict | None, status: str) -> dict:

@@ -32,6 +32,7 @@ from ..rewards import REWARDS, RewardError, needs, required_columns, resolve_rew
 from ..rewards.mix import Term, check_mix, data_columns, term_reward, terms
 from ..rewards.sandbox import SandboxUnavailable, check_isolation
 from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_tasks, spawns_here
+from .phases import check_phases, phase_configs
 from .record import VAL_ACCURACY
 from .redact import credential_in, is_secret_key, redact
 from .results import BEST_PREFIX, measured_periodically, without_best
@@ -63,8 +64,14 @@ def validate(cfg: Any) -> None:
         need_columns = data_columns(mix)
         data = precheck_files(cfg.data, "ground_truth" in need_columns, need_columns)
         check_across(cfg, mix_terms, data.columns, data.train_rows)
+        check_phases(cfg)
     except ValueError as exc:  # each check's one line (RewardError, DataError, BackendError, ConfigError ...)
         raise ConfigError(str(exc)) from None
+    for i, phase in enumerate(phase_configs(cfg)[1:]):  # what each phase trains with must be a run that can work
+        try:
+            validate(phase)
+        except ConfigError as exc:
+            raise ConfigError(f"trainer.phases[{i}]: {exc}") from None
 
 
 def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None, train_rows: int | None = None) -> None:
