@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,6 +35,7 @@ from grpo_sweep.search.pbt.population import (
     member_overrides,
     parse_params,
     ranked,
+    ranking_gap,
     round_score,
     take_over,
     weight_schedule,
@@ -43,6 +47,12 @@ MIX = {
     "format": {"weight": 1.0},
     "correct": {"weight": 2.0},
     "timed": {"weight": 1.0, "schedule": {"kind": "linear", "end": 0}},
+}
+# the parts of a run's config parse_params reads (the composed config in the sweeper)
+CONFIG = {
+    "lora": {"r": 16},
+    "optimizer": {"learning_rate": 3e-4, "max_grad_norm": 1.0, "weight_decay": 0.0},
+    "trainer": {"beta": 0.0, "num_generations": 4, "max_completion_length": 32, "loss_type": "dapo"},
 }
 SETTINGS = dict(
     population=4,
@@ -65,9 +75,17 @@ def settings(**changes):
     [
         ({}, "hydra.sweeper.params is empty"),
         (
-            {"trainer.beta": {"low": 0.0, "high": 0.1}},
-            "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight",
+            {"lora.r": {"low": 8, "high": 32}},
+            "hydra.sweeper.params.lora.r: PBT cannot move lora.r between rounds (the adapter's shape",
         ),
+        (
+            {"trainer.num_generations": {"low": 2, "high": 8}},
+            "PBT cannot move trainer.num_generations between rounds (the trainer's batch shape",
+        ),
+        ({"optimizer.weight_decay": {"low": 0, "high": 0.1}}, "the optimizer's and the scheduler's state"),
+        ({"trainer.nope": {"low": 0, "high": 1}}, "params.trainer.nope: trainer.nope is not a config key"),
+        ({"trainer.loss_type": {"low": 0, "high": 1}}, "trainer.loss_type='dapo' is not a number"),
+        ({"trainer.max_completion_length": {"low": 1.2, "high": 1.8}}, "is a whole number and [1.2, 1.8] holds none"),
         ({"reward_mix.length.weight": {"low": 0.1, "high": 1}}, "the mix has no term 'length'"),
         ({"reward_mix.timed.weight": {"low": 0.1, "high": 1}}, "reward_mix.timed has a schedule of its own"),
         ({"reward_mix.format.weight": [0.1, 1]}, "give {low: <number>, high: <number>}"),
@@ -85,8 +103,30 @@ def settings(**changes):
 )
 def test_bad_params_are_refused_naming_the_key(params, message):
     with pytest.raises(PBTError, match=None) as caught:
-        parse_params(params, MIX)
+        parse_params(params, MIX, CONFIG)
     assert message in str(caught.value)
+
+
+def test_any_number_a_round_can_change_moves_an_int_as_an_int():
+    params = parse_params(
+        {
+            "trainer.beta": {"low": 0.0, "high": 0.1},
+            "trainer.max_completion_length": {"low": 16, "high": 64},
+            "optimizer.max_grad_norm": {"low": 0.1, "high": 1},
+        },
+        MIX,
+        CONFIG,
+    )
+    assert [(p.key, p.integer) for p in params] == [
+        ("trainer.beta", False),
+        ("trainer.max_completion_length", True),
+        ("optimizer.max_grad_norm", False),
+    ]
+    length = params[1]
+    rng = random.Random(0)
+    assert all(float(length.draw(rng)).is_integer() for _ in range(50))
+    assert length.override(31.6) == "trainer.max_completion_length=32"
+    assert params[0].override(0.05) == "trainer.beta=0.05"
 
 
 @pytest.mark.parametrize(
@@ -96,7 +136,10 @@ def test_bad_params_are_refused_naming_the_key(params, message):
         ({"rounds": 0}, "hydra.sweeper.rounds=0"),
         ({"rounds": 7}, "hydra.sweeper.rounds=7 does not divide trainer.max_steps=120"),
         ({"steps_per_round": 0}, "hydra.sweeper.steps_per_round=0"),
-        ({"exploit_fraction": 0.6}, "hydra.sweeper.exploit_fraction=0.6: must be in (0, 0.5]"),
+        ({"exploit_fraction": 0.6}, "hydra.sweeper.exploit_fraction=0.6: must be in [0, 0.5]"),
+        ({"exploit_fraction": -0.1}, "hydra.sweeper.exploit_fraction=-0.1: must be in [0, 0.5]"),
+        ({"noise_z": -1}, "hydra.sweeper.noise_z=-1: must be >= 0"),
+        ({"noise_guard": "yes"}, "hydra.sweeper.noise_guard='yes': must be true or false"),
         ({"perturb_factors": []}, "hydra.sweeper.perturb_factors is empty"),
         ({"perturb_factors": [0.8, -1]}, "each must be > 0"),
         ({"resample_probability": 2}, "hydra.sweeper.resample_probability=2: must be in [0, 1]"),
@@ -112,7 +155,21 @@ def test_bad_settings_are_refused_naming_the_value(change, message):
 def test_rounds_divide_the_run_or_set_its_length():
     assert settings().steps_per_round == 40 and settings().max_steps == 120
     assert settings(steps_per_round=25).max_steps == 75  # trainer.max_steps becomes rounds x steps_per_round
-    assert settings(population=8, exploit_fraction=0.25).exploited == 2 and settings(population=3).exploited == 1
+
+
+@pytest.mark.parametrize(
+    "population, fraction, exploited",
+    # Ray Tune's rounding: up (ceil), at most half the population; 0 exploits nothing
+    [(8, 0.25, 2), (3, 0.25, 1), (4, 0.3, 2), (3, 0.34, 1), (5, 0.5, 2), (30, 0.1, 3), (10, 0.1, 1), (4, 0.0, 0)],
+)
+def test_the_bottom_quantile_rounds_up_to_at_most_half_the_population(population, fraction, exploited):
+    assert settings(population=population, exploit_fraction=fraction).exploited == exploited
+
+
+def test_an_exploit_fraction_of_0_takes_nothing_over():
+    s = settings(population=4, exploit_fraction=0.0)
+    values = [{"optimizer.learning_rate": 1e-3}] * 4
+    assert decide([0.9, None, 0.1, 0.5], values, [Param("optimizer.learning_rate", 1e-4, 1e-2)], s, 0) == ([], [])
 
 
 def test_the_bottom_and_every_failed_member_take_over_from_the_top():
@@ -121,7 +178,8 @@ def test_the_bottom_and_every_failed_member_take_over_from_the_top():
     params = [Param("optimizer.learning_rate", 1e-4, 1e-2, log=True)]
     scores = [0.5, 0.9, 0.1, None, 0.7, 0.3]
     assert ranked(scores, "maximize") == [1, 4, 0, 5, 2, 3] and ranked(scores, "minimize")[:2] == [2, 5]
-    moves = decide(scores, values, params, s, round_=0)
+    moves, held = decide(scores, values, params, s, round_=0)
+    assert held == []  # no per-question outcomes: nothing to weigh a lead against, so none is held back
     assert [t["member"] for t in moves] == [3, 5, 2]  # the failed one, then the bottom two of those with a score
     assert {t["donor"] for t in moves} <= {1, 4}
     for t in moves:
@@ -129,12 +187,70 @@ def test_the_bottom_and_every_failed_member_take_over_from_the_top():
         after = t["values"]["optimizer.learning_rate"]
         how = t["how"]["optimizer.learning_rate"]
         assert how == "resampled" or after == pytest.approx(before * float(how[1:]))
-    assert moves == decide(scores, values, params, s, round_=0)  # the same draws again: a restarted driver agrees
-    assert moves != decide(scores, values, params, s, round_=1)
-    assert decide([None] * 6, values, params, s, 0) == []
+    assert (moves, held) == decide(scores, values, params, s, round_=0)  # the same draws: a restarted driver agrees
+    assert moves != decide(scores, values, params, s, round_=1)[0]
+    assert decide([None] * 6, values, params, s, 0) == ([], [])
     # a tie with the donors is no evidence: only the failed member is replaced
-    assert [t["member"] for t in decide([0.0, 0.0, 0.0, None, 0.0, 0.0], values, params, s, 0)] == [3]
-    assert [t["member"] for t in decide([0.5, 0.9, 0.9, 0.1, 0.9, 0.3], values, params, s, 0)] == [5, 3]
+    assert [t["member"] for t in decide([0.0, 0.0, 0.0, None, 0.0, 0.0], values, params, s, 0)[0]] == [3]
+    assert [t["member"] for t in decide([0.5, 0.9, 0.9, 0.1, 0.9, 0.3], values, params, s, 0)[0]] == [5, 3]
+
+
+def _look(correct: int, n: int = 64, offset: int = 0) -> dict:
+    """A member's per-question look: questions offset..offset+correct-1 right (of n, wrapping)."""
+    right = {(offset + i) % n for i in range(correct)}
+    return {f"q{i}": float(i in right) for i in range(n)}
+
+
+def test_a_member_copies_a_donor_only_when_its_lead_is_beyond_the_looks_noise():
+    s = settings(population=4, exploit_fraction=0.25)
+    params = [Param("optimizer.learning_rate", 1e-4, 1e-2, log=True)]
+    values = [{"optimizer.learning_rate": 1e-3}] * 4
+    # 0.500 against 0.453 on 64 questions, the donor's right answers a shifted set: se of the paired gap 0.076
+    noisy = [_look(32), _look(30, offset=16), _look(31, offset=8), _look(29, offset=40)]
+    scores = [sum(look.values()) / 64 for look in noisy]
+    moves, held = decide(scores, values, params, s, 0, noisy)
+    assert moves == [] and [(t["member"], t["donor"]) for t in held] == [(3, 0)]
+    gap, se = ranking_gap(scores[0], scores[3], noisy[0], noisy[3], "maximize")
+    assert held[0]["gap"] == pytest.approx(3 / 64) and held[0]["se"] == pytest.approx(se) and se > gap / 1.645
+    assert held[0]["beyond_noise"] is False
+    # plain PBT copies it all the same, and says the lead was within noise
+    plain, none_held = decide(scores, values, params, settings(population=4, noise_guard=False), 0, noisy)
+    assert none_held == [] and [(t["member"], t["donor"], t["beyond_noise"]) for t in plain] == [(3, 0, False)]
+    # the donor right on every question the recipient gets right, and on 20 more: beyond noise
+    clear = [_look(52), _look(40), _look(36), _look(32)]
+    moves, held = decide([52 / 64, 40 / 64, 36 / 64, 32 / 64], values, params, s, 0, clear)
+    assert held == [] and [(t["member"], t["donor"], t["beyond_noise"]) for t in moves] == [(3, 0, True)]
+    assert moves[0]["gap"] == pytest.approx(20 / 64) and moves[0]["se"] == pytest.approx(
+        statistics.stdev([1.0] * 20 + [0.0] * 44) / 8
+    )
+    # minimize: the lead is the donor's lower value
+    assert ranking_gap(0.2, 0.5, None, None, "minimize") == (pytest.approx(0.3), None)
+
+
+def test_clip_and_the_weights_ratios_are_said_in_how():
+    s = settings(resample_probability=0.0, perturb_factors=[2.0])
+    lr = Param("optimizer.learning_rate", 1e-4, 1e-3)
+    new, how = explore({lr.key: 8e-4}, [lr], s, random.Random(0))
+    assert new[lr.key] == 1e-3 and how[lr.key] == "x2, clipped to 0.001"
+    # two weights both doubled: their ratio is unchanged, their total held, so neither moves
+    a, b = Param("reward_mix.format.weight", 0.1, 4), Param("reward_mix.correct.weight", 0.1, 4)
+    new, how = explore({a.key: 1.0, b.key: 2.0}, [a, b], s, random.Random(0))
+    assert new == {a.key: pytest.approx(1.0), b.key: pytest.approx(2.0)}
+    assert how[a.key] == "x2, x1 with the weights' total held"
+    s = settings(resample_probability=0.0, perturb_factors=[0.5, 2.0])
+    for seed in range(20):
+        new, how = explore({a.key: 1.0, b.key: 2.0}, [a, b], s, random.Random(seed))
+        assert new[a.key] + new[b.key] == pytest.approx(3.0)  # only the ratio moves
+        # the label is the factor drawn, and where the total was put back, the factor the weight got
+        assert (
+            how[a.key] in ("x0.5", "x2")
+            and new[a.key] == float(how[a.key][1:])
+            or how[a.key].endswith(f", x{new[a.key]:.3g} with the weights' total held")
+        )
+    # scale_rewards=none: the total is a step size of its own, each weight moves alone
+    alone = replace(s, weights_by_ratio=False)
+    new, _ = explore({a.key: 1.0, b.key: 2.0}, [a, b], alone, random.Random(1))
+    assert {new[a.key], new[b.key]} <= {0.5, 1.0, 2.0, 4.0}
 
 
 def test_explore_stays_in_range_and_uses_the_factors():
@@ -146,7 +262,7 @@ def test_explore_stays_in_range_and_uses_the_factors():
         new, how = explore({p.key: 0.8}, [p], s, rng)
         seen.add(how[p.key])
         assert 0.1 <= new[p.key] <= 1.0 and new[p.key] in (0.4, 1.0)  # 0.8 x 2 is clipped to the range
-    assert seen == {"x0.5", "x2"}
+    assert seen == {"x0.5", "x2, clipped to 1"}
     drawn = [v[p.key] for v in initial_population([p], settings(population=50))]
     assert min(drawn) >= 0.1 and max(drawn) <= 1.0 and len(set(drawn)) == 50
 
@@ -231,6 +347,13 @@ def test_take_over_makes_the_recipient_the_donor_at_the_step(tmp_path):
     assert rows[0]["reward"] == pytest.approx(0.1) and not any("train_runtime" in r for r in rows)
     assert not (recipient / "summary.json").exists() and not (recipient / "best").exists()
     assert not (recipient / "checkpoints.taking-over").exists()
+    # the recipient's own history stays, marked superseded
+    kept = recipient / "superseded" / "step-40"
+    assert json.loads((kept / "summary.json").read_text()) == {}
+    assert json.loads((kept / "metrics.jsonl").read_text().splitlines()[0])["reward"] == 0.0
+    assert json.loads((kept / "superseded.json").read_text()) == {"superseded_at_step": 40, "by_member": 1}
+    take_over(tmp_path, 0, 1, 40)  # again (a driver killed after it): the first copy, of its own record, stays
+    assert json.loads((kept / "summary.json").read_text()) == {}
     with pytest.raises(PBTError, match="member 1 has no complete checkpoint of step 80"):
         take_over(tmp_path, 0, 1, 80)
 
@@ -252,6 +375,8 @@ def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
     assert lineage.history(1, 2) == [{"k": 2.0}, {"k": 2.5}, {"k": 3.1}]  # member 0's lineage, taken over again
     assert lineage.history(2, 2) == [{"k": 3.0}] * 3
     assert lineage.carried_out == {0} and set(lineage.decisions) == {0, 1}
+    # whose job trained each round of a lineage: its seed and data order are that member's
+    assert lineage.trained_by == [[1, 0, 0], [1, 0, 1], [2, 2, 2]]
 
 
 def test_the_lineage_plot_draws_take_overs_and_failed_rounds(tmp_path):
@@ -286,7 +411,9 @@ def test_a_paused_run_goes_on_as_if_it_had_not_stopped(tmp_path):
     summary = json.loads((tmp_path / "paused" / "summary.json").read_text())
     assert summary["status"] == "paused" and summary["steps"] == 3 and summary["test_accuracy"] is None
     assert summary["reported_step"] == 3 and summary["val_accuracy"] is not None  # validated at the pause
-    assert "run paused" in paused.stdout
+    assert "run paused" in paused.stdout and "test: not measured yet" in paused.stdout
+    assert "n/a" not in paused.stdout and "samples.jsonl" not in paused.stdout  # nothing claimed it did not do
+    assert (tmp_path / "paused" / "outcomes" / "val.jsonl").exists()  # the pause's look, question by question
     again = launch_here([*RUN, "trainer.pause_at_step=3", f"hydra.run.dir={tmp_path / 'paused'}"], tmp_path)
     assert json.loads((tmp_path / "paused" / "summary.json").read_text())["steps"] == 3  # no step past the pause
     assert again.returncode == 0
@@ -366,13 +493,27 @@ def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_repla
     assert "Sweep " not in out.stdout  # no grid table over members whose configs changed every round
 
     # the best member's weights, replayed as a plain run from the file, are the ones it trained with
-    replay = out.stdout.split("replay as a plain run: python launch.py ", 1)[1].splitlines()[0].split(" ")
+    replay = shlex.split(out.stdout.split("replay as a plain run: python launch.py ", 1)[1].splitlines()[0])
     assert "reward_mix=best_schedule" in replay and (sweep / BEST_SCHEDULE).exists()
+    # the lineage's seeds: round 0 trained by the member it started from, round 1 by the best member itself
+    seeds = [42 + m for m in lineage.trained_by[best]]
+    assert f"trainer.seed={seeds[0]}" in replay
     ran = launch_here([*RUN, *replay, f"hydra.run.dir={tmp_path / 'replay'}"], tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
-    weight = lambda d, term: [r[f"reward_weights/{term}"] for r in _rows(d) if "reward" in r]  # noqa: E731
-    for term in ("format", "correct"):
-        assert weight(tmp_path / "replay", term) == weight(member_dir(sweep, best), term)
+
+    def per_step(run_dir, key):
+        return [r[key] for r in _rows(run_dir) if "reward" in r]
+
+    # the replay is the run: every step's weights and learning rate are the lineage's
+    for key in ("reward_weights/format", "reward_weights/correct", "learning_rate"):
+        assert per_step(tmp_path / "replay", key) == per_step(member_dir(sweep, best), key), key
+    history = lineage.history(best, 1)
+    assert per_step(tmp_path / "replay", "learning_rate") == [
+        pytest.approx(history[(step - 1) // 3]["optimizer.learning_rate"])
+        for step in (r["step"] for r in _rows(tmp_path / "replay") if "reward" in r)
+    ]
+    config = OmegaConf.load(tmp_path / "replay" / ".hydra" / "config.yaml")
+    assert [p["set"]["trainer.seed"] for p in config.trainer.phases] == seeds[1:]
 
     # the same command again: everything is on record, nothing trains
     again = launch_here(PBT, tmp_path)
@@ -396,7 +537,11 @@ def pbt_file(tmp_path: Path, params: str) -> list[str]:
     "extra, message",
     [
         (["hydra.sweeper.population=1"], "hydra.sweeper.population=1: must be a whole number >= 2"),
-        ("trainer.beta: {low: 0, high: 0.1}", "hydra.sweeper.params.trainer.beta: PBT moves reward_mix.<term>.weight"),
+        (
+            "lora.r: {low: 8, high: 32}",
+            "hydra.sweeper.params.lora.r: PBT cannot move lora.r between rounds (the adapter's shape and targets are "
+            "in the checkpoint)",
+        ),
         ("optimizer.learning_rate: {low: -1, high: 0.1}", ".learning_rate.low=-1: must be > 0 (a log scale)"),
         ("reward_mix.format.weight: {low: 0, high: 0}", "low=0 must be below high=0"),
         (["hydra.sweeper.rounds=4"], "hydra.sweeper.rounds=4 does not divide trainer.max_steps=6"),
@@ -415,6 +560,25 @@ def test_a_bad_pbt_is_refused_in_one_line_before_anything_is_written(tmp_path, e
     if message:
         assert message in lines[0]
     assert not (tmp_path / "grpo").exists()
+
+
+@pytest.mark.slow
+def test_a_pbt_over_trainer_beta_moves_it_round_by_round_and_replays_it(tmp_path):
+    args = [
+        *pbt_file(tmp_path, "trainer.beta: {low: 0.01, high: 0.1}"),
+        *(a for a in PBT if a not in ("-m", "hparams_search=pbt")),
+    ]
+    out = launch_here([*args, "hydra.sweeper.noise_guard=false"], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep = tmp_path / "grpo" / "pbt" / "small"
+    lineage = Lineage.read(sweep / LINEAGE)
+    best = lineage.best["member"]
+    # each round's job ran with its lineage's beta: the config its checkpoints were continued with
+    started = OmegaConf.load(member_dir(sweep, best) / "checkpoints" / "config.yaml")
+    assert started.trainer.beta == pytest.approx(lineage.history(best, 1)[-1]["trainer.beta"])
+    replay = shlex.split(out.stdout.split("replay as a plain run: python launch.py ", 1)[1].splitlines()[0])
+    [phases] = [a for a in replay if a.startswith("trainer.phases=")]
+    assert "trainer.beta:" in phases
 
 
 def test_the_pbt_option_and_its_sweeper_compose(cfg_factory):

@@ -465,6 +465,14 @@ class PeriodicEval(TrainerCallback):
         return control
 
 
+def write_val_outcomes(run_dir: Path, val: ValReport) -> None:
+    """outcomes/val.jsonl (the reported step's per-question outcomes) and val_before.jsonl, where in memory."""
+    if val.outcomes is not None:
+        write_outcomes(run_dir, "val", val.outcomes)
+    if val.outcomes_before is not None:
+        write_outcomes(run_dir, "val_before", val.outcomes_before)
+
+
 def final_evaluations(
     cfg: Any, run_dir: Path, model, periodic: PeriodicEval, tester: Evaluator, step: int, adapter: Path
 ) -> tuple[ValReport, TestReport, Path]:
@@ -480,10 +488,7 @@ def final_evaluations(
         reported_adapter = run_dir / periodic.best_adapter
     val = periodic.report(reported)
     write_json_atomic(run_dir / OUTCOMES / DECODING, tester.decodings())
-    if val.outcomes is not None:
-        write_outcomes(run_dir, "val", val.outcomes)
-    if val.outcomes_before is not None:
-        write_outcomes(run_dir, "val_before", val.outcomes_before)
+    write_val_outcomes(run_dir, val)
     mark = time.perf_counter()
     scores, sampled = evaluate_test(run_dir, model, tester)
     seconds = time.perf_counter() - mark

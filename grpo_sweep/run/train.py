@@ -30,7 +30,15 @@ from ..rewards.mix import build_mix, data_columns, describe_mix, needs_ground_tr
 from ..rewards.schedule import progress_of, weights_at
 from .context import RunContext
 from .cost import reward_cost, run_cost
-from .evaluate import Evaluator, PeriodicEval, evaluate, final_evaluations, run_engine, selection_metric
+from .evaluate import (
+    Evaluator,
+    PeriodicEval,
+    evaluate,
+    final_evaluations,
+    run_engine,
+    selection_metric,
+    write_val_outcomes,
+)
 from .files import append_jsonl, read_jsonl
 from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
 from .redact import redact
@@ -470,7 +478,10 @@ def _train_tracked(
     if cfg.trainer.pause_at_step is not None and step >= cfg.trainer.pause_at_step:
         # validation at this step (PauseAt's step evaluated before its checkpoint), no test: the run goes on later
         run.periodic.final(step, run.trainer.model, saved=adapter)
-        return _record(cfg, context, run, clock, monitor, "paused", adapter, run.periodic.report(step))
+        paused = run.periodic.report(step)
+        # the pause step's per-question outcomes: a PBT weighs one member's lead over another against their noise
+        write_val_outcomes(context.run_dir, paused)
+        return _record(cfg, context, run, clock, monitor, "paused", adapter, paused)
     clock.restart()
     try:
         val, test, reported_adapter = final_evaluations(

@@ -17,8 +17,13 @@ class GRPOPBTSweeperConf:
     rounds: int = 3
     # null: trainer.max_steps / rounds; else trainer.max_steps becomes rounds x steps_per_round
     steps_per_round: int | None = None
-    # after a round, this fraction at the bottom takes over from as many at the top
+    # after a round, this fraction at the bottom (rounded up, at most half the population, as Ray Tune's
+    # quantile_fraction) takes over from as many at the top; 0: no member takes over another
     exploit_fraction: float = 0.25
+    # a member takes over a donor only when the donor's lead on the ranking look is more than noise_z standard errors
+    # (paired by question; docs/search.md); false: plain PBT, which copies whichever donor is ahead
+    noise_guard: bool = True
+    noise_z: float = 1.645
     # explore: each moved value times one of these (clipped to its range) ...
     perturb_factors: list[float] = field(default_factory=lambda: [0.8, 1.25])
     # ... or, with this probability, drawn afresh in its range
@@ -26,5 +31,6 @@ class GRPOPBTSweeperConf:
     direction: str = "maximize"
     # the draws (the first population, who takes over from whom, the moves)
     seed: int = 0
-    # the keys PBT moves: reward_mix.<term>.weight and optimizer.learning_rate, each {low, high[, log]}
+    # the keys PBT moves, each {low, high[, log]}: reward_mix.<term>.weight (on their ratios), optimizer.learning_rate,
+    # any other number a round can change (trainer.beta, a reward's params; run/phases.FIXED says which cannot)
     params: dict[str, Any] = field(default_factory=dict)

@@ -1,11 +1,20 @@
-"""Population-based training over reward weights and the learning rate: the population, its decisions and its
-record (``hparams_search=pbt``; the Hydra sweeper that drives it is ``search/pbt/sweeper.py``).
+"""Population-based training over any value a run can change between rounds (reward weights, the learning rate,
+``trainer.beta``, a reward's params, ...): the population, its decisions and its record (``hparams_search=pbt``;
+the Hydra sweeper that drives it is ``search/pbt/sweeper.py``).
 
-Truncation selection as in Jaderberg et al. (2017): ``population`` members train side by side in ``rounds`` of
-``steps_per_round`` steps. After each round the members are ranked on validation (the run's ``optimized_metric``
-at the round's last step); each of the bottom ``exploit_fraction`` takes a top member's checkpoint (adapter,
-optimizer, scheduler, RNG) and its metrics history (exploit), then moves its values: each searched key times one
-of ``perturb_factors``, or with ``resample_probability`` drawn afresh in its range (explore).
+Truncation selection as in Jaderberg et al. (2017) and Ray Tune's ``PopulationBasedTraining``: ``population``
+members train side by side in ``rounds`` of ``steps_per_round`` steps. After each round the members are ranked on
+validation (the run's ``optimized_metric`` at the round's last step); each of the bottom ``exploit_fraction``
+(rounded up, as Ray does, and at most half the population) may take a top member's checkpoint (adapter, optimizer,
+scheduler, RNG) and its metrics history (exploit), then moves its values: each searched key times one of
+``perturb_factors``, or with ``resample_probability`` drawn afresh in its range (explore). Reward weights move on
+their ratios: GRPO normalises the weighted reward within each group, so scaling every weight by one factor changes
+nothing, and their total is held at the donor's.
+
+The ranking look is noisy (64 validation prompts: a gap of 0.05 is about one standard error), so with
+``noise_guard`` a member exploits a donor only when the donor's lead, paired by question as the sweep's verdicts
+pair runs, is more than ``noise_z`` standard errors (``ranking_gap``); the lineage records every candidate's gap
+and standard error, so a plain PBT (``noise_guard=false``) still says how many of its exploits were beyond noise.
 
 A member is one run directory (``members/<m>/``) that every round continues (``trainer.pause_at_step``), with the
 run's own resume, so the learning-rate schedule and the weights' progress count to the whole run's
@@ -22,13 +31,15 @@ import math
 import random
 import re
 import shutil
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ...run.files import append_jsonl, read_jsonl, write_jsonl_atomic
-from ...run.record import SUMMARY_NAME, row_scores, val_figures
-from ...run.results import BEST_DIR, METRICS, lookup
+from ...run.files import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
+from ...run.phases import why_fixed
+from ...run.record import OUTCOME_FIELDS, SUMMARY_NAME, row_scores, val_figures
+from ...run.results import BEST_DIR, METRICS, OUTCOMES, lookup, read_outcomes, read_run_summary
 from ...run.resume import CHECKPOINTS, last_checkpoint, rows_up_to
 
 # the population's lineage: its members are rounds of changing configs, not a grid's configurations
@@ -43,6 +54,11 @@ WEIGHT_KEY = re.compile(r"reward_mix\.([A-Za-z_][\w-]*)\.weight")
 DIRECTIONS = ("maximize", "minimize")
 # where a take-over assembles the donor's state before it replaces the recipient's
 TAKEOVER_STAGING = "checkpoints.taking-over"
+# a recipient's own record before a take-over: superseded/step-<step>/ (metrics.jsonl, summary.json, outcomes/)
+SUPERSEDED = "superseded"
+SUPERSEDED_RECORD = "superseded.json"
+# each round's ranking look, per member and question: looks/round-<r>.json
+LOOKS = "looks"
 
 
 class PBTError(ValueError):
@@ -57,6 +73,7 @@ class Param:
     low: float
     high: float
     log: bool = False
+    integer: bool = False  # the config's value is an int: every value PBT gives it is rounded
 
     @property
     def term(self) -> str | None:
@@ -65,11 +82,18 @@ class Param:
 
     def draw(self, rng: random.Random) -> float:
         if self.log:
-            return math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        return rng.uniform(self.low, self.high)
+            value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        else:
+            value = rng.uniform(self.low, self.high)
+        return self.clip(value)
 
     def clip(self, value: float) -> float:
-        return min(self.high, max(self.low, value))
+        value = min(self.high, max(self.low, value))
+        return float(round(value)) if self.integer else value
+
+    def override(self, value: float) -> str:
+        """``key=value`` as the member's command line gives it (an int key as an int)."""
+        return f"{self.key}={int(round(value)) if self.integer else repr(float(value))}"
 
 
 def _number(value: Any, where: str) -> float:
@@ -78,9 +102,31 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any]) -> list[Param]:
-    """``hydra.sweeper.params`` as Params: ``reward_mix.<term>.weight`` of a term of the mix (without a schedule of
-    its own) and ``optimizer.learning_rate``, each ``{low, high[, log]}``."""
+# What a PBT moves itself, besides what no run continued from its checkpoint can change (run/phases.FIXED)
+SWEEPER_SETS = {
+    "trainer.seed": "each member's seed is the sweeper's (trainer.seed + member)",
+    "trainer.max_steps": "the sweeper sets it (hydra.sweeper.rounds x steps_per_round)",
+    "trainer.pause_at_step": "the sweeper sets it, round by round",
+}
+
+
+def _select(config: Any, key: str) -> Any:
+    """``key`` (dotted) in ``config`` (a DictConfig or nested mappings); ``_MISSING`` where it is not a key."""
+    node = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any], config: Any = None) -> list[Param]:
+    """``hydra.sweeper.params`` as Params, each ``{low, high[, log]}``: ``reward_mix.<term>.weight`` of a term of
+    the mix (without a schedule of its own) and any other number of the run's ``config`` that a round can change
+    (``run/phases.FIXED`` says which cannot, and why)."""
     if not params:
         raise PBTError(
             "hydra.sweeper.params is empty: give the keys PBT moves, e.g. "
@@ -88,12 +134,14 @@ def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any]) -> list[Para
         )
     out = []
     for key, spec in params.items():
+        key = str(key)
         where = f"hydra.sweeper.params.{key}"
-        term = WEIGHT_KEY.fullmatch(str(key))
-        if key != LEARNING_RATE and not term:
+        term = WEIGHT_KEY.fullmatch(key)
+        why = SWEEPER_SETS.get(key) or why_fixed(key)
+        if why:
             raise PBTError(
-                f"{where}: PBT moves reward_mix.<term>.weight and {LEARNING_RATE} (what a checkpoint can "
-                "continue with); search other keys with hparams_search=grpo or a grid"
+                f"{where}: PBT cannot move {key} between rounds ({why}); search it with a grid or an Optuna "
+                "study (hparams_search=grpo)"
             )
         if term and term.group(1) not in mix:
             raise PBTError(f"{where}: the mix has no term {term.group(1)!r} (it has {', '.join(mix) or 'none'})")
@@ -102,6 +150,14 @@ def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any]) -> list[Para
                 f"{where}: reward_mix.{term.group(1)} has a schedule of its own; PBT makes the weight's "
                 "schedule (drop the term's schedule)"
             )
+        integer = False
+        if not term and key != LEARNING_RATE and config is not None:
+            value = _select(config, key)
+            if value is _MISSING:
+                raise PBTError(f"{where}: {key} is not a config key of this run")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise PBTError(f"{where}: {key}={value!r} is not a number; PBT moves numbers")
+            integer = isinstance(value, int)
         if not isinstance(spec, Mapping) or set(spec) - {"low", "high", "log"} or not {"low", "high"} <= set(spec):
             raise PBTError(f"{where}={spec!r}: give {{low: <number>, high: <number>}} (and log: true for a log scale)")
         low, high = _number(spec["low"], f"{where}.low"), _number(spec["high"], f"{where}.high")
@@ -112,9 +168,11 @@ def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any]) -> list[Para
             raise PBTError(f"{where}: low={low:g} must be below high={high:g}")
         if (log or key == LEARNING_RATE) and low <= 0:
             raise PBTError(f"{where}.low={low:g}: must be > 0 ({'a log scale' if log else 'a learning rate'})")
-        if low < 0:
+        if term and low < 0:
             raise PBTError(f"{where}.low={low:g}: a weight must be >= 0")
-        out.append(Param(str(key), low, high, bool(log)))
+        if integer and math.floor(high) < math.ceil(low):
+            raise PBTError(f"{where}: {key} is a whole number and [{low:g}, {high:g}] holds none")
+        out.append(Param(key, low, high, bool(log), integer))
     return out
 
 
@@ -130,6 +188,11 @@ class Settings:
     resample_probability: float
     direction: str
     seed: int
+    noise_guard: bool = True
+    noise_z: float = 1.645
+    # reward weights move on their ratios (their total held): false where the scale of the reward itself matters
+    # (trainer.args.scale_rewards=none), set by the sweeper from the run's config
+    weights_by_ratio: bool = True
 
     @property
     def max_steps(self) -> int:
@@ -137,8 +200,11 @@ class Settings:
 
     @property
     def exploited(self) -> int:
-        """How many members take over another's state after a round (and how many give theirs)."""
-        return max(1, int(self.population * self.exploit_fraction))
+        """How many members at the bottom may take over another's state after a round (and how many at the top
+        may give theirs): the fraction of the population rounded up, at most half of it (Ray Tune's
+        ``quantile_fraction``); 0 with a fraction of 0."""
+        # round() first: 0.1 x 30 is 3.0000000000000004, which ceil would make 4
+        return min(math.ceil(round(self.population * self.exploit_fraction, 9)), self.population // 2)
 
 
 def check_settings(s: Any, max_steps: int) -> Settings:
@@ -162,10 +228,10 @@ def check_settings(s: Any, max_steps: int) -> Settings:
     else:
         steps = whole("steps_per_round", s.steps_per_round, 1)
     fraction = _number(s.exploit_fraction, "hydra.sweeper.exploit_fraction")
-    if not 0 < fraction <= 0.5:
+    if not 0 <= fraction <= 0.5:
         raise PBTError(
-            f"hydra.sweeper.exploit_fraction={fraction:g}: must be in (0, 0.5] (the bottom fraction "
-            "takes over from the top fraction)"
+            f"hydra.sweeper.exploit_fraction={fraction:g}: must be in [0, 0.5] (the bottom fraction "
+            "takes over from the top fraction; 0: no member takes over another)"
         )
     factors = list(s.perturb_factors or [])
     if not factors:
@@ -180,7 +246,13 @@ def check_settings(s: Any, max_steps: int) -> Settings:
         raise PBTError(f"hydra.sweeper.direction={s.direction!r}; use one of: {', '.join(DIRECTIONS)}")
     if isinstance(s.seed, bool) or not isinstance(s.seed, int):
         raise PBTError(f"hydra.sweeper.seed={s.seed!r}: must be a whole number")
-    return Settings(population, rounds, steps, fraction, tuple(factors), probability, s.direction, s.seed)
+    guard = getattr(s, "noise_guard", True)
+    if not isinstance(guard, bool):
+        raise PBTError(f"hydra.sweeper.noise_guard={guard!r}: must be true or false")
+    z = _number(getattr(s, "noise_z", 1.645), "hydra.sweeper.noise_z")
+    if z < 0:
+        raise PBTError(f"hydra.sweeper.noise_z={z:g}: must be >= 0 (standard errors a donor's lead must exceed)")
+    return Settings(population, rounds, steps, fraction, tuple(factors), probability, s.direction, s.seed, guard, z)
 
 
 def check_metric(metric: str) -> None:
@@ -208,46 +280,113 @@ def ranked(scores: Sequence[float | None], direction: str) -> list[int]:
     return sorted(range(len(scores)), key=lambda m: (scores[m] is None, sign * (scores[m] or 0.0), m))
 
 
+def ranking_gap(
+    donor: float,
+    recipient: float,
+    donor_outcomes: Mapping[str, float | None] | None,
+    recipient_outcomes: Mapping[str, float | None] | None,
+    direction: str,
+) -> tuple[float, float | None]:
+    """The donor's lead over the recipient on the ranking look (positive: better, in ``direction``) and its
+    standard error, paired by question as the sweep's verdicts pair runs: the standard deviation of the
+    per-question differences over the square root of their number. None where a member has no per-question
+    outcomes of the look (a metric that is not an accuracy) or fewer than two questions are judged for both."""
+    sign = 1.0 if direction == "maximize" else -1.0
+    gap = sign * (donor - recipient)
+    if not donor_outcomes or not recipient_outcomes:
+        return gap, None
+    diffs = [
+        sign * (donor_outcomes[q] - recipient_outcomes[q])
+        for q in donor_outcomes
+        if donor_outcomes[q] is not None and recipient_outcomes.get(q) is not None
+    ]
+    if len(diffs) < 2:
+        return gap, None
+    return gap, statistics.stdev(diffs) / math.sqrt(len(diffs))
+
+
+def beyond_noise(gap: float, se: float | None, z: float) -> bool | None:
+    """Whether ``gap`` is more than ``z`` standard errors (None: no standard error to judge it by)."""
+    if se is None:
+        return None
+    return gap > z * se if se > 0 else gap > 0
+
+
 def decide(
     scores: Sequence[float | None],
     values: Sequence[dict[str, float]],
     params: Sequence[Param],
     settings: Settings,
     round_: int,
-) -> list[dict]:
-    """After ``round_``: which members take over which (each of the bottom ``exploited`` of those with a score that
-    scored below every one of the top ``exploited``, and every member that failed, from one of the top ones, drawn)
-    and the values each goes on with (explored)."""
+    outcomes: Sequence[Mapping[str, float | None] | None] | None = None,
+) -> tuple[list[dict], list[dict]]:
+    """After ``round_``: which members take over which, and the values each goes on with (explored); and which
+    were held back by the noise guard. Every member that failed takes over one of the top ``exploited``, drawn;
+    each of the bottom ``exploited`` that scored below every one of them takes over one drawn from those whose lead
+    over it is beyond the ranking look's noise (``outcomes[m]``: member m's per-question values of the look), or
+    from any of them with ``noise_guard`` off. Each take-over and each held-back member records the donor's
+    ``gap``, its ``se`` and whether it was ``beyond_noise``."""
     order = ranked(scores, settings.direction)
     scored = [m for m in order if scores[m] is not None]
-    if not scored:
-        return []
     k = settings.exploited
+    if not scored or k == 0:
+        return [], []
     donors = scored[:k]
     failed = [m for m in order if scores[m] is None]
     # a member scoring as well as a donor has nothing to gain from its state: a tie is no evidence (all 0 early on)
     worst_donor = scores[donors[-1]]
-    recipients = [*failed, *(m for m in scored[-k:] if m not in donors and scores[m] != worst_donor)]
+    bottom = [m for m in scored[-k:] if m not in donors and scores[m] != worst_donor]
+    looks = list(outcomes) if outcomes is not None else [None] * len(scores)
     rng = _rng(settings.seed, "round", round_)
-    out = []
-    for m in recipients:
-        donor = rng.choice(donors)
+    take_overs, held_back = [], []
+
+    def move(member: int, donor: int, judged: dict) -> None:
         new, how = explore(values[donor], params, settings, rng)
-        out.append({"member": m, "donor": donor, "values": new, "how": how})
-    return out
+        take_overs.append({"member": member, "donor": donor, "values": new, "how": how, **judged})
+
+    for m in failed:  # nothing to compare: it has no state of this round to go on from
+        move(m, rng.choice(donors), {"gap": None, "se": None, "beyond_noise": None})
+    for m in bottom:
+        judged = {}
+        for d in donors:
+            gap, se = ranking_gap(scores[d], scores[m], looks[d], looks[m], settings.direction)
+            judged[d] = {"gap": gap, "se": se, "beyond_noise": beyond_noise(gap, se, settings.noise_z)}
+        eligible = [d for d in donors if judged[d]["beyond_noise"] is not False] if settings.noise_guard else donors
+        if eligible:
+            donor = rng.choice(eligible)
+            move(m, donor, judged[donor])
+        else:  # the lead of every donor is within the look's noise: the member goes on from its own weights
+            nearest = max(donors, key=lambda d: judged[d]["gap"] / judged[d]["se"] if judged[d]["se"] else 0.0)
+            held_back.append({"member": m, "donor": nearest, **judged[nearest]})
+    return take_overs, held_back
 
 
 def explore(
     values: dict[str, float], params: Sequence[Param], settings: Settings, rng: random.Random
 ) -> tuple[dict[str, float], dict[str, str]]:
-    """``values`` moved: each key times one of the factors (clipped to its range), or drawn afresh."""
-    new, how = {}, {}
+    """``values`` moved: each key times one of the factors, or drawn afresh, within its range. Reward weights
+    (``settings.weights_by_ratio``, two or more of them) then move on their ratios: rescaled so their total stays
+    the donor's. ``how`` says what each key got, the rescaling and a bound that clipped it included."""
+    new, how, asked = {}, {}, {}
     for p in params:
         if rng.random() < settings.resample_probability:
             new[p.key], how[p.key] = p.draw(rng), "resampled"
         else:
             factor = rng.choice(settings.perturb_factors)
-            new[p.key], how[p.key] = p.clip(values[p.key] * factor), f"x{factor:g}"
+            asked[p.key] = values[p.key] * factor
+            new[p.key], how[p.key] = p.clip(asked[p.key]), f"x{factor:g}"
+    weights = [p for p in params if p.term is not None]
+    if settings.weights_by_ratio and len(weights) > 1:
+        total, moved = sum(values[p.key] for p in weights), sum(new[p.key] for p in weights)
+        if moved > 0 and not math.isclose(total, moved):
+            for p in weights:
+                asked[p.key] = new[p.key] * total / moved
+                new[p.key] = p.clip(asked[p.key])
+                if how[p.key] != "resampled" and values[p.key]:
+                    how[p.key] += f", x{asked[p.key] / values[p.key]:.3g} with the weights' total held"
+    for p in params:
+        if p.key in asked and not math.isclose(new[p.key], asked[p.key]):
+            how[p.key] += f", clipped to {new[p.key]:g}"
     return new, how
 
 
@@ -296,10 +435,10 @@ def member_overrides(
     ]
     for p in params:
         if p.term is None:
-            out.append(f"{p.key}={_value(history[-1][p.key])}")
+            out.append(p.override(history[-1][p.key]))
             continue
         weights = [h[p.key] for h in history]
-        out.append(f"{p.key}={_value(weights[0])}")
+        out.append(p.override(weights[0]))
         schedule = weight_schedule(weights, settings.steps_per_round, settings.max_steps)
         if schedule:
             at = ",".join(map(_value, schedule["at"]))
@@ -324,10 +463,44 @@ def round_score(run_dir: Path, step: int, metric: str) -> float | None:
     return None
 
 
+def round_look(run_dir: Path, step: int, metric: str) -> dict[str, float | None] | None:
+    """The member's per-question values of its ranking look at ``step`` (outcomes/val.jsonl, which a run paused
+    there writes), for a metric that averages them (``val_accuracy``, ``val_accuracy_lenient``); None for another
+    metric, or where the run's record is not of that step."""
+    field = OUTCOME_FIELDS.get(metric)
+    if field is None:
+        return None
+    summary, _ = read_run_summary(Path(run_dir))
+    if summary is None or summary.reported_step != step:
+        return None
+    return read_outcomes(Path(run_dir), "val", field)
+
+
+def supersede(run_dir: Path, step: int, donor: int) -> Path:
+    """Keep ``run_dir``'s own record (metrics.jsonl, summary.json, outcomes/) before a take-over at ``step``
+    replaces it: in ``superseded/step-<step>/``, with ``superseded.json`` saying by whom. Once: a take-over tried
+    again after a kill keeps the first copy, made before anything was replaced."""
+    archive = Path(run_dir) / SUPERSEDED / f"step-{step}"
+    if archive.exists():
+        return archive
+    partial = archive.with_name(archive.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for name in (METRICS, SUMMARY_NAME):
+        if (Path(run_dir) / name).exists():
+            shutil.copy2(Path(run_dir) / name, partial / name)
+    if (Path(run_dir) / OUTCOMES).is_dir():
+        shutil.copytree(Path(run_dir) / OUTCOMES, partial / OUTCOMES)
+    write_json_atomic(partial / SUPERSEDED_RECORD, {"superseded_at_step": step, "by_member": donor})
+    partial.rename(archive)
+    return archive
+
+
 def take_over(sweep_dir: Path, recipient: int, donor: int, step: int) -> int:
     """Make ``recipient``'s run the donor's at ``step``: its checkpoint of that step (weights, optimizer,
-    scheduler, RNG) and its metrics up to it. Staged next to the recipient and swapped in, so a kill part-way
-    leaves either the old state or a staging directory the next attempt rebuilds. Returns the bytes copied."""
+    scheduler, RNG) and its metrics up to it; the recipient's own record is kept, marked superseded
+    (``supersede``). Staged next to the recipient and swapped in, so a kill part-way leaves either the old state or
+    a staging directory the next attempt rebuilds. Returns the bytes copied."""
     src_dir, dst_dir = member_dir(sweep_dir, donor), member_dir(sweep_dir, recipient)
     source = src_dir / CHECKPOINTS / f"checkpoint-{step}"
     if not (source / "trainer_state.json").exists():
@@ -335,6 +508,7 @@ def take_over(sweep_dir: Path, recipient: int, donor: int, step: int) -> int:
             f"member {donor} has no complete checkpoint of step {step} in {source.parent}: it cannot be "
             "taken over (was it deleted?)"
         )
+    supersede(dst_dir, step, donor)
     staging = dst_dir / TAKEOVER_STAGING
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging / source.name)
@@ -343,8 +517,9 @@ def take_over(sweep_dir: Path, recipient: int, donor: int, step: int) -> int:
     shutil.rmtree(dst_dir / CHECKPOINTS, ignore_errors=True)
     (staging / METRICS).replace(dst_dir / METRICS)
     staging.rename(dst_dir / CHECKPOINTS)
-    # what the recipient's own run had reported: gone with its weights
+    # what the recipient's own run had reported: gone with its weights (kept in superseded/)
     (dst_dir / SUMMARY_NAME).unlink(missing_ok=True)
+    shutil.rmtree(dst_dir / OUTCOMES, ignore_errors=True)
     shutil.rmtree(dst_dir / BEST_DIR, ignore_errors=True)
     return copied
 
@@ -358,8 +533,11 @@ class Lineage:
     path: Path
     start: dict | None = None
     values: list[list[dict]] = field(default_factory=list)  # values[m][r]: member m's values in round r
+    # trained_by[m][r]: the member whose job trained round r of member m's lineage (its seed, its data order)
+    trained_by: list[list[int]] = field(default_factory=list)
     scores: dict[int, list] = field(default_factory=dict)  # round -> each member's score
     decisions: dict[int, list] = field(default_factory=dict)  # round -> its take-overs
+    held_back: dict[int, list] = field(default_factory=dict)  # round -> the members the noise guard kept
     carried_out: set[int] = field(default_factory=set)  # rounds whose take-overs are done
     best: dict | None = None
     test: dict | None = None
@@ -376,10 +554,12 @@ class Lineage:
         if event == "start":
             self.start = row
             self.values = [[dict(v)] for v in row["population"]]
+            self.trained_by = [[m] for m in range(len(row["population"]))]
         elif event == "round":
             self.scores[row["round"]] = row["scores"]
         elif event == "decide":
             self.decisions[row["round"]] = row["take_overs"]
+            self.held_back[row["round"]] = row.get("held_back", [])
             self._next_round(row["round"], row["take_overs"])
         elif event == "carried_out":
             self.carried_out.add(row["round"])
@@ -391,12 +571,15 @@ class Lineage:
     def _next_round(self, round_: int, take_overs: list[dict]) -> None:
         replaced = {t["member"]: t for t in take_overs}
         before = [list(history[: round_ + 1]) for history in self.values]
+        trained = [list(by[: round_ + 1]) for by in self.trained_by]
         for m, history in enumerate(before):
             if m in replaced:
                 t = replaced[m]
                 self.values[m] = [*before[t["donor"]], dict(t["values"])]
+                self.trained_by[m] = [*trained[t["donor"]], m]
             else:
                 self.values[m] = [*history, dict(history[-1])]
+                self.trained_by[m] = [*trained[m], m]
 
     def write(self, row: dict) -> None:
         append_jsonl(self.path, row)
@@ -405,3 +588,18 @@ class Lineage:
     def history(self, member: int, round_: int) -> list[dict]:
         """The values of ``member``'s lineage in rounds 0..``round_``."""
         return self.values[member][: round_ + 1]
+
+    def exploits(self) -> dict[str, int]:
+        """How the take-overs of the bottom members stood against the ranking look's noise: ``beyond`` (the donor's
+        lead was more than noise_z standard errors), ``within`` (it was not: a plain PBT copied noise), ``unjudged``
+        (no per-question outcomes to judge it by), ``held_back`` (the guard kept the member on its own weights);
+        ``failed``: take-overs of members that failed their round."""
+        out = {"beyond": 0, "within": 0, "unjudged": 0, "held_back": 0, "failed": 0}
+        for round_, moves in self.decisions.items():
+            for t in moves:
+                if t.get("gap", 0.0) is None:
+                    out["failed"] += 1
+                else:
+                    out[{True: "beyond", False: "within", None: "unjudged"}[t.get("beyond_noise")]] += 1
+            out["held_back"] += len(self.held_back.get(round_, []))
+        return out

@@ -13,18 +13,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ...run.files import write_json_atomic
 from ...run.resume import CHECKPOINTS, remember_config
-from ..base import StrategySweeper, merge_overrides, quoted, same_design
+from ..base import StrategySweeper, merge_overrides, quoted, read_json, same_design
 from .population import (
     BEST_SCHEDULE,
-    LEARNING_RATE,
     LINEAGE,
+    LOOKS,
     PLOT,
     Lineage,
     Param,
@@ -38,6 +39,7 @@ from .population import (
     member_overrides,
     parse_params,
     ranked,
+    round_look,
     round_score,
     take_over,
 )
@@ -62,8 +64,12 @@ class PBTSweeperImpl(StrategySweeper):
                     "round starts, so it stays; run it where it may (tmux, a login session, a small job)"
                 )
             settings = check_settings(self.settings, job_cfg.trainer.max_steps)
+            # GRPO divides each group's weighted reward by its spread unless scale_rewards is none: then the
+            # weights' total is a step size of its own, and each weight moves alone
+            scale = OmegaConf.select(job_cfg, "trainer.args.scale_rewards", default="group")
+            settings = replace(settings, weights_by_ratio=scale not in ("none", False))
             mix = OmegaConf.to_container(job_cfg.reward_mix, resolve=True)
-            params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix)
+            params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix, job_cfg)
             lineage = Lineage.read(sweep_dir / LINEAGE)
             start = self._start_row(settings, params, job_cfg)
             same_design(
@@ -106,13 +112,9 @@ class PBTSweeperImpl(StrategySweeper):
                 break
             if round_ not in lineage.decisions:
                 values = [lineage.values[m][round_] for m in range(settings.population)]
-                lineage.write(
-                    {
-                        "event": "decide",
-                        "round": round_,
-                        "take_overs": decide(lineage.scores[round_], values, params, settings, round_),
-                    }
-                )
+                looks = (read_json(sweep_dir / LOOKS / f"round-{round_}.json") or {}).get("members")
+                take_overs, held_back = decide(lineage.scores[round_], values, params, settings, round_, looks)
+                lineage.write({"event": "decide", "round": round_, "take_overs": take_overs, "held_back": held_back})
             if round_ not in lineage.carried_out:
                 step = (round_ + 1) * settings.steps_per_round
                 copied = [take_over(sweep_dir, t["member"], t["donor"], step) for t in lineage.decisions[round_]]
@@ -213,6 +215,12 @@ class PBTSweeperImpl(StrategySweeper):
                 self._jobs(arguments, params, settings, base_seed, histories, todo), todo, round_ * settings.population
             )
         scores = [round_score(member_dir(sweep_dir, m), step, metric) for m in population]
+        # the look's per-question values, kept before anything of the round is decided or taken over
+        looks = [
+            None if x is None else round_look(member_dir(sweep_dir, m), step, metric) for m, x in enumerate(scores)
+        ]
+        look_file = sweep_dir / LOOKS / f"round-{round_}.json"
+        write_json_atomic(look_file, {"step": step, "metric": metric, "members": looks})
         lineage.write(
             {
                 "event": "round",
@@ -286,46 +294,79 @@ class PBTSweeperImpl(StrategySweeper):
         self, arguments: list[str], lineage: Lineage, params: list[Param], settings: Settings, job_cfg: DictConfig
     ) -> list[str]:
         """The best member's mix as an option of the reward_mix group (``<sweep>/conf/reward_mix/
-        best_schedule.yaml``); returns the command line's overrides that train it as a plain run."""
+        best_schedule.yaml``: its weights as step schedules); returns the command line's overrides that train its
+        whole lineage as one plain run: that mix, round 0's other values and seed, and from each later round's first
+        step that round's values and the seed of the member whose job trained it (``trainer.phases``)."""
         from ...run.files import write_text_atomic
 
         sweep_dir = Path(self.config.hydra.sweep.dir).resolve()
         best = lineage.best["member"]
-        history = lineage.history(best, settings.rounds - 1)
-        [job] = self._jobs(
-            arguments,
-            params,
-            settings,
-            lineage.start["base_seed"],
-            [history] * settings.population,
-            [best],
-            pause=False,
-        )
+        last = settings.rounds - 1
+        history = lineage.history(best, last)
+        trained_by = lineage.trained_by[best][: last + 1]
+        base_seed = lineage.start["base_seed"]
+        [job] = self._jobs(arguments, params, settings, base_seed, [history] * settings.population, [best], pause=False)
         mix = OmegaConf.to_container(self._compose(job).reward_mix, resolve=True)
         conf_dir = sweep_dir / BEST_SCHEDULE.parent.parent
         searchpath = [str(p) for p in self.config.hydra.searchpath or []] + [f"file://{conf_dir}"]
+        moved = [p for p in params if p.term is None]  # the weights are in the mix's schedules
         plain = [
             o
             for o in self._reproduce_overrides(arguments, job_cfg)
-            if not o.lstrip("+~").split("=", 1)[0].startswith(("reward_mix", "hydra.searchpath", "trainer.max_steps"))
+            if not o.lstrip("+~")
+            .split("=", 1)[0]
+            .startswith(("reward_mix", "hydra.searchpath", "trainer.max_steps", "trainer.seed"))
+            and o.lstrip("+~").split("=", 1)[0] not in {p.key for p in moved}
+        ]
+        phases = [
+            {
+                "from_step": r * settings.steps_per_round,
+                "set": {
+                    **{p.key: _plain_value(p, history[r][p.key]) for p in moved},
+                    "trainer.seed": base_seed + trained_by[r],
+                },
+            }
+            for r in range(1, len(history))
         ]
         overrides = [
             f"hydra.searchpath=[{','.join(map(quoted, searchpath))}]",
             *plain,
             "reward_mix=best_schedule",
             f"trainer.max_steps={settings.max_steps}",
+            f"trainer.seed={base_seed + trained_by[0]}",
+            *(p.override(history[0][p.key]) for p in moved),
         ]
-        lr = [h[LEARNING_RATE] for h in history if LEARNING_RATE in h]
-        if lr:  # the replay trains at one rate: its lineage's first (the rates it moved to are in pbt.jsonl)
-            overrides.append(f"{LEARNING_RATE}={lr[0]!r}")
+        if phases:
+            overrides.append(f"trainer.phases={_override_value(phases)}")
         score = lineage.best["score"]
         text = (
             f"# PBT {self.settings.name!r}: member {best}'s lineage (best on {lineage.start['metric']}, {score:.3f} "
             f"at step {settings.max_steps}), its reward weights as step schedules over trainer.max_steps="
-            f"{settings.max_steps}. Replay:\n#   python launch.py {' '.join(overrides)}\n"
+            f"{settings.max_steps}; its other values and seeds round by round are the replay's trainer.phases. "
+            f"Replay:\n#   python launch.py {shell_line(overrides)}\n"
         )
         write_text_atomic(sweep_dir / BEST_SCHEDULE, text + OmegaConf.to_yaml(OmegaConf.create(mix)))
         return overrides
+
+
+def _plain_value(p: Param, value: float) -> float | int:
+    return int(round(value)) if p.integer else float(value)
+
+
+def _override_value(value: Any) -> str:
+    """``value`` (lists, dicts, numbers, dotted keys) in Hydra's override grammar, on one line."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_override_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_override_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def shell_line(overrides: list[str]) -> str:
+    """The overrides as one shell command line's arguments (a list's commas and braces quoted from the shell)."""
+    import shlex
+
+    return " ".join(shlex.quote(o) for o in overrides)
 
 
 def _member_summaries(sweep_dir: Path, population: int) -> dict[int, Any]:
@@ -358,6 +399,16 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
     def score(x: Any) -> str:
         return "failed" if x is None else f"{x:.3f}"
 
+    z = s.get("noise_z", 1.645)
+
+    def lead(t: dict) -> str:
+        if t.get("gap") is None:
+            return " (it failed its round)" if "gap" in t else ""
+        if t.get("se") is None:
+            return f" (lead {t['gap']:+.3f}, no per-question outcomes to weigh it)"
+        within = "beyond" if t["beyond_noise"] else "within"
+        return f" (lead {t['gap']:+.3f}, se {t['se']:.3f}: {within} {z:g} se)"
+
     lines = [
         f"PBT {lineage.start['name']!r}: {s['population']} members x {s['rounds']} rounds of "
         f"{s['steps_per_round']} steps, ranked on {metric} ({s['direction']}) -> {sweep_dir}"
@@ -369,9 +420,23 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
         )
         for t in lineage.decisions.get(round_, []):
             lines.append(
-                f"    m{t['member']} <- m{t['donor']}'s checkpoint, then {values(t['values'])} "
-                f"({', '.join(f'{short[k]} {h}' for k, h in t['how'].items())})"
+                f"    m{t['member']} <- m{t['donor']}'s checkpoint{lead(t)}, then {values(t['values'])} "
+                f"({'; '.join(f'{short[k]} {h}' for k, h in t['how'].items())})"
             )
+        for t in lineage.held_back.get(round_, []):
+            lines.append(f"    m{t['member']} goes on from its own weights: its nearest donor m{t['donor']}{lead(t)}")
+    counts = lineage.exploits()
+    guard = (
+        f"noise guard on: a member copies a donor only when its lead is more than {z:g} standard errors of the "
+        "ranking look, paired by question"
+        if s.get("noise_guard", False)
+        else "noise guard off (plain PBT)"
+    )
+    lines.append(
+        f"  exploits: {counts['beyond']} beyond the ranking look's noise, {counts['within']} within it, "
+        f"{counts['unjudged']} not judged (no per-question outcomes), {counts['held_back']} held back; "
+        f"{counts['failed']} of failed members; {guard}"
+    )
     best, test = lineage.best, lineage.test or {}
     lines.append(
         f"  best: m{best['member']} ({metric} {score(best['score'])} at step {s['rounds'] * s['steps_per_round']}); "
@@ -389,5 +454,5 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
             f"{score(test.get('test_accuracy_before'))} -> {score(test.get('test_accuracy'))}{k}"
         )
     lines.append(f"  lineage: {sweep_dir / LINEAGE}, {sweep_dir / PLOT}; best mix: {sweep_dir / BEST_SCHEDULE}")
-    lines.append(f"  replay as a plain run: python launch.py {' '.join(replay)}")
+    lines.append(f"  replay as a plain run: python launch.py {shell_line(replay)}")
     return "\n".join(lines)
