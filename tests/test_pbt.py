@@ -140,6 +140,7 @@ def test_any_number_a_round_can_change_moves_an_int_as_an_int():
         ({"exploit_fraction": -0.1}, "hydra.sweeper.exploit_fraction=-0.1: must be in [0, 0.5]"),
         ({"noise_z": -1}, "hydra.sweeper.noise_z=-1: must be >= 0"),
         ({"noise_guard": "yes"}, "hydra.sweeper.noise_guard='yes': must be true or false"),
+        ({"explore": "bayes"}, "hydra.sweeper.explore='bayes'; use one of: perturb, pb2"),
         ({"perturb_factors": []}, "hydra.sweeper.perturb_factors is empty"),
         ({"perturb_factors": [0.8, -1]}, "each must be > 0"),
         ({"resample_probability": 2}, "hydra.sweeper.resample_probability=2: must be in [0, 1]"),
@@ -193,6 +194,37 @@ def test_the_bottom_and_every_failed_member_take_over_from_the_top():
     # a tie with the donors is no evidence: only the failed member is replaced
     assert [t["member"] for t in decide([0.0, 0.0, 0.0, None, 0.0, 0.0], values, params, s, 0)[0]] == [3]
     assert [t["member"] for t in decide([0.5, 0.9, 0.9, 0.1, 0.9, 0.3], values, params, s, 0)[0]] == [5, 3]
+
+
+def test_pb2_proposes_from_every_rounds_improvement_and_spreads_over_what_goes_on(tmp_path):
+    from grpo_sweep.search.pbt.sweeper import _pb2
+
+    s = settings(population=4, explore="pb2")
+    lr = Param("optimizer.learning_rate", 1e-4, 1e-2, log=True)
+    rows = [
+        {"event": "start", "population": [{lr.key: v} for v in (1e-4, 1e-3, 3e-3, 1e-2)]},
+        {
+            "event": "round",
+            "round": 0,
+            "scores": [0.2, 0.6, 0.5, None],
+            "start": [0.1, 0.1, 0.1, 0.1],
+            "values": [{lr.key: v} for v in (1e-4, 1e-3, 3e-3, 1e-2)],
+        },
+    ]
+    (tmp_path / LINEAGE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lineage = Lineage.read(tmp_path / LINEAGE)
+    seen = []
+
+    def spy(donor, going_on, rng):
+        seen.append([dict(v) for v in going_on])
+        return propose(donor, going_on, rng)
+
+    propose = _pb2(lineage, [lr], s, 0)
+    moves, _ = decide(lineage.scores[0], rows[1]["values"], [lr], s, 0, None, spy)
+    # the failed member 3 and the bottom member 0 both move; the second proposal sees the first as going on
+    assert [t["member"] for t in moves] == [3, 0]
+    assert all(t["how"][lr.key].startswith("pb2 (") and 1e-4 <= t["values"][lr.key] <= 1e-2 for t in moves)
+    assert len(seen[1]) == len(seen[0]) + 1 and seen[1][-1] == moves[0]["values"]
 
 
 def _look(correct: int, n: int = 64, offset: int = 0) -> dict:
@@ -379,12 +411,24 @@ def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
     assert lineage.trained_by == [[1, 0, 0], [1, 0, 1], [2, 2, 2]]
 
 
-def test_the_lineage_plot_draws_take_overs_and_failed_rounds(tmp_path):
-    from grpo_sweep.search.pbt.plot import plot_lineage
+def test_the_plot_draws_scores_with_their_noise_and_every_moved_value(tmp_path):
+    from grpo_sweep.search.pbt.plot import look_se, plot_pbt
 
-    scores = {0: [0.5, 0.9, None], 1: [0.6, 0.8, 0.7], 2: [0.7, None, 0.75]}
-    moves = {0: [{"member": 2, "donor": 1}], 1: [{"member": 1, "donor": 2}]}
-    plot_lineage(scores, moves, 40, tmp_path / "pbt.png", "val_accuracy")
+    path = tmp_path / LINEAGE
+    rows = [
+        {"event": "start", "population": [{"k": 1.0}, {"k": 2.0}, {"k": 3.0}]},
+        {"event": "round", "round": 0, "scores": [0.5, 0.9, None]},
+        {"event": "decide", "round": 0, "take_overs": [{"member": 2, "donor": 1, "values": {"k": 2.5}, "how": {}}]},
+        {"event": "round", "round": 1, "scores": [0.6, 0.8, 0.7]},
+        {"event": "decide", "round": 1, "take_overs": [{"member": 1, "donor": 2, "values": {"k": 3.1}, "how": {}}]},
+        {"event": "round", "round": 2, "scores": [0.7, None, 0.75]},
+        {"event": "best", "member": 2, "score": 0.75, "values": []},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    looks = {0: [_look(32), _look(58), None], 1: [None, None, None], 2: [_look(45), None, _look(48)]}
+    assert look_se(_look(32)) == pytest.approx(statistics.stdev([1.0] * 32 + [0.0] * 32) / 8)
+    assert look_se(None) is None
+    plot_pbt(Lineage.read(path), [Param("k", 0.1, 10, log=True)], 40, "val_accuracy", tmp_path / "pbt.png", looks)
     assert (tmp_path / "pbt.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -458,6 +502,7 @@ PBT = [
     "hydra.sweeper.rounds=2",
     "hydra.sweeper.exploit_fraction=0.34",
     "hydra.sweeper.name=small",
+    "hydra.sweeper.head_to_head_seeds=0",
 ]
 
 
@@ -491,6 +536,19 @@ def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_repla
     assert lineage.test["test_accuracy"] == statuses[best]["test_accuracy"]
     assert (sweep / "pbt.png").stat().st_size > 0 and "replay as a plain run: python launch.py" in out.stdout
     assert "Sweep " not in out.stdout  # no grid table over members whose configs changed every round
+    assert "exploits: " in out.stdout and "not run (hydra.sweeper.head_to_head_seeds=0)" in out.stdout
+    report = (sweep / "report.md").read_text()
+    for part in (
+        "## Rounds",
+        "## Lineage tree",
+        "(best)",
+        "## Moved values",
+        "pbt.png",
+        "Exploits against",
+        "Replayed as one plain run",
+    ):
+        assert part in report, part
+    assert json.loads((sweep / "looks" / "round-0.json").read_text())["step"] == 3
 
     # the best member's weights, replayed as a plain run from the file, are the ones it trained with
     replay = shlex.split(out.stdout.split("replay as a plain run: python launch.py ", 1)[1].splitlines()[0])
@@ -537,6 +595,7 @@ def pbt_file(tmp_path: Path, params: str) -> list[str]:
     "extra, message",
     [
         (["hydra.sweeper.population=1"], "hydra.sweeper.population=1: must be a whole number >= 2"),
+        (["hydra.sweeper.head_to_head_seeds=1"], "hydra.sweeper.head_to_head_seeds=1: give 0 (not run) or 2 or more"),
         (
             "lora.r: {low: 8, high: 32}",
             "hydra.sweeper.params.lora.r: PBT cannot move lora.r between rounds (the adapter's shape and targets are "
@@ -560,6 +619,24 @@ def test_a_bad_pbt_is_refused_in_one_line_before_anything_is_written(tmp_path, e
     if message:
         assert message in lines[0]
     assert not (tmp_path / "grpo").exists()
+
+
+@pytest.mark.slow
+def test_the_schedule_meets_the_best_fixed_start_over_fresh_seeds_with_a_verdict(tmp_path):
+    args = [a for a in PBT if "head_to_head" not in a] + ["hydra.sweeper.head_to_head_seeds=2"]
+    out = launch_here(args, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep = tmp_path / "grpo" / "pbt" / "small"
+    arms = sorted(p.name for p in (sweep / "head_to_head").iterdir() if (p / "summary.json").exists())
+    assert arms == ["fixed-45", "fixed-46", "schedule-45", "schedule-46"]  # seeds no member trained with (42-44)
+    lineage = Lineage.read(sweep / LINEAGE)
+    assert set(lineage.head_to_head["verdicts"]) == {"schedule", "fixed"}
+    report = (sweep / "report.md").read_text()
+    assert "## Does the schedule beat a fixed mix?" in report and "Per configuration over seeds" in report
+    assert "schedule" in report.split("## Does the schedule beat a fixed mix?")[1]
+    # the same command again: the head-to-head's runs are not trained again
+    again = launch_here(args, tmp_path)
+    assert again.returncode == 0 and "PBT head-to-head:" not in again.stderr
 
 
 @pytest.mark.slow

@@ -17,7 +17,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config.checks import ConfigError
+
+class PhaseError(ValueError):
+    """A phase that cannot work; the message names it (validate reports it as the config's error)."""
+
 
 # Values a run continued from its checkpoint cannot change: the checkpoint holds them, or the resumed trainer's state
 # was counted in them. (prefix, why): the first prefix a key starts with answers; an empty why: it can change.
@@ -62,30 +65,30 @@ def phases_of(cfg: Any) -> list[dict]:
 
 def check_phases(cfg: Any) -> None:
     """Each phase's ``from_step`` inside the run and after the one before, and each key it sets a config key that a
-    continued run can change; one-line ConfigError naming the bad value."""
+    continued run can change; one-line PhaseError naming the bad value."""
     phases = phases_of(cfg)
     if not isinstance(phases, list):
-        raise ConfigError(f"trainer.phases={phases!r}: give a list of {{from_step: N, set: {{key: value}}}}")
+        raise PhaseError(f"trainer.phases={phases!r}: give a list of {{from_step: N, set: {{key: value}}}}")
     before = 0
     for i, phase in enumerate(phases):
         where = f"trainer.phases[{i}]"
         if not isinstance(phase, dict) or set(phase) != {"from_step", "set"}:
-            raise ConfigError(f"{where}={phase!r}: give {{from_step: N, set: {{key: value}}}}")
+            raise PhaseError(f"{where}={phase!r}: give {{from_step: N, set: {{key: value}}}}")
         step = phase["from_step"]
         if isinstance(step, bool) or not isinstance(step, int) or not before < step < cfg.trainer.max_steps:
-            raise ConfigError(
+            raise PhaseError(
                 f"{where}.from_step={step!r}: must be a step after {before} and before "
                 f"trainer.max_steps={cfg.trainer.max_steps}"
             )
         before = step
         if not isinstance(phase["set"], dict) or not phase["set"]:
-            raise ConfigError(f"{where}.set={phase['set']!r}: give the values the phase sets, {{key: value}}")
+            raise PhaseError(f"{where}.set={phase['set']!r}: give the values the phase sets, {{key: value}}")
         for key in phase["set"]:
             why = why_fixed(str(key))
             if why:
-                raise ConfigError(f"{where}.set.{key}: a run cannot change {key} from a step on ({why})")
+                raise PhaseError(f"{where}.set.{key}: a run cannot change {key} from a step on ({why})")
             if OmegaConf.select(cfg, str(key), default=_ABSENT) is _ABSENT:
-                raise ConfigError(f"{where}.set.{key}: not a config key of this run")
+                raise PhaseError(f"{where}.set.{key}: not a config key of this run")
 
 
 _ABSENT = object()

@@ -24,6 +24,12 @@ class GRPOPBTSweeperConf:
     # (paired by question; docs/search.md); false: plain PBT, which copies whichever donor is ahead
     noise_guard: bool = True
     noise_z: float = 1.645
+    # how a recipient's values move: perturb (perturb_factors, resample_probability) or pb2 (Parker-Holder et al.,
+    # 2020: a time-varying GP bandit over the round-to-round improvement, as Ray Tune's PB2; for small populations)
+    explore: str = "perturb"
+    # at the end, the best lineage's schedule against the best starting point held fixed, each over this many fresh
+    # seeds, with the sweep's verdict (0: not run; the end says how to run it)
+    head_to_head_seeds: int = 3
     # explore: each moved value times one of these (clipped to its range) ...
     perturb_factors: list[float] = field(default_factory=lambda: [0.8, 1.25])
     # ... or, with this probability, drawn afresh in its range

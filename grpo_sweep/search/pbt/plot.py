@@ -1,33 +1,54 @@
-"""pbt.png: the population's lineage, drawn with the report's plotting helpers (reading/plots.py)."""
+"""pbt.png: the population over its rounds, drawn with the report's plotting helpers (reading/plots.py)."""
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ...reading.plots import palette, pyplot, save_figure
+from .population import Lineage, Param
 
 
-def plot_lineage(
-    scores: dict[int, Sequence],
-    take_overs: dict[int, Sequence[dict]],
+def look_se(look: dict | None) -> float | None:
+    """The standard error of a member's ranking look: its per-question values' sd over the square root of their
+    number (None without per-question outcomes)."""
+    values = [v for v in (look or {}).values() if v is not None]
+    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+
+
+def plot_pbt(
+    lineage: Lineage,
+    params: Sequence[Param],
     steps_per_round: int,
-    out_path: Path,
     metric: str,
+    out_path: Path,
+    looks: dict[int, Sequence[dict | None]] | None = None,
+    noise_z: float = 1.645,
 ) -> None:
-    """A population-based training's lineage (population.py): each member's score at the end of each round, a
-    solid line where it went on from its own weights, a dotted one from the donor's point where it took over
-    another member's checkpoint; a member that failed a round has no point there."""
+    """Top: each member's score at the end of each round with the ranking look's noise band (± ``noise_z``
+    standard errors, from ``looks[round][member]``), a solid line where it went on from its own weights, a dotted
+    one from the donor's point where it took over another's checkpoint; a member that failed a round has no point
+    there. Below, one panel per moved value: each member's value over the steps, as its lineage trained it. The
+    best member's lineage is black and thick in every panel."""
     plt = pyplot()
     colors = palette(plt)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    scores, take_overs = lineage.scores, lineage.decisions
+    fig, axes = plt.subplots(1 + len(params), 1, figsize=(7, 3 + 2 * len(params)), sharex=True, squeeze=False)
+    axes = [row[0] for row in axes]
+    ax = axes[0]
     rounds = sorted(scores)
     members = max((len(s) for s in scores.values()), default=0)
+    best = (lineage.best or {}).get("member")
     for m in range(members):
         color = colors[m % len(colors)]
-        points = [((r + 1) * steps_per_round, scores[r][m]) for r in rounds if scores[r][m] is not None]
+        points = [((r + 1) * steps_per_round, scores[r][m], r) for r in rounds if scores[r][m] is not None]
         if points:
-            ax.plot(*zip(*points), linestyle="none", marker="o", color=color, label=f"member {m}")
+            xs, ys, rs = zip(*points)
+            se = [look_se(((looks or {}).get(r) or [None] * members)[m]) for r in rs]
+            err = [noise_z * e if e is not None else 0.0 for e in se]
+            ax.errorbar(xs, ys, yerr=err, linestyle="none", marker="o", color=color, capsize=3, label=f"member {m}")
         for r in rounds:
             after = scores.get(r + 1)
             if not after or after[m] is None:
@@ -41,8 +62,37 @@ def plot_lineage(
                     color=color,
                     linestyle=":" if m in moved else "-",
                 )
-    ax.set_xlabel("step (end of round)")
+    if best is not None and lineage.trained_by:
+        path = lineage.trained_by[best]
+        # the best lineage's scores: the member that trained each round, at that round's end
+        pts = [((r + 1) * steps_per_round, scores[r][path[r]]) for r in rounds if r < len(path)]
+        pts = [(x, y) for x, y in pts if y is not None]
+        if pts:
+            ax.plot(*zip(*pts), color="black", linewidth=2.2, label=f"best lineage (member {best})", zorder=0)
     ax.set_ylabel(metric)
-    ax.set_title("PBT lineage; dotted: went on from another member's checkpoint", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title(
+        f"PBT lineage; bars: ±{noise_z:g} se of the ranking look; dotted: went on from another member's checkpoint",
+        fontsize=9,
+    )
+    ax.legend(fontsize=7)
+    last_step = (max(rounds) + 1) * steps_per_round if rounds else steps_per_round
+    for ax, p in zip(axes[1:], params):
+        for m, history in enumerate(lineage.values):
+            xs, ys = _steps(history, p.key, steps_per_round, last_step)
+            ax.plot(xs, ys, color=colors[m % len(colors)], alpha=0.7, drawstyle="steps-post")
+        if best is not None and best < len(lineage.values):
+            xs, ys = _steps(lineage.values[best], p.key, steps_per_round, last_step)
+            ax.plot(xs, ys, color="black", linewidth=2.2, drawstyle="steps-post")
+        if p.log:
+            ax.set_yscale("log")
+        ax.set_ylabel(p.key.replace("reward_mix.", "").replace(".weight", " weight"), fontsize=8)
+    axes[-1].set_xlabel("step")
     save_figure(fig, out_path)
+
+
+def _steps(history: Sequence[dict], key: str, steps_per_round: int, last_step: int) -> tuple[list, list]:
+    """A lineage's value of ``key`` as a step function: each round's from its first step, the last to ``last_step``."""
+    values = [h[key] for h in history if key in h]
+    if not values:
+        return [], []
+    return [r * steps_per_round for r in range(len(values))] + [last_step], [*values, values[-1]]

@@ -34,12 +34,12 @@ import shutil
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...run.files import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
 from ...run.phases import why_fixed
-from ...run.record import OUTCOME_FIELDS, SUMMARY_NAME, row_scores, val_figures
-from ...run.results import BEST_DIR, METRICS, OUTCOMES, lookup, read_outcomes, read_run_summary
+from ...run.record import SUMMARY_NAME, row_scores, val_figures
+from ...run.results import BEST_DIR, METRICS, OUTCOMES, lookup
 from ...run.resume import CHECKPOINTS, last_checkpoint, rows_up_to
 
 # the population's lineage: its members are rounds of changing configs, not a grid's configurations
@@ -52,6 +52,7 @@ BEST_SCHEDULE = Path("conf") / "reward_mix" / "best_schedule.yaml"
 LEARNING_RATE = "optimizer.learning_rate"
 WEIGHT_KEY = re.compile(r"reward_mix\.([A-Za-z_][\w-]*)\.weight")
 DIRECTIONS = ("maximize", "minimize")
+EXPLORES = ("perturb", "pb2")
 # where a take-over assembles the donor's state before it replaces the recipient's
 TAKEOVER_STAGING = "checkpoints.taking-over"
 # a recipient's own record before a take-over: superseded/step-<step>/ (metrics.jsonl, summary.json, outcomes/)
@@ -59,6 +60,8 @@ SUPERSEDED = "superseded"
 SUPERSEDED_RECORD = "superseded.json"
 # each round's ranking look, per member and question: looks/round-<r>.json
 LOOKS = "looks"
+# the schedule against the best fixed starting point: head_to_head/<arm>-<seed>/, a run each
+HEAD_TO_HEAD = "head_to_head"
 
 
 class PBTError(ValueError):
@@ -190,6 +193,8 @@ class Settings:
     seed: int
     noise_guard: bool = True
     noise_z: float = 1.645
+    # how a recipient's values move: perturb (x a factor, or drawn afresh) or pb2 (a time-varying GP bandit, pb2.py)
+    explore: str = "perturb"
     # reward weights move on their ratios (their total held): false where the scale of the reward itself matters
     # (trainer.args.scale_rewards=none), set by the sweeper from the run's config
     weights_by_ratio: bool = True
@@ -252,7 +257,20 @@ def check_settings(s: Any, max_steps: int) -> Settings:
     z = _number(getattr(s, "noise_z", 1.645), "hydra.sweeper.noise_z")
     if z < 0:
         raise PBTError(f"hydra.sweeper.noise_z={z:g}: must be >= 0 (standard errors a donor's lead must exceed)")
-    return Settings(population, rounds, steps, fraction, tuple(factors), probability, s.direction, s.seed, guard, z)
+    explore = getattr(s, "explore", "perturb")
+    if explore not in EXPLORES:
+        raise PBTError(f"hydra.sweeper.explore={explore!r}; use one of: {', '.join(EXPLORES)}")
+    return Settings(
+        population, rounds, steps, fraction, tuple(factors), probability, s.direction, s.seed, guard, z, explore
+    )
+
+
+def check_head_to_head(seeds: Any) -> None:
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds == 1 or seeds < 0:
+        raise PBTError(
+            f"hydra.sweeper.head_to_head_seeds={seeds!r}: give 0 (not run) or 2 or more seeds (one seed a side "
+            "cannot tell the two apart from seed noise)"
+        )
 
 
 def check_metric(metric: str) -> None:
@@ -312,6 +330,10 @@ def beyond_noise(gap: float, se: float | None, z: float) -> bool | None:
     return gap > z * se if se > 0 else gap > 0
 
 
+# propose(donor's values, the values going on this round, rng) -> (new values, how): the model-based explore (PB2)
+Propose = Callable[[dict[str, float], list[dict[str, float]], random.Random], tuple[dict[str, float], dict[str, str]]]
+
+
 def decide(
     scores: Sequence[float | None],
     values: Sequence[dict[str, float]],
@@ -319,13 +341,15 @@ def decide(
     settings: Settings,
     round_: int,
     outcomes: Sequence[Mapping[str, float | None] | None] | None = None,
+    propose: Propose | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """After ``round_``: which members take over which, and the values each goes on with (explored); and which
     were held back by the noise guard. Every member that failed takes over one of the top ``exploited``, drawn;
     each of the bottom ``exploited`` that scored below every one of them takes over one drawn from those whose lead
     over it is beyond the ranking look's noise (``outcomes[m]``: member m's per-question values of the look), or
     from any of them with ``noise_guard`` off. Each take-over and each held-back member records the donor's
-    ``gap``, its ``se`` and whether it was ``beyond_noise``."""
+    ``gap``, its ``se`` and whether it was ``beyond_noise``. ``propose``: the values a recipient goes on with
+    (PB2's model), else the donor's perturbed or drawn afresh (``explore``)."""
     order = ranked(scores, settings.direction)
     scored = [m for m in order if scores[m] is not None]
     k = settings.exploited
@@ -339,34 +363,39 @@ def decide(
     looks = list(outcomes) if outcomes is not None else [None] * len(scores)
     rng = _rng(settings.seed, "round", round_)
     take_overs, held_back = [], []
-
-    def move(member: int, donor: int, judged: dict) -> None:
-        new, how = explore(values[donor], params, settings, rng)
-        take_overs.append({"member": member, "donor": donor, "values": new, "how": how, **judged})
-
-    for m in failed:  # nothing to compare: it has no state of this round to go on from
-        move(m, rng.choice(donors), {"gap": None, "se": None, "beyond_noise": None})
+    judged: dict[int, dict] = {}
     for m in bottom:
-        judged = {}
+        judged[m] = {}
         for d in donors:
             gap, se = ranking_gap(scores[d], scores[m], looks[d], looks[m], settings.direction)
-            judged[d] = {"gap": gap, "se": se, "beyond_noise": beyond_noise(gap, se, settings.noise_z)}
-        eligible = [d for d in donors if judged[d]["beyond_noise"] is not False] if settings.noise_guard else donors
+            judged[m][d] = {"gap": gap, "se": se, "beyond_noise": beyond_noise(gap, se, settings.noise_z)}
+    chosen: dict[int, int] = {m: rng.choice(donors) for m in failed}  # nothing to compare: no state to go on from
+    for m in bottom:
+        eligible = [d for d in donors if judged[m][d]["beyond_noise"] is not False] if settings.noise_guard else donors
         if eligible:
-            donor = rng.choice(eligible)
-            move(m, donor, judged[donor])
+            chosen[m] = rng.choice(eligible)
         else:  # the lead of every donor is within the look's noise: the member goes on from its own weights
-            nearest = max(donors, key=lambda d: judged[d]["gap"] / judged[d]["se"] if judged[d]["se"] else 0.0)
-            held_back.append({"member": m, "donor": nearest, **judged[nearest]})
+            nearest = max(donors, key=lambda d: judged[m][d]["gap"] / judged[m][d]["se"] if judged[m][d]["se"] else 0)
+            held_back.append({"member": m, "donor": nearest, **judged[m][nearest]})
+    # the values going on this round unchanged, then each new one as it is chosen: PB2 spreads its picks over them
+    going_on = [dict(values[m]) for m in range(len(scores)) if m not in chosen]
+    for m, donor in chosen.items():
+        if propose is None:
+            new, how = explore(values[donor], params, settings, rng)
+        else:
+            new, how = propose(values[donor], going_on, rng)
+            new, how = hold_weights_total(values[donor], new, how, params, settings)
+        going_on.append(new)
+        lead = judged[m][donor] if m in judged else {"gap": None, "se": None, "beyond_noise": None}
+        take_overs.append({"member": m, "donor": donor, "values": new, "how": how, **lead})
     return take_overs, held_back
 
 
 def explore(
     values: dict[str, float], params: Sequence[Param], settings: Settings, rng: random.Random
 ) -> tuple[dict[str, float], dict[str, str]]:
-    """``values`` moved: each key times one of the factors, or drawn afresh, within its range. Reward weights
-    (``settings.weights_by_ratio``, two or more of them) then move on their ratios: rescaled so their total stays
-    the donor's. ``how`` says what each key got, the rescaling and a bound that clipped it included."""
+    """``values`` moved: each key times one of the factors, or drawn afresh, within its range; then
+    ``hold_weights_total``. ``how`` says what each key got, a bound that clipped it included."""
     new, how, asked = {}, {}, {}
     for p in params:
         if rng.random() < settings.resample_probability:
@@ -375,17 +404,34 @@ def explore(
             factor = rng.choice(settings.perturb_factors)
             asked[p.key] = values[p.key] * factor
             new[p.key], how[p.key] = p.clip(asked[p.key]), f"x{factor:g}"
-    weights = [p for p in params if p.term is not None]
-    if settings.weights_by_ratio and len(weights) > 1:
-        total, moved = sum(values[p.key] for p in weights), sum(new[p.key] for p in weights)
-        if moved > 0 and not math.isclose(total, moved):
-            for p in weights:
-                asked[p.key] = new[p.key] * total / moved
-                new[p.key] = p.clip(asked[p.key])
-                if how[p.key] != "resampled" and values[p.key]:
-                    how[p.key] += f", x{asked[p.key] / values[p.key]:.3g} with the weights' total held"
     for p in params:
         if p.key in asked and not math.isclose(new[p.key], asked[p.key]):
+            how[p.key] += f", clipped to {new[p.key]:g}"
+    return hold_weights_total(values, new, how, params, settings)
+
+
+def hold_weights_total(
+    before: dict[str, float],
+    new: dict[str, float],
+    how: dict[str, str],
+    params: Sequence[Param],
+    settings: Settings,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Reward weights (two or more, ``settings.weights_by_ratio``) rescaled so their total is ``before``'s: GRPO
+    normalises the weighted reward within a group, so only their ratios move; ``how`` says the factor each got."""
+    weights = [p for p in params if p.term is not None]
+    if not settings.weights_by_ratio or len(weights) < 2:
+        return new, how
+    total, moved = sum(before[p.key] for p in weights), sum(new[p.key] for p in weights)
+    if moved <= 0 or math.isclose(total, moved):
+        return new, how
+    new, how = dict(new), dict(how)
+    for p in weights:
+        asked = new[p.key] * total / moved
+        new[p.key] = p.clip(asked)
+        if before[p.key]:
+            how[p.key] += f", x{asked / before[p.key]:.3g} with the weights' total held"
+        if not math.isclose(new[p.key], asked):
             how[p.key] += f", clipped to {new[p.key]:g}"
     return new, how
 
@@ -433,9 +479,16 @@ def member_overrides(
         f"trainer.max_steps={settings.max_steps}",
         f"trainer.pause_at_step={(round_ + 1) * settings.steps_per_round if pause else 'null'}",
     ]
+    return (
+        out + [p.override(history[-1][p.key]) for p in params if p.term is None] + _weights(history, params, settings)
+    )
+
+
+def _weights(history: Sequence[dict[str, float]], params: Sequence[Param], settings: Settings) -> list[str]:
+    """The lineage's reward weights: each its round-0 weight and a step schedule of the rounds so far."""
+    out = []
     for p in params:
         if p.term is None:
-            out.append(p.override(history[-1][p.key]))
             continue
         weights = [h[p.key] for h in history]
         out.append(p.override(weights[0]))
@@ -447,6 +500,51 @@ def member_overrides(
     return out
 
 
+def phases_value(phases: list[dict]) -> str:
+    """``trainer.phases`` in Hydra's override grammar, on one line (dotted keys, numbers as Python writes them)."""
+
+    def grammar(value: Any) -> str:
+        if isinstance(value, dict):
+            return "{" + ",".join(f"{k}:{grammar(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ",".join(grammar(v) for v in value) + "]"
+        return repr(value)
+
+    return grammar(phases)
+
+
+def lineage_overrides(
+    history: Sequence[dict[str, float]],
+    params: Sequence[Param],
+    settings: Settings,
+    seeds: Sequence[int] | None = None,
+    weights_inline: bool = True,
+) -> list[str]:
+    """A whole lineage (``history``: its values round by round) as one plain run's overrides: round 0's values,
+    the weights as step schedules (``weights_inline``; else the mix comes from a file), and from each later round's
+    first step that round's other values (``trainer.phases``), with ``seeds[r]`` as round r's seed when given."""
+    moved = [p for p in params if p.term is None]
+    out = [f"trainer.max_steps={settings.max_steps}", "trainer.pause_at_step=null"]
+    if seeds is not None:
+        out.append(f"trainer.seed={seeds[0]}")
+    out += [p.override(history[0][p.key]) for p in moved]
+    if weights_inline:
+        out += _weights(history, params, settings)
+    phases = [
+        {
+            "from_step": r * settings.steps_per_round,
+            "set": {
+                **{p.key: int(round(history[r][p.key])) if p.integer else float(history[r][p.key]) for p in moved},
+                **({"trainer.seed": seeds[r]} if seeds is not None else {}),
+            },
+        }
+        for r in range(1, len(history))
+    ]
+    if any(phase["set"] for phase in phases):
+        out.append(f"trainer.phases={phases_value(phases)}")
+    return out
+
+
 # -- a member's state on disk --------------------------------------------------------------------------------
 def round_score(run_dir: Path, step: int, metric: str) -> float | None:
     """The member's ``metric`` at ``step`` when its checkpoint of that step is complete (its validation there is
@@ -454,6 +552,11 @@ def round_score(run_dir: Path, step: int, metric: str) -> float | None:
     found = last_checkpoint(run_dir)
     if found is None or found[1] < step:
         return None
+    return logged_score(run_dir, step, metric)
+
+
+def logged_score(run_dir: Path, step: int, metric: str) -> float | None:
+    """The member's validation ``metric`` logged at ``step`` (metrics.jsonl), or None."""
     for row in read_jsonl(Path(run_dir) / METRICS):
         if row.get("step") == step:
             scores = row_scores(row)
@@ -461,19 +564,6 @@ def round_score(run_dir: Path, step: int, metric: str) -> float | None:
                 value = lookup(val_figures(scores), metric)
                 return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
     return None
-
-
-def round_look(run_dir: Path, step: int, metric: str) -> dict[str, float | None] | None:
-    """The member's per-question values of its ranking look at ``step`` (outcomes/val.jsonl, which a run paused
-    there writes), for a metric that averages them (``val_accuracy``, ``val_accuracy_lenient``); None for another
-    metric, or where the run's record is not of that step."""
-    field = OUTCOME_FIELDS.get(metric)
-    if field is None:
-        return None
-    summary, _ = read_run_summary(Path(run_dir))
-    if summary is None or summary.reported_step != step:
-        return None
-    return read_outcomes(Path(run_dir), "val", field)
 
 
 def supersede(run_dir: Path, step: int, donor: int) -> Path:
@@ -536,11 +626,13 @@ class Lineage:
     # trained_by[m][r]: the member whose job trained round r of member m's lineage (its seed, its data order)
     trained_by: list[list[int]] = field(default_factory=list)
     scores: dict[int, list] = field(default_factory=dict)  # round -> each member's score
+    rounds: dict[int, dict] = field(default_factory=dict)  # round -> its row (scores, start scores, values trained)
     decisions: dict[int, list] = field(default_factory=dict)  # round -> its take-overs
     held_back: dict[int, list] = field(default_factory=dict)  # round -> the members the noise guard kept
     carried_out: set[int] = field(default_factory=set)  # rounds whose take-overs are done
     best: dict | None = None
     test: dict | None = None
+    head_to_head: dict | None = None
 
     @classmethod
     def read(cls, path: Path) -> Lineage:
@@ -557,6 +649,7 @@ class Lineage:
             self.trained_by = [[m] for m in range(len(row["population"]))]
         elif event == "round":
             self.scores[row["round"]] = row["scores"]
+            self.rounds[row["round"]] = row
         elif event == "decide":
             self.decisions[row["round"]] = row["take_overs"]
             self.held_back[row["round"]] = row.get("held_back", [])
@@ -567,6 +660,8 @@ class Lineage:
             self.best = row
         elif event == "test":
             self.test = row
+        elif event == "head_to_head":
+            self.head_to_head = row
 
     def _next_round(self, round_: int, take_overs: list[dict]) -> None:
         replaced = {t["member"]: t for t in take_overs}

@@ -24,22 +24,26 @@ from ...run.resume import CHECKPOINTS, remember_config
 from ..base import StrategySweeper, merge_overrides, quoted, read_json, same_design
 from .population import (
     BEST_SCHEDULE,
+    HEAD_TO_HEAD,
     LINEAGE,
     LOOKS,
+    MEMBERS_DIR,
     PLOT,
     Lineage,
     Param,
     PBTError,
     Settings,
+    check_head_to_head,
     check_metric,
     check_settings,
     decide,
     initial_population,
+    lineage_overrides,
+    logged_score,
     member_dir,
     member_overrides,
     parse_params,
     ranked,
-    round_look,
     round_score,
     take_over,
 )
@@ -64,6 +68,7 @@ class PBTSweeperImpl(StrategySweeper):
                     "round starts, so it stays; run it where it may (tmux, a login session, a small job)"
                 )
             settings = check_settings(self.settings, job_cfg.trainer.max_steps)
+            check_head_to_head(self.settings.get("head_to_head_seeds"))
             # GRPO divides each group's weighted reward by its spread unless scale_rewards is none: then the
             # weights' total is a step size of its own, and each weight moves alone
             scale = OmegaConf.select(job_cfg, "trainer.args.scale_rewards", default="group")
@@ -113,7 +118,8 @@ class PBTSweeperImpl(StrategySweeper):
             if round_ not in lineage.decisions:
                 values = [lineage.values[m][round_] for m in range(settings.population)]
                 looks = (read_json(sweep_dir / LOOKS / f"round-{round_}.json") or {}).get("members")
-                take_overs, held_back = decide(lineage.scores[round_], values, params, settings, round_, looks)
+                propose = _pb2(lineage, params, settings, round_) if settings.explore == "pb2" else None
+                take_overs, held_back = decide(lineage.scores[round_], values, params, settings, round_, looks, propose)
                 lineage.write({"event": "decide", "round": round_, "take_overs": take_overs, "held_back": held_back})
             if round_ not in lineage.carried_out:
                 step = (round_ + 1) * settings.steps_per_round
@@ -122,12 +128,16 @@ class PBTSweeperImpl(StrategySweeper):
         if lineage.test is None:
             self._test_best(arguments, lineage, params, settings, base_seed, job_cfg.optimized_metric)
         replay = self._write_best_schedule(arguments, lineage, params, settings, job_cfg)
-        from .plot import plot_lineage
+        head_to_head = self._head_to_head(arguments, lineage, params, settings)
+        from .plot import plot_pbt
+        from .report import write_report
 
-        plot_lineage(
-            lineage.scores, lineage.decisions, settings.steps_per_round, sweep_dir / PLOT, job_cfg.optimized_metric
-        )
-        print(pbt_report(lineage, params, sweep_dir, job_cfg.optimized_metric, replay))
+        looks = {r: (read_json(sweep_dir / LOOKS / f"round-{r}.json") or {}).get("members") for r in lineage.scores}
+        metric = job_cfg.optimized_metric
+        plot_pbt(lineage, params, settings.steps_per_round, metric, sweep_dir / PLOT, looks, settings.noise_z)
+        report = write_report(sweep_dir, lineage, params, metric, shell_line(replay), head_to_head, looks)
+        print(pbt_report(lineage, params, sweep_dir, metric, replay))
+        print(f"{head_to_head}\nreport with the lineage, the moved values' plot and the verdict: {report}")
         return []
 
     # -- the gate ------------------------------------------------------------------------------------------
@@ -216,17 +226,23 @@ class PBTSweeperImpl(StrategySweeper):
             )
         scores = [round_score(member_dir(sweep_dir, m), step, metric) for m in population]
         # the look's per-question values, kept before anything of the round is decided or taken over
-        looks = [
-            None if x is None else round_look(member_dir(sweep_dir, m), step, metric) for m, x in enumerate(scores)
-        ]
+        looks = _looks(sweep_dir, step, metric, scores)
         look_file = sweep_dir / LOOKS / f"round-{round_}.json"
         write_json_atomic(look_file, {"step": step, "metric": metric, "members": looks})
+        # where each member's round started from: its lineage's score at the round's first step (PB2's improvement)
+        if round_ == 0:
+            start = [logged_score(member_dir(sweep_dir, m), 0, metric) for m in population]
+        else:
+            donors = {t["member"]: t["donor"] for t in lineage.decisions.get(round_ - 1, [])}
+            start = [lineage.scores[round_ - 1][donors.get(m, m)] for m in population]
         lineage.write(
             {
                 "event": "round",
                 "round": round_,
                 "step": step,
                 "scores": scores,
+                "start": start,
+                "values": [lineage.values[m][round_] for m in population],
                 "trained": todo,
                 "seconds": round(time.time() - started, 3),
             }
@@ -289,6 +305,61 @@ class PBTSweeperImpl(StrategySweeper):
             }
         )
 
+    # -- the answer ----------------------------------------------------------------------------------------
+    def _head_to_head(self, arguments: list[str], lineage: Lineage, params: list[Param], settings: Settings) -> str:
+        """Does moving the values during training beat holding them? The best lineage's schedule (its values round
+        by round, as the replay trains them) against the best starting point held fixed (the member that led after
+        round 0, its first values), each over ``head_to_head_seeds`` fresh seeds, judged by the sweep's verdicts
+        (reading/: ranked on validation, test paired by seed and question). Runs in ``head_to_head/``; with 0 seeds,
+        the command that runs them instead. Returns the lines to print (and report.md's)."""
+        from ...reading.results import SweepResults
+        from ...reading.tables import seed_block
+
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        n = int(self.settings.get("head_to_head_seeds") or 0)
+        best = lineage.best["member"]
+        start_best = ranked(lineage.scores[0], settings.direction)[0]
+        arms = {
+            "schedule": lineage_overrides(lineage.history(best, settings.rounds - 1), params, settings),
+            "fixed": lineage_overrides([lineage.start["population"][start_best]], params, settings),
+        }
+        first_seed = lineage.start["base_seed"] + settings.population  # seeds no member trained with
+        seeds = list(range(first_seed, first_seed + n))
+        title = (
+            f"Schedule or fixed? member {best}'s lineage (its values moved round by round) against member "
+            f"{start_best}'s starting values held fixed (the best after round 1)"
+        )
+        if n == 0:
+            return (
+                f"{title}: not run (hydra.sweeper.head_to_head_seeds=0); the same command with "
+                "hydra.sweeper.head_to_head_seeds=5 runs both over 5 fresh seeds and gives the verdict"
+            )
+        finished = {
+            run.dir.name for run in SweepResults.read(sweep_dir / HEAD_TO_HEAD).runs if run.state == "completed"
+        }
+        jobs, where = [], []
+        for arm, overrides in arms.items():
+            for seed in seeds:
+                subdir = f"{HEAD_TO_HEAD}/{arm}-{seed}"
+                if f"{arm}-{seed}" in finished:
+                    continue  # a continued PBT: what finished is not trained again
+                jobs.append(
+                    merge_overrides(arguments, [*overrides, f"trainer.seed={seed}", f"hydra.sweep.subdir={subdir}"])
+                )
+                where.append(subdir)
+        if jobs:
+            log.info("PBT head-to-head: %d runs (%s)", len(jobs), ", ".join(where))
+            self.launch(jobs, settings.rounds * settings.population + 1, "a head-to-head run")
+        read = SweepResults.read(sweep_dir / HEAD_TO_HEAD)
+        # each configuration by its arm's name (its directory's), not its many overrides
+        runs = [replace(run, config=run.dir.name.rsplit("-", 1)[0]) for run in read.runs]
+        results = SweepResults(read.sweep_dir, runs, read.direction)
+        block = seed_block(results)
+        verdicts = {c.config: c.verdict for c in results.comparisons}
+        if lineage.head_to_head is None and verdicts:
+            lineage.write({"event": "head_to_head", "seeds": seeds, "arms": arms, "verdicts": verdicts})
+        return "\n".join([f"{title}, {len(seeds)} seeds each ({sweep_dir / HEAD_TO_HEAD}):", *block])
+
     # -- what it leaves ------------------------------------------------------------------------------------
     def _write_best_schedule(
         self, arguments: list[str], lineage: Lineage, params: list[Param], settings: Settings, job_cfg: DictConfig
@@ -309,35 +380,22 @@ class PBTSweeperImpl(StrategySweeper):
         mix = OmegaConf.to_container(self._compose(job).reward_mix, resolve=True)
         conf_dir = sweep_dir / BEST_SCHEDULE.parent.parent
         searchpath = [str(p) for p in self.config.hydra.searchpath or []] + [f"file://{conf_dir}"]
-        moved = [p for p in params if p.term is None]  # the weights are in the mix's schedules
+        lineage_run = lineage_overrides(
+            history, params, settings, [base_seed + m for m in trained_by], weights_inline=False
+        )
+        set_here = {o.split("=", 1)[0] for o in lineage_run}
         plain = [
             o
             for o in self._reproduce_overrides(arguments, job_cfg)
-            if not o.lstrip("+~")
-            .split("=", 1)[0]
-            .startswith(("reward_mix", "hydra.searchpath", "trainer.max_steps", "trainer.seed"))
-            and o.lstrip("+~").split("=", 1)[0] not in {p.key for p in moved}
-        ]
-        phases = [
-            {
-                "from_step": r * settings.steps_per_round,
-                "set": {
-                    **{p.key: _plain_value(p, history[r][p.key]) for p in moved},
-                    "trainer.seed": base_seed + trained_by[r],
-                },
-            }
-            for r in range(1, len(history))
+            if not o.lstrip("+~").split("=", 1)[0].startswith(("reward_mix", "hydra.searchpath"))
+            and o.lstrip("+~").split("=", 1)[0] not in set_here
         ]
         overrides = [
             f"hydra.searchpath=[{','.join(map(quoted, searchpath))}]",
             *plain,
             "reward_mix=best_schedule",
-            f"trainer.max_steps={settings.max_steps}",
-            f"trainer.seed={base_seed + trained_by[0]}",
-            *(p.override(history[0][p.key]) for p in moved),
+            *(o for o in lineage_run if o != "trainer.pause_at_step=null"),
         ]
-        if phases:
-            overrides.append(f"trainer.phases={_override_value(phases)}")
         score = lineage.best["score"]
         text = (
             f"# PBT {self.settings.name!r}: member {best}'s lineage (best on {lineage.start['metric']}, {score:.3f} "
@@ -349,24 +407,51 @@ class PBTSweeperImpl(StrategySweeper):
         return overrides
 
 
-def _plain_value(p: Param, value: float) -> float | int:
-    return int(round(value)) if p.integer else float(value)
-
-
-def _override_value(value: Any) -> str:
-    """``value`` (lists, dicts, numbers, dotted keys) in Hydra's override grammar, on one line."""
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_override_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_override_value(v) for v in value) + "]"
-    return repr(value)
-
-
 def shell_line(overrides: list[str]) -> str:
     """The overrides as one shell command line's arguments (a list's commas and braces quoted from the shell)."""
     import shlex
 
     return " ".join(shlex.quote(o) for o in overrides)
+
+
+def _pb2(lineage: Lineage, params: list[Param], settings: Settings, round_: int):
+    """PB2's ``propose`` for the take-overs after ``round_``: a GP over every member's rounds so far, each round's
+    values against its improvement (its score less its start's, better up), asked for the next round."""
+    from .pb2 import pb2_explore
+
+    sign = 1.0 if settings.direction == "maximize" else -1.0
+    observations = [
+        {"round": r, "values": values, "improvement": sign * (score - begun)}
+        for r, row in sorted(lineage.rounds.items())
+        if r <= round_
+        for values, score, begun in zip(row.get("values") or [], row["scores"], row.get("start") or [])
+        if score is not None and begun is not None
+    ]
+
+    def propose(donor: dict, going_on: list[dict], rng) -> tuple[dict, dict]:
+        new, label = pb2_explore(observations, params, round_ + 1, going_on, rng)
+        return new, {p.key: label for p in params}
+
+    return propose
+
+
+def _looks(sweep_dir: Path, step: int, metric: str, scores: list) -> list[dict | None]:
+    """Each member's per-question values of its ranking look at ``step`` (its outcomes/val.jsonl, which a run paused
+    there writes), for a metric that averages them (``val_accuracy``, ``val_accuracy_lenient``); None for another
+    metric, a member without a score, or one whose record is not of that step."""
+    from ...reading.results import SweepResults
+    from ...run.record import OUTCOME_FIELDS
+
+    field = OUTCOME_FIELDS.get(metric)
+    if field is None:
+        return [None] * len(scores)
+    results = SweepResults.read(Path(sweep_dir) / MEMBERS_DIR)
+    looks = []
+    for m, score in enumerate(scores):
+        run = results.run_at(member_dir(sweep_dir, m))
+        of_step = score is not None and run is not None and run.summary.reported_step == step
+        looks.append(results.outcomes(run, field, "val") if of_step else None)
+    return looks
 
 
 def _member_summaries(sweep_dir: Path, population: int) -> dict[int, Any]:
