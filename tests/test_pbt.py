@@ -665,15 +665,19 @@ def test_the_pbt_option_and_its_sweeper_compose(cfg_factory):
 
 
 @pytest.mark.slow
-def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
+@pytest.mark.parametrize("explore", ["perturb", "pb2"])
+def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
     """The issue's command on the pool, its driver killed with SIGKILL once round 1 is taken over; the same command
-    finishes it, every round on record once."""
+    finishes it, every round on record once, and ends with report.md and the schedule-or-fixed verdict (perturb:
+    the preset's head-to-head; pb2: without it, to keep the stage short)."""
     args = [
         "-m",
         "hparams_search=pbt",
         "hydra/launcher=pool",
         "hydra.sweeper.population=4",
         "hydra.sweeper.rounds=3",
+        f"hydra.sweeper.explore={explore}",
+        *([] if explore == "perturb" else ["hydra.sweeper.head_to_head_seeds=0"]),
         "trainer.disable_tqdm=true",
         f"output_root={tmp_path}",
     ]
@@ -706,3 +710,11 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
     assert json.loads((best / "summary.json").read_text())["steps"] == 120
     plain = OmegaConf.load(lineage_path.parent / BEST_SCHEDULE)
     assert set(plain) == {"format", "correct"} and plain.format.schedule.kind == "step"
+    report = (lineage_path.parent / "report.md").read_text()
+    assert "## Lineage tree" in report and "Exploits against the look's noise" in report
+    if explore == "perturb":
+        assert "Per configuration over seeds" in report.split("## Does the schedule beat a fixed mix?")[1]
+        assert set(lineage.head_to_head["verdicts"]) == {"schedule", "fixed"}
+    else:
+        moves = [t for r in rows if r["event"] == "decide" for t in r["take_overs"]]
+        assert all(h.startswith("pb2 (") for t in moves for h in t["how"].values())

@@ -343,8 +343,10 @@ def test_a_failing_task_of_a_two_task_run_is_the_runs_error(tmp_path):
     ), summary["error"]
 
 
-def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path):
-    """hparams_search=pbt on SLURM: each member's round a job, the take-over between rounds, the best member tested."""
+@pytest.mark.parametrize("explore", ["perturb", "pb2"])
+def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path, explore):
+    """hparams_search=pbt on SLURM: each member's round a job, the take-over between rounds, the best member tested;
+    with either explore."""
     args = [
         "-m",
         "hparams_search=pbt",
@@ -352,6 +354,8 @@ def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path):
         *FAST,
         "hydra.sweeper.population=2",
         "hydra.sweeper.rounds=2",
+        f"hydra.sweeper.explore={explore}",
+        "hydra.sweeper.head_to_head_seeds=0",
         "trainer.eval.k=0",
     ]
     out = run_launch(args, tmp_path, env=ENV)

@@ -329,6 +329,8 @@ class PBTSweeperImpl(StrategySweeper):
             f"Schedule or fixed? member {best}'s lineage (its values moved round by round) against member "
             f"{start_best}'s starting values held fixed (the best after round 1)"
         )
+        if arms["schedule"] == arms["fixed"]:
+            title += " (its values never moved: the two are one configuration, and the verdict can only be seed noise)"
         if n == 0:
             return (
                 f"{title}: not run (hydra.sweeper.head_to_head_seeds=0); the same command with "
