@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grpo_sweep.run.phases import check_phases, config_at, phase_configs
+from grpo_sweep.run.phases import check_phases, check_resumable, config_at, phase_configs
 from grpo_sweep.run.validate import ConfigError, validate
 
 from .conftest import FAST, compose, launch_here
@@ -58,6 +58,39 @@ def test_no_phases_checks_nothing():
     check_phases(compose([]))
 
 
+def test_each_phase_trains_from_where_the_last_stopped_and_a_stopped_run_goes_on_in_its_phase(tmp_path):
+    """run_phases with a stand-in for one run's training: it records what it was given and leaves the checkpoint of
+    the step it stopped at, as train does."""
+    from types import SimpleNamespace
+
+    from grpo_sweep.run.phases import run_phases
+    from grpo_sweep.run.resume import ResumeError, remember_config
+
+    trained = []
+
+    def train(cfg):
+        stop = cfg.trainer.pause_at_step or cfg.trainer.max_steps
+        if not (tmp_path / "checkpoints").exists():
+            remember_config(tmp_path, cfg)  # what a fresh run records
+        step = tmp_path / "checkpoints" / f"checkpoint-{stop}"
+        step.mkdir(parents=True)
+        (step / "trainer_state.json").write_text(json.dumps({"global_step": stop}))
+        trained.append((cfg.trainer.seed, cfg.trainer.beta, cfg.trainer.pause_at_step))
+        return SimpleNamespace(status="paused" if cfg.trainer.pause_at_step else "completed")
+
+    cfg = compose(["trainer.max_steps=6", PHASES])
+    stopped = compose(["trainer.max_steps=6", "trainer.pause_at_step=4", PHASES])
+    assert run_phases(stopped, tmp_path, train).status == "paused"
+    assert trained == [(42, 0.0, 3), (42, 0.05, 4)]  # the user's pause inside the second phase
+    assert run_phases(cfg, tmp_path, train).status == "completed"
+    assert trained[2:] == [(42, 0.05, 5), (7, 0.05, None)]  # on in the second phase from step 4, then the third
+    # the gate checks the directory against the phase that saved its last checkpoint: the same command passes,
+    # another config is refused
+    check_resumable(tmp_path, cfg)
+    with pytest.raises(ResumeError, match="trainer.top_p: 1.0 -> 0.9"):
+        check_resumable(tmp_path, compose(["trainer.max_steps=6", "trainer.top_p=0.9", PHASES]))
+
+
 RUN = [
     *FAST,
     "trainer.max_steps=6",
@@ -74,6 +107,7 @@ def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_run_stopped_inside_a_phase_goes_on_in_it_and_each_step_has_its_phases_values(tmp_path):
     run_dir = tmp_path / "run"
     stopped = launch_here([*RUN, "trainer.pause_at_step=2", f"hydra.run.dir={run_dir}"], tmp_path)
