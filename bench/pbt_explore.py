@@ -2,7 +2,7 @@
 PB2's GP bandit (``hydra.sweeper.explore=pb2``), each over several PBT seeds (``hydra.sweeper.seed``: the first
 population, who takes over from whom, the moves), with the noise guard on and off.
 
-    python -m bench.pbt_explore [--seeds 5] [--explores perturb,pb2] [--guards on]
+    python -m bench.pbt_explore [--seeds 5] [--explores perturb,pb2] [--guards on] [--out pbt_explore]
 
 Each PBT is the issue's command, ``python launch.py -m hparams_search=pbt hydra/launcher=pool`` (4 members, 3 rounds of
 40 steps, the preset's space: the two weights and the learning rate), without its head-to-head (measured elsewhere).
@@ -11,7 +11,7 @@ and within the ranking look's noise, the members held back, the wall time. Then,
 spread (sd) over the PBT seeds, and the difference in test between the strategies with a t interval over seeds
 (paired by PBT seed: the same seed draws the same first population).
 
-Writes bench/results/pbt_explore.json.
+Writes bench/results/pbt_explore.json (``--out``: another name, e.g. for the guard off).
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     args.add_argument("--seeds", type=int, default=5)
     args.add_argument("--explores", default="perturb,pb2")
     args.add_argument("--guards", default="on", help="on, off or on,off")
+    args.add_argument("--out", default="pbt_explore", help="bench/results/<out>.json")
     ns = args.parse_args(argv)
     explores = ns.explores.split(",")
     guards = [g == "on" for g in ns.guards.split(",")]
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(guards) == 2:
         for e in explores:
             result[f"test {e}: guard on - off"] = paired(arms[(e, True)], arms[(e, False)])
-    record("pbt_explore", result)
+    record(ns.out, result)
 
 
 if __name__ == "__main__":
