@@ -27,6 +27,32 @@ def _score(x) -> str:
     return "failed" if x is None else f"{x:.3f}"
 
 
+def lead_text(t: dict, z: float) -> str:
+    """A take-over's or held-back member's lead, as ``(lead +0.203, se 0.060: beyond 1.645 se)``."""
+    if t.get("gap") is None:
+        return " (it failed its round)" if "gap" in t else ""
+    if t.get("se") is None:
+        return f" (lead {t['gap']:+.3f}, no per-question outcomes to weigh it)"
+    return f" (lead {t['gap']:+.3f}, se {t['se']:.3f}: {'beyond' if t['beyond_noise'] else 'within'} {z:g} se)"
+
+
+def exploits_text(counts: dict[str, int]) -> str:
+    return (
+        f"{counts['beyond']} beyond the ranking look's noise, {counts['within']} within it, {counts['unjudged']} not "
+        f"judged (no per-question outcomes), {counts['held_back']} held back by the guard; {counts['failed']} "
+        "take-overs of members that failed their round"
+    )
+
+
+def guard_text(settings: dict) -> str:
+    if settings.get("noise_guard"):
+        return (
+            f"on: a member copies a donor only when the donor's lead is more than {settings.get('noise_z', 1.645):g} "
+            "standard errors of the ranking look, paired by question"
+        )
+    return "off (plain PBT: the bottom copies the top whatever the gap)"
+
+
 def lineage_tree(lineage: Lineage, params: Sequence[Param], steps_per_round: int) -> list[str]:
     """Each member's lineage as it ended, round by round: whose job trained the round (its seed and data order),
     the values it trained with, the score at the round's end; the best member first."""
@@ -72,39 +98,24 @@ def write_report(
     moves = []
     for r, decided in sorted(lineage.decisions.items()):
         for t in decided:
-            lead = (
-                " (it failed its round)"
-                if t.get("gap") is None and "gap" in t
-                else (
-                    f" (lead {t['gap']:+.3f}, se {t['se']:.3f}: {'beyond' if t['beyond_noise'] else 'within'} {z:g} se)"
-                    if t.get("se") is not None
-                    else ""
-                )
-            )
             how = "; ".join(f"{short.get(k, k)} {h}" for k, h in t["how"].items())
             moves.append(
-                f"- after round {r + 1}: member {t['member']} took member {t['donor']}'s checkpoint{lead}, then "
-                f"{_values(t['values'], short)} ({how})"
+                f"- after round {r + 1}: member {t['member']} took member {t['donor']}'s checkpoint"
+                f"{lead_text(t, z)}, then {_values(t['values'], short)} ({how})"
             )
         for t in lineage.held_back.get(r, []):
             moves.append(
                 f"- after round {r + 1}: member {t['member']} went on from its own weights: its nearest donor, member "
-                f"{t['donor']}, led by {t['gap']:+.3f} with se {t['se']:.3f}, within {z:g} se"
+                f"{t['donor']}{lead_text(t, z)}"
             )
     test = lineage.test or {}
     best = lineage.best or {}
-    guard = (
-        f"on: a member copies a donor only when the donor's lead is more than {z:g} standard errors of the ranking "
-        "look, paired by question"
-        if s.get("noise_guard")
-        else "off (plain PBT: the bottom copies the top whatever the gap)"
-    )
     text = [
         f"# PBT {lineage.start['name']!r}",
         "",
         f"{s['population']} members × {s['rounds']} rounds of {spr} steps, ranked on `{metric}` ({s['direction']}) "
         f"after each round; the bottom {s['exploit_fraction']:g} (rounded up, at most half) may take over the top's "
-        f"checkpoint, then explore ({s.get('explore', 'perturb')}). Noise guard {guard}. The lineage: "
+        f"checkpoint, then explore ({s.get('explore', 'perturb')}). Noise guard {guard_text(s)}. The lineage: "
         f"`{LINEAGE}`.",
         "",
         "## Rounds",
@@ -116,9 +127,7 @@ def write_report(
         "",
         *(moves or ["No member took over another."]),
         "",
-        f"**Exploits against the look's noise:** {counts['beyond']} beyond it, {counts['within']} within it, "
-        f"{counts['unjudged']} not judged (no per-question outcomes), {counts['held_back']} held back by the guard; "
-        f"{counts['failed']} take-overs of members that failed their round.",
+        f"**Exploits against the look's noise:** {exploits_text(counts)}.",
         "",
         "## Lineage tree",
         "",

@@ -47,6 +47,7 @@ from .population import (
     round_score,
     take_over,
 )
+from .report import exploits_text, guard_text, lead_text, write_report
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,6 @@ class PBTSweeperImpl(StrategySweeper):
         replay = self._write_best_schedule(arguments, lineage, params, settings, job_cfg)
         head_to_head = self._head_to_head(arguments, lineage, params, settings)
         from .plot import plot_pbt
-        from .report import write_report
 
         looks = {r: (read_json(sweep_dir / LOOKS / f"round-{r}.json") or {}).get("members") for r in lineage.scores}
         metric = job_cfg.optimized_metric
@@ -321,7 +321,7 @@ class PBTSweeperImpl(StrategySweeper):
         start_best = ranked(lineage.scores[0], settings.direction)[0]
         arms = {
             "schedule": lineage_overrides(lineage.history(best, settings.rounds - 1), params, settings),
-            "fixed": lineage_overrides([lineage.start["population"][start_best]], params, settings),
+            "fixed": lineage_overrides([lineage.start["population"][start_best]] * settings.rounds, params, settings),
         }
         first_seed = lineage.start["base_seed"] + settings.population  # seeds no member trained with
         seeds = list(range(first_seed, first_seed + n))
@@ -489,12 +489,7 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
     z = s.get("noise_z", 1.645)
 
     def lead(t: dict) -> str:
-        if t.get("gap") is None:
-            return " (it failed its round)" if "gap" in t else ""
-        if t.get("se") is None:
-            return f" (lead {t['gap']:+.3f}, no per-question outcomes to weigh it)"
-        within = "beyond" if t["beyond_noise"] else "within"
-        return f" (lead {t['gap']:+.3f}, se {t['se']:.3f}: {within} {z:g} se)"
+        return lead_text(t, z)
 
     lines = [
         f"PBT {lineage.start['name']!r}: {s['population']} members x {s['rounds']} rounds of "
@@ -512,18 +507,7 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
             )
         for t in lineage.held_back.get(round_, []):
             lines.append(f"    m{t['member']} goes on from its own weights: its nearest donor m{t['donor']}{lead(t)}")
-    counts = lineage.exploits()
-    guard = (
-        f"noise guard on: a member copies a donor only when its lead is more than {z:g} standard errors of the "
-        "ranking look, paired by question"
-        if s.get("noise_guard", False)
-        else "noise guard off (plain PBT)"
-    )
-    lines.append(
-        f"  exploits: {counts['beyond']} beyond the ranking look's noise, {counts['within']} within it, "
-        f"{counts['unjudged']} not judged (no per-question outcomes), {counts['held_back']} held back; "
-        f"{counts['failed']} of failed members; {guard}"
-    )
+    lines.append(f"  exploits: {exploits_text(lineage.exploits())}; noise guard {guard_text(s)}")
     best, test = lineage.best, lineage.test or {}
     lines.append(
         f"  best: m{best['member']} ({metric} {score(best['score'])} at step {s['rounds'] * s['steps_per_round']}); "
