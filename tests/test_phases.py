@@ -11,7 +11,8 @@ import pytest
 from grpo_sweep.run.phases import check_phases, check_resumable, config_at, phase_configs
 from grpo_sweep.run.validate import ConfigError, validate
 
-from .conftest import FAST, compose, launch_here
+from .conftest import compose, launch_here
+from .test_pbt import RUN as PAUSING_RUN
 
 PHASES = (
     "trainer.phases=[{from_step:3,set:{optimizer.learning_rate:0.0002,trainer.beta:0.05}},"
@@ -91,16 +92,8 @@ def test_each_phase_trains_from_where_the_last_stopped_and_a_stopped_run_goes_on
         check_resumable(tmp_path, compose(["trainer.max_steps=6", "trainer.top_p=0.9", PHASES]))
 
 
-RUN = [
-    *FAST,
-    "trainer.max_steps=6",
-    "trainer.save_steps=6",
-    "trainer.disable_tqdm=true",
-    "trainer.eval.every_steps=0",
-    "trainer.eval.k=0",
-    "optimizer.learning_rate=0.001",
-    PHASES,
-]
+# test_pbt's short run that pauses and goes on, with phases
+RUN = [*PAUSING_RUN, "optimizer.learning_rate=0.001", PHASES]
 
 
 def _rows(run_dir):
