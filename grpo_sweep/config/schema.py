@@ -215,7 +215,7 @@ class TrainerConfig:
     pause_at_step: int | None = None
     # the config changing at given steps, each phase {from_step: N, set: {dotted.key: value}} going on from the last
     # one's checkpoint (run/phases.py): a PBT's best member replays its rounds this way
-    phases: list[Any] = field(default_factory=list)
+    phases: list[Any] = MISSING
     # checkpoint cadence: a preempted, timed-out or killed run resumes from its last checkpoint
     save_steps: int = MISSING
     beta: float = MISSING
