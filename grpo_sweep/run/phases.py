@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, read_write
 
 
 class PhaseError(ValueError):
@@ -101,7 +101,7 @@ def phase_configs(cfg: Any) -> list[Any]:
     out = [base]
     for phase in phases_of(cfg):
         base = copy.deepcopy(base)
-        with _writable(base):
+        with read_write(base):
             for key, value in phase["set"].items():
                 OmegaConf.update(base, str(key), value, merge=False)
         out.append(base)
@@ -110,22 +110,10 @@ def phase_configs(cfg: Any) -> list[Any]:
 
 def _without_phases(cfg: Any, pause: int | None) -> Any:
     out = copy.deepcopy(cfg)
-    with _writable(out):
+    with read_write(out):
         out.trainer.phases = []
         out.trainer.pause_at_step = pause
     return out
-
-
-class _writable:
-    def __init__(self, cfg: Any):
-        self.cfg = cfg
-
-    def __enter__(self):
-        self.readonly = OmegaConf.is_readonly(self.cfg)
-        OmegaConf.set_readonly(self.cfg, False)
-
-    def __exit__(self, *exc):
-        OmegaConf.set_readonly(self.cfg, self.readonly)
 
 
 def _bounds(cfg: Any) -> tuple[list[int], list[int]]:

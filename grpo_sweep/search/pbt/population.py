@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from omegaconf import OmegaConf
+
 from ...run.files import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
 from ...run.phases import why_fixed
 from ...run.record import SUMMARY_NAME, row_scores, val_figures
@@ -113,16 +115,6 @@ SWEEPER_SETS = {
 }
 
 
-def _select(config: Any, key: str) -> Any:
-    """``key`` (dotted) in ``config`` (a DictConfig or nested mappings); ``_MISSING`` where it is not a key."""
-    node = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
-
-
 _MISSING = object()
 
 
@@ -155,7 +147,7 @@ def parse_params(params: Mapping[str, Any], mix: Mapping[str, Any], config: Any 
             )
         integer = False
         if not term and key != LEARNING_RATE and config is not None:
-            value = _select(config, key)
+            value = OmegaConf.select(OmegaConf.create(config), key, default=_MISSING)
             if value is _MISSING:
                 raise PBTError(f"{where}: {key} is not a config key of this run")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -625,7 +617,6 @@ class Lineage:
     values: list[list[dict]] = field(default_factory=list)  # values[m][r]: member m's values in round r
     # trained_by[m][r]: the member whose job trained round r of member m's lineage (its seed, its data order)
     trained_by: list[list[int]] = field(default_factory=list)
-    scores: dict[int, list] = field(default_factory=dict)  # round -> each member's score
     rounds: dict[int, dict] = field(default_factory=dict)  # round -> its row (scores, start scores, values trained)
     decisions: dict[int, list] = field(default_factory=dict)  # round -> its take-overs
     held_back: dict[int, list] = field(default_factory=dict)  # round -> the members the noise guard kept
@@ -648,7 +639,6 @@ class Lineage:
             self.values = [[dict(v)] for v in row["population"]]
             self.trained_by = [[m] for m in range(len(row["population"]))]
         elif event == "round":
-            self.scores[row["round"]] = row["scores"]
             self.rounds[row["round"]] = row
         elif event == "decide":
             self.decisions[row["round"]] = row["take_overs"]
@@ -662,6 +652,11 @@ class Lineage:
             self.test = row
         elif event == "head_to_head":
             self.head_to_head = row
+
+    @property
+    def scores(self) -> dict[int, list]:
+        """round -> each member's score at its end (None: it failed)."""
+        return {r: row["scores"] for r, row in self.rounds.items()}
 
     def _next_round(self, round_: int, take_overs: list[dict]) -> None:
         replaced = {t["member"]: t for t in take_overs}
