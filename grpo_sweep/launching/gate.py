@@ -159,6 +159,24 @@ def stop(exc: BaseException) -> NoReturn:
     raise SystemExit(text if text.startswith("grpo-sweep: ") else f"grpo-sweep: {text}") from None
 
 
+class Started:
+    """A batch a launcher started: ``done()`` asks without waiting, ``results()`` waits and gives its JobReturns in
+    the batch's order. ``eager``: ``results`` is called at once (the batch runs before ``start`` returns)."""
+
+    def __init__(self, done: Any, results: Any, eager: bool = False) -> None:
+        self._done, self._results, self._returns = done, results, None
+        if eager:
+            self._returns = results()
+
+    def done(self) -> bool:
+        return self._returns is not None or bool(self._done())
+
+    def results(self) -> list:
+        if self._returns is None:
+            self._returns = self._results()
+        return self._returns
+
+
 class GatedLauncher:
     """A launcher whose batch goes through the gate before any of its runs starts (mixed into each of
     grpo-sweep's launchers)."""
@@ -176,6 +194,20 @@ class GatedLauncher:
         """(processes, nodes, GPUs per node) this launcher gives one run of ``cfg``; None where not known here. By
         default the run starts its own processes on this machine: ``distributed.nproc_per_node`` on one node."""
         return cfg.distributed.nproc_per_node, 1, None
+
+    # set by a caller that keeps several batches in flight at once (an asynchronous PBT: one member a batch) to how
+    # many runs it keeps in flight; the pool then sizes its workers to it, not to one batch
+    runs_at_once: int | None = None
+
+    def concurrent_runs(self, wanted: int) -> int:
+        """How many of ``wanted`` runs this launcher trains at once. Here: one, as ``start`` runs its batch before it
+        returns (the runs train in this process)."""
+        return 1
+
+    def start(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Started:
+        """Start the batch (through the gate) and return without waiting where the launcher can (the pool, submitit);
+        here the batch runs before it returns. ``launch`` is ``start`` and wait."""
+        return Started(lambda: True, lambda: list(self.launch(job_overrides, initial_job_idx)), eager=True)
 
     def plan(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Path]:
         """Each run's directory, after the gate passed the whole batch; exits with the refusal before anything

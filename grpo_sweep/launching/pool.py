@@ -72,34 +72,57 @@ def pool_size(n_jobs: int, runs: int, gpus: list[str]) -> int:
     return max(1, min(wanted, runs))
 
 
-def _drain(submit: Callable[[int], Any], indices: Iterable[int], workers: int) -> tuple[dict, list]:
-    """Run ``indices`` with at most ``workers`` in flight; (results by index, [(index, error)] of runs whose worker
-    died). Queued runs are kept out of the executor so that a dying worker only takes the runs in flight with it."""
-    from concurrent.futures import FIRST_COMPLETED, wait
+class _Drain:
+    """Runs ``indices`` with at most ``workers`` in flight: results by index, and [(index, error)] of runs whose
+    worker died. Queued runs are kept out of the executor so that a dying worker only takes the runs in flight with
+    it. ``done()`` moves it on without waiting (a batch started and left running), ``wait()`` to its end."""
 
-    from ..adapters.loky import BrokenProcessPool
+    def __init__(self, submit: Callable[[int], Any], indices: Iterable[int], workers: int) -> None:
+        self.submit, self.queue, self.workers = submit, list(indices), workers
+        self.in_flight: dict = {}
+        self.results: dict = {}
+        self.lost: list = []
 
-    queue, in_flight, done, lost = list(indices), {}, {}, []
-    while queue or in_flight:
-        while queue and len(in_flight) < workers:
-            index = queue.pop(0)
-            in_flight[submit(index)] = index
-        finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+    def _step(self, block: bool) -> None:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        from ..adapters.loky import BrokenProcessPool
+
+        while self.queue and len(self.in_flight) < self.workers:
+            index = self.queue.pop(0)
+            self.in_flight[self.submit(index)] = index
+        if not self.in_flight:
+            return
+        finished, _ = wait(self.in_flight, timeout=None if block else 0, return_when=FIRST_COMPLETED)
         for future in finished:
-            index = in_flight.pop(future)
+            index = self.in_flight.pop(future)
             try:
-                done[index] = future.result()
+                self.results[index] = future.result()
             except BrokenProcessPool as exc:  # TerminatedWorkerError included
-                lost.append((index, exc))
-    return done, lost
+                self.lost.append((index, exc))
+
+    def done(self) -> bool:
+        self._step(block=False)
+        return not self.queue and not self.in_flight
+
+    def wait(self) -> tuple[dict, list]:
+        while self.queue or self.in_flight:
+            self._step(block=True)
+        return self.results, self.lost
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+    return start(launcher, job_overrides, initial_job_idx).results()
+
+
+def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+    """Start the batch on the pool's workers and return; the handle's ``results()`` waits for it (``launch``)."""
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
 
     from ..adapters.hydra import joblib_execute_job
     from ..adapters.loky import get_reusable_executor, worker_exit_codes
+    from .gate import Started
     from .submit import lost_run_return
 
     run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: every run passes, or none starts
@@ -108,7 +131,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     gpus = visible_gpus()
-    workers = pool_size(launcher.n_jobs, len(job_overrides), gpus)
+    # batches kept in flight side by side (runs_at_once) share one executor of that size: a batch of one sized to
+    # itself would shrink the others' to one worker
+    workers = pool_size(launcher.n_jobs, max(len(job_overrides), launcher.runs_at_once or 0), gpus)
     where = f"each on its own GPU of {', '.join(gpus)}" if gpus else "on the CPUs"
     log.info(
         "Launching %d runs on %d worker processes %s, sweep output dir: %s",
@@ -144,22 +169,29 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
 
         return submit
 
-    results, lost = _drain(submitter(workers), range(len(job_overrides)), workers)
-    if lost:
-        log.warning(
-            "a worker process died with runs %s in flight; running them again one at a time",
-            ", ".join(str(initial_job_idx + i) for i, _ in lost),
-        )
-        again, lost = _drain(submitter(1), [i for i, _ in lost], 1)
-        results.update(again)
-    for index, exc in lost:
-        overrides = list(job_overrides[index])
-        run_dir = run_dirs[index]
-        codes = worker_exit_codes(exc)
-        error = (
-            f"its worker process died ({codes or type(exc).__name__}) while it ran, and "
-            "again when it ran alone: killed for memory? a crash in native code?"
-        )
-        log.error("run %d (%s): %s", initial_job_idx + index, " ".join(overrides), error)
-        results[index] = lost_run_return(overrides, run_dir, error, str(exc))
-    return [results[i] for i in range(len(job_overrides))]
+    batch = _Drain(submitter(workers), range(len(job_overrides)), workers)
+
+    def results() -> list:
+        done, lost = batch.wait()
+        if lost:
+            log.warning(
+                "a worker process died with runs %s in flight; running them again one at a time",
+                ", ".join(str(initial_job_idx + i) for i, _ in lost),
+            )
+            # alone, to find the run that kills its worker; batches in flight beside this one keep their executor's
+            # size (each of their runs is alone in its batch already)
+            alone = workers if launcher.runs_at_once else 1
+            again, lost = _Drain(submitter(alone), [i for i, _ in lost], 1).wait()
+            done.update(again)
+        for index, exc in lost:
+            overrides = list(job_overrides[index])
+            codes = worker_exit_codes(exc)
+            error = (
+                f"its worker process died ({codes or type(exc).__name__}) while it ran, and "
+                "again when it ran alone: killed for memory? a crash in native code?"
+            )
+            log.error("run %d (%s): %s", initial_job_idx + index, " ".join(overrides), error)
+            done[index] = lost_run_return(overrides, run_dirs[index], error, str(exc))
+        return [done[i] for i in range(len(job_overrides))]
+
+    return Started(batch.done, results)

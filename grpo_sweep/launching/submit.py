@@ -280,9 +280,17 @@ class _BatchJob:
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+    return start(launcher, job_overrides, initial_job_idx).results()
+
+
+def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
+    """Submit the batch and return; the handle's ``results()`` waits for its jobs (``launch``), and for the jobs of an
+    earlier submission of the same runs that SLURM still runs: one run has one job at a time."""
     import cloudpickle
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+
+    from .gate import Started
 
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     started = time.perf_counter()
@@ -329,8 +337,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             overrides=list(job_overrides[i]), status=JobStatus.COMPLETED, _return_value=skipped[num].objective
         )
         for i, num in enumerate(nums)
-        if num in skipped
+        if num in skipped and skipped[num].why == "completed"
     }
+    # an earlier submission's job that SLURM still runs: waited for, its run then read from its directory
+    earlier = {num: (i, skipped[num].job_id) for i, num in enumerate(nums) if num in skipped and num not in done}
     if getattr(launcher, "detach", False):
         print(
             f"Submitted {len(jobs)} jobs: {job_ids(jobs)}\n"
@@ -338,20 +348,62 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             + f"Sweep dir: {sweep_dir}\nCheck on it: python -m grpo_sweep.sweeps.status {sweep_dir}",
             flush=True,
         )
-        return [
+        returns = [
             done.get(num) or JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None)
             for num, o in zip(nums, job_overrides)
         ]
+        return Started(lambda: True, lambda: returns)
+    watched = _EarlierJobs({job_id for _, job_id in earlier.values()})
 
-    for job, run_dir, i in zip(jobs, queued_dirs, queued):
-        overrides = job_overrides[i]
-        try:
-            done[nums[i]] = job.results()[0]
-        except Exception as exc:  # submitit's UncompletedJobError / FailedJobError: no result was written
-            log.error("job %s (%s) ended without a result", job.job_id, " ".join(overrides))
-            error = f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}"
-            done[nums[i]] = lost_run_return(overrides, run_dir, error, str(exc))
-    return [done[num] for num in nums]
+    def results() -> list:
+        for job, run_dir, i in zip(jobs, queued_dirs, queued):
+            overrides = job_overrides[i]
+            try:
+                done[nums[i]] = job.results()[0]
+            except Exception as exc:  # submitit's UncompletedJobError / FailedJobError: no result was written
+                log.error("job %s (%s) ended without a result", job.job_id, " ".join(overrides))
+                error = f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}"
+                done[nums[i]] = lost_run_return(overrides, run_dir, error, str(exc))
+        if earlier:
+            log.info("waiting for %d jobs of an earlier submission: %s", len(earlier), ", ".join(watched.job_ids))
+            while not watched.done():
+                time.sleep(_EarlierJobs.POLL_S)
+        for num, (i, job_id) in earlier.items():
+            done[num] = _earlier_return(job_overrides[i], run_dirs[i], job_id)
+        return [done[num] for num in nums]
+
+    return Started(lambda: all(job.done() for job in jobs) and watched.done(), results)
+
+
+class _EarlierJobs:
+    """SLURM jobs of an earlier submission, asked after through sacct at most every ``POLL_S`` seconds."""
+
+    POLL_S = 5.0
+
+    def __init__(self, job_ids: set[str]) -> None:
+        self.job_ids, self._asked, self._live = sorted(job_ids), 0.0, bool(job_ids)
+
+    def done(self) -> bool:
+        from .jobs import slurm_jobs
+        from .resubmit import SLURM_LIVE
+
+        if self._live and time.monotonic() - self._asked >= self.POLL_S:
+            self._asked = time.monotonic()
+            states = slurm_jobs(self.job_ids)
+            self._live = any(states.get(j, (None, 0))[0] in SLURM_LIVE for j in self.job_ids)
+        return not self._live
+
+
+def _earlier_return(overrides: Sequence[str], run_dir: Path, job_id: str):
+    """What an earlier submission's job left, as the run's JobReturn: its objective, or a failed run."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from ..run.results import read_run_summary
+
+    summary, _ = read_run_summary(run_dir)
+    if summary is None or summary.status == "running":
+        return lost_run_return(overrides, run_dir, f"job {job_id} ended without a result", "")
+    return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=summary.objective)
 
 
 def describe_plan(

@@ -76,6 +76,17 @@ class _SubmitLaunch(GatedLauncher):
 
         return submit.launch(self, job_overrides, initial_job_idx)
 
+    def start(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        from grpo_sweep.launching import submit
+
+        return submit.start(self, job_overrides, initial_job_idx)
+
+    def concurrent_runs(self, wanted: int) -> int:
+        from grpo_sweep.launching import submit
+
+        limit = submit.local_parallelism(self)  # SLURM's own queue decides there
+        return wanted if limit is None else max(1, min(limit, wanted))
+
 
 class GrpoSlurmLauncher(_SubmitLaunch, SlurmLauncher):
     trains_here = False  # a compute node trains: its machine checks run there (app.run_task)
@@ -132,6 +143,16 @@ class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
         from grpo_sweep.launching import pool
 
         return pool.launch(self, job_overrides, initial_job_idx)
+
+    def start(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        from grpo_sweep.launching import pool
+
+        return pool.start(self, job_overrides, initial_job_idx)
+
+    def concurrent_runs(self, wanted: int) -> int:
+        from grpo_sweep.launching import pool
+
+        return pool.pool_size(self.n_jobs, wanted, pool.visible_gpus())
 
 
 ConfigStore.instance().store(
