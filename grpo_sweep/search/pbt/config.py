@@ -27,6 +27,10 @@ class GRPOPBTSweeperConf:
     # how a recipient's values move: perturb (perturb_factors, resample_probability) or pb2 (Parker-Holder et al.,
     # 2020: a time-varying GP bandit over the round-to-round improvement, as Ray Tune's PB2; for small populations)
     explore: str = "perturb"
+    # true: a round ends when every member's has (the population ranked together); false: each member decides as
+    # its own round ends, against the others' latest looks, and goes on at once (Ray Tune's default), so a slow
+    # node holds no one but its own member
+    synchronous: bool = True
     # at the end, the best lineage's schedule against the best starting point held fixed, each over this many fresh
     # seeds, with the sweep's verdict (0: not run; the end says how to run it)
     head_to_head_seeds: int = 3

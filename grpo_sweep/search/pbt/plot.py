@@ -49,7 +49,9 @@ def plot_pbt(
             se = [look_se(((looks or {}).get(r) or [None] * members)[m]) for r in rs]
             err = [noise_z * e if e is not None else 0.0 for e in se]
             ax.errorbar(xs, ys, yerr=err, linestyle="none", marker="o", color=color, capsize=3, label=f"member {m}")
-        for r in rounds:
+        for x0, y0, x1, y1, took in _async_segments(lineage, m, steps_per_round):
+            ax.plot([x0, x1], [y0, y1], color=color, linestyle=":" if took else "-")
+        for r in rounds if not lineage.reports else ():
             after = scores.get(r + 1)
             if not after or after[m] is None:
                 continue
@@ -88,6 +90,23 @@ def plot_pbt(
         ax.set_ylabel(p.key.replace("reward_mix.", "").replace(".weight", " weight"), fontsize=8)
     axes[-1].set_xlabel("step")
     save_figure(fig, out_path)
+
+
+def _async_segments(lineage: Lineage, member: int, steps_per_round: int) -> list[tuple]:
+    """An asynchronous PBT's segments of ``member``: each round it trained, from the score its round started from
+    (its own last look, or its donor's, at the round's first step) to its report; whether it took over to start it."""
+    out, took = [], False
+    for row in lineage.timeline:
+        if row["member"] != member:
+            continue
+        if row["event"] == "member_decide":
+            took = row.get("take_over") is not None
+        elif row["event"] == "member_carried_out" and row.get("abandoned"):
+            took = False
+        elif row["event"] == "report":
+            if row["round"] > 0 and row.get("start") is not None and row["score"] is not None:
+                out.append((row["round"] * steps_per_round, row["start"], row["step"], row["score"], took))
+    return out
 
 
 def _steps(history: Sequence[dict], key: str, steps_per_round: int, last_step: int) -> tuple[list, list]:

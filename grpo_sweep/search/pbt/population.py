@@ -190,6 +190,8 @@ class Settings:
     # reward weights move on their ratios (their total held): false where the scale of the reward itself matters
     # (trainer.args.scale_rewards=none), set by the sweeper from the run's config
     weights_by_ratio: bool = True
+    # false: a member decides as soon as its round ends, against the others' latest looks (asynchronous.py)
+    synchronous: bool = True
 
     @property
     def max_steps(self) -> int:
@@ -200,8 +202,12 @@ class Settings:
         """How many members at the bottom may take over another's state after a round (and how many at the top
         may give theirs): the fraction of the population rounded up, at most half of it (Ray Tune's
         ``quantile_fraction``); 0 with a fraction of 0."""
+        return self.exploited_among(self.population)
+
+    def exploited_among(self, ranked: int) -> int:
+        """``exploited`` for ``ranked`` members (an asynchronous PBT ranks those with a look, as Ray does)."""
         # round() first: 0.1 x 30 is 3.0000000000000004, which ceil would make 4
-        return min(math.ceil(round(self.population * self.exploit_fraction, 9)), self.population // 2)
+        return min(math.ceil(round(ranked * self.exploit_fraction, 9)), ranked // 2)
 
 
 def check_settings(s: Any, max_steps: int) -> Settings:
@@ -252,8 +258,22 @@ def check_settings(s: Any, max_steps: int) -> Settings:
     explore = getattr(s, "explore", "perturb")
     if explore not in EXPLORES:
         raise PBTError(f"hydra.sweeper.explore={explore!r}; use one of: {', '.join(EXPLORES)}")
+    synchronous = getattr(s, "synchronous", True)
+    if not isinstance(synchronous, bool):
+        raise PBTError(f"hydra.sweeper.synchronous={synchronous!r}: must be true or false")
     return Settings(
-        population, rounds, steps, fraction, tuple(factors), probability, s.direction, s.seed, guard, z, explore
+        population,
+        rounds,
+        steps,
+        fraction,
+        tuple(factors),
+        probability,
+        s.direction,
+        s.seed,
+        guard,
+        z,
+        explore,
+        synchronous=synchronous,
     )
 
 
@@ -334,6 +354,7 @@ def decide(
     round_: int,
     outcomes: Sequence[Mapping[str, float | None] | None] | None = None,
     propose: Propose | None = None,
+    only: int | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """After ``round_``: which members take over which, and the values each goes on with (explored); and which
     were held back by the noise guard. Every member that failed takes over one of the top ``exploited``, drawn;
@@ -341,19 +362,23 @@ def decide(
     over it is beyond the ranking look's noise (``outcomes[m]``: member m's per-question values of the look), or
     from any of them with ``noise_guard`` off. Each take-over and each held-back member records the donor's
     ``gap``, its ``se`` and whether it was ``beyond_noise``. ``propose``: the values a recipient goes on with
-    (PB2's model), else the donor's perturbed or drawn afresh (``explore``)."""
+    (PB2's model), else the donor's perturbed or drawn afresh (``explore``).
+
+    ``only``: the decision of that member alone, its round just ended (an asynchronous PBT): ``scores`` holds the
+    latest look of every member ranked (None for one not ranked now), and the quantile is of those ranked, as Ray's
+    asynchronous PBT takes it; ``only`` without a score failed its round."""
     order = ranked(scores, settings.direction)
     scored = [m for m in order if scores[m] is not None]
-    k = settings.exploited
+    k = settings.exploited if only is None else settings.exploited_among(len(scored))
     if not scored or k == 0:
         return [], []
     donors = scored[:k]
-    failed = [m for m in order if scores[m] is None]
+    failed = [m for m in order if scores[m] is None and (only is None or m == only)]
     # a member scoring as well as a donor has nothing to gain from its state: a tie is no evidence (all 0 early on)
     worst_donor = scores[donors[-1]]
-    bottom = [m for m in scored[-k:] if m not in donors and scores[m] != worst_donor]
+    bottom = [m for m in scored[-k:] if m not in donors and scores[m] != worst_donor and only in (None, m)]
     looks = list(outcomes) if outcomes is not None else [None] * len(scores)
-    rng = _rng(settings.seed, "round", round_)
+    rng = _rng(settings.seed, "round", round_) if only is None else _rng(settings.seed, "member", only, "round", round_)
     take_overs, held_back = [], []
     judged: dict[int, dict] = {}
     for m in bottom:
@@ -558,11 +583,11 @@ def logged_score(run_dir: Path, step: int, metric: str) -> float | None:
     return None
 
 
-def supersede(run_dir: Path, step: int, donor: int) -> Path:
+def supersede(run_dir: Path, step: int, donor: int, name: str | None = None) -> Path:
     """Keep ``run_dir``'s own record (metrics.jsonl, summary.json, outcomes/) before a take-over at ``step``
-    replaces it: in ``superseded/step-<step>/``, with ``superseded.json`` saying by whom. Once: a take-over tried
-    again after a kill keeps the first copy, made before anything was replaced."""
-    archive = Path(run_dir) / SUPERSEDED / f"step-{step}"
+    replaces it: in ``superseded/step-<step>/`` (or ``name``), with ``superseded.json`` saying by whom. Once: a
+    take-over tried again after a kill keeps the first copy, made before anything was replaced."""
+    archive = Path(run_dir) / SUPERSEDED / (name or f"step-{step}")
     if archive.exists():
         return archive
     partial = archive.with_name(archive.name + ".partial")
@@ -578,19 +603,23 @@ def supersede(run_dir: Path, step: int, donor: int) -> Path:
     return archive
 
 
-def take_over(sweep_dir: Path, recipient: int, donor: int, step: int) -> int:
-    """Make ``recipient``'s run the donor's at ``step``: its checkpoint of that step (weights, optimizer,
-    scheduler, RNG) and its metrics up to it; the recipient's own record is kept, marked superseded
-    (``supersede``). Staged next to the recipient and swapped in, so a kill part-way leaves either the old state or
-    a staging directory the next attempt rebuilds. Returns the bytes copied."""
+def take_over(
+    sweep_dir: Path, recipient: int, donor: int, step: int, donor_step: int | None = None, archive: str | None = None
+) -> int:
+    """Make ``recipient``'s run the donor's at ``donor_step`` (default ``step``, the recipient's own: a synchronous
+    round): its checkpoint of that step (weights, optimizer, scheduler, RNG) and its metrics up to it; the
+    recipient's own record at ``step`` is kept, marked superseded (``supersede``, in ``archive``). Staged next to
+    the recipient and swapped in, so a kill part-way leaves either the old state or a staging directory the next
+    attempt rebuilds. Returns the bytes copied."""
     src_dir, dst_dir = member_dir(sweep_dir, donor), member_dir(sweep_dir, recipient)
+    step, own_step = step if donor_step is None else donor_step, step
     source = src_dir / CHECKPOINTS / f"checkpoint-{step}"
     if not (source / "trainer_state.json").exists():
         raise PBTError(
             f"member {donor} has no complete checkpoint of step {step} in {source.parent}: it cannot be "
             "taken over (was it deleted?)"
         )
-    supersede(dst_dir, step, donor)
+    supersede(dst_dir, own_step, donor, archive)
     staging = dst_dir / TAKEOVER_STAGING
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging / source.name)
@@ -621,6 +650,18 @@ class Lineage:
     decisions: dict[int, list] = field(default_factory=dict)  # round -> its take-overs
     held_back: dict[int, list] = field(default_factory=dict)  # round -> the members the noise guard kept
     carried_out: set[int] = field(default_factory=set)  # rounds whose take-overs are done
+    # an asynchronous PBT (asynchronous.py): every member's report of a round, in the order they came
+    reports: list[dict] = field(default_factory=list)
+    # member -> its last report, while its weights are those the report looked at (a take-over ends that)
+    current: dict[int, dict] = field(default_factory=dict)
+    # member -> what it waits for: train (its next round), decide, carry (a take-over decided), finished, out
+    due: dict[int, str] = field(default_factory=dict)
+    # member -> the score of the state its next round starts from (its own last look, or its donor's)
+    from_score: dict[int, float | None] = field(default_factory=dict)
+    takes: dict[int, int] = field(default_factory=dict)  # member -> take-overs it made so far
+    decided: dict[int, dict] = field(default_factory=dict)  # member -> its last decision
+    timeline: list[dict] = field(default_factory=list)  # the reports, decisions and abandoned take-overs, in order
+    _before: dict[int, tuple] = field(default_factory=dict)  # member -> its lineage before a take-over not yet done
     best: dict | None = None
     test: dict | None = None
     head_to_head: dict | None = None
@@ -638,6 +679,22 @@ class Lineage:
             self.start = row
             self.values = [[dict(v)] for v in row["population"]]
             self.trained_by = [[m] for m in range(len(row["population"]))]
+            self.due = {m: "train" for m in range(len(row["population"]))}
+        elif event in ("report", "member_decide", "member_carried_out"):
+            self.timeline.append(row)
+        if event == "report":
+            self._report(row)
+        elif event == "member_decide":
+            self._member_decide(row)
+        elif event == "member_carried_out":
+            m = row["member"]
+            values, trained_by, current = self._before.pop(m)
+            if row.get("abandoned"):  # the donor's checkpoint was gone: the member goes on from its own weights
+                self.values[m] = [*values, dict(values[-1])]
+                self.trained_by[m] = [*trained_by, m]
+                self.current[m] = current
+                self.from_score[m] = current["score"]
+            self.due[m] = "train"
         elif event == "round":
             self.rounds[row["round"]] = row
         elif event == "decide":
@@ -655,8 +712,71 @@ class Lineage:
 
     @property
     def scores(self) -> dict[int, list]:
-        """round -> each member's score at its end (None: it failed)."""
+        """round -> each member's score at its end (None: it failed; asynchronous: its latest report of the round,
+        None where it has none)."""
+        if self.reports:
+            out: dict[int, list] = {}
+            for row in self.reports:
+                out.setdefault(row["round"], [None] * len(self.values))[row["member"]] = row["score"]
+            return dict(sorted(out.items()))
         return {r: row["scores"] for r, row in self.rounds.items()}
+
+    @property
+    def rounds_total(self) -> int:
+        return int(self.start["settings"]["rounds"])
+
+    def _report(self, row: dict) -> None:
+        m = row["member"]
+        self.reports.append(row)
+        self.current[m] = row
+        last = row["round"] == self.rounds_total - 1
+        self.due[m] = "finished" if last and row["score"] is not None else "decide"
+
+    def _member_decide(self, row: dict) -> None:
+        m, r, t = row["member"], row["round"], row.get("take_over")
+        self.decided[m] = row
+        if t is not None:
+            self.decisions.setdefault(r, []).append(t)
+        if row.get("held_back"):
+            self.held_back.setdefault(r, []).append(row["held_back"])
+        self.from_score[m] = row.get("from_score")
+        if row.get("out"):
+            self.due[m] = "out"
+        elif t is not None:
+            d, dr = t["donor"], t["donor_round"]
+            self._before[m] = (self.values[m][: r + 1], self.trained_by[m][: r + 1], self.current.pop(m, None))
+            self.values[m] = [*self.values[d][: dr + 1], dict(t["values"])]
+            self.trained_by[m] = [*self.trained_by[d][: dr + 1], m]
+            self.takes[m] = self.takes.get(m, 0) + 1
+            self.due[m] = "carry"
+        else:
+            self.values[m] = [*self.values[m][: r + 1], dict(self.values[m][r])]
+            self.trained_by[m] = [*self.trained_by[m][: r + 1], m]
+            self.due[m] = "train"
+
+    def next_round(self, member: int) -> int:
+        """The round ``member``'s lineage trains next (an asynchronous PBT)."""
+        return len(self.values[member]) - 1
+
+    def observations(self, direction: str, upto: int | None = None) -> list[dict]:
+        """PB2's data: each round a member trained, its values against its improvement (its score less the score
+        its round started from, better up); a synchronous PBT's rounds up to ``upto``, else every report."""
+        sign = 1.0 if direction == "maximize" else -1.0
+        rows: list[tuple] = (
+            [(row["round"], row.get("values"), row["score"], row.get("start")) for row in self.reports]
+            if self.reports
+            else [
+                (r, values, score, begun)
+                for r, row in sorted(self.rounds.items())
+                if upto is None or r <= upto
+                for values, score, begun in zip(row.get("values") or [], row["scores"], row.get("start") or [])
+            ]
+        )
+        return [
+            {"round": r, "values": values, "improvement": sign * (score - begun)}
+            for r, values, score, begun in rows
+            if values is not None and score is not None and begun is not None
+        ]
 
     def _next_round(self, round_: int, take_overs: list[dict]) -> None:
         replaced = {t["member"]: t for t in take_overs}

@@ -73,6 +73,38 @@ def lineage_tree(lineage: Lineage, params: Sequence[Param], steps_per_round: int
     return lines
 
 
+def timeline(lineage: Lineage, params: Sequence[Param], z: float, bullet: str = "- ") -> list[str]:
+    """An asynchronous PBT as it happened: each member's report of a round, in the order they came, and what the
+    member did then (took over whom, went on, finished)."""
+    short = short_names(params)
+    spr = lineage.start["settings"]["steps_per_round"]
+    lines: list[str] = []
+    for row in lineage.timeline:
+        m, r = row["member"], row["round"]
+        if row["event"] == "report":
+            away = "" if row.get("trained", True) else " (trained while the driver was away)"
+            lines.append(f"{bullet}m{m} round {r + 1} (step {row['step']}): {_score(row['score'])}{away}")
+            if r == lineage.rounds_total - 1 and row["score"] is not None:
+                lines[-1] += "; finished"
+        elif row["event"] == "member_decide":
+            t, held = row.get("take_over"), row.get("held_back")
+            if t is not None:
+                how = "; ".join(f"{short.get(k, k)} {h}" for k, h in t["how"].items())
+                lines[-1] += (
+                    f"; takes m{t['donor']}'s checkpoint of step {(t['donor_round'] + 1) * spr}{lead_text(t, z)}, "
+                    f"then {_values(t['values'], short)} ({how})"
+                )
+            elif row.get("out"):
+                lines[-1] += "; out (no member could give it a checkpoint)"
+            elif held:
+                lines[-1] += f"; goes on from its own weights: its nearest donor m{held['donor']}{lead_text(held, z)}"
+            else:
+                lines[-1] += "; goes on"
+        elif row.get("abandoned"):
+            lines.append(f"{bullet}m{m}: the take-over was abandoned ({row['abandoned']}); it goes on from its own")
+    return lines
+
+
 def write_report(
     sweep_dir: Path,
     lineage: Lineage,
@@ -108,13 +140,22 @@ def write_report(
                 f"- after round {r + 1}: member {t['member']} went on from its own weights: its nearest donor, member "
                 f"{t['donor']}{lead_text(t, z)}"
             )
+    if lineage.reports:
+        moves = [
+            "Asynchronous (`hydra.sweeper.synchronous=false`): each member was ranked as its own round ended, "
+            "against the others' latest looks, and went on at once; the table holds each member's latest look of "
+            "each round. As it happened:",
+            "",
+            *timeline(lineage, params, z),
+        ]
     test = lineage.test or {}
     best = lineage.best or {}
     text = [
         f"# PBT {lineage.start['name']!r}",
         "",
         f"{s['population']} members × {s['rounds']} rounds of {spr} steps, ranked on `{metric}` ({s['direction']}) "
-        f"after each round; the bottom {s['exploit_fraction']:g} (rounded up, at most half) may take over the top's "
+        + ("after each round" if s.get("synchronous", True) else "as each member's round ended (asynchronous)")
+        + f"; the bottom {s['exploit_fraction']:g} (rounded up, at most half) may take over the top's "
         f"checkpoint, then explore ({s.get('explore', 'perturb')}). Noise guard {guard_text(s)}. The lineage: "
         f"`{LINEAGE}`.",
         "",

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -47,7 +47,7 @@ from .population import (
     round_score,
     take_over,
 )
-from .report import exploits_text, guard_text, lead_text, write_report
+from .report import exploits_text, guard_text, lead_text, timeline, write_report
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,9 @@ class PBTSweeperImpl(StrategySweeper):
             sweep_dir,
         )
         base_seed = start["base_seed"]
-        for round_ in range(settings.rounds):
+        if not settings.synchronous:
+            self._async_rounds(arguments, lineage, params, settings, base_seed, job_cfg.optimized_metric)
+        for round_ in range(settings.rounds if settings.synchronous else 0):
             if round_ not in lineage.scores:
                 self._train_round(arguments, lineage, params, settings, base_seed, round_, job_cfg.optimized_metric)
             if round_ == settings.rounds - 1:
@@ -172,7 +174,7 @@ class PBTSweeperImpl(StrategySweeper):
         params: list[Param],
         settings: Settings,
         base_seed: int,
-        histories: list[list[dict]],
+        histories: Sequence[list[dict]] | Mapping[int, list[dict]],
         members: list[int],
         pause: bool = True,
     ) -> list[list[str]]:
@@ -183,15 +185,76 @@ class PBTSweeperImpl(StrategySweeper):
 
     # -- rounds --------------------------------------------------------------------------------------------
     def _launch(self, jobs: list[list[str]], members: list[int], first_index: int) -> None:
-        """Start ``jobs`` (one a member) on the launcher, after recording in each member's directory that its
-        config for this round is its own (the run's resume refuses a directory started with another config)."""
+        """Start ``jobs`` (one a member) on the launcher and wait (``_remember`` first)."""
+        self._remember(jobs, members)
+        self.launch(jobs, first_index, "a PBT member's job")  # one that died: the member has no score this round
+
+    def _remember(self, jobs: list[list[str]], members: list[int]) -> None:
+        """Record in each member's directory that its config for this round is its own (the run's resume refuses a
+        directory started with another config)."""
         from ...launching.gate import compose_runs
 
         sweep_dir = Path(self.config.hydra.sweep.dir)
         for m, cfg in zip(members, compose_runs(self.hydra_context.config_loader, self.config, jobs)):
             if (member_dir(sweep_dir, m) / CHECKPOINTS).exists():
                 remember_config(member_dir(sweep_dir, m), cfg)
-        self.launch(jobs, first_index, "a PBT member's job")  # one that died: the member has no score this round
+
+    def _async_rounds(
+        self,
+        arguments: list[str],
+        lineage: Lineage,
+        params: list[Param],
+        settings: Settings,
+        base_seed: int,
+        metric: str,
+    ) -> None:
+        """``hydra.sweeper.synchronous=false``: each member's rounds on its own clock (asynchronous.py), as many
+        in flight as the launcher trains at once; each job started without waiting where the launcher can (the
+        pool, submitit), else run before the next is started (hydra/launcher=local)."""
+        from ...launching.gate import Started, stop
+        from ...run.validate import ConfigError
+        from .asynchronous import AsyncRounds
+
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        concurrent = getattr(self.launcher, "concurrent_runs", None)
+        capacity = concurrent(settings.population) if concurrent else 1
+        if hasattr(self.launcher, "runs_at_once"):
+            self.launcher.runs_at_once = capacity
+
+        def start_job(m: int, r: int) -> Any:
+            jobs = self._jobs(arguments, params, settings, base_seed, {m: lineage.history(m, r)}, [m])
+            self._remember(jobs, [m])
+            index = r * settings.population + m
+            if hasattr(self.launcher, "start"):
+                return self.launcher.start(jobs, index)
+            return Started(lambda: True, lambda: list(self.launcher.launch(jobs, index)), eager=True)
+
+        def look(m: int, r: int, score: float | None) -> dict | None:
+            step = (r + 1) * settings.steps_per_round
+            found = _looks(sweep_dir, step, metric, [score if j == m else None for j in range(settings.population)])
+            look_file = sweep_dir / LOOKS / f"round-{r}.json"
+            members = (read_json(look_file) or {}).get("members") or [None] * settings.population
+            members[m] = found[m]
+            write_json_atomic(look_file, {"step": step, "metric": metric, "members": members})
+            return found[m]
+
+        def kept_look(m: int, r: int) -> dict | None:
+            members = (read_json(sweep_dir / LOOKS / f"round-{r}.json") or {}).get("members") or []
+            return members[m] if m < len(members) else None
+
+        propose_for = (lambda r: _pb2(lineage, params, settings, r)) if settings.explore == "pb2" else None
+        log.info("PBT asynchronous: each member decides as its round ends; %d jobs at a time", capacity)
+        AsyncRounds(
+            sweep_dir, lineage, params, settings, metric, start_job, look, kept_look, capacity, propose_for
+        ).run()
+        last = lineage.scores.get(settings.rounds - 1) or []
+        if all(score is None for score in last):
+            stop(
+                ConfigError(
+                    f"no member of PBT {self.settings.name!r} finished its last round; "
+                    f"{_member_error(sweep_dir, settings.population)}"
+                )
+            )
 
     def _train_round(
         self,
@@ -421,14 +484,7 @@ def _pb2(lineage: Lineage, params: list[Param], settings: Settings, round_: int)
     values against its improvement (its score less its start's, better up), asked for the next round."""
     from .pb2 import pb2_explore
 
-    sign = 1.0 if settings.direction == "maximize" else -1.0
-    observations = [
-        {"round": r, "values": values, "improvement": sign * (score - begun)}
-        for r, row in sorted(lineage.rounds.items())
-        if r <= round_
-        for values, score, begun in zip(row.get("values") or [], row["scores"], row.get("start") or [])
-        if score is not None and begun is not None
-    ]
+    observations = lineage.observations(settings.direction, None if lineage.reports else round_)
 
     def propose(donor: dict, going_on: list[dict], rng) -> tuple[dict, dict]:
         new, label = pb2_explore(observations, params, round_ + 1, going_on, rng)
@@ -495,7 +551,10 @@ def pbt_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: s
         f"PBT {lineage.start['name']!r}: {s['population']} members x {s['rounds']} rounds of "
         f"{s['steps_per_round']} steps, ranked on {metric} ({s['direction']}) -> {sweep_dir}"
     ]
-    for round_, scores in sorted(lineage.scores.items()):
+    if lineage.reports:
+        lines.append("  asynchronous: each member ranked as its round ended, against the others' latest looks")
+        lines += timeline(lineage, params, z, bullet="    ")
+    for round_, scores in sorted(lineage.scores.items() if not lineage.reports else ()):
         lines.append(
             f"  round {round_ + 1} (step {(round_ + 1) * s['steps_per_round']}): "
             + "  ".join(f"m{m} {score(x)}" for m, x in enumerate(scores))
