@@ -189,7 +189,9 @@ class AsyncRounds:
             )
         except (PBTError, OSError) as exc:  # the donor dropped that checkpoint meanwhile (save_total_limit)
             log.warning("PBT member %d goes on from its own weights: %s", m, exc)
-            self.lineage.write({"event": "member_carried_out", "member": m, "round": row["round"], "abandoned": str(exc)})
+            self.lineage.write(
+                {"event": "member_carried_out", "member": m, "round": row["round"], "abandoned": str(exc)}
+            )
             return
         self.lineage.write({"event": "member_carried_out", "member": m, "round": row["round"], "bytes": copied})
 
