@@ -718,3 +718,58 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
     else:
         moves = [t for r in rows if r["event"] == "decide" for t in r["take_overs"]]
         assert all(h.startswith("pb2 (") for t in moves for h in t["how"].values())
+
+
+@pytest.mark.slow
+def test_asynchronous_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
+    """hydra.sweeper.synchronous=false on the pool, the driver and its workers killed with SIGKILL once five
+    rounds are reported: the same command finishes it, each member's every round reported, no round whose result
+    was on disk trained again (only a recipient goes back to a round it had trained), every take-over carried out
+    once, the best member tested once, and report.md tells the timeline."""
+    args = [
+        "-m",
+        "hparams_search=pbt",
+        "hydra/launcher=pool",
+        "hydra.sweeper.population=4",
+        "hydra.sweeper.rounds=3",
+        "hydra.sweeper.synchronous=false",
+        "hydra.sweeper.head_to_head_seeds=0",
+        "trainer.disable_tqdm=true",
+        f"output_root={tmp_path}",
+    ]
+    lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), *args],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if lineage_path.exists() and len(Lineage.read(lineage_path).reports) >= 5:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the PBT ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = Lineage.read(lineage_path).reports
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lineage = Lineage.read(lineage_path)
+    assert lineage.reports[: len(before)] == before
+    assert all(due == "finished" for due in lineage.due.values()), lineage.due
+    assert {(row["member"], row["round"]) for row in lineage.reports} == {(m, r) for m in range(4) for r in range(3)}
+    takes = [row for row in lineage.timeline if row["event"] == "member_decide" and row["take_over"]]
+    carried = [row for row in lineage.timeline if row["event"] == "member_carried_out"]
+    assert len(carried) == len(takes)
+    trained = [(row["member"], row["round"]) for row in lineage.reports if row["trained"] is not False]
+    went_back = {(row["member"], row["take_over"]["donor_round"] + 1) for row in takes}
+    assert {k for k in trained if trained.count(k) > 1} <= went_back
+    assert [json.loads(line)["event"] for line in lineage_path.read_text().splitlines()].count("test") == 1
+    best = member_dir(lineage_path.parent, lineage.best["member"])
+    assert json.loads((best / "summary.json").read_text())["steps"] == 120
+    report = (lineage_path.parent / "report.md").read_text()
+    assert "Asynchronous (`hydra.sweeper.synchronous=false`)" in report and "## Lineage tree" in report

@@ -343,10 +343,10 @@ def test_a_failing_task_of_a_two_task_run_is_the_runs_error(tmp_path):
     ), summary["error"]
 
 
-@pytest.mark.parametrize("explore", ["perturb", "pb2"])
-def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path, explore):
+@pytest.mark.parametrize("explore, synchronous", [("perturb", True), ("pb2", True), ("perturb", False)])
+def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path, explore, synchronous):
     """hparams_search=pbt on SLURM: each member's round a job, the take-over between rounds, the best member tested;
-    with either explore."""
+    with either explore, and asynchronous (each member's round submitted as its last one ended)."""
     args = [
         "-m",
         "hparams_search=pbt",
@@ -357,12 +357,18 @@ def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path, explore):
         f"hydra.sweeper.explore={explore}",
         "hydra.sweeper.head_to_head_seeds=0",
         "trainer.eval.k=0",
+        f"hydra.sweeper.synchronous={str(synchronous).lower()}",
     ]
     out = run_launch(args, tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep_dir = tmp_path / "grpo" / "pbt" / "pbt"
     rows = [json.loads(line) for line in (sweep_dir / "pbt.jsonl").read_text().splitlines()]
-    assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1]
+    if synchronous:
+        assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1]
+    else:
+        reports = {(r["member"], r["round"]) for r in rows if r["event"] == "report"}
+        assert reports == {(0, 0), (0, 1), (1, 0), (1, 1)}
+        assert all(r["trained"] for r in rows if r["event"] == "report")
     assert [r["event"] for r in rows].count("test") == 1 and (sweep_dir / "conf/reward_mix/best_schedule.yaml").exists()
     assert len(_jobs(sweep_dir)) >= 1  # the submitting launcher recorded its jobs
 

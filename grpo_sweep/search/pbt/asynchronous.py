@@ -45,7 +45,7 @@ KeptLook = Callable[[int, int], "dict | None"]
 
 class AsyncRounds:
     """The members' rounds, each member on its own clock, at most ``capacity`` jobs in flight (the launcher's
-    ``concurrent_runs``); the member furthest behind starts first."""
+    ``concurrent_runs``); the member furthest behind starts first (``_queue``)."""
 
     def __init__(
         self,
@@ -77,10 +77,7 @@ class AsyncRounds:
             self._settle(m)
         in_flight: dict[int, tuple[Any, int, float]] = {}
         while True:
-            ready = sorted(
-                (m for m, due in self.lineage.due.items() if due == "train" and m not in in_flight),
-                key=lambda m: (self.lineage.next_round(m), m),
-            )
+            ready = self._queue(m for m, due in self.lineage.due.items() if due == "train" and m not in in_flight)
             for m in ready:
                 if len(in_flight) >= self.capacity:
                     break
@@ -107,6 +104,16 @@ class AsyncRounds:
                 except Exception as exc:  # noqa: BLE001 - a job that died: its member has no look this round
                     log.error("PBT member %d's round %d failed: %s: %s", m, r + 1, type(exc).__name__, exc)
                 self._reported(m, r, time.time() - began, trained=True)
+
+    def _queue(self, members) -> list[int]:
+        """Who starts first when the launcher has fewer slots than members: the member furthest behind, as Ray's
+        ``choose_trial_to_run``; among those level, the one that has waited longest. Without that tie-break a
+        recipient that went back to its donor's round would start again before its donor, copy the same look
+        again, and, on a one-at-a-time launcher, never let the donor train."""
+        waiting_since = {}
+        for i, row in enumerate(self.lineage.timeline):
+            waiting_since[row["member"]] = i
+        return sorted(members, key=lambda m: (self.lineage.next_round(m), waiting_since.get(m, -1), m))
 
     def _settle(self, m: int) -> None:
         """What a killed driver left half done for member ``m``: its decision, or carrying it out."""
