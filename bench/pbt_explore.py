@@ -25,23 +25,34 @@ from pathlib import Path
 from bench._common import command, launch, machine, parser, record
 
 
-def one(explore: str, guard: bool, seed: int, out: Path) -> dict:
-    name = f"{explore}-{'guard' if guard else 'plain'}-{seed}"
+def launch_pbt(name: str, overrides: list[str], out: Path) -> tuple[float, list[dict]]:
+    """The issue's PBT on the pool, without its head-to-head, with ``overrides``: its wall seconds and pbt.jsonl."""
     wall, _ = launch(
         [
             "-m",
             "hparams_search=pbt",
             "hydra/launcher=pool",
-            f"hydra.sweeper.explore={explore}",
-            f"hydra.sweeper.noise_guard={str(guard).lower()}",
-            f"hydra.sweeper.seed={seed}",
+            *overrides,
             f"hydra.sweeper.name={name}",
             "hydra.sweeper.head_to_head_seeds=0",
             "trainer.disable_tqdm=true",
         ],
         out,
     )
-    rows = [json.loads(line) for line in (out / "grpo" / "pbt" / name / "pbt.jsonl").read_text().splitlines()]
+    return wall, [json.loads(line) for line in (out / "grpo" / "pbt" / name / "pbt.jsonl").read_text().splitlines()]
+
+
+def one(explore: str, guard: bool, seed: int, out: Path) -> dict:
+    name = f"{explore}-{'guard' if guard else 'plain'}-{seed}"
+    wall, rows = launch_pbt(
+        name,
+        [
+            f"hydra.sweeper.explore={explore}",
+            f"hydra.sweeper.noise_guard={str(guard).lower()}",
+            f"hydra.sweeper.seed={seed}",
+        ],
+        out,
+    )
     best = next(r for r in rows if r["event"] == "best")
     test = next(r for r in rows if r["event"] == "test")
     decided = [r for r in rows if r["event"] == "decide"]

@@ -664,6 +664,26 @@ def test_the_pbt_option_and_its_sweeper_compose(cfg_factory):
     assert cfg.trainer.pause_at_step is None  # the sweeper sets it, round by round
 
 
+def kill_when(args: list[str], cwd: Path, ready) -> None:
+    """Start ``launch.py ARGS`` and kill its driver and its pool's workers with SIGKILL once ``ready(lineage)``."""
+    lineage_path = cwd / "grpo" / "pbt" / "pbt" / LINEAGE
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), *args],
+        cwd=cwd,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if lineage_path.exists() and ready(Lineage.read(lineage_path)):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the PBT ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("explore", ["perturb", "pb2"])
 def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
@@ -682,21 +702,7 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
         f"output_root={tmp_path}",
     ]
     lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "launch.py"), *args],
-        cwd=tmp_path,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if lineage_path.exists() and 0 in Lineage.read(lineage_path).carried_out:
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, "the PBT ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its pool's workers
-    proc.wait()
+    kill_when(args, tmp_path, lambda lineage: 0 in lineage.carried_out)
     out = subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
@@ -738,21 +744,7 @@ def test_asynchronous_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
         f"output_root={tmp_path}",
     ]
     lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "launch.py"), *args],
-        cwd=tmp_path,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if lineage_path.exists() and len(Lineage.read(lineage_path).reports) >= 5:
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, "the PBT ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_when(args, tmp_path, lambda lineage: len(lineage.reports) >= 5)
     before = Lineage.read(lineage_path).reports
     out = subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600

@@ -71,6 +71,15 @@ def skipped_runs(sweep_dir: Path, nums: Sequence[int], run_dirs: Sequence[Path],
     return skipped
 
 
+def left_by_earlier_job(run_dir: Path) -> tuple[bool, float | None]:
+    """What a run's job from an earlier submission left once it ended: (whether it wrote a result, its
+    objective). A summary still ``running``, or none, is a job that ended without one."""
+    summary, _ = read_run_summary(run_dir)
+    if summary is None or summary.status == "running":
+        return False, None
+    return True, summary.objective
+
+
 def describe(skipped: dict[int, Skipped]) -> str:
     """One line: how many runs were left out, and why."""
     done = sum(s.why == "completed" for s in skipped.values())

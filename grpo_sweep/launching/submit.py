@@ -398,12 +398,12 @@ def _earlier_return(overrides: Sequence[str], run_dir: Path, job_id: str):
     """What an earlier submission's job left, as the run's JobReturn: its objective, or a failed run."""
     from hydra.core.utils import JobReturn, JobStatus
 
-    from ..run.results import read_run_summary
+    from .resubmit import left_by_earlier_job
 
-    summary, _ = read_run_summary(run_dir)
-    if summary is None or summary.status == "running":
+    ended, objective = left_by_earlier_job(run_dir)
+    if not ended:
         return lost_run_return(overrides, run_dir, f"job {job_id} ended without a result", "")
-    return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=summary.objective)
+    return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=objective)
 
 
 def describe_plan(
