@@ -324,6 +324,7 @@ def _report(lineage: Lineage, m: int, r: int) -> dict:
     return {"member": m, "round": r, "step": step, "score": score, "start": 0.25, "values": lineage.values[m][r]}
 
 
+@pytest.mark.slow  # a whole sweep and its continuation: the README's command keeps to 5 minutes
 def test_asynchronous_rounds_on_the_local_launcher_take_over_and_continue(tmp_path, monkeypatch):
     """hydra.sweeper.synchronous=false through launch.py on hydra/launcher=local (one job at a time, each run
     before the next starts): the bottom member takes its donor's latest look's checkpoint and goes on from its

@@ -115,6 +115,7 @@ def _finished(sweep: Path) -> dict[str, float]:
     return {str(p.parent.relative_to(sweep)): p.stat().st_mtime_ns for p in sweep.glob("*/seed*/summary.json")}
 
 
+@pytest.mark.slow  # a whole sweep and its continuation: the README's command keeps to 5 minutes
 def test_the_seeds_sweep_decides_on_real_runs_and_continues_without_training_twice(tmp_path):
     """The warm-started tiny model, 10 steps: `format` pays nothing for answers and is decided worse than `correct`
     at 3 seeds (2 seeds leave each configuration's noise one degree of freedom: no look decides there), which ends

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -371,6 +372,52 @@ def test_pbt_runs_a_job_a_member_and_round_on_slurm(tmp_path, explore, synchrono
         assert all(r["trained"] for r in rows if r["event"] == "report")
     assert [r["event"] for r in rows].count("test") == 1 and (sweep_dir / "conf/reward_mix/best_schedule.yaml").exists()
     assert len(_jobs(sweep_dir)) >= 1  # the submitting launcher recorded its jobs
+
+
+def test_an_asynchronous_pbt_whose_driver_is_killed_continues_on_slurm_with_no_job_twice(tmp_path):
+    """synchronous=false on SLURM, the driver killed with SIGKILL while its members' jobs run on: the same command
+    reports what finished meanwhile from disk, waits for a job still running instead of submitting it again, and
+    finishes. One SLURM job per reported round, plus the best member's test: nothing was submitted twice."""
+    args = [
+        "-m",
+        "hparams_search=pbt",
+        *SLURM,
+        *FAST,
+        "hydra.sweeper.population=2",
+        "hydra.sweeper.rounds=3",
+        "hydra.sweeper.synchronous=false",
+        "hydra.sweeper.head_to_head_seeds=0",
+        "trainer.eval.k=0",
+    ]
+    sweep_dir = tmp_path / "grpo" / "pbt" / "pbt"
+    lineage_path = sweep_dir / "pbt.jsonl"
+
+    def reports() -> list[dict]:
+        rows = [json.loads(line) for line in lineage_path.read_text().splitlines()] if lineage_path.exists() else []
+        return [r for r in rows if r["event"] == "report"]
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={tmp_path}"],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **ENV},
+    )
+    deadline = time.time() + 400
+    while time.time() < deadline and proc.poll() is None and len(reports()) < 2:
+        time.sleep(0.5)
+    assert proc.poll() is None, "the PBT ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver; its SLURM jobs run on
+    proc.wait()
+    out = run_launch(args, tmp_path, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in lineage_path.read_text().splitlines()]
+    done = reports()
+    assert {(r["member"], r["round"]) for r in done} == {(m, r) for m in range(2) for r in range(3)}
+    assert [r["event"] for r in rows].count("test") == 1
+    submitted = [d for d in (sweep_dir / ".submitit").iterdir() if d.is_dir() and d.name[0].isdigit()]
+    assert len(submitted) == len(done) + 1, (sorted(d.name for d in submitted), done)
 
 
 def test_a_detached_seeds_sweep_submits_each_next_round_from_a_job_after_the_last(tmp_path):
