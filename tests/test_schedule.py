@@ -212,6 +212,7 @@ def test_the_schedule_callback_adds_the_weights_to_the_row_and_tells_the_tracker
     assert len(tracker.rows) == 1 and schedule.shown() == {"w_format": "0.50"}
 
 
+@pytest.mark.slow  # a whole grid and a study: the README's command keeps to 5 minutes
 def test_a_grid_and_a_study_search_a_schedules_parameters(tmp_path):
     fast = [o for o in FAST if not o.startswith("model.tiny.warm_start")]
     (tmp_path / "grid").mkdir()
