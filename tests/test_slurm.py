@@ -396,18 +396,20 @@ def test_an_asynchronous_pbt_whose_driver_is_killed_continues_on_slurm_with_no_j
         rows = [json.loads(line) for line in lineage_path.read_text().splitlines()] if lineage_path.exists() else []
         return [r for r in rows if r["event"] == "report"]
 
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={tmp_path}"],
-        cwd=tmp_path,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **ENV},
-    )
+    log = tmp_path / "killed-driver.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={tmp_path}"],
+            cwd=tmp_path,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, **ENV},
+        )
     deadline = time.time() + 400
     while time.time() < deadline and proc.poll() is None and len(reports()) < 2:
         time.sleep(0.5)
-    assert proc.poll() is None, "the PBT ended before it could be killed"
+    assert proc.poll() is None, f"the PBT ended before it could be killed: {log.read_text()[-3000:]}"
     os.killpg(proc.pid, signal.SIGKILL)  # the driver; its SLURM jobs run on
     proc.wait()
     out = run_launch(args, tmp_path, env=ENV)
