@@ -26,7 +26,6 @@ import math
 import random
 import statistics
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -121,7 +120,7 @@ def makespan(durations: list[float], slots: int) -> float:
 
 def simulate(sim: int, population: int, rounds: int, slots: int, slow_share: float, slow_factor: float) -> dict:
     from grpo_sweep.search.pbt import asynchronous
-    from grpo_sweep.search.pbt.population import LINEAGE, Lineage, Param, check_settings, initial_population
+    from grpo_sweep.search.pbt.population import LINEAGE, Lineage, Param, check_settings, start_row
 
     draws: dict[tuple[int, int, int], float] = {}
     rng = random.Random(sim)
@@ -152,17 +151,7 @@ def simulate(sim: int, population: int, rounds: int, slots: int, slow_share: flo
     with tempfile.TemporaryDirectory(prefix="pbt-async-sim-") as tmp:
         sweep = Path(tmp)
         lineage = Lineage.read(sweep / LINEAGE)
-        lineage.write(
-            {
-                "event": "start",
-                "name": "sim",
-                "settings": asdict(settings),
-                "params": [asdict(param)],
-                "metric": "val_accuracy",
-                "base_seed": 42,
-                "population": initial_population([param], settings),
-            }
-        )
+        lineage.write(start_row("sim", settings, [param], "val_accuracy", 42))
         cluster = Cluster(sweep, lineage, clock, duration, random.Random(sim + 10_000))
         real_time, asynchronous.time = asynchronous.time, clock
         try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,8 +20,8 @@ from grpo_sweep.search.pbt.population import (
     Lineage,
     Param,
     check_settings,
-    initial_population,
     member_dir,
+    start_row,
 )
 
 from .conftest import launch_here
@@ -111,17 +110,7 @@ class _Job:
 
 def begin(sweep: Path, settings) -> Lineage:
     lineage = Lineage.read(sweep / LINEAGE)
-    lineage.write(
-        {
-            "event": "start",
-            "name": "t",
-            "settings": asdict(settings),
-            "params": [asdict(LR)],
-            "metric": "val_accuracy",
-            "base_seed": 42,
-            "population": initial_population([LR], settings),
-        }
-    )
+    lineage.write(start_row("t", settings, [LR], "val_accuracy", 42))
     return lineage
 
 

@@ -27,12 +27,13 @@ files: the same command continues a driver that was killed. No torch here (the l
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
 import shutil
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -302,6 +303,21 @@ def initial_population(params: Sequence[Param], settings: Settings) -> list[dict
     """Each member's values for round 0, drawn in the ranges (log ranges on a log scale)."""
     rng = _rng(settings.seed, "init")
     return [{p.key: p.draw(rng) for p in params} for _ in range(settings.population)]
+
+
+def start_row(name: str, settings: Settings, params: Sequence[Param], metric: str, base_seed: int) -> dict:
+    """pbt.jsonl's first row: the settings, the ranges and the first population, as pbt.jsonl gives it back
+    (tuples are lists there), so that a continued PBT's row compares equal to it."""
+    row = {
+        "event": "start",
+        "name": name,
+        "settings": asdict(settings),
+        "params": [asdict(p) for p in params],
+        "metric": metric,
+        "base_seed": int(base_seed),
+        "population": initial_population(params, settings),
+    }
+    return json.loads(json.dumps(row))
 
 
 def ranked(scores: Sequence[float | None], direction: str) -> list[int]:

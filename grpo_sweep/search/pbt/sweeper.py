@@ -10,10 +10,9 @@ but pbt.jsonl. No torch here.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -37,7 +36,6 @@ from .population import (
     check_metric,
     check_settings,
     decide,
-    initial_population,
     lineage_overrides,
     logged_score,
     member_dir,
@@ -45,6 +43,7 @@ from .population import (
     parse_params,
     ranked,
     round_score,
+    start_row,
     take_over,
 )
 from .report import exploits_text, guard_text, lead_text, timeline, write_report
@@ -144,16 +143,7 @@ class PBTSweeperImpl(StrategySweeper):
 
     # -- the gate ------------------------------------------------------------------------------------------
     def _start_row(self, settings: Settings, params: list[Param], job_cfg: DictConfig) -> dict:
-        row = {
-            "event": "start",
-            "name": self.settings.name,
-            "settings": asdict(settings),
-            "params": [asdict(p) for p in params],
-            "metric": job_cfg.optimized_metric,
-            "base_seed": int(job_cfg.trainer.seed),
-            "population": initial_population(params, settings),
-        }
-        return json.loads(json.dumps(row))  # as pbt.jsonl gives it back (tuples are lists there), to compare
+        return start_row(self.settings.name, settings, params, job_cfg.optimized_metric, job_cfg.trainer.seed)
 
     def _check_ranges(self, arguments: list[str], params: list[Param]) -> None:
         """Each range's ends on the base config through the config's checks: a value no run can take would fail
