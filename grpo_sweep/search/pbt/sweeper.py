@@ -378,12 +378,14 @@ class PBTSweeperImpl(StrategySweeper):
         }
         first_seed = lineage.start["base_seed"] + settings.population  # seeds no member trained with
         seeds = list(range(first_seed, first_seed + n))
+        moved = arms["schedule"] != arms["fixed"]
+        how = "its values round by round" if moved else "its values never moved"
         title = (
-            f"Schedule or fixed? member {best}'s lineage (its values moved round by round) against member "
-            f"{start_best}'s starting values held fixed (the best after round 1)"
+            f"Schedule or fixed? member {best}'s lineage ({how}) against member {start_best}'s starting values held "
+            "fixed (the best after round 1)"
         )
-        if arms["schedule"] == arms["fixed"]:
-            title += " (its values never moved: the two are one configuration, and the verdict can only be seed noise)"
+        if not moved:
+            title += " (the two are one configuration, and the verdict can only be seed noise)"
         if n == 0:
             return (
                 f"{title}: not run (hydra.sweeper.head_to_head_seeds=0); the same command with "
