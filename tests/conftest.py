@@ -106,6 +106,37 @@ def run_launch(args: list[str], cwd: Path, timeout: int = 600, env: dict | None 
     )
 
 
+def kill_pbt_driver_when(args: list[str], cwd: Path, ready, env: dict | None = None, within: float = 300) -> None:
+    """Start `python launch.py ARGS` (a PBT named ``pbt``, ARGS with output_root=cwd) in a process group of its own, and
+    kill the group with SIGKILL (the driver, and a pool's workers; SLURM's jobs are not in it) once
+    ``ready(lineage)``. Its stderr is kept, and shown if it ends before it could be killed."""
+    import signal
+    import subprocess
+    import time
+
+    from grpo_sweep.search.pbt.population import LINEAGE, Lineage
+
+    lineage_path = cwd / "grpo" / "pbt" / "pbt" / LINEAGE
+    log = cwd / "killed-driver.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "launch.py"), *args],
+            cwd=cwd,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, **(env or {})},
+        )
+    deadline = time.time() + within
+    while time.time() < deadline and proc.poll() is None:
+        if lineage_path.exists() and ready(Lineage.read(lineage_path)):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, f"the PBT ended before it could be killed: {log.read_text()[-3000:]}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def launch_here(args: list[str], cwd: Path, env: dict | None = None):
     """`python launch.py ARGS` in this process: what it printed and its exit status, as run_launch returns them,
     without a new interpreter's ~8 s of start-up, torch/trl imports and exit. For launches whose own process is not

@@ -5,14 +5,11 @@ learning rate, a run whose last step is in its checkpoint that does not train ag
 from __future__ import annotations
 
 import json
-import os
 import random
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,7 +38,7 @@ from grpo_sweep.search.pbt.population import (
     weight_schedule,
 )
 
-from .conftest import FAST, ROOT, launch_here
+from .conftest import FAST, ROOT, kill_pbt_driver_when, launch_here
 
 MIX = {
     "format": {"weight": 1.0},
@@ -664,26 +661,6 @@ def test_the_pbt_option_and_its_sweeper_compose(cfg_factory):
     assert cfg.trainer.pause_at_step is None  # the sweeper sets it, round by round
 
 
-def kill_when(args: list[str], cwd: Path, ready) -> None:
-    """Start ``launch.py ARGS`` and kill its driver and its pool's workers with SIGKILL once ``ready(lineage)``."""
-    lineage_path = cwd / "grpo" / "pbt" / "pbt" / LINEAGE
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "launch.py"), *args],
-        cwd=cwd,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if lineage_path.exists() and ready(Lineage.read(lineage_path)):
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, "the PBT ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("explore", ["perturb", "pb2"])
 def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
@@ -702,7 +679,7 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
         f"output_root={tmp_path}",
     ]
     lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
-    kill_when(args, tmp_path, lambda lineage: 0 in lineage.carried_out)
+    kill_pbt_driver_when(args, tmp_path, lambda lineage: 0 in lineage.carried_out)
     out = subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
@@ -744,7 +721,7 @@ def test_asynchronous_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
         f"output_root={tmp_path}",
     ]
     lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
-    kill_when(args, tmp_path, lambda lineage: len(lineage.reports) >= 5)
+    kill_pbt_driver_when(args, tmp_path, lambda lineage: len(lineage.reports) >= 5)
     before = Lineage.read(lineage_path).reports
     out = subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600

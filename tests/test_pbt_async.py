@@ -114,6 +114,11 @@ def begin(sweep: Path, settings) -> Lineage:
     return lineage
 
 
+def decided(lineage: Lineage, member: int) -> list[dict]:
+    """``member``'s decisions, in order."""
+    return [row for row in lineage.timeline if row["event"] == "member_decide" and row["member"] == member]
+
+
 def driver(sweep: Path, lineage: Lineage, settings, cluster: StandIn, capacity: int | None = None) -> AsyncRounds:
     return AsyncRounds(
         sweep,
@@ -156,7 +161,7 @@ def test_a_member_takes_its_donors_latest_look_and_goes_on_from_the_donors_step(
         lineage.values[m][0][LR.key] = 1e-3
     cluster = StandIn(tmp_path, lineage, lambda m, r: 7 if (m, r) == (0, 0) else 2)
     driver(tmp_path, lineage, settings, cluster).run()
-    first = lineage.decided_rows(0)[0]
+    first = decided(lineage, 0)[0]
     t = first["take_over"]
     assert first["round"] == 0 and t is not None and t["donor_round"] > 0, first
     assert str(t["donor"]) in first["ranked"] and first["ranked"][str(t["donor"])][0] == t["donor_round"]
@@ -199,7 +204,7 @@ def test_on_a_one_at_a_time_launcher_a_donor_trains_before_its_recipient_goes_ag
     cluster.start_job = bounded
     driver(tmp_path, lineage, settings, cluster, capacity=1).run()
     assert all(due == "finished" for due in lineage.due.values()), lineage.due
-    first = lineage.decided_rows(0)[1]
+    first = decided(lineage, 0)[1]
     assert first["take_over"]["donor"] == 1
     order = [(m, r) for m, r, _ in cluster.started]
     assert order.index((1, 1)) < order.index((0, 1), order.index((0, 1)) + 1)
@@ -211,7 +216,7 @@ def test_only_members_with_a_look_are_ranked_and_the_quantile_is_of_them(tmp_pat
     lineage = begin(tmp_path, settings)
     cluster = StandIn(tmp_path, lineage, lambda m, r: 1 + 3 * m)
     driver(tmp_path, lineage, settings, cluster).run()
-    first = lineage.decided_rows(0)[0]
+    first = decided(lineage, 0)[0]
     assert list(first["ranked"]) == ["0"] and first["take_over"] is None
 
 
@@ -298,7 +303,7 @@ def test_a_donor_whose_checkpoint_is_gone_is_not_ranked(tmp_path, kept):
                 import shutil
 
                 shutil.rmtree(member_dir(tmp_path, 1) / "checkpoints")
-    [decision] = lineage.decided_rows(0)
+    [decision] = decided(lineage, 0)
     if kept:
         assert decision["take_over"]["donor"] == 1 and decision["take_over"]["donor_round"] == 0
     else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from grpo_sweep.launching.jobs import slurm_jobs
 from grpo_sweep.run.resume import last_checkpoint
 from grpo_sweep.sweeps.status import report
 
-from .conftest import FAST, ROOT, run_launch
+from .conftest import FAST, ROOT, kill_pbt_driver_when, run_launch
 
 
 def _slurm_answers() -> bool:
@@ -391,31 +390,13 @@ def test_an_asynchronous_pbt_whose_driver_is_killed_continues_on_slurm_with_no_j
     ]
     sweep_dir = tmp_path / "grpo" / "pbt" / "pbt"
     lineage_path = sweep_dir / "pbt.jsonl"
-
-    def reports() -> list[dict]:
-        rows = [json.loads(line) for line in lineage_path.read_text().splitlines()] if lineage_path.exists() else []
-        return [r for r in rows if r["event"] == "report"]
-
-    log = tmp_path / "killed-driver.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "launch.py"), *args, f"output_root={tmp_path}"],
-            cwd=tmp_path,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env={**os.environ, **ENV},
-        )
-    deadline = time.time() + 400
-    while time.time() < deadline and proc.poll() is None and len(reports()) < 2:
-        time.sleep(0.5)
-    assert proc.poll() is None, f"the PBT ended before it could be killed: {log.read_text()[-3000:]}"
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver; its SLURM jobs run on
-    proc.wait()
+    # the driver only: its SLURM jobs run on
+    at = [*args, f"output_root={tmp_path}"]
+    kill_pbt_driver_when(at, tmp_path, lambda lineage: len(lineage.reports) >= 2, env=ENV, within=400)
     out = run_launch(args, tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in lineage_path.read_text().splitlines()]
-    done = reports()
+    done = [r for r in rows if r["event"] == "report"]
     assert {(r["member"], r["round"]) for r in done} == {(m, r) for m in range(2) for r in range(3)}
     assert [r["event"] for r in rows].count("test") == 1
     submitted = [d for d in (sweep_dir / ".submitit").iterdir() if d.is_dir() and d.name[0].isdigit()]

@@ -77,7 +77,9 @@ class AsyncRounds:
             self._settle(m)
         in_flight: dict[int, tuple[Any, int, float]] = {}
         while True:
-            ready = self._queue(m for m, due in self.lineage.due.items() if due == "train" and m not in in_flight)
+            ready = []
+            if len(in_flight) < self.capacity:  # else the poll loop reads no timeline
+                ready = self._queue(m for m, due in self.lineage.due.items() if due == "train" and m not in in_flight)
             for m in ready:
                 if len(in_flight) >= self.capacity:
                     break

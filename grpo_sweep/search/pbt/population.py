@@ -770,10 +770,6 @@ class Lineage:
             self.trained_by[m] = [*self.trained_by[m][: r + 1], m]
             self.due[m] = "train"
 
-    def decided_rows(self, member: int) -> list[dict]:
-        """``member``'s decisions of an asynchronous PBT, in order."""
-        return [row for row in self.timeline if row["event"] == "member_decide" and row["member"] == member]
-
     def next_round(self, member: int) -> int:
         """The round ``member``'s lineage trains next (an asynchronous PBT)."""
         return len(self.values[member]) - 1
