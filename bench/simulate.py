@@ -131,7 +131,12 @@ class Verdicts:
 
 
 def batch_verdicts(
-    rank: np.ndarray, test: np.ndarray, alpha: float = 0.05, questions: bool = True, n_questions: int | None = 64
+    rank: np.ndarray,
+    test: np.ndarray,
+    alpha: float = 0.05,
+    questions: bool = True,
+    n_questions: int | None = 64,
+    mode: str | None = None,
 ) -> Verdicts:
     """What ``stats.compare`` decides, for a batch of complete sweeps (maximize): stats.judge over the batch.
 
@@ -148,7 +153,9 @@ def batch_verdicts(
     if test.shape[-1] == 1 and n_questions:
         p = test[..., 0]
         floor = (p * (1 - p) / n_questions).mean(-1)
-    judged = judge(test, alpha, rank=rank, floor=floor)
+    # a grid's seeds are shared by design: stats.compare pairs them (in moderated mode)
+    extra = {} if mode is None else {"mode": mode, "paired": True}
+    judged = judge(test, alpha, rank=rank, floor=floor, **extra)
     return Verdicts(judged.call, judged.reference)
 
 

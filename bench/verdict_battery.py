@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -67,13 +68,23 @@ SPREADS = {
     "one2": (2.0, "one"),
     "one4": (4.0, "one"),
 }
+# past the moderated mode's declared family (moderation.SPREAD_LIMIT = 4): measured, promised by strict only
+WIDE_SPREADS = {"half8": (8.0, "half"), "one8": (8.0, "one"), "half16": (16.0, "half"), "one16": (16.0, "one")}
+ALL_SPREADS = {**SPREADS, **WIDE_SPREADS}
+# seeds shared across configurations: run-luck correlation by seed (negative: between halves of opposite sign,
+# +|rho| within a half); "ramp": loadings from 0 to sqrt(0.9), so the correlation differs from pair to pair
+CORRELATIONS = (-0.3, 0.0, 0.3, 0.45, 0.6, 0.9)
+SHARED_DESIGNS = ((10, 3), (3, 3), (3, 2), (20, 3), (5, 8))
+WIDE_DESIGNS = ((10, 3), (3, 3), (3, 5))
+SHARED_SHIFTS = ((10, 3, 0.45), (3, 3, 0.45), (10, 3, 0.9), (3, 3, -0.3))
 GRID_K, GRID_S = (2, 3, 5, 10, 20), (2, 3, 5, 8)
 SPECIAL_DESIGNS = ((10, 3), (3, 2), (3, 5))
 POWER_K = (3, 10)
 SHIFTS, SHIFT_K, SHIFT_S = (-0.10, -0.25), (3, 10), (3, 5)  # the fixed shifts old and new are both measured at
 ADAPTIVE_SETTINGS = ((2, 6), (3, 8))
 ADAPTIVE_K, ADAPTIVE_SPREADS, ADAPTIVE_SHIFTS = (3, 10), ("equal", "half4", "one4"), (-0.25, -0.10)
-PARTS = ("fixed", "special", "power", "shifts", "adaptive")
+PARTS = ("fixed", "special", "shared", "wide", "power", "shifts", "adaptive")
+VERDICTS = None  # --verdicts: the engine's mode for every cell (None: the engine's default)
 MIN_ACCURACY = 0.02  # the lowest mean accuracy configuration 0 is planted at (where the mde is past the accuracy)
 BATCH_ELEMENTS = 2_000_000  # outcomes per split held at once (a batch of sweeps)
 DEFAULT_JSON = RESULTS / "verdict_battery.json"
@@ -96,6 +107,8 @@ class Regime:
     seed_shared: float = 0.0
     per_run: bool = False
     shift: float = 0.0
+    correlation: float = 0.0
+    ramp: bool = False
 
     @property
     def label(self) -> str:
@@ -109,6 +122,10 @@ class Regime:
             parts.append(f"interaction {self.interaction:g}")
         if self.seed_shared:
             parts.append(f"seed shared {self.seed_shared:g}")
+        if self.correlation:
+            parts.append(f"seeds correlated {self.correlation:+g}")
+        if self.ramp:
+            parts.append("seeds correlated 0..0.9 by pair")
         if self.per_run:
             parts.append("per-run values")
         if self.shift:
@@ -117,13 +134,22 @@ class Regime:
 
     def run_sd(self) -> np.ndarray:
         """(k,) each configuration's run-luck SD on the logit scale."""
-        multiplier, which = SPREADS[self.spread]
+        multiplier, which = ALL_SPREADS[self.spread]
         sd = np.full(self.k, RUN_SD)
         if which == "half":
             sd[self.k - self.k // 2 :] *= multiplier
         elif which == "one":
             sd[0] *= multiplier
         return sd
+
+    def loadings(self) -> np.ndarray:
+        """(k,) each configuration's loading on its seed's shared luck (run-luck correlation l_c l_c')."""
+        if self.ramp:
+            return np.sqrt(np.linspace(0.0, 0.9, self.k))
+        load = np.full(self.k, math.sqrt(abs(self.correlation)))
+        if self.correlation < 0:
+            load[self.k // 2 :] *= -1
+        return load
 
     def truth(self) -> np.ndarray:
         """(k,) each configuration's true mean accuracy (exact targets, so equal ones compare equal)."""
@@ -182,7 +208,14 @@ def cell_rng(seed: int, *key) -> np.random.Generator:
 def draw(regime: Regime, rng: np.random.Generator, sweeps: int) -> tuple[np.ndarray, np.ndarray]:
     """(validation, test) outcomes, each (sweeps, k, seeds, 64) of 0.0/1.0."""
     k, seeds = regime.k, regime.seeds
-    run = regime.run_sd()[None, :, None, None] * rng.standard_normal((sweeps, k, seeds, 1))
+    own = rng.standard_normal((sweeps, k, seeds, 1))
+    load = regime.loadings()
+    if load.any():  # sd_c (l_c w_s + sqrt(1 - l_c^2) z_cs): configurations c, c' correlate at l_c l_c' by seed
+        own = (
+            load[None, :, None, None] * rng.standard_normal((sweeps, 1, seeds, 1))
+            + np.sqrt(1 - load**2)[None, :, None, None] * own
+        )
+    run = regime.run_sd()[None, :, None, None] * own
     if regime.seed_shared:
         run = run + regime.seed_shared * rng.standard_normal((sweeps, 1, seeds, 1))
     base = regime.centres()[None, :, None, None] + run
@@ -247,8 +280,8 @@ def fixed_verdicts(regime: Regime, val: np.ndarray, test: np.ndarray):
     from bench.simulate import batch_verdicts
 
     if regime.per_run:
-        return batch_verdicts(val.mean(-1), test, ALPHA, questions=False, n_questions=QUESTIONS)
-    return batch_verdicts(val, test, ALPHA)
+        return batch_verdicts(val.mean(-1), test, ALPHA, questions=False, n_questions=QUESTIONS, mode=VERDICTS)
+    return batch_verdicts(val, test, ALPHA, mode=VERDICTS)
 
 
 def printed_mde(val: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -256,7 +289,7 @@ def printed_mde(val: np.ndarray, test: np.ndarray) -> np.ndarray:
     stats.compare calls it with per-question outcomes)."""
     from grpo_sweep.reading import stats
 
-    judged = stats.judge(test, ALPHA, rank=val)
+    judged = stats.judge(test, ALPHA, rank=val, **({} if VERDICTS is None else {"mode": VERDICTS}))
     return judged.mde[judged.reference != 0, 0]
 
 
@@ -339,7 +372,7 @@ def adaptive_cell(part: str, regime: Regime, settings: tuple[int, int], sweeps: 
     from grpo_sweep.search.seeds.sequential import Settings, plan, verdicts
 
     low_seeds, high_seeds = settings
-    chosen = Settings(min_seeds=low_seeds, max_seeds=high_seeds, alpha=ALPHA)
+    chosen = Settings(min_seeds=low_seeds, max_seeds=high_seeds, alpha=ALPHA, **_mode())
     regime = replace(regime, seeds=high_seeds)
     truth, k = regime.truth(), regime.k
     rng = cell_rng(seed, "adaptive", regime, settings)
@@ -369,6 +402,10 @@ def adaptive_cell(part: str, regime: Regime, settings: tuple[int, int], sweeps: 
         fixed_p_worse_0=round(fixed_worse / sweeps, 4),
         fixed_rate=round(fixed_false / sweeps, 4),
     )
+
+
+def _mode() -> dict:
+    return {} if VERDICTS is None else {"verdicts": VERDICTS}
 
 
 def _call(task):
@@ -402,6 +439,22 @@ def special_regimes(k: int, seeds: int) -> list[Regime]:
         replace(base, per_run=True),
         replace(base, per_run=True, spread="one4"),
         replace(base, seed_shared=RUN_SD),
+    ]
+
+
+def shared_regimes() -> list[Regime]:
+    """Seeds shared across configurations, null: each correlation, the ramp, and with unequal spreads."""
+    out = []
+    for k, s in SHARED_DESIGNS:
+        out += [Regime(k, s, correlation=rho) for rho in CORRELATIONS if rho]
+        out += [Regime(k, s, ramp=True), Regime(k, s, "one4", correlation=0.6), Regime(k, s, "half4", correlation=-0.3)]
+    return out
+
+
+def wide_regimes() -> list[Regime]:
+    """Spreads past the moderated mode's family (8x, 16x), null, with and without shared seeds."""
+    return [Regime(k, s, spread) for k, s in WIDE_DESIGNS for spread in WIDE_SPREADS] + [
+        Regime(k, s, "one16", correlation=0.6) for k, s in WIDE_DESIGNS
     ]
 
 
@@ -458,6 +511,9 @@ def battery(args) -> dict:
                 for r in special_regimes(k, s)
             ],
         )
+    for part, regimes in (("shared", shared_regimes), ("wide", wide_regimes)):
+        if part in parts:
+            timed(part, [("fixed", (part, r, args.sweeps, args.seed)) for r in regimes()])
     if "power" in parts and mde_ok:
         mdes = {r["cell"]: r["mde_median"] for r in rows if r.get("mde_median") is not None}
         if not mdes:  # the grid was not run: the null sweeps of the power cells alone
@@ -478,6 +534,11 @@ def battery(args) -> dict:
                 ("fixed", ("shifts", Regime(k, s, shift=shift), args.power_sweeps, args.seed))
                 for k in SHIFT_K
                 for s in SHIFT_S
+                for shift in SHIFTS
+            ]
+            + [
+                ("fixed", ("shifts", Regime(k, s, shift=shift, correlation=rho), args.power_sweeps, args.seed))
+                for k, s, rho in SHARED_SHIFTS
                 for shift in SHIFTS
             ],
         )
@@ -507,6 +568,11 @@ def battery(args) -> dict:
 def _rate(row: dict) -> str:
     text = f"{row['rate']:.3f} ({row['high']:.3f})"
     return text if row["pass"] else f"**FAIL {text}**"
+
+
+def _seeds_text(regime: dict) -> str:
+    rho = regime.get("correlation") or 0.0
+    return f"correlated {rho:+g}" if rho else "independent"
 
 
 def _power_line(r: dict) -> str:
@@ -561,6 +627,21 @@ def tables(entry: dict) -> str:
             *grid_table(lambda key: _rate(grid[key]) if key in grid else None),
             "",
         ]
+    for part, title in (
+        ("shared", "Fixed design, null, seeds shared across configurations (run-luck correlation by seed)"),
+        ("wide", "Fixed design, null, spreads past the moderated mode's family (8x, 16x: promised by strict only)"),
+    ):
+        if part in by_part:
+            out += _section(
+                title,
+                ["k x S", "regime", "sweeps", "rate", "Wilson 95 %", "pass"],
+                [
+                    f"| {r['regime']['k']} x {r['regime']['seeds']} | {Regime(**r['regime']).label} | "
+                    f"{r['sweeps']} | {r['rate']:.4f} | [{r['low']:.4f}, {r['high']:.4f}] | "
+                    f"{'yes' if r['pass'] else '**FAIL**'} |"
+                    for r in by_part[part]
+                ],
+            )
     if "special" in by_part:
         out += _section(
             "Fixed design, null, special cells",
@@ -592,9 +673,18 @@ def tables(entry: dict) -> str:
     if "shifts" in by_part:
         out += _section(
             "Power at fixed shifts (equal spreads): P(configuration 0 called worse)",
-            ["k x S", "true difference", "measured on test", "sweeps", "P(called worse)", "false among the equal"],
+            [
+                "k x S",
+                "true difference",
+                "seeds",
+                "measured on test",
+                "sweeps",
+                "P(called worse)",
+                "false among the equal",
+            ],
             [
                 f"| {r['regime']['k']} x {r['regime']['seeds']} | {r['regime']['shift']:+.2f} | "
+                f"{_seeds_text(r['regime'])} | "
                 f"{r['measured_delta']:+.4f} | {r['sweeps']} | {r['p_worse_0']:.3f} | {_rate(r)} |"
                 for r in by_part["shifts"]
             ],
@@ -719,7 +809,12 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--engine", default=None, help="a checkout whose grpo_sweep to judge with (e.g. a worktree)")
     cli.add_argument("--jobs", type=int, default=2, help="processes (each single-threaded)")
     cli.add_argument("--seed", type=int, default=2026)
+    cli.add_argument(
+        "--verdicts", choices=("moderated", "strict"), default=None, help="the engine's mode (default: its default)"
+    )
     args = cli.parse_args(argv)
+    global VERDICTS
+    VERDICTS = args.verdicts
     if args.quick:
         args.sweeps, args.power_sweeps, args.adaptive_sweeps = 200, 200, 100
     args.parts = [p for p in args.parts.split(",") if p]
@@ -730,7 +825,7 @@ def main(argv: list[str] | None = None) -> None:
     import scipy
 
     info = engine_info()
-    label = args.label or ("new" if info["mde"] else "old")
+    label = args.label or args.verdicts or ("new" if info["mde"] else "old")
     print(f"engine: {info['grpo_sweep']} (sha256 {info['sweeps_sha256']}), label {label}", flush=True)
     started = time.perf_counter()
     entry = battery(args)

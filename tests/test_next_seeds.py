@@ -29,7 +29,7 @@ K, MAX_SEEDS = 3, 8
 VAL, TEST = (a[0] for a in simulate(np.random.default_rng(0), 1, K, MAX_SEEDS, Noise(seed_sd=0.0), shifts={0: -0.5}))
 QUESTIONS = [question_key(f"question {q}") for q in range(VAL.shape[-1])]
 DESIGN = {
-    "settings": {"min_seeds": 2, "max_seeds": MAX_SEEDS, "max_runs": None, "alpha": 0.05},
+    "settings": {"min_seeds": 2, "max_seeds": MAX_SEEDS, "max_runs": None, "alpha": 0.05, "verdicts": "moderated"},
     "configs": [[f"reward_mix=m{c}"] for c in range(K)],
     "seed_key": "trainer.seed",
     "first_seed": 1,

@@ -13,9 +13,9 @@ from grpo_sweep.reading.results import SweepResults
 from grpo_sweep.sweeps.report import build_report, main
 
 
-def sweep_table(sweep_dir: Path, **options) -> str:
-    """The end-of-sweep table of a directory, read as the end of a sweep reads it."""
-    return tables.sweep_table(SweepResults.read(sweep_dir), **options)
+def sweep_table(sweep_dir: Path, verdicts: str | None = None, **options) -> str:
+    """The end-of-sweep table of a directory, read as the end of a sweep reads it (``verdicts``: the mode)."""
+    return tables.sweep_table(SweepResults.read(sweep_dir, verdicts=verdicts), **options)
 
 
 def make_run(sweep: Path, name: str, overrides: list[str], summary: dict | None, rewards=("format",), steps=5):
@@ -69,7 +69,7 @@ def test_grid_with_seeds_ranks_runs_and_averages_seeds(tmp_path):
         tmp_path, "4", ["lora.r=8", "reward_mix=c", "trainer.seed=1"], {"status": "failed", "error": "ValueError: boom"}
     )
     make_run(tmp_path, "5", ["lora.r=8", "reward_mix=c", "trainer.seed=2"], None)  # still running
-    report = build_report(tmp_path).read_text()
+    report = build_report(tmp_path, verdicts="strict").read_text()
     rows = table_rows(report, "## Runs, best first")
     assert [r[1] for r in rows][:4] == ["2", "3", "1", "0"]  # by objective, best first
     assert {r[1]: r[3] for r in rows}["4"] == "failed" and {r[1]: r[3] for r in rows}["5"] == "running"
@@ -156,7 +156,7 @@ def make_seed_sweep(sweep: Path, values=THREE_SEEDS, cost=True):
 
 def test_paired_difference_from_the_best_and_cost(tmp_path):
     make_seed_sweep(tmp_path)
-    report = build_report(tmp_path, plots=False).read_text()
+    report = build_report(tmp_path, plots=False, verdicts="strict").read_text()
     rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=b", "reward_mix=c", "reward_mix=a"]
     # ranked on validation, compared on test (no per-question files: one value per run, no question count)
@@ -182,7 +182,7 @@ def test_paired_difference_from_the_best_and_cost(tmp_path):
 
 def test_minimize_flips_best_and_verdicts(tmp_path):
     make_seed_sweep(tmp_path, cost=False)
-    report = build_report(tmp_path, direction="minimize", plots=False).read_text()
+    report = build_report(tmp_path, direction="minimize", plots=False, verdicts="strict").read_text()
     rows = table_rows(report, "## Mean ± std over seeds")
     assert [r[0] for r in rows] == ["reward_mix=a", "reward_mix=c", "reward_mix=b"]
     assert rows[0][6] == "reference"
@@ -208,7 +208,7 @@ def test_configurations_on_different_seeds_are_incomplete_with_the_seeds_named(t
 
 def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path):
     make_seed_sweep(tmp_path)
-    table = sweep_table(tmp_path)
+    table = sweep_table(tmp_path, "strict")
     block = table.split("Per configuration over seeds")[1].splitlines()
     assert block[0].startswith(" (maximize; ranked by validation")
     lines = [line.split() for line in block[1:4]]
@@ -218,7 +218,7 @@ def test_sweep_table_prints_one_verdict_per_configuration_and_the_cost(tmp_path)
     assert lines[2][0] == "reward_mix=a" and lines[2][-1] == "worse" and "[-0.981, -0.019]" in block[3]
     assert "val 0.800" in block[1] and "3 seeds" in block[1] and "intervals over 3 configurations" in block[4]
     assert table.splitlines()[-1].startswith("Cost: 126.0 device-seconds")
-    assert "Per configuration" not in sweep_table(tmp_path / "0")  # one run: nothing to compare
+    assert "Per configuration" not in sweep_table(tmp_path / "0", "strict")  # one run: nothing to compare
 
 
 def test_runs_csv_has_one_row_per_run_with_overrides_as_columns(tmp_path):
@@ -401,18 +401,18 @@ def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
     rng = np.random.default_rng(21)
     val, test = simulate(rng, 1, 10, 3)
     make_outcome_sweep(tmp_path / "null", val[0], test[0])
-    lines = verdicts_of(sweep_table(tmp_path / "null"))
+    lines = verdicts_of(sweep_table(tmp_path / "null", "strict"))
     assert len(lines) == 10 and not any(" better" in v or " worse" in v for v in lines.values()), lines
     assert (
         "over its 3 seeds (2 df) plus the pair's configuration x question part over 64 paired questions"
-        in sweep_table(tmp_path / "null")
+        in sweep_table(tmp_path / "null", "strict")
     )
     val, test = simulate(rng, 1, 10, 3, shifts={0: -0.25})  # m0 truly 0.25 lower on validation and test
     make_outcome_sweep(tmp_path / "lower", val[0], test[0])
-    lines = verdicts_of(sweep_table(tmp_path / "lower"))
+    lines = verdicts_of(sweep_table(tmp_path / "lower", "strict"))
     assert lines["reward_mix=m0"].endswith("worse"), lines
     assert sum(v.endswith("worse") or v.endswith("better") for v in lines.values()) == 1
-    report = build_report(tmp_path / "lower", plots=False).read_text()
+    report = build_report(tmp_path / "lower", plots=False, verdicts="strict").read_text()
     rows = {r[0]: r for r in table_rows(report, "## Mean ± std over seeds")}
     assert rows["reward_mix=m0"][6] == "worse" and float(rows["reward_mix=m0"][4]) < -0.15
 

@@ -55,7 +55,7 @@ def test_a_clearly_worse_configuration_stops_early_and_the_close_ones_go_on():
     # seeds, 5 stop it at 3 seeds, 4 at 4, one at 5
     rng = np.random.default_rng(2)
     val, test = simulate(rng, 1, 3, 8, Noise(seed_sd=0.0), shifts={0: -0.3})
-    settings = Settings(2, 8, 20)
+    settings = Settings(2, 8, 20, verdicts="strict")
     p = plan(3, settings, _outcomes(val[0]))
     assert p.done and p.states[0].stop == sequential.DECIDED and p.states[0].seeds == 3
     assert [s.seeds for s in p.states[1:]] == [8, 8] and p.runs == 19 <= 20

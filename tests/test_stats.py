@@ -92,7 +92,7 @@ def runs(values, n=None, **more):
 def test_two_configurations_per_run_values_is_welchs_t_by_hand():
     # a's runs do not vary, b's vary by 0.1: var(delta) = (0 + 0.01) / 3, and with two configurations the critical
     # value is Student's t on b's S - 1 = 2 degrees of freedom: 0.3 +- 4.3027 * 0.057735
-    best, other = compare({"a": runs({1: 0.3, 2: 0.3, 3: 0.3}), "b": runs({1: 0.5, 2: 0.6, 3: 0.7})})
+    best, other = compare({"a": runs({1: 0.3, 2: 0.3, 3: 0.3}), "b": runs({1: 0.5, 2: 0.6, 3: 0.7})}, mode="strict")
     assert best.config == "b" and best.is_best and best.verdict == "reference"
     assert other.delta == pytest.approx(-0.3) and other.se == pytest.approx(math.sqrt(0.01 / 3))
     assert (other.low, other.high) == pytest.approx((-0.3 - 0.248414, -0.3 + 0.248414), abs=1e-4)
@@ -107,7 +107,7 @@ def test_each_configuration_brings_its_own_variance_and_the_questions_add_theirs
     y = (rng.random((3, 4, 30)) < np.linspace(0.1, 0.9, 30)).astype(float)
     y[1, :, :10] = 1.0  # a real difference on 10 questions: a configuration x question interaction
     y[1, 0, 10:25], y[1, 1, 10:25] = 1.0, 0.0  # and seeds that differ
-    j = judge(y, reference=0)
+    j = judge(y, reference=0, mode="strict")
     S, Q = 4, 30
     run_means = y.mean(2)
     v = run_means.var(1, ddof=1)
@@ -129,13 +129,15 @@ def test_each_configuration_brings_its_own_variance_and_the_questions_add_theirs
     # a noisier configuration widens its own comparisons only
     y[2, :2] = 1.0
     y[2, 2:] = 0.0
-    noisy = judge(y, reference=0)
+    noisy = judge(y, reference=0, mode="strict")
     assert noisy.se[2] > 2 * noisy.se[1] and noisy.se[1] == pytest.approx(j.se[1])
 
 
 def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
     # 20/64 and 21/64 on every seed: the seeds agree perfectly, the 64 questions still make the difference noise
-    per_run = compare({"a": runs({1: 20 / 64, 2: 20 / 64}, n=64), "b": runs({1: 21 / 64, 2: 21 / 64}, n=64)})
+    per_run = compare(
+        {"a": runs({1: 20 / 64, 2: 20 / 64}, n=64), "b": runs({1: 21 / 64, 2: 21 / 64}, n=64)}, mode="strict"
+    )
     assert per_run[1].verdict == "indistinguishable" and per_run[1].high - per_run[1].low > 0.2
     assert "binomial" in per_run[1].method
     right = {f"q{i}": float(i < 20) for i in range(64)}
@@ -144,12 +146,13 @@ def test_one_question_apart_at_zero_seed_spread_is_no_verdict_both_ways():
         {
             "a": [RunRecord(s, 20 / 64, 20 / 64, 64, right) for s in (1, 2)],
             "b": [RunRecord(s, 21 / 64, 21 / 64, 64, one_more) for s in (1, 2)],
-        }
+        },
+        mode="strict",
     )
     assert by_question[1].verdict == "indistinguishable" and by_question[1].low < 0 < by_question[1].high
     assert "64 paired questions" in by_question[1].method
     # without an accuracy's question count nothing bounds the noise of equal seeds: no verdict, never a 0-width CI
-    same = compare({"a": runs({1: 0.25, 2: 0.25}), "b": runs({1: 0.5, 2: 0.5})})
+    same = compare({"a": runs({1: 0.25, 2: 0.25}), "b": runs({1: 0.5, 2: 0.5})}, mode="strict")
     assert same[1].verdict == "no verdict" and same[1].low is None and "no noise" in same[1].note
 
 

@@ -134,8 +134,10 @@ class SweepResults:
         runs: list[SweepRun],
         direction: str,
         judge: Callable[[SweepResults], list[stats.Comparison]] | None = None,
+        verdicts: str = stats.DEFAULT_VERDICTS,
     ):
         self.sweep_dir, self.runs, self.direction = Path(sweep_dir), runs, direction
+        self.verdicts = stats.check_mode(verdicts)  # how the comparisons estimate noise (stats.VERDICT_MODES)
         # the strategy that ran the sweep judges its configurations (search/base.py Strategy.comparisons); none: a
         # plain comparison of the configurations' seeds
         self._judge = judge
@@ -152,11 +154,13 @@ class SweepResults:
         also: Sequence[Path] = (),
         judge: Callable[[SweepResults], list[stats.Comparison]] | None = None,
         not_runs: Sequence[str] = (),
+        verdicts: str | None = None,
     ) -> SweepResults:
         """Every run directory under ``sweep_dir`` (those with .hydra/config.yaml), and the existing run directories
         ``also`` names (a submitted sweep's jobs.json names its runs; one may not have written its .hydra yet).
         ``direction``: how the objective ranks (default: a trial's, else maximize); ``judge``: the strategy's
-        verdicts; ``not_runs``: files that mark a Hydra job directory holding no run (an Optuna worker's)."""
+        verdicts; ``not_runs``: files that mark a Hydra job directory holding no run (an Optuna worker's); ``verdicts``:
+        strict or moderated (default: the sweep's hydra.sweeper.verdicts, verdicts_of)."""
         sweep_dir = Path(sweep_dir)
         run_dirs = [config.parent.parent for config in sorted(sweep_dir.glob("**/.hydra/config.yaml"))]
         seen = {run_dir.resolve() for run_dir in run_dirs}
@@ -177,7 +181,8 @@ class SweepResults:
         runs = [
             _sweep_run(run_dir, summary, overrides, sweep_dir) for (run_dir, summary), overrides in zip(found, swept)
         ]
-        return cls(sweep_dir, runs, direction or _direction([summary for _, summary in found]), judge)
+        direction = direction or _direction([summary for _, summary in found])
+        return cls(sweep_dir, runs, direction, judge, verdicts or verdicts_of(sweep_dir))
 
     def derived(self, key: str, make: Callable[[], Any]) -> Any:
         """What a strategy derives from these runs (a seeds sweep's replayed design), made once."""
@@ -235,7 +240,7 @@ class SweepResults:
         if not self.seed_keys:
             return []
         groups = {config: [self.record(run) for run in group] for config, group in self.configurations.items()}
-        return stats.compare(groups, self.direction)
+        return stats.compare(groups, self.direction, mode=self.verdicts)
 
     @property
     def why_none(self) -> str | None:
@@ -295,6 +300,12 @@ class SweepResults:
             self._last_steps[run.dir] = last_step(run.dir)
         return self._last_steps[run.dir]
 
+    @property
+    def verdict_mode(self) -> str:
+        """The mode the comparisons ran in (a seeds sweep's recorded design decides its own), for verdicts.json."""
+        modes = {row.design.mode for row in self.comparisons if row.design is not None}
+        return modes.pop() if len(modes) == 1 else self.verdicts
+
     def verdict_records(self) -> list[dict]:
         """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
         from .wording import verdict_text
@@ -323,8 +334,26 @@ class SweepResults:
             record["seeds"] = [stats.seed_text(seed) for seed in row.seeds]
             record["missing_seeds"] = [stats.seed_text(seed) for seed in row.missing_seeds]
             record["verdict_text"] = verdict_text(row)
+            record["verdicts"] = row.design.mode if row.design is not None else None
+            record["spread"] = row.spread
             out.append(record)
         return out
+
+
+def verdicts_of(sweep_dir: Path) -> str:
+    """The verdict mode a sweep asked for: hydra.sweeper.verdicts of its multirun.yaml, or of the sweep it lies in
+    (a PBT's head_to_head/), else stats.DEFAULT_VERDICTS."""
+    from omegaconf import OmegaConf
+
+    for folder in [Path(sweep_dir), *list(Path(sweep_dir).parents)[:2]]:
+        path = folder / "multirun.yaml"
+        if path.is_file():
+            try:
+                mode = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.verdicts")
+            except Exception:  # a half-written multirun.yaml: the default, as for a sweep that names none
+                mode = None
+            return str(mode) if mode is not None else stats.DEFAULT_VERDICTS
+    return stats.DEFAULT_VERDICTS
 
 
 def _sweep_run(run_dir: Path, summary: RunSummary, overrides: list[str], sweep_dir: Path) -> SweepRun:

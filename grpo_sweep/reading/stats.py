@@ -49,6 +49,13 @@ import numpy as np
 from ..run.record import OUTCOME_FIELDS, test_counterpart
 
 DIRECTIONS = ("maximize", "minimize")
+# How the seed part of a comparison's noise is estimated (``verdicts:`` of the sweepers, ``--verdicts`` of the report):
+# strict, each configuration's own variance alone (S - 1 degrees of freedom, any noise pattern); moderated, the
+# seed-paired variance where the design shares seeds, moderated across configurations, with a critical value
+# calibrated by simulation over configurations up to moderation.SPREAD_LIMIT times noisier than each other.
+STRICT, MODERATED = "strict", "moderated"
+VERDICT_MODES = (MODERATED, STRICT)
+DEFAULT_VERDICTS = MODERATED
 REFERENCE = "reference"
 # The verdict keywords (``Comparison.verdict``); ``note`` says why and what would resolve it.
 VERDICTS = ("better", "worse", "indistinguishable", "incomplete", "no verdict", REFERENCE, "-")
@@ -134,6 +141,11 @@ class Judgement:
     questions: int
     family: int  # configurations in the family the intervals hold over
     alpha: float
+    mode: str = STRICT  # one of VERDICT_MODES
+    paired: bool = False  # the seed part of a pair's variance from its seed-paired differences
+    var_pair: np.ndarray | None = None  # a pair's per-run variance of its difference as used (moderated, floored)
+    prior_df: np.ndarray | None = None  # (...,) moderated: the prior's degrees of freedom d0 (0: none borrowed)
+    configurations: int = 0  # k judged (the moderated critical value is calibrated for k x seeds)
 
     @property
     def low(self) -> np.ndarray:
@@ -149,27 +161,30 @@ class Judgement:
         return (self.crit + self.power_t) * self.se
 
     @property
+    def pair_variance(self) -> np.ndarray:
+        """Per configuration, the per-run variance of its difference from the reference as the verdict used it."""
+        return self.var_runs + _at(self.var_runs, self.reference) if self.var_pair is None else self.var_pair
+
+    @property
     def seed_share(self) -> np.ndarray:
         """The share of var(delta) that comes from the two configurations' seeds (the rest is questions)."""
-        return _seed_share((self.var_runs + _at(self.var_runs, self.reference)) / self.seeds, self.se**2)
+        return _seed_share(self.pair_variance / self.seeds, self.se**2)
+
+    def _noise(self) -> Noise | None:
+        if self.mode == STRICT:
+            return None
+        return Noise(self.configurations, self.paired, self.prior_df[..., None])
 
     def detectable(self, seeds) -> np.ndarray:
         """The mde each configuration would have with ``seeds`` seeds each (same variances): what more seeds buy."""
-        return detectable(
-            self.var_runs + _at(self.var_runs, self.reference), self.var_questions, seeds, self.family, self.alpha
-        )
+        return detectable(self.pair_variance, self.var_questions, seeds, self.family, self.alpha, self._noise())
 
     def seeds_needed(self, delta) -> np.ndarray:
         """Seeds per configuration for 80 % power at a true difference |``delta``| (per configuration): the fewest
         S' in S + 1 .. MAX_SEEDS whose detectable difference is at most it; 0 where even MAX_SEEDS seeds are not
         enough (or the questions' part alone is too large: more questions, not seeds, would resolve it)."""
         return seeds_needed(
-            self.var_runs + _at(self.var_runs, self.reference),
-            self.var_questions,
-            delta,
-            self.seeds,
-            self.family,
-            self.alpha,
+            self.pair_variance, self.var_questions, delta, self.seeds, self.family, self.alpha, self._noise()
         )
 
 
@@ -220,36 +235,72 @@ def _seed_share(var_seed, var) -> np.ndarray:
         return np.where(var > 0, var_seed / np.where(var > 0, var, 1.0), 1.0)
 
 
-def _crit_and_margin(share, df, family: int, alpha: float, power: float = POWER) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Noise:
+    """How a moderated verdict's seed part was estimated: k configurations judged, paired by seed or not, and the
+    prior degrees of freedom borrowed from the others (moderation.py). None where strict."""
+
+    configurations: int
+    paired: bool
+    prior_df: np.ndarray  # broadcasts against the comparisons
+
+
+def _crit_and_margin(
+    share, df, family: int, alpha: float, power: float = POWER, noise: Noise | None = None, seeds=None
+) -> tuple[np.ndarray, np.ndarray]:
     """The critical value and the power margin (how far past it a difference is found with ``power``), in standard
-    errors, for a difference whose variance is ``share`` seeds (df degrees of freedom) and the rest questions."""
-    crit_seed = _critical(family, df, alpha)
+    errors, for a difference whose variance is ``share`` seeds (df degrees of freedom) and the rest questions.
+    Strict: Tukey's range at df; moderated (``noise``): the calibrated critical value at df = S - 1 + d0."""
+    if noise is None:
+        crit_seed = _critical(family, df, alpha)
+        margin = _margins(crit_seed, df, power)
+    else:
+        from . import moderation
+
+        s = int(np.max(seeds))
+        crit_seed = np.asarray(
+            moderation.critical(
+                alpha, family, min(s, moderation.CALIBRATED_SEEDS), df, noise.paired, noise.configurations
+            )
+        )
+        # the margin moves little with df past a few dozen: rounded, so a batch of sweeps asks for few values
+        rounded = np.where(df >= 200, np.inf, np.round(np.asarray(df, float), 1))
+        margin = _margins(np.round(crit_seed, 2), rounded, power)
     crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
-    return crit, _weighted(share, _margins(crit_seed, df, power), _power_margin(0.0, math.inf, power))
+    return crit, _weighted(share, margin, _power_margin(0.0, math.inf, power))
 
 
-def detectable(var_seed_pair, var_questions, seeds, family: int, alpha: float) -> np.ndarray:
+def detectable(
+    var_seed_pair, var_questions, seeds, family: int, alpha: float, noise: Noise | None = None
+) -> np.ndarray:
     """The 80 %-power detectable difference of a pair whose two configurations' per-run variances sum to
-    ``var_seed_pair`` and whose question part is ``var_questions``, at ``seeds`` seeds each (arrays broadcast)."""
+    ``var_seed_pair`` (moderated: the pair's moderated variance) and whose question part is ``var_questions``, at
+    ``seeds`` seeds each (arrays broadcast)."""
     seeds = np.asarray(seeds, float)
     var_seed = np.asarray(var_seed_pair, float) / seeds
     var = var_seed + np.asarray(var_questions, float)
-    crit, power = _crit_and_margin(_seed_share(var_seed, var), seeds - 1, family, alpha)
+    df = seeds - 1 if noise is None else seeds - 1 + noise.prior_df
+    crit, power = _crit_and_margin(_seed_share(var_seed, var), df, family, alpha, noise=noise, seeds=seeds)
     return (crit + power) * np.sqrt(var)
 
 
-def seeds_needed(var_seed_pair, var_questions, delta, seeds: int, family: int, alpha: float) -> np.ndarray:
+def seeds_needed(
+    var_seed_pair, var_questions, delta, seeds: int, family: int, alpha: float, noise: Noise | None = None
+) -> np.ndarray:
     """See Judgement.seeds_needed; elementwise. The detectable difference falls with S, so a bisection finds it."""
     var_seed_pair, var_questions, delta = np.broadcast_arrays(
         np.asarray(var_seed_pair, float), np.asarray(var_questions, float), np.abs(np.asarray(delta, float))
     )
     if delta.ndim == 0:
-        return seeds_needed(var_seed_pair[None], var_questions[None], delta[None], seeds, family, alpha)[0]
+        return seeds_needed(var_seed_pair[None], var_questions[None], delta[None], seeds, family, alpha, noise)[0]
     out = np.zeros(delta.shape, int)
     for i in zip(*np.nonzero(delta > 0)):
+        one = None
+        if noise is not None:
+            one = Noise(noise.configurations, noise.paired, np.broadcast_to(noise.prior_df, delta.shape)[i])
 
         def detects(s: int) -> bool:
-            return float(detectable(var_seed_pair[i], var_questions[i], s, family, alpha)) <= delta[i]
+            return float(detectable(var_seed_pair[i], var_questions[i], s, family, alpha, one)) <= delta[i]
 
         if seeds >= MAX_SEEDS or not detects(MAX_SEEDS):
             continue
@@ -271,6 +322,8 @@ def judge(
     floor=None,
     margin: float | None = None,
     confirm: Judgement | None = None,
+    mode: str = DEFAULT_VERDICTS,
+    paired: bool = True,
 ) -> Judgement:
     """Every configuration of ``y`` (..., k >= 2 configurations, S >= 2 seeds, Q questions: per-question outcomes,
     or Q = 1 per-run values) against a reference, with (1 - ``alpha``) intervals that hold for every pair of the
@@ -281,7 +334,9 @@ def judge(
     lower bounds of each configuration's per-run variance (the binomial p(1-p)/n of an accuracy without per-question
     outcomes). ``margin``: a call also needs the difference past the critical value by this power's quantile
     (0.8: at least what the design detects with 80 % power). ``confirm``: another judgement (validation's, at its
-    own alpha) that must call the same configurations the same way round.
+    own alpha) that must call the same configurations the same way round. ``mode``: ``strict`` (what follows) or
+    ``moderated`` (moderation.py: seed-paired where ``paired``, the seeds being shared by design, variances moderated
+    across configurations, a simulated critical value); ``paired`` is read in moderated mode only.
 
     The noise model: each configuration's own variance of a run's mean over its seeds (S - 1 degrees of freedom:
     configurations may differ in noise, and a noisy one is usually the validation-best under the null), plus the
@@ -293,6 +348,7 @@ def judge(
         raise ValueError(f"judge: direction={direction!r}; use maximize or minimize")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"judge: alpha={alpha!r} must be strictly between 0 and 1")
+    check_mode(mode, "judge: mode")
     y = np.asarray(y, float)
     if y.ndim < 3:
         raise ValueError(f"judge: y has shape {y.shape}; it needs (configurations, seeds, questions)")
@@ -325,14 +381,37 @@ def judge(
     else:
         var_questions = np.zeros_like(var_runs)
     is_reference = np.arange(k) == reference[..., None]
-    var_seed = (var_runs + _at(var_runs, reference)) / n_seeds
+    noise, var_pair, prior_df = None, var_runs + _at(var_runs, reference), None
+    if mode == MODERATED:
+        from .moderation import moderate, pair_units
+
+        # the question-level floor: a run's mean varies at least by its own within-run noise, the residual mean
+        # square of its seeds x questions table over Q (known to (S - 1)(Q - 1) degrees of freedom); 0 per run
+        within = ms_e / n_questions if n_questions > 1 else np.zeros_like(var_runs)
+        if paired:
+            diff = run_means - np.take_along_axis(run_means, reference[..., None, None], -2)
+            units = diff.var(-1, ddof=1)
+            if floor is not None:
+                units = np.maximum(units, np.asarray(floor, float) + _at(np.asarray(floor, float), reference))
+            # the prior from every pair of configurations, not the reference's alone (they all share its noise)
+            moderated, df = moderate(np.where(is_reference, np.nan, units), n_seeds - 1, *pair_units(run_means))
+            var_pair = np.maximum(np.where(is_reference, 0.0, moderated), within + _at(within, reference))
+        else:
+            # a collapsed configuration (no variance) is left out of the prior and keeps its 0
+            moderated, df = moderate(np.where(var_runs > 0, var_runs, np.nan), n_seeds - 1)
+            own = np.maximum(np.where(var_runs > 0, moderated, 0.0), within)
+            var_pair = own + _at(own, reference)
+        prior_df = np.asarray(df - (n_seeds - 1))
+        noise = Noise(k, paired, prior_df[..., None])
+    var_seed = np.where(is_reference, 0.0, var_pair) / n_seeds
     var = np.where(is_reference, 0.0, var_seed + var_questions)
     var_questions = np.where(is_reference, 0.0, var_questions)
     se = np.sqrt(var)
     share = _seed_share(var_seed, var)
-    crit, power_t = _crit_and_margin(share, n_seeds - 1, family, alpha)
+    df = n_seeds - 1 if noise is None else n_seeds - 1 + noise.prior_df
+    crit, power_t = _crit_and_margin(share, df, family, alpha, noise=noise, seeds=n_seeds)
     delta = means - _at(means, reference)
-    need = crit + _crit_and_margin(share, n_seeds - 1, family, alpha, margin)[1] if margin else crit
+    need = crit + _crit_and_margin(share, df, family, alpha, margin, noise, n_seeds)[1] if margin else crit
     called = (se > 0) & (np.abs(delta) > need * se) & ~is_reference
     if confirm is not None:
         called &= confirm.call == np.sign(delta)
@@ -350,7 +429,19 @@ def judge(
         n_questions,
         family,
         alpha,
+        mode,
+        bool(paired),
+        var_pair,
+        prior_df,
+        k,
     )
+
+
+def check_mode(mode: str, where: str = "verdicts") -> str:
+    """``mode`` if it is one of VERDICT_MODES, else a one-line error naming it."""
+    if mode not in VERDICT_MODES:
+        raise ValueError(f"{where}={mode!r}: use {' or '.join(VERDICT_MODES)}")
+    return mode
 
 
 # --- the public comparison -------------------------------------------------------------------------------------------
@@ -404,6 +495,9 @@ class Design:
     on_test: bool = True
     floored: bool = False
     adaptive: tuple | None = None  # (min_seeds, max_seeds) of hydra/sweeper=seeds
+    mode: str = STRICT  # how the seed part of the noise was estimated (VERDICT_MODES)
+    paired: bool = False  # moderated: seed-paired differences (the design shares seeds)
+    prior_df: float | None = None  # moderated: the degrees of freedom borrowed from the other configurations
 
 
 @dataclass
@@ -436,6 +530,7 @@ class Comparison:
     against: str | None = None  # hydra/sweeper=seeds: the leader it was judged against, when not the reference
     validation: bool | None = None  # hydra/sweeper=seeds: whether validation's budgeted test called it
     stopped: str = ""  # hydra/sweeper=seeds: why it got no more seeds
+    spread: float | None = None  # moderated: its run-to-run variance over the others' pooled, when past the family
 
 
 def verdict_source(metric: str | None) -> tuple[str | None, str | None, bool]:
@@ -505,10 +600,16 @@ def _merge(records: Sequence[RunRecord], use_test: bool) -> dict:
 
 
 def compare(
-    groups: Mapping[str, Sequence[RunRecord]], direction: str = "maximize", alpha: float = 0.05
+    groups: Mapping[str, Sequence[RunRecord]],
+    direction: str = "maximize",
+    alpha: float = 0.05,
+    mode: str = DEFAULT_VERDICTS,
 ) -> list[Comparison]:
     """Every configuration against the best on validation, with family-wise ``alpha`` verdicts on test (``judge``
-    over the complete configurations' runs, on the seeds they share).
+    over the complete configurations' runs, on the seeds they share, in ``mode``). The complete configurations
+    share every seed of the design by construction (a seed is a run's seed overrides: the same trainer.seed gives
+    every configuration the same data order, adapter initialisation and first generations), so a moderated verdict
+    pairs them by seed; an incomplete one is not judged.
 
     ``groups``: {configuration: its runs}. Returns one Comparison per configuration: complete configurations by
     validation mean (best first, the reference), then incomplete ones, then those without any result (``-``); each
@@ -518,6 +619,7 @@ def compare(
         raise ValueError(f"compare: direction={direction!r}; use maximize or minimize")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"compare: alpha={alpha!r} must be strictly between 0 and 1")
+    check_mode(mode)
     ranked = [r for records in groups.values() for r in records if _finite(r.rank_value)]
     # the verdict is about the test counterpart only when every ranked run has one: a sweep half old, half new
     # falls back to the validation objective for all, rather than mixing two measurements
@@ -579,9 +681,14 @@ def compare(
         return out
 
     y, n_questions, floor = design_matrix([by_config[c] for c in complete], design)
-    judged = judge(y, alpha, direction, reference=0, floor=floor)
+    judged = judge(y, alpha, direction, reference=0, floor=floor, mode=mode, paired=True)
+    prior = None if judged.prior_df is None else float(judged.prior_df)
     for row in out:
-        row.design = Design(len(complete), len(design), n_questions, alpha, use_test, floor is not None)
+        row.design = Design(
+            len(complete), len(design), n_questions, alpha, use_test, floor is not None, None, mode, True, prior
+        )
+    for i, ratio in outside_family(y, mode).items():
+        rows[complete[i]].spread = ratio
     more = judged.detectable(len(design) + 1)
     for i, c in enumerate(complete):
         rows[c].mean, rows[c].n_questions = float(judged.means[i]), n_questions
@@ -599,6 +706,33 @@ def compare(
         else:
             row.verdict, row.reason = "indistinguishable", "indistinguishable"
             row.seeds_needed = int(judged.seeds_needed(abs(row.delta))[i]) or None
+    return out
+
+
+def outside_family(y, mode: str, level: float = 0.01) -> dict[int, float]:
+    """{configuration index: its run-to-run variance over the others' pooled} for each configuration whose spread
+    looks outside the moderated mode's family (run-to-run SDs up to moderation.SPREAD_LIMIT apart): its variance
+    ratio to the others is past SPREAD_LIMIT^2 times F's (1 - ``level``) quantile (either way round). Strict mode
+    promises nothing about spreads, so it has none. y[k, S, Q] as judge takes it."""
+    if mode == STRICT:
+        return {}
+    from scipy.stats import f
+
+    from .moderation import SPREAD_LIMIT
+
+    run_means = np.asarray(y, float).mean(-1)
+    k, s = run_means.shape
+    var = run_means.var(-1, ddof=1)
+    out = {}
+    for c in range(k):
+        others = np.delete(var, c).mean()
+        if var[c] <= 0 or others <= 0:
+            continue
+        ratio = float(var[c] / others)
+        high = SPREAD_LIMIT**2 * f.ppf(1 - level, s - 1, (k - 1) * (s - 1))
+        low = f.ppf(level, s - 1, (k - 1) * (s - 1)) / SPREAD_LIMIT**2
+        if ratio > high or ratio < low:
+            out[c] = ratio
     return out
 
 

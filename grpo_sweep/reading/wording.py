@@ -42,9 +42,9 @@ def describe(rows: Sequence[Comparison], seed_hint: str = DEFAULT_SEED_HINT) -> 
 def note(row: Comparison, seed_hint: str = DEFAULT_SEED_HINT) -> str:
     against = f"against {row.against}" if row.against else ""
     if row.verdict == "reference":
-        return reference_note(row)
+        return "; ".join(p for p in (reference_note(row), spread_text(row)) if p)
     if row.verdict in ("better", "worse"):
-        return against
+        return "; ".join(p for p in (against, spread_text(row)) if p)
     text = {
         "incomplete": "missing " + ", ".join(seed_text(s) for s in row.missing_seeds),
         "no result": "no finished run with an objective",
@@ -64,8 +64,22 @@ def note(row: Comparison, seed_hint: str = DEFAULT_SEED_HINT) -> str:
         head = "validation's sequential test at this look does not call it"
     else:
         head = f"no difference larger than {row.mde:.3f} at 80% power"
-    parts = [head, needed_text(row), few_seeds_text(row), against]
+    parts = [head, needed_text(row), few_seeds_text(row), against, spread_text(row)]
     return "; ".join(p for p in parts if p)
+
+
+def spread_text(row: Comparison) -> str:
+    """A warning where this configuration's run-to-run spread looks outside the moderated mode's family."""
+    if row.spread is None:
+        return ""
+    from .moderation import SPREAD_LIMIT
+
+    side = "noisier" if row.spread > 1 else "quieter"
+    return (
+        f"WARNING: its run-to-run variance is {row.spread:.3g}x the others' (looks more than {SPREAD_LIMIT:g}x "
+        f"{side} in SD): the moderated verdicts promise their error only up to {SPREAD_LIMIT:g}x; "
+        "check with --verdicts strict"
+    )
 
 
 def needed_text(row: Comparison) -> str:
@@ -130,8 +144,36 @@ def method(design: Design) -> str:
             f"last look; a call needs validation's sequential test (alpha {design.alpha:g} shared by the looks) "
             "and test to agree"
         )
+    if design.mode == "moderated":
+        return f"{head}; {level} family-wise intervals over {design.configurations} configurations, " + moderated_text(
+            design
+        )
     return (
         f"{head}; {level} family-wise intervals over {design.configurations} configurations, valid whichever is "
-        f"the reference and however their noise differs (Tukey's studentized range at each variance part's "
+        f"the reference and however their noise differs (strict: Tukey's studentized range at each variance part's "
         f"degrees of freedom, Dunnett's C); noise from {noise}"
+    )
+
+
+def moderated_text(design: Design) -> str:
+    """What the moderated mode did and what it promises, for the method sentence."""
+    from .moderation import SPREAD_LIMIT
+
+    pairing = (
+        f"the seed-paired variance of each pair's run-mean differences over its {design.seeds} shared seeds"
+        if design.paired
+        else f"each configuration's own run-to-run variance over its {design.seeds} seeds"
+    )
+    borrowed = design.prior_df or 0.0
+    strength = (
+        "nothing borrowed (too few configurations, or their noise differs too much)"
+        if borrowed <= 0
+        else f"{'more than 1000' if borrowed > 1000 else f'{borrowed:.1f}'} degrees of freedom borrowed from the "
+        f"other configurations beside its own {design.seeds - 1}"
+    )
+    return (
+        f"valid whichever is the reference for configurations up to {SPREAD_LIMIT:g}x noisier than each other and "
+        f"seeds shared at any correlation (moderated: {pairing}, moderated across configurations and never below "
+        f"its own, {strength}; critical value calibrated by simulation for {design.configurations} configurations x "
+        f"{design.seeds} seeds; strict mode: hydra.sweeper.verdicts=strict)"
     )

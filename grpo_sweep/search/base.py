@@ -40,11 +40,14 @@ class Strategy:
         return []
 
     # -- reading its sweep back -----------------------------------------------------------------------------
-    def read(self, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = ()) -> SweepResults:
-        """The sweep's runs read once, with this strategy's verdicts (``also``: run directories jobs.json names)."""
+    def read(
+        self, sweep_dir: Path, direction: str | None = None, also: Sequence[Path] = (), verdicts: str | None = None
+    ) -> SweepResults:
+        """The sweep's runs read once, with this strategy's verdicts (``also``: run directories jobs.json names;
+        ``verdicts``: the mode, default the sweep's own)."""
         from ..reading.results import SweepResults
 
-        return SweepResults.read(sweep_dir, direction, also, judge=self.comparisons)
+        return SweepResults.read(sweep_dir, direction, also, judge=self.comparisons, verdicts=verdicts)
 
     def comparisons(self, results: SweepResults) -> list[Comparison]:
         """The verdicts of the sweep's configurations (reading/stats.py's engine, before wording)."""
@@ -148,6 +151,7 @@ class StrategySweeper(Sweeper):
         from ..run.validate import ConfigError
 
         try:
+            check_verdicts(self.settings.get("verdicts"))
             yield
         except Refused as exc:
             stop(exc)
@@ -184,6 +188,14 @@ class StrategySweeper(Sweeper):
             except Exception as exc:  # noqa: BLE001 - a job that died: its run is failed on disk, or has no result
                 log.error("%s failed: %s: %s", what, type(exc).__name__, exc)
         return list(returns)
+
+
+def check_verdicts(mode: Any) -> None:
+    """hydra.sweeper.verdicts names one of the engine's modes (None: the sweeper has no such setting)."""
+    if mode is not None:
+        from ..reading.stats import check_mode
+
+        check_mode(mode, "hydra.sweeper.verdicts")
 
 
 def same_design(

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..reading.report import write_report
+from ..reading.stats import VERDICT_MODES
 from ..search import of_sweep
 from ..search.base import Strategy
 
@@ -18,10 +19,13 @@ def report_of(results, strategy: Strategy, plots: bool = True) -> Path:
     return write_report(results, plots, strategy.seeds_heading() or None, strategy.plot_options(results))
 
 
-def build_report(sweep_dir: Path, direction: str | None = None, plots: bool = True) -> Path:
-    """Write report.md (and plots/) into ``sweep_dir``; return the report's path."""
+def build_report(
+    sweep_dir: Path, direction: str | None = None, plots: bool = True, verdicts: str | None = None
+) -> Path:
+    """Write report.md (and plots/) into ``sweep_dir``; return the report's path. ``verdicts``: strict or moderated
+    (default: the sweep's hydra.sweeper.verdicts; a seeds sweep's design keeps the mode it ran)."""
     strategy = of_sweep(sweep_dir)
-    return report_of(strategy.read(sweep_dir, direction), strategy, plots)
+    return report_of(strategy.read(sweep_dir, direction, verdicts=verdicts), strategy, plots)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,13 +38,21 @@ def main(argv: list[str] | None = None) -> int:
         help="how to rank the objective (default: the Optuna study's direction, else maximize)",
     )
     parser.add_argument("--no-plots", action="store_true", help="write report.md only")
+    parser.add_argument(
+        "--verdicts",
+        choices=VERDICT_MODES,
+        default=None,
+        help="moderated: seed-paired, borrowing strength across configurations (error promised for configurations "
+        "up to 4x noisier than each other); strict: each configuration's own noise alone (any noise pattern); "
+        "default: the sweep's hydra.sweeper.verdicts, else moderated",
+    )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         print(f"error: sweep_dir={args.sweep_dir} is not a directory", file=sys.stderr)
         return 2
     started = time.perf_counter()
     try:
-        path = build_report(args.sweep_dir, args.direction, plots=not args.no_plots)
+        path = build_report(args.sweep_dir, args.direction, plots=not args.no_plots, verdicts=args.verdicts)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -66,5 +66,10 @@ def write_verdicts(results: SweepResults) -> None:
     """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B run)."""
     write_json_atomic(
         results.sweep_dir / VERDICTS_FILE,
-        {"direction": results.direction, "why_none": results.why_none, "comparisons": results.verdict_records()},
+        {
+            "direction": results.direction,
+            "verdicts": results.verdict_mode,
+            "why_none": results.why_none,
+            "comparisons": results.verdict_records(),
+        },
     )

@@ -22,13 +22,13 @@ class Grid(Strategy):
 
     def comparisons(self, results):
         from ..seeds.design import GRID_SEEDS_FILE, MORE_SEEDS, GridSeeds
-        from ..seeds.sequential import Settings
+        from ..seeds.sequential import recorded_settings
 
         # a grid whose added seeds were run: the design they followed decides its verdicts (asking alone changes
         # nothing)
         settings = read_json(results.sweep_dir / GRID_SEEDS_FILE)
         if settings is not None and any(run.dir.is_relative_to(results.sweep_dir / MORE_SEEDS) for run in results.runs):
-            return GridSeeds(results, Settings(**settings)).comparisons()
+            return GridSeeds(results, recorded_settings(settings)).comparisons()
         return results.compare_configurations()
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...adapters.hydra import BasicSweeperConf, sweep_jobs
+from ...reading.stats import DEFAULT_VERDICTS
 
 SWEEPER_TARGET = "hydra_plugins.grpo_sweep_grid.sweeper.GrpoBasicSweeper"
 
@@ -16,6 +17,9 @@ SWEEPER_TARGET = "hydra_plugins.grpo_sweep_grid.sweeper.GrpoBasicSweeper"
 @dataclass
 class GrpoBasicSweeperConf(BasicSweeperConf):
     _target_: str = SWEEPER_TARGET
+    # how the end's verdicts estimate noise: moderated (seed-paired, borrowing strength across configurations, its
+    # error promised for configurations up to 4x noisier than each other) or strict (each configuration alone)
+    verdicts: str = DEFAULT_VERDICTS
 
 
 class GridSweep:
@@ -27,6 +31,12 @@ class GridSweep:
     # to the sweeper)
     gates_sweep = True
 
+    def __init__(self, verdicts: str = DEFAULT_VERDICTS, **settings: Any):
+        # Hydra's BasicSweeper takes max_batch_size and params only; the end of the sweep reads verdicts back from
+        # multirun.yaml
+        self.verdicts = verdicts
+        super().__init__(**settings)
+
     def sweep(self, arguments: list[str]) -> Any:
         self.plan_sweep(arguments)
         return super().sweep(arguments)
@@ -36,8 +46,13 @@ class GridSweep:
         sweep leaves no directory); the launcher, when it is one of grpo-sweep's, keeps the plan and composes
         nothing again."""
         from ...launching.gate import Refused, plan_runs, stop
+        from ..base import check_verdicts
 
         try:
+            try:
+                check_verdicts(getattr(self, "verdicts", None))
+            except ValueError as exc:
+                raise Refused(f"{exc}; no run was started") from None
             if self.max_batch_size is not None and self.max_batch_size < 1:
                 raise Refused(
                     f"hydra.sweeper.max_batch_size={self.max_batch_size}: a batch holds at least one run; "

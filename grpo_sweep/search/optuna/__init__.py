@@ -39,14 +39,16 @@ class Optuna(Strategy):
         except FileNotFoundError:  # a refused or dry-run study wrote none
             return None
 
-    def read(self, sweep_dir, direction: str | None = None, also: Sequence = ()):
+    def read(self, sweep_dir, direction: str | None = None, also: Sequence = (), verdicts: str | None = None):
         from ...reading.results import SweepResults
         from .config import WORKER_MARKER
 
         info = self.study(sweep_dir) or {}
         direction = direction or str((info.get("directions") or ["maximize"])[0]).lower()
         # a worker job's own Hydra directory holds no run: its trials are under trials/
-        return SweepResults.read(sweep_dir, direction, also, judge=self.comparisons, not_runs=(WORKER_MARKER,))
+        return SweepResults.read(
+            sweep_dir, direction, also, judge=self.comparisons, not_runs=(WORKER_MARKER,), verdicts=verdicts
+        )
 
     def before_table(self, results) -> str | None:
         from .report import study_report

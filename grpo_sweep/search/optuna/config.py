@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...reading.stats import is_seed
+from ...reading.stats import DEFAULT_VERDICTS, is_seed
 from ...run.files import write_json_atomic
 from ...run.results import without_best
 
@@ -67,6 +67,8 @@ class GRPOOptunaSweeperConf:
     # replicas: each trial trains this many runs, seeds <seed_key's value> + 0, 1, ... (a configuration tried again
     # gets the next unused seeds); the trial's value is the mean over every seed its configuration has so far
     seeds_per_trial: int = 1
+    # how verdicts estimate noise: moderated (seed-paired, borrowing strength across configurations) or strict
+    verdicts: str = DEFAULT_VERDICTS
     # the config key that picks a run's seed (its last dotted part must be `seed`: runs differing only in it are
     # replicates for the sweep table and report)
     seed_key: str = "trainer.seed"

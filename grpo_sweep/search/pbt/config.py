@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...reading.stats import DEFAULT_VERDICTS
+
 PBT_SWEEPER_TARGET = "hydra_plugins.grpo_sweep_pbt.sweeper.GRPOPBTSweeper"
 
 
@@ -34,6 +36,8 @@ class GRPOPBTSweeperConf:
     # at the end, the best lineage's schedule against the best starting point held fixed, each over this many fresh
     # seeds, with the sweep's verdict (0: not run; the end says how to run it)
     head_to_head_seeds: int = 3
+    # how verdicts estimate noise: moderated (seed-paired, borrowing strength across configurations) or strict
+    verdicts: str = DEFAULT_VERDICTS
     # explore: each moved value times one of these (clipped to its range) ...
     perturb_factors: list[float] = field(default_factory=lambda: [0.8, 1.25])
     # ... or, with this probability, drawn afresh in its range

@@ -22,6 +22,9 @@ class GRPOSeedsSweeperConf:
     max_runs: int | None = SeedsSettings.max_runs
     # the family-wise error of the verdicts, shared by the looks (sequential.budgets)
     alpha: float = SeedsSettings.alpha
+    # how the verdicts' noise is estimated: moderated (seed-paired, borrowing strength across configurations, its
+    # error promised for configurations up to 4x noisier than each other) or strict (each configuration alone)
+    verdicts: str = SeedsSettings.verdicts
     # the key the sweeper sets (its last dotted part must be `seed`), and the first seed: first_seed, first_seed+1, ...
     seed_key: str = "trainer.seed"
     first_seed: int = 1

@@ -38,7 +38,7 @@ class Adaptive:
             if len(self.configs) > 1
             else [" ".join(self.configs[0]) or NO_CONFIGURATION]
         )
-        self.settings = sequential.Settings(**design["settings"])
+        self.settings = sequential.recorded_settings(design["settings"])
         self.plan = sequential.plan(
             len(self.configs), self.settings, self._outcome("val"), results.direction, sequential.stack_records
         )
@@ -119,6 +119,9 @@ class Adaptive:
                     judged.questions if judged.questions > 1 else None,
                     s.alpha,
                     adaptive=(s.min_seeds, s.max_seeds),
+                    mode=judged.mode,
+                    paired=judged.paired,
+                    prior_df=None if judged.prior_df is None else float(judged.prior_df),
                 )
                 if state.leader is not None and state.leader != plan.reference:
                     row.against = self.labels[state.leader]

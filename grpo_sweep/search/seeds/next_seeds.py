@@ -23,7 +23,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from ...reading.results import SweepResults
-from ...reading.stats import is_seed
+from ...reading.stats import VERDICT_MODES, is_seed
 from ...reading.tables import aligned_columns
 from ...run.files import write_json_atomic
 from ..base import read_json
@@ -52,9 +52,9 @@ def read_design(sweep_dir: Path, given: dict | None = None) -> Adaptive:
     # a grid's: those an earlier call recorded (GRID_SEEDS_FILE), else sequential.Settings' defaults, which are
     # hydra/sweeper=seeds' (search/seeds/config.py takes them from there)
     recorded = (
-        sequential.Settings(**design["settings"])
+        sequential.recorded_settings(design["settings"])
         if design is not None
-        else sequential.Settings(**(read_json(sweep_dir / GRID_SEEDS_FILE) or {}))
+        else sequential.recorded_settings(read_json(sweep_dir / GRID_SEEDS_FILE))
     )
     settings = replace(recorded, **(given or {}))
     k = len(design["configs"]) if design is not None else len(results.configurations)
@@ -238,7 +238,8 @@ def text(out: dict) -> str:
     s = out["settings"]
     head = (
         f"{out['kind'].capitalize()} {out['sweep_dir']}: {len(out['configurations'])} configurations, "
-        f"{s['min_seeds']} to {s['max_seeds']} seeds each ({out['seed_key']}), alpha {s['alpha']:g}; "
+        f"{s['min_seeds']} to {s['max_seeds']} seeds each ({out['seed_key']}), alpha {s['alpha']:g}, "
+        f"{s.get('verdicts', sequential.Settings.verdicts)} verdicts; "
         f"the design's runs so far, this round's included: {out['runs']} of at most {out['budget']}"
     )
     rows = []
@@ -307,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seeds", type=_count, help=settings)
     parser.add_argument("--max-runs", type=_runs, help=f"the whole sweep's runs, or none; {settings}")
     parser.add_argument("--alpha", type=_alpha, help=f"the verdicts' family-wise error; {settings}")
+    parser.add_argument(
+        "--verdicts",
+        choices=VERDICT_MODES,
+        help=f"moderated (seed-paired, borrowing across configurations) or strict (each alone); {settings}",
+    )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         print(f"error: sweep_dir={args.sweep_dir} is not a directory", file=sys.stderr)
@@ -318,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             ("max_seeds", args.max_seeds),
             ("max_runs", args.max_runs),
             ("alpha", args.alpha),
+            ("verdicts", args.verdicts),
         ]
         if value is not None
     }

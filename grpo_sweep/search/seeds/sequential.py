@@ -25,8 +25,10 @@ crossing on validation seeds 1..n has probability at most alpha_n under the null
 design kept and whichever leader it picked, so P(any false call) <= sum of alpha_n = alpha, whatever test does and
 however the design steered the seeds (the budget also covers a sweep ended early by ``max_runs``). Test must agree,
 so nothing is called on validation alone. "At most alpha_n" rests on stats.judge's own error, which holds with
-configurations of unequal noise because each brings its own variance: bench/verdict_battery.py measures the whole
-procedure (tests/test_sequential.py a small version).
+configurations of unequal noise because each brings its own variance (``verdicts: strict``) or because the moderated
+critical value is calibrated over such noise (``verdicts: moderated``, the default; every look's configurations
+share seeds 1..n, so it pairs them by seed): bench/verdict_battery.py measures the whole procedure
+(tests/test_sequential.py a small version).
 
 Pure arithmetic over numpy (scipy through stats, where used); no files: reading/results.py reads the runs and
 search/seeds/sweeper.py launches them.
@@ -53,9 +55,19 @@ class Settings:
     max_seeds: int = 8
     max_runs: int | None = None  # None: every configuration may reach max_seeds
     alpha: float = 0.05
+    verdicts: str = stats.DEFAULT_VERDICTS  # stats.VERDICT_MODES: how each look's noise is estimated
 
     def budget(self, k: int) -> int:
         return k * self.max_seeds if self.max_runs is None else self.max_runs
+
+
+def recorded_settings(recorded: dict | None) -> Settings:
+    """Settings as a seeds.json (or a grid's more-seeds design) recorded them; one written before ``verdicts`` was a
+    setting ran strict verdicts, so it is replayed with them (the same runs, the same plan). None: the defaults,
+    for a design not begun."""
+    if recorded is None:
+        return Settings()
+    return Settings(**{"verdicts": stats.STRICT, **recorded})
 
 
 def check_settings(s: Settings, k: int) -> None:
@@ -77,6 +89,7 @@ def check_settings(s: Settings, k: int) -> None:
             )
     if isinstance(s.alpha, bool) or not isinstance(s.alpha, (int, float)) or not 0 < s.alpha < 1:
         raise ValueError(f"hydra.sweeper.alpha={s.alpha!r}: use a family-wise error rate strictly between 0 and 1")
+    stats.check_mode(s.verdicts, "hydra.sweeper.verdicts")
     if k < 2:
         raise ValueError(
             f"hydra/sweeper=seeds with {k} configuration: it allocates seeds between configurations; "
@@ -159,7 +172,7 @@ def plan(
                 states[c].stop = ALL_DECIDED if out.looks else FAILED
             return out
         y, floor = stack([[outcome(c, i) for i in range(n)] for c in active])
-        judged = stats.judge(y, alphas[n], direction, family=k, floor=floor, margin=stats.POWER)
+        judged = stats.judge(y, alphas[n], direction, family=k, floor=floor, margin=stats.POWER, mode=settings.verdicts)
         leader = active[int(judged.reference)]
         worse = judged.call * (1 if direction == "maximize" else -1) < 0
         decided = [c for c, w in zip(active, worse) if w]
@@ -223,9 +236,18 @@ def verdicts(
         active = look["active"]
         leader = active.index(look["leader"])
         y, floor = stack([[val(c, i) for i in range(n)] for c in active])
-        on_val = stats.judge(y, alphas[n], direction, reference=leader, family=k, floor=floor)
+        on_val = stats.judge(y, alphas[n], direction, reference=leader, family=k, floor=floor, mode=settings.verdicts)
         y, floor = stack([[test(c, i) for i in range(n)] for c in active])
-        on_test = stats.judge(y, settings.alpha, direction, reference=leader, family=k, floor=floor, confirm=on_val)
+        on_test = stats.judge(
+            y,
+            settings.alpha,
+            direction,
+            reference=leader,
+            family=k,
+            floor=floor,
+            confirm=on_val,
+            mode=settings.verdicts,
+        )
         alone = (on_test.se > 0) & (abs(on_test.delta) > on_test.crit * on_test.se)
         for c in here:
             row = active.index(c)

@@ -18,6 +18,7 @@ import logging
 import shlex
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from ...reading.stats import is_seed
 from ...run.files import write_json_atomic
 from ..base import StrategySweeper, read_json, same_design
 from .design import SEEDS_FILE, seeds_run_dir
-from .sequential import Settings, check_settings
+from .sequential import Settings, check_settings, recorded_settings
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,9 @@ class SeedsSweeperImpl(StrategySweeper):
             if isinstance(s.first_seed, bool) or not isinstance(s.first_seed, int):
                 raise ValueError(f"hydra.sweeper.first_seed={s.first_seed!r}: use a whole number")
             configs = grid_jobs(self.hydra_context.config_loader, list(arguments))
-            settings = Settings(min_seeds=s.min_seeds, max_seeds=s.max_seeds, max_runs=s.max_runs, alpha=s.alpha)
+            settings = Settings(
+                min_seeds=s.min_seeds, max_seeds=s.max_seeds, max_runs=s.max_runs, alpha=s.alpha, verdicts=s.verdicts
+            )
             check_settings(settings, len(configs))
             design = {
                 "settings": {
@@ -63,14 +66,18 @@ class SeedsSweeperImpl(StrategySweeper):
                     "max_seeds": settings.max_seeds,
                     "max_runs": settings.max_runs,
                     "alpha": settings.alpha,
+                    "verdicts": settings.verdicts,
                 },
                 "configs": configs,
                 "seed_key": str(s.seed_key),
                 "first_seed": int(s.first_seed),
             }
+            recorded = read_json(sweep_dir / SEEDS_FILE)
+            if recorded is not None:  # a sweep begun before verdicts was a setting ran strict ones
+                recorded["settings"] = asdict(recorded_settings(recorded.get("settings")))
             same_design(
                 sweep_dir / SEEDS_FILE,
-                read_json(sweep_dir / SEEDS_FILE),
+                recorded,
                 design,
                 ("configs", "settings", "seed_key", "first_seed"),
                 "a seeds sweep",
