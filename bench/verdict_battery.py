@@ -264,8 +264,9 @@ def engine_info() -> dict:
 
     package = Path(grpo_sweep.__file__).parent
     digest = hashlib.sha256()
-    for name in ("stats.py", "sequential.py", "simulate.py"):
-        digest.update((package / "sweeps" / name).read_bytes())
+    for name in ("reading/stats.py", "reading/moderation.py", "search/seeds/sequential.py"):
+        if (package / name).exists():  # an older checkout may lack one
+            digest.update((package / name).read_bytes())
     head = subprocess.run(["git", "-C", str(package.parent), "rev-parse", "HEAD"], capture_output=True, text=True)
     return {
         "grpo_sweep": str(package),

@@ -391,11 +391,19 @@ def judge(
         if paired:
             diff = run_means - np.take_along_axis(run_means, reference[..., None, None], -2)
             units = diff.var(-1, ddof=1)
+            if n_questions > 1:
+                # paired, the floor is the within-run noise of the pair's per-question differences: two runs of one
+                # seed answer alike more often than chance (the same data order, initialisation, generations)
+                d = y - np.take_along_axis(y, reference[..., None, None, None], -3)
+                d_resid = d - d.mean(-1, keepdims=True) - d.mean(-2, keepdims=True) + d.mean((-2, -1), keepdims=True)
+                within_pair = (d_resid**2).sum((-2, -1)) / ((n_seeds - 1) * (n_questions - 1)) / n_questions
+            else:
+                within_pair = np.zeros_like(units)
             if floor is not None:
                 units = np.maximum(units, np.asarray(floor, float) + _at(np.asarray(floor, float), reference))
             # the prior from every pair of configurations, not the reference's alone (they all share its noise)
             moderated, df = moderate(np.where(is_reference, np.nan, units), n_seeds - 1, *pair_units(run_means))
-            var_pair = np.maximum(np.where(is_reference, 0.0, moderated), within + _at(within, reference))
+            var_pair = np.maximum(np.where(is_reference, 0.0, moderated), within_pair)
         else:
             # a collapsed configuration (no variance) is left out of the prior and keeps its 0
             moderated, df = moderate(np.where(var_runs > 0, var_runs, np.nan), n_seeds - 1)
