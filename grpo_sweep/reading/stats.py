@@ -263,9 +263,12 @@ def _crit_and_margin(
                 alpha, family, min(s, moderation.CALIBRATED_SEEDS), df, noise.paired, noise.configurations
             )
         )
-        # the margin moves little with df past a few dozen: rounded, so a batch of sweeps asks for few values
-        rounded = np.where(df >= 200, np.inf, np.round(np.asarray(df, float), 1))
-        margin = _margins(np.round(crit_seed, 2), rounded, power)
+        # the margin at the seeds' own degrees of freedom, not the borrowed ones: a pair's moderated variance is
+        # never below its own estimate, which scatters as S - 1 degrees of freedom do (with S - 1 + d0 the printed
+        # detectable difference was found with only 0.6-0.75 power in the battery); rounded, so a batch of sweeps
+        # asks for few values
+        own = np.broadcast_to(np.asarray(seeds, float) - 1, np.shape(crit_seed))
+        margin = _margins(np.round(crit_seed, 2), own, power)
     crit = _weighted(share, crit_seed, _critical(family, np.inf, alpha))
     return crit, _weighted(share, margin, _power_margin(0.0, math.inf, power))
 
