@@ -138,3 +138,16 @@ def killed_on_rank(completions, rank=1, **kwargs):
     if os.environ.get("RANK") == str(rank):
         os.kill(os.getpid(), signal.SIGKILL)
     return [0.0] * len(completions)
+
+
+def first_batch(completions, prompts, trainer_state=None, path="", **kwargs):
+    """Appends the prompts and completions TRL scores at step 0 to ``path`` (a JSON line a call), then pays nothing:
+    a spy on what a run trains on first."""
+    import json
+
+    if trainer_state is not None and trainer_state.global_step == 0:
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        shown = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
+        with open(path, "a") as f:
+            f.write(json.dumps({"prompts": shown, "completions": texts}) + "\n")
+    return [0.0 for _ in completions]

@@ -65,7 +65,11 @@ def log_verdicts(cfg: Any, sweep_dir: Path, record: dict) -> None:
         name="verdicts",
         dir=str(sweep_dir),
         mode=choose_mode(cfg.logger.mode),
-        config={"direction": record.get("direction"), "sweep_dir": str(sweep_dir)},
+        config={
+            "direction": record.get("direction"),
+            "verdicts": record.get("verdicts"),
+            "sweep_dir": str(sweep_dir),
+        },
         settings=wandb.Settings(quiet=True, save_code=False),
     )
     table = wandb.Table(
