@@ -59,11 +59,19 @@ def test_pairing_removes_what_the_seeds_share():
     assert (moderated.call[1:] == -1).all() and (strict.call[1:] == 0).all()
 
 
-def test_the_calibration_is_deterministic_and_falls_with_seeds():
-    a = moderation.calibration(5, 3, 0.05, True)
+def test_the_calibration_is_deterministic_kept_on_disk_and_falls_with_seeds(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_SWEEP_CACHE", str(tmp_path))
     moderation.calibration.cache_clear()
-    assert moderation.calibration(5, 3, 0.05, True) == a
-    assert moderation.calibration(5, 6, 0.05, True) < a
+    simulated = moderation._simulate(5, 3, 0.05, True, 5)
+    assert moderation.calibration(5, 3, 0.05, True) == simulated
+    [kept] = tmp_path.glob("verdict-calibration-*.json")
+    assert json.loads(kept.read_text()) == {"5 3 0.05 1 5": simulated}
+    kept.write_text(json.dumps({"5 3 0.05 1 5": 9.0}))  # read back from disk, not simulated again
+    moderation.calibration.cache_clear()
+    assert moderation.calibration(5, 3, 0.05, True) == 9.0
+    moderation.calibration.cache_clear()
+    assert moderation.calibration(5, 6, 0.05, True) < simulated
+    moderation.calibration.cache_clear()
 
 
 def runs(values: dict, n: int | None = None) -> list[RunRecord]:

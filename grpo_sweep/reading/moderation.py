@@ -31,14 +31,16 @@ sweeps. numpy and scipy.special/stats only, imported where used; no files.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 
 SPREAD_LIMIT = 4.0  # the moderated mode's promise: configurations' run-to-run SDs at most this many times apart
 CORRELATIONS = (0.0, 0.45, 0.9, -0.3)  # seed-shared correlations of the family (paired designs); -0.3: mixed signs
 SIMULATIONS = 8000  # null sweeps per noise pattern, up to 12 configurations (fewer beyond: the work grows as k^2)
-CALIBRATED_SEEDS = 8  # projections past this many seeds (seeds_needed) use its factor, which falls with seeds
 DF_CAP = 1e4  # d0 beyond this is infinite for every purpose here (the t quantile no longer moves)
 
 
@@ -166,10 +168,21 @@ def pair_statistics(m: np.ndarray, paired: bool, alpha: float, family: int) -> n
 def calibration(k: int, seeds: int, alpha: float, paired: bool, family: int | None = None) -> float:
     """The factor on base_quantile that keeps P(any pair's |t| past it) <= alpha at every noise pattern of the
     family, for k configurations (all pairs of ``family``, default k) x ``seeds`` seeds: the largest, over the
-    patterns, of the (1 - alpha) quantile of pair_statistics. Deterministic (a fixed stream per design)."""
+    patterns, of the (1 - alpha) quantile of pair_statistics. Deterministic (a fixed stream per design), so it is
+    kept in $GRPO_SWEEP_CACHE once simulated (0.1-5 s a design; a seeds sweep replays every look each round)."""
     family = k if family is None else family
     if paired and k == 2:  # one pair borrows nothing: its t has exactly S - 1 degrees of freedom whatever the noise
         return 1.0
+    key = f"{k} {seeds} {alpha!r} {int(paired)} {family}"
+    stored = _stored()
+    if key in stored:
+        return float(stored[key])
+    value = _simulate(k, seeds, alpha, paired, family)
+    _store(key, value)
+    return value
+
+
+def _simulate(k: int, seeds: int, alpha: float, paired: bool, family: int) -> float:
     rng = np.random.default_rng([20261207, k, seeds, int(paired), family, int(round(alpha * 1e6))])
     sims = SIMULATIONS if k <= 12 else max(2000, SIMULATIONS * 12 // k)
     worst = 0.0
@@ -181,6 +194,33 @@ def calibration(k: int, seeds: int, alpha: float, paired: bool, family: int | No
         m = sd[None, :, None] * (load[None, :, None] * w + np.sqrt(1 - load**2)[None, :, None] * z)
         worst = max(worst, float(np.quantile(pair_statistics(m, paired, alpha, family), 1 - alpha)))
     return worst
+
+
+def _cache_file() -> Path:
+    """The calibrations simulated so far, under a name that changes with this module's code and numpy's version
+    (either changes the numbers)."""
+    from ..models.tiny import cache_root
+
+    digest = hashlib.sha256(Path(__file__).read_bytes() + np.__version__.encode()).hexdigest()[:12]
+    return cache_root() / f"verdict-calibration-{digest}.json"
+
+
+def _stored() -> dict:
+    try:
+        return json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(key: str, value: float) -> None:
+    """Added to the file atomically; a write lost to another process's is simulated again later, and a cache that
+    cannot be written costs only the time."""
+    from ..run.files import write_text_atomic
+
+    try:
+        write_text_atomic(_cache_file(), json.dumps({**_stored(), key: value}, indent=0) + "\n")
+    except OSError:
+        pass
 
 
 def critical(alpha: float, family: int, seeds: int, df, paired: bool, k: int | None = None) -> np.ndarray:

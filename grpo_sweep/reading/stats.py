@@ -173,7 +173,7 @@ class Judgement:
     def _noise(self) -> Noise | None:
         if self.mode == STRICT:
             return None
-        return Noise(self.configurations, self.paired, self.prior_df[..., None])
+        return Noise(self.configurations, self.paired, self.prior_df[..., None], self.seeds)
 
     def detectable(self, seeds) -> np.ndarray:
         """The mde each configuration would have with ``seeds`` seeds each (same variances): what more seeds buy."""
@@ -243,6 +243,10 @@ class Noise:
     configurations: int
     paired: bool
     prior_df: np.ndarray  # broadcasts against the comparisons
+    # the seeds the critical value is calibrated at: the design's. A projection to more seeds (detectable,
+    # seeds_needed) keeps its factor, which falls with seeds: the projection errs towards more seeds, and costs no
+    # simulation per seed count asked (20 configurations: ~5 s each)
+    seeds: int
 
 
 def _crit_and_margin(
@@ -257,12 +261,7 @@ def _crit_and_margin(
     else:
         from . import moderation
 
-        s = int(np.max(seeds))
-        crit_seed = np.asarray(
-            moderation.critical(
-                alpha, family, min(s, moderation.CALIBRATED_SEEDS), df, noise.paired, noise.configurations
-            )
-        )
+        crit_seed = np.asarray(moderation.critical(alpha, family, noise.seeds, df, noise.paired, noise.configurations))
         # the margin at the seeds' own degrees of freedom, not the borrowed ones: a pair's moderated variance is
         # never below its own estimate, which scatters as S - 1 degrees of freedom do (with S - 1 + d0 the printed
         # detectable difference was found with only 0.6-0.75 power in the battery); rounded, so a batch of sweeps
@@ -300,7 +299,9 @@ def seeds_needed(
     for i in zip(*np.nonzero(delta > 0)):
         one = None
         if noise is not None:
-            one = Noise(noise.configurations, noise.paired, np.broadcast_to(noise.prior_df, delta.shape)[i])
+            one = Noise(
+                noise.configurations, noise.paired, np.broadcast_to(noise.prior_df, delta.shape)[i], noise.seeds
+            )
 
         def detects(s: int) -> bool:
             return float(detectable(var_seed_pair[i], var_questions[i], s, family, alpha, one)) <= delta[i]
@@ -413,7 +414,7 @@ def judge(
             own = np.maximum(np.where(var_runs > 0, moderated, 0.0), within)
             var_pair = own + _at(own, reference)
         prior_df = np.asarray(df - (n_seeds - 1))
-        noise = Noise(k, paired, prior_df[..., None])
+        noise = Noise(k, paired, prior_df[..., None], n_seeds)
     var_seed = np.where(is_reference, 0.0, var_pair) / n_seeds
     var = np.where(is_reference, 0.0, var_seed + var_questions)
     var_questions = np.where(is_reference, 0.0, var_questions)

@@ -175,8 +175,8 @@ def plan(
         y, floor = stack([[outcome(c, i) for i in range(n)] for c in active])
         # strict (issue 44's design) decides only past what the look detects with 80 % power, so that test will
         # likely agree; moderated decides at validation's crossing itself: at the look's budget (a fraction of the
-        # sweep's alpha) its critical value is far above test's, which confirms 98.5 % of a -0.25 (battery: 3 x
-        # seeds 3..8, 20.5 runs of 24 instead of 21.6; the error is the budget's either way)
+        # sweep's alpha) its critical value is far above test's, which confirms 97.7 % of a -0.25 (battery: 3 x
+        # seeds 3..8, 20.5 runs of 24 instead of 21.7 at 99.6 %; the error is the budget's either way)
         margin = stats.POWER if settings.verdicts == stats.STRICT else None
         judged = stats.judge(y, alphas[n], direction, family=k, floor=floor, margin=margin, mode=settings.verdicts)
         leader = active[int(judged.reference)]
