@@ -26,6 +26,13 @@ looks and verdicts (search/seeds/sequential.py: this engine with a budget over i
 - **The cost** is power at few seeds: with 2 seeds a configuration's noise has one degree of freedom (t_{0.975, 1}
   = 12.7), with 3 seeds two. Nothing at 2 or 3 seeds can tell whether one configuration is noisier than another,
   so the engine does not assume it; the words say what another seed would buy (``Judgement.detectable``).
+- **Two modes.** All of the above is ``strict`` (``mode="strict"``). The default, ``moderated`` (moderation.py),
+  spends what the design shares: each pair's seed part from its seed-paired run-mean differences (the design's
+  seeds are shared: ``paired``), moderated towards a prior fitted on every pair of the sweep and never below its
+  own, floored at the within-run noise of the pair's per-question differences, with a critical value simulated
+  for k x S over noise patterns up to 4x apart (``moderation.SPREAD_LIMIT``) and seed correlations -0.3 to 0.9;
+  the questions' part and Dunnett's C weighting as in strict. ``outside_family`` names a configuration whose
+  spread looks past that family.
 - Configurations missing a seed the others have are ``incomplete`` (the seeds named); with one seed there is
   ``no verdict`` (add seeds); every comparison states the smallest difference the design detects with 80 % power
   (``mde``) and how many seeds would resolve the observed difference (``seeds_needed``). A configuration whose
