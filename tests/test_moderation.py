@@ -126,3 +126,10 @@ def test_the_seeds_sweeper_refuses_a_bad_mode_in_one_line():
     # a seeds.json written before the setting ran strict verdicts: replayed as such
     assert recorded_settings({"min_seeds": 2, "max_seeds": 8, "max_runs": None, "alpha": 0.05}).verdicts == "strict"
     assert stats.DEFAULT_VERDICTS == Settings().verdicts == "moderated"
+
+
+def test_two_configurations_say_they_are_a_paired_t():
+    from grpo_sweep.reading.wording import describe
+
+    rows = describe(compare({"a": runs({1: 0.5, 2: 0.6, 3: 0.55}), "b": runs({1: 0.4, 2: 0.52, 3: 0.5})}))
+    assert "the paired t over their 3 shared seeds, 2 df" in rows[1].method

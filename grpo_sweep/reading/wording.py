@@ -164,6 +164,12 @@ def moderated_text(design: Design) -> str:
         if design.paired
         else f"each configuration's own run-to-run variance over its {design.seeds} seeds"
     )
+    if design.paired and design.configurations == 2:
+        return (
+            f"valid whichever is the reference and whatever their noise and correlation (moderated: with two "
+            f"configurations, the paired t over their {design.seeds} shared seeds, {design.seeds - 1} df: nothing to "
+            "borrow from; strict mode: hydra.sweeper.verdicts=strict)"
+        )
     borrowed = design.prior_df or 0.0
     strength = (
         "nothing borrowed (too few configurations, or their noise differs too much)"
