@@ -133,3 +133,12 @@ def test_two_configurations_say_they_are_a_paired_t():
 
     rows = describe(compare({"a": runs({1: 0.5, 2: 0.6, 3: 0.55}), "b": runs({1: 0.4, 2: 0.52, 3: 0.5})}))
     assert "the paired t over their 3 shared seeds, 2 df" in rows[1].method
+
+
+def test_a_seeds_sweep_keeps_its_designs_mode_and_the_report_says_so(tmp_path, capsys):
+    from grpo_sweep.sweeps import report
+    from tests.test_next_seeds import seeds_sweep
+
+    sweep = seeds_sweep(tmp_path / "sweep", {0: 2, 1: 2, 2: 2})
+    assert report.main([str(sweep), "--no-plots", "--verdicts", "strict"]) == 0
+    assert "--verdicts strict does not apply" in capsys.readouterr().err

@@ -53,6 +53,10 @@ class Strategy:
         """The verdicts of the sweep's configurations (reading/stats.py's engine, before wording)."""
         return results.compare_configurations()
 
+    def verdict_mode(self, results: SweepResults) -> str:
+        """The verdict mode its comparisons use: the one asked for (a seeds sweep: its design's, seeds.json)."""
+        return results.verdicts
+
     def finished(self, results: SweepResults) -> bool:
         """Whether the sweep has run all it will (a seeds sweep between rounds has not)."""
         return True

@@ -25,7 +25,16 @@ def build_report(
     """Write report.md (and plots/) into ``sweep_dir``; return the report's path. ``verdicts``: strict or moderated
     (default: the sweep's hydra.sweeper.verdicts; a seeds sweep's design keeps the mode it ran)."""
     strategy = of_sweep(sweep_dir)
-    return report_of(strategy.read(sweep_dir, direction, verdicts=verdicts), strategy, plots)
+    results = strategy.read(sweep_dir, direction, verdicts=verdicts)
+    path = report_of(results, strategy, plots)
+    used = strategy.verdict_mode(results)
+    if verdicts is not None and used != verdicts:
+        print(
+            f"note: --verdicts {verdicts} does not apply: this sweep's design chose its seeds with {used} verdicts "
+            "(seeds.json), and its verdicts are that design's",
+            file=sys.stderr,
+        )
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

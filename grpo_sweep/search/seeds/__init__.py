@@ -38,6 +38,10 @@ class Seeds(Strategy):
         design = self.design(results)
         return design.comparisons() if design is not None else results.compare_configurations()
 
+    def verdict_mode(self, results) -> str:
+        design = self.design(results)
+        return design.settings.verdicts if design is not None else results.verdicts
+
     def finished(self, results) -> bool:
         design = self.design(results)
         return design is None or design.plan.done
