@@ -11,7 +11,8 @@ so each one's variance estimate can lean on the others' (empirical Bayes, Smyth 
   run means, valid whatever their correlation (S - 1 degrees of freedom). Where it does not, each configuration's
   own variance of a run's mean is a unit, and a pair's variance is the sum of its two configurations'.
 - **The prior.** The units' variances are treated as scaled chi-squares around a common prior s0^2 with d0 degrees
-  of freedom, both estimated from the sweep by Smyth's method of moments on log variances (``fit_prior``). A unit's
+  of freedom, both estimated from the sweep by Smyth's method of moments on log variances (``fit_prior``; paired,
+  on every pair of the sweep, not the reference's alone: those all share its noise). A unit's
   moderated variance is (d0 s0^2 + d s^2) / (d0 + d) with d0 + d degrees of freedom, **never below its own
   estimate** s^2: a noisy configuration (the validation-best reference, usually, under the null) is never shrunk
   towards the quiet ones, only a quiet one raised towards the others.
@@ -20,12 +21,13 @@ so each one's variance estimate can lean on the others' (empirical Bayes, Smyth 
   calibrated by simulation for the design actually run (k configurations, S seeds, paired or not, alpha): the
   (1 - alpha) quantile, over null sweeps, of the largest |t| over every pair of configurations (so it holds
   whichever configuration validation picks as the reference), taken at the worst of a declared family of noise
-  patterns (``PATTERNS``): run-to-run SDs up to ``SPREAD_LIMIT`` (4) times apart, seeds shared at correlations -0.3
+  patterns (``patterns``): run-to-run SDs up to ``SPREAD_LIMIT`` (4) times apart, seeds shared at correlations -0.3
   to 0.9 (paired). That family is what the mode promises its error over; stats.judge warns, naming the
   configuration, when a configuration's spread looks outside it.
 
 bench/verdict_battery.py measures the promise and the power against ``strict`` (today's engine) on the same
-sweeps. numpy and scipy.special/stats only, imported where used; no files.
+sweeps. numpy and scipy.special/stats only, imported where used; the one file is the calibrations' cache in
+$GRPO_SWEEP_CACHE (``calibration``).
 """
 
 from __future__ import annotations
