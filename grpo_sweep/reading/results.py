@@ -300,12 +300,6 @@ class SweepResults:
             self._last_steps[run.dir] = last_step(run.dir)
         return self._last_steps[run.dir]
 
-    @property
-    def verdict_mode(self) -> str:
-        """The mode the comparisons ran in (a seeds sweep's recorded design decides its own), for verdicts.json."""
-        modes = {row.design.mode for row in self.comparisons if row.design is not None}
-        return modes.pop() if len(modes) == 1 else self.verdicts
-
     def verdict_records(self) -> list[dict]:
         """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
         from .wording import verdict_text

@@ -396,9 +396,6 @@ def judge(
     if mode == MODERATED:
         from .moderation import moderate, pair_units
 
-        # the question-level floor: a run's mean varies at least by its own within-run noise, the residual mean
-        # square of its seeds x questions table over Q (known to (S - 1)(Q - 1) degrees of freedom); 0 per run
-        within = ms_e / n_questions if n_questions > 1 else np.zeros_like(var_runs)
         if paired:
             diff = run_means - np.take_along_axis(run_means, reference[..., None, None], -2)
             units = diff.var(-1, ddof=1)
@@ -416,6 +413,9 @@ def judge(
             moderated, df = moderate(np.where(is_reference, np.nan, units), n_seeds - 1, *pair_units(run_means))
             var_pair = np.maximum(np.where(is_reference, 0.0, moderated), within_pair)
         else:
+            # the question-level floor: a run's mean varies at least by its own within-run noise, the residual mean
+            # square of its seeds x questions table over Q (known to (S - 1)(Q - 1) degrees of freedom); 0 per run
+            within = ms_e / n_questions if n_questions > 1 else np.zeros_like(var_runs)
             # a collapsed configuration (no variance) is left out of the prior and keeps its 0
             moderated, df = moderate(np.where(var_runs > 0, var_runs, np.nan), n_seeds - 1)
             own = np.maximum(np.where(var_runs > 0, moderated, 0.0), within)
@@ -449,7 +449,7 @@ def judge(
         family,
         alpha,
         mode,
-        bool(paired),
+        bool(paired) and mode == MODERATED,
         var_pair,
         prior_df,
         k,
@@ -704,7 +704,15 @@ def compare(
     prior = None if judged.prior_df is None else float(judged.prior_df)
     for row in out:
         row.design = Design(
-            len(complete), len(design), n_questions, alpha, use_test, floor is not None, None, mode, True, prior
+            len(complete),
+            len(design),
+            n_questions,
+            alpha,
+            use_test,
+            floor is not None,
+            mode=mode,
+            paired=judged.paired,
+            prior_df=prior,
         )
     for i, ratio in outside_family(y, mode).items():
         rows[complete[i]].spread = ratio

@@ -38,7 +38,7 @@ class SweepTable(Callback):
         failed = [run for run in results.runs if run.summary.status == "failed"] if strategy.failed_runs_fail else []
         table = sweep_table(results)
         write_text_atomic(sweep_dir / "sweep_table.md", table + "\n")
-        write_verdicts(results)
+        write_verdicts(results, strategy.verdict_mode(results))
         print(f"\nSweep {sweep_dir} ({len(results.runs)} runs)\n{table}")
         try:
             from .report import report_of
@@ -62,13 +62,13 @@ class SweepTable(Callback):
             raise SystemExit(1)
 
 
-def write_verdicts(results: SweepResults) -> None:
+def write_verdicts(results: SweepResults, mode: str | None = None) -> None:
     """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B run)."""
     write_json_atomic(
         results.sweep_dir / VERDICTS_FILE,
         {
             "direction": results.direction,
-            "verdicts": results.verdict_mode,
+            "verdicts": mode or results.verdicts,
             "why_none": results.why_none,
             "comparisons": results.verdict_records(),
         },
