@@ -824,6 +824,11 @@ def gate_refusal(launch_args: list[str]) -> str | None:
     ],
 )
 def test_hostile_input(table, name, setup, expected, tmp_path):
+    run_case(table, setup, expected, tmp_path)
+
+
+def run_case(table: str, setup, expected, tmp_path: Path) -> None:
+    """One case, launched as a user would (the gate's own refusals of ``AT_THE_GATE`` tables at the gate)."""
     inputs, out_dir = tmp_path / "inputs", tmp_path / "out"
     inputs.mkdir()
     out_dir.mkdir()
