@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from grpo_sweep.adapters.hydra import one_line_errors
 from grpo_sweep.configstore import register_configs
 from grpo_sweep.run.context import launch_import_path, use_import_path
+from grpo_sweep.run.redact import install_log_redaction
 
 register_configs()
 
@@ -26,6 +27,9 @@ if __name__ == "__main__":
     # the user's own modules (a reward's fn) import from the launch directory, in this process and every process
     # the launch starts
     use_import_path(launch_import_path())
+    # every line on the terminal masked from the first (run/redact.py), Hydra's own included: a parse error echoes
+    # the override as typed, a URL's password with it
+    install_log_redaction()
     try:
         with one_line_errors("grpo-sweep: "):  # a typo'd key, a wrong type, an unknown option: one line
             main()

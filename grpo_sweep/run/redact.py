@@ -8,8 +8,11 @@ message quoting a URL, an httpx request line):
 - the values of environment variables whose names say they are secrets (``WANDB_API_KEY``, ``HF_TOKEN``,
   ``*_SECRET``, ``*_PASSWORD`` …), and any value under a secret-looking key (``hub_token``, ``api_key``; not
   ``max_new_tokens``);
-- the password of a URL (``http://judge:***@host/v1``): a URL handed in through ``${oc.env:…}`` reaches the run
-  resolved, and the variable's name (``JUDGE_URL``) does not say it is a secret;
+- the secrets a URL carries: its password (``http://judge:***@host/v1``) and the values of its query and fragment
+  parameters whose names say they are secrets (``?api_key=***``, ``&X-Amz-Signature=***``, ``#access_token=***``;
+  not ``?timeout=5``), also %-encoded (a URL inside another's query) and as Hydra quotes them in a sweep's job list:
+  a URL handed in through ``${oc.env:…}`` reaches the run resolved, and the variable's name (``JUDGE_URL``) does
+  not say it is a secret;
 - strings shaped like the well-known providers' tokens (``hf_…``, ``sk-…``, ``ghp_…``, ``AKIA…``), whichever
   variable, if any, they came from.
 """
@@ -20,6 +23,7 @@ import logging
 import os
 import re
 import sys
+import urllib.parse
 from typing import Any
 
 # Environment variable names: any of these words anywhere (GITHUB_AUTH, AWS_SECRET_ACCESS_KEY) — masking a value
@@ -36,6 +40,32 @@ MIN_SECRET_CHARS = 8
 # password (http://judge:8000/v1, git@host) does not match: the ``@`` must come before the first ``/``. Also as
 # Hydra quotes an override in a sweep's job list (``http\://judge\:pw@host``).
 URL_PASSWORD = re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*\\?://[^/\s:@]*:)[^/\s@]+@")
+# The same %-encoded (``http%3A%2F%2Fjudge%3Apw%40host``: a URL riding in another's query).
+URL_PASSWORD_ENCODED = re.compile(
+    r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*%3A%2F%2F(?:(?!%2F|%3A|%40)[^/\s:@&])*%3A)(?:(?!%2F|%40)[^/\s@&])+%40",
+    re.IGNORECASE,
+)
+# A query or fragment parameter: after ?, &, ; or #, its name, then = (or Hydra's \= in a sweep's job list), then its
+# value up to the next parameter, or a colon that ends a phrase ("url?token=pw: refused"). An interpolation
+# (``${oc.env:TOKEN}``) or a value already masked is no secret written down.
+URL_PARAM = re.compile(
+    r"(?P<keep>[?&;#](?P<name>[A-Za-z0-9_.~%-]+?)\\?=)(?!\$\{|\*\*\*)"
+    r"(?:\\[^\s&#]|:(?=[^\s&;#])|[^:&;#\s'\"<>,)\]}\\])+"
+)
+# The same %-encoded (``%3Fpassword%3Dpw%26``: a URL riding in another's query, where the outer parameter's value
+# holds it whole), masked first.
+URL_PARAM_ENCODED = re.compile(
+    r"(?P<keep>(?:%3F|%26|%3B|%23)(?P<name>[A-Za-z0-9_.~-]+?)%3D)(?!\*\*\*)"
+    r"(?:(?!%26|%3B|%23|%20)(?::(?=[^\s&;#])|[^:&;#\s'\"<>,)\]}\\]))+",
+    re.IGNORECASE,
+)
+# Parameter names whose LAST word says the value is a secret (api_key, apiKey, X-Amz-Signature, client_secret,
+# refresh_token, PWD), the same idea as SECRET_KEY: a key's id (AWSAccessKeyId), a token's type (token_type) and a
+# database's auth_source keep their values, and a URL with them is not refused. The long words also end a word
+# (sslpassword, authtoken, clientsecret); the short ones only as themselves (not monkey, bypass, oauth).
+SECRET_PARAM_WORDS = frozenset({"key", "pass", "pwd", "sig", "auth"})
+SECRET_PARAM_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "signature", "credential", "credentials")
+_NAME_WORDS = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # The token shapes of gitleaks' rules for the providers a GRPO run talks to, with a minimum length instead of an
 # exact one (providers lengthen their tokens). Deliberately not matched: 40 hex digits (W&B's keys have that
 # shape, and so do git commits and Hub revisions, which runs record; the W&B key is masked as WANDB_API_KEY's
@@ -59,14 +89,32 @@ def is_secret_key(key: Any) -> bool:
     return bool(SECRET_KEY.search(str(key)))
 
 
+def is_secret_param(name: str) -> bool:
+    """Whether a URL's query or fragment parameter ``name`` (%-encoded or not) says its value is a secret."""
+    words = [w for w in _NAME_WORDS.split(urllib.parse.unquote(name)) if w]
+    last = words[-1].lower() if words else ""
+    return last in SECRET_PARAM_WORDS or last.endswith(SECRET_PARAM_ENDINGS)
+
+
+def _secret_params(text: str) -> list[re.Match]:
+    return [m for p in (URL_PARAM_ENCODED, URL_PARAM) for m in p.finditer(text) if is_secret_param(m["name"])]
+
+
 def credential_in(text: str) -> str | None:
-    """What kind of credential ``text`` holds by its shape alone ("a password in a URL", "an API token"), or None.
-    The environment is not asked: the gate's verdict on a config must not depend on the launching shell."""
-    if URL_PASSWORD.search(text):
+    """What kind of credential ``text`` holds by its shape alone ("a password in a URL", "a secret in a URL", "an
+    API token"), or None. The environment is not asked: the gate's verdict on a config must not depend on the
+    launching shell."""
+    if URL_PASSWORD.search(text) or URL_PASSWORD_ENCODED.search(text):
         return "a password in a URL"
+    if _secret_params(text):
+        return "a secret in a URL"
     if TOKEN.search(text):
         return "an API token"
     return None
+
+
+def _masked_param(match: re.Match) -> str:
+    return match["keep"] + MASK if is_secret_param(match["name"]) else match[0]
 
 
 def _mask_text(text: str, secrets: list[str]) -> str:
@@ -75,6 +123,10 @@ def _mask_text(text: str, secrets: list[str]) -> str:
             text = text.replace(secret, MASK)
     if "://" in text:
         text = URL_PASSWORD.sub(rf"\g<keep>{MASK}@", text)
+    if "%" in text:
+        text = URL_PASSWORD_ENCODED.sub(rf"\g<keep>{MASK}%40", text)
+    for params in (URL_PARAM_ENCODED, URL_PARAM):
+        text = params.sub(_masked_param, text)
     return TOKEN.sub(MASK, text)
 
 
