@@ -175,6 +175,17 @@ def test_a_study_whose_every_trial_failed_ends_in_one_line(tmp_path):
     )
 
 
+def study_with_its_budget_spent(url: str, name: str) -> None:
+    """Study ``name`` in ``url`` with one complete trial: the same command with ``hydra.sweeper.n_trials=1`` writes the
+    study's files and trains nothing (a budget of 0 trials is refused)."""
+    import optuna
+
+    from grpo_sweep.search.optuna.storage import open_storage
+
+    study = optuna.create_study(study_name=name, storage=open_storage(url), direction="maximize")
+    study.add_trial(optuna.trial.create_trial(value=0.5))
+
+
 def test_a_storage_url_from_the_environment_stays_there(tmp_path, monkeypatch):
     """The URL (and a password in it) is given through the environment: every file the study writes holds the
     interpolation, and a refusal masks the password."""
@@ -183,8 +194,9 @@ def test_a_storage_url_from_the_environment_stays_there(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'elsewhere' / 'study.db'}"
     (tmp_path / "out").mkdir()
     (tmp_path / "refused").mkdir()
+    study_with_its_budget_spent(url, "lr")
     out = launch_here(
-        ["-m", "hparams_search=lr", "hydra.sweeper.n_trials=0", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"],
+        ["-m", "hparams_search=lr", "hydra.sweeper.n_trials=1", "hydra.sweeper.storage=${oc.env:OPTUNA_STORAGE}"],
         tmp_path / "out",
         env={"OPTUNA_STORAGE": url},
     )
@@ -197,7 +209,7 @@ def test_a_storage_url_from_the_environment_stays_there(tmp_path, monkeypatch):
     ]
     assert 'optuna-dashboard "$OPTUNA_STORAGE"' in out.stdout
     monkeypatch.setenv("OPTUNA_STORAGE", url)
-    assert study_trials(study_dir) == []  # study.json's storage opens, resolved from the environment
+    assert len(study_trials(study_dir)) == 1  # study.json's storage opens, resolved from the environment
 
     secret = "postgresql://u:secretpw@127.0.0.1:1/optuna"
     out = launch_here(
@@ -227,10 +239,11 @@ def study_trials(study_dir: Path):
     import optuna
 
     from grpo_sweep.search.optuna.config import read_study_file
-    from grpo_sweep.search.optuna.storage import open_storage
+    from grpo_sweep.search.optuna.storage import open_storage, study_url
 
     info = read_study_file(study_dir)
-    return optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"])).trials
+    url = study_url(info["storage"], study_dir)[0]
+    return optuna.load_study(study_name=info["study_name"], storage=open_storage(url)).trials
 
 
 @pytest.mark.slow

@@ -100,8 +100,11 @@ def test_the_mix_an_hparams_search_file_picks_is_a_group_override_in_the_reprodu
         "  - override /hydra/sweeper: grpo_optuna\n"
         "  - override /reward_mix: format_correct\nreward_mix:\n"
         "  plainint: {fn: tests.failing_rewards.flaky, weight: 1.0}\n"
-        "hydra:\n  sweeper:\n    study_name: mixed\n    n_trials: 0\n    reward_weights: {rewards: null}\n"
+        "hydra:\n  sweeper:\n    study_name: mixed\n    n_trials: 1\n    reward_weights: {rewards: null}\n"
     )
+    from .test_search import study_with_its_budget_spent
+
+    study_with_its_budget_spent(f"sqlite:///{tmp_path / 'grpo' / 'studies' / 'mixed' / 'optuna.db'}", "mixed")
     _study_file(tmp_path, "-m", "--config-dir", str(tmp_path / "conf"), "hparams_search=mixed")
     info = json.loads((tmp_path / "grpo" / "studies" / "mixed" / "study.json").read_text())
     base = info["reproduce_overrides"]

@@ -41,6 +41,41 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+# bytes a file name may have on Linux filesystems (NAME_MAX); a longer one fails as "File name too long"
+NAME_MAX = 255
+
+
+def check_path_name(setting: str, value: Any) -> None:
+    """Refuse, in one line naming ``setting=value``, a name that becomes one directory of a path (a study's, a PBT's):
+    it must stay one directory under its root, so no ``/``, no ``..``/``.``, nothing empty, and no longer than a file
+    name may be. ValueError."""
+    name = str(value)
+    shown = name if len(name) <= 60 else f"{name[:40]}...({len(name)} characters)"
+    why = None
+    if not name.strip():
+        why = "a name is needed"
+    elif "/" in name or "\\" in name:
+        why = "it names a directory: it may not hold / or \\"
+    elif any(c < " " for c in name):
+        why = "it holds a control character"
+    elif name in (".", ".."):
+        why = "it names no directory of its own"
+    elif len(name.encode()) > NAME_MAX:
+        why = f"longer than a file name may be ({NAME_MAX} bytes)"
+    if why:
+        raise ValueError(f"{setting}={shown!r}: {why}; give a plain name, e.g. {setting}=my_study")
+
+
+def cannot_write(directory: Path) -> str | None:
+    """Why nothing can be written in ``directory`` (a read-only mount, no permission), as one short phrase; None when
+    a file can be made there. A command that only reads a directory asks first and skips what it would write."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """JSON, secrets masked (see redact.py), written atomically."""
     write_text_atomic(path, json.dumps(redact(data), indent=2, default=_jsonable) + "\n")

@@ -234,6 +234,20 @@ def diff_overrides(base: DictConfig, target: DictConfig) -> list[str]:
     return out
 
 
+def dotted_params(params: Mapping[str, Any], settings: Sequence[str]) -> dict[str, Any]:
+    """``hydra.sweeper.params`` keyed by dotted config keys, however it was written: Hydra nests a dotted key given on
+    the command line (``+hydra.sweeper.params.trainer.beta={...}`` is ``{trainer: {beta: {...}}}``), a YAML file may
+    nest it too. A mapping is one parameter's spec when it holds one of ``settings`` (``type``, ``low``, ...); else its
+    keys join the key (a value that is no spec is then named by its dotted key in the strategy's own check)."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping) and value and not any(k in settings for k in value):
+            out.update({f"{key}.{k}": v for k, v in dotted_params(value, settings).items()})
+        else:
+            out[str(key)] = value
+    return out
+
+
 def _flatten(node: Any, prefix: str = "") -> dict:
     if isinstance(node, dict) and node:
         out = {}

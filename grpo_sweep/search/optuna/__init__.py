@@ -32,11 +32,11 @@ class Optuna(Strategy):
 
     @staticmethod
     def study(sweep_dir) -> dict | None:
-        from .config import read_study_file
+        from .config import StudyFileError, read_study_file
 
         try:
             return read_study_file(sweep_dir)
-        except FileNotFoundError:  # a refused or dry-run study wrote none
+        except (FileNotFoundError, StudyFileError):  # a refused or dry-run study wrote none; before_table names one
             return None
 
     def read(self, sweep_dir, direction: str | None = None, also: Sequence = (), verdicts: str | None = None):
@@ -51,22 +51,27 @@ class Optuna(Strategy):
         )
 
     def before_table(self, results) -> str | None:
+        from .config import StudyFileError, read_study_file
         from .report import study_report
+        from .storage import StudyUnreadable
 
-        if self.study(results.sweep_dir) is None:
+        # its runs are read and shown whatever became of study.json or the database: the report names what it lacks
+        try:
+            read_study_file(results.sweep_dir)
+            return study_report(results.sweep_dir, plots=True, results=results)
+        except FileNotFoundError:
             return None
-        return study_report(results.sweep_dir, plots=True, results=results)
+        except (StudyFileError, StudyUnreadable) as exc:
+            return f"(no study report: {exc})"
 
     def failure(self, results) -> str | None:
-        import optuna
-
-        from .storage import open_storage
+        from .storage import load_study_read_only
         from .worker import study_failed
 
         info = self.study(results.sweep_dir)
         if info is None:
             return None
-        study = optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
+        study, _ = load_study_read_only(info["study_name"], info.get("storage"), results.sweep_dir)
         return study_failed(study, info.get("max_failures", 3))
 
     def plot_options(self, results) -> dict:

@@ -23,11 +23,48 @@ TRIALS_DIR = "trials"
 STUDY_FILE = "study.json"
 
 
+class StudyFileError(ValueError):
+    """A study.json that cannot be read as a study's (cut short, hand-edited): the message names the file."""
+
+
+# study.json's fields its readers use, and what each must be: a wrong one is named, not a traceback later
+_FIELDS = {
+    "study_name": (str,),
+    "storage": (str, type(None)),
+    "objectives": (list,),
+    "directions": (list,),
+    "max_failures": (int,),
+    "seeds_per_trial": (int,),
+    "seed_key": (str,),
+    "reproduce_overrides": (list,),
+    "scales": (dict,),
+}
+_REQUIRED = ("study_name", "objectives", "directions")
+
+
 def read_study_file(sweep_dir: Path) -> dict:
     path = Path(sweep_dir) / STUDY_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{sweep_dir} holds no {STUDY_FILE}; is it the directory of an Optuna sweep?")
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise StudyFileError(f"{path} cannot be read as a study's: {type(exc).__name__}: {exc}") from None
+    if not isinstance(data, dict):
+        raise StudyFileError(f"{path} holds a JSON {type(data).__name__}, not a study's object")
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise StudyFileError(f"{path} has no {', '.join(missing)}: it is not a study's {STUDY_FILE}")
+    for key, types in _FIELDS.items():
+        value = data.get(key)
+        wrong = key in data and (not isinstance(value, types) or isinstance(value, bool))
+        if wrong or (key in ("objectives", "directions") and not (value and all(isinstance(v, str) for v in value))):
+            raise StudyFileError(f"{path}: {key}={value!r} is not what a study writes there")
+    if len(data["objectives"]) != len(data["directions"]) or not set(data["directions"]) <= {"maximize", "minimize"}:
+        raise StudyFileError(
+            f"{path}: directions={data['directions']!r} do not match objectives={data['objectives']!r}"
+        )
+    return data
 
 
 # Written by an Optuna worker job into its Hydra run dir: it holds no run, its trials are under trials/.
@@ -100,6 +137,26 @@ def objectives_and_directions(sweeper: Any, optimized_metric: str) -> tuple[list
             # the test split is reported once, after selection; an objective on it would select on it
             raise ValueError(f"objective {metric!r} reads the test split; search on validation (e.g. val_accuracy)")
     return objectives, directions
+
+
+# the sweeper's whole-number settings and the least each may be: a study of 0 trials or 0 workers does nothing
+COUNTS = {
+    "n_trials": 1,
+    "n_workers": 1,
+    "max_failures": 0,
+    "prune_every": 1,
+    "prune_eval_samples": 1,
+    "heartbeat_interval": 1,
+    "grace_period": 1,
+}
+
+
+def check_counts(sweeper: Any) -> None:
+    """One-line errors for the whole-number settings (``COUNTS``), before the study's directory is made."""
+    for key, least in COUNTS.items():
+        value = sweeper.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"hydra.sweeper.{key}={value!r}; use a whole number >= {least}")
 
 
 def check_replicas(sweeper: Any) -> None:

@@ -13,13 +13,13 @@ from typing import Callable
 from ...reading.results import UNREADABLE, SweepResults
 from ...reading.stats import test_interval
 from ...reading.tables import markdown_table, number, seed_block
-from ...run.files import write_text_atomic
+from ...run.files import cannot_write, write_text_atomic
 from ...run.record import OUTCOME_FIELDS, test_counterpart
 from ...run.results import lookup, without_best
 from ..base import merge_overrides, override_key
 from .config import TRIALS_DIR, WORKER_MARKER, read_study_file
 from .space import MIX, SIMPLEX
-from .storage import dashboard_argument, open_storage
+from .storage import dashboard_argument, load_study_read_only, shown, study_url
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +33,16 @@ def reproduce_command(study_info: dict, trial, extra: list[str] = (), multirun: 
 
 
 def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | None = None) -> str:
-    """study.md (printed and written), best.yaml and the plots. ``results``: the sweep's runs read once
-    (SweepResults.read), when the caller has them."""
+    """study.md (printed and written), best.yaml and the plots, in ``sweep_dir`` alone (its own database, as
+    study.json records it: storage.study_url); in a directory that cannot be written, printed only, and said so.
+    ``results``: the sweep's runs read once (SweepResults.read), when the caller has them."""
     import optuna
 
     sweep_dir = Path(sweep_dir)
     info = read_study_file(sweep_dir)
+    study, url = load_study_read_only(info["study_name"], info.get("storage"), sweep_dir)
     results = results or SweepResults.read(sweep_dir, info["directions"][0], not_runs=(WORKER_MARKER,))
-    study = optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
+    read_only = cannot_write(sweep_dir)
     trials = study.trials
     states = {}
     for t in trials:
@@ -54,6 +56,8 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         + f"{' / '.join(info['objectives'])} ({' / '.join(info['directions'])})",
         "",
     ]
+    if not study_url(info.get("storage"), sweep_dir)[1]:
+        lines[-1:] = [f"(its trials are read from {shown(url)}, hydra.sweeper.storage, not from {sweep_dir})", ""]
     param_names = sorted({p for t in trials for p in t.user_attrs.get("overrides", [])})
     keys = sorted({override_key(o) for o in param_names})
     header = ["trial", "state", "value", "seeds", "config", "last report"] + keys + ["error"]
@@ -91,18 +95,24 @@ def study_report(sweep_dir: Path, plots: bool = True, results: SweepResults | No
         outcome = best_outcome(results, info, best, configs)
         lines += [""] + outcome["lines"]
         command = reproduce_command(info, best.last, seed_override(info, best.seeds[0]))
-        _write_best(sweep_dir, info, best, command, outcome["best_yaml"])
+        if not read_only:
+            _write_best(sweep_dir, info, best, command, outcome["best_yaml"])
         lines += [
             "",
             f"Reproduce configuration {best.number} (seed {best.seeds[0]}) as a single run:",
             f"  {command}",
-            f"  (saved with its params, seeds and test figures in {sweep_dir / 'best.yaml'})",
         ]
-    if plots:
+        if not read_only:
+            lines.append(f"  (saved with its params, seeds and test figures in {sweep_dir / 'best.yaml'})")
+    if plots and not read_only:
         written = _plots(study, sweep_dir, info["objectives"], multi=multi)
         if written:
             lines.append(f"Plots: {', '.join(str(p) for p in written)}")
-    lines.append(f"Browse it: optuna-dashboard {dashboard_argument(info['storage'])}")
+    stored = info.get("storage")
+    lines.append(f"Browse it: optuna-dashboard {dashboard_argument(stored if stored and '${' in stored else url)}")
+    if read_only:
+        lines.append(f"{sweep_dir} cannot be written ({read_only}): study.md, best.yaml and the plots were not written")
+        return "\n".join(lines)
     text = "\n".join(lines)
     write_text_atomic(sweep_dir / "study.md", text + "\n")
     return text

@@ -14,6 +14,8 @@ No heavy imports: the sweeper composes these on the submitting node.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -24,6 +26,9 @@ MIX = "reward_mix"
 # the Optuna parameters of the simplex: stick-breaking coordinates, not weights (``simplex.<mix>.<reward>`` when the
 # mix is searched)
 SIMPLEX = "simplex."
+# the most combinations of the parameters' edges the sweeper composes and checks (~20 ms each) before any worker starts
+EDGE_COMBINATIONS = 256
+EXAMPLE = "{type: float, low: 1e-5, high: 1e-3, log: true}"
 
 
 class SearchSpaceError(ValueError):
@@ -50,7 +55,14 @@ class SearchSpace:
     ) -> SearchSpace:
         """``groups``: every config group of the config and its options; ``compose``: the job config for
         extra overrides, needed to read the rewards of each mix when ``reward_mix`` itself is searched."""
-        params = {str(k): dict(v) for k, v in (params or {}).items()}
+        from ..base import dotted_params
+
+        settings = {key for keys in RANGE_KEYS.values() for key in keys}
+        params = dotted_params(_plain(params or {}), settings)
+        for key, spec in params.items():
+            if not isinstance(spec, Mapping):
+                raise SearchSpaceError(f"hydra.sweeper.params.{key}={spec!r}: give {{type: ..., ...}}, e.g. {EXAMPLE}")
+        params = {str(k): dict(v) for k, v in params.items()}
         groups = groups or {}
         group_params, added = [], []
         for key, spec in params.items():
@@ -203,9 +215,23 @@ class SearchSpace:
         for key, spec in self.params.items():
             if key in self.groups:  # composed and checked choice by choice by the sweeper
                 continue
-            edges = list(spec["choices"]) if spec["type"] == "categorical" else [spec["low"], _high_end(spec)]
-            for value in dict.fromkeys(edges):
+            for value in _edges(spec):
                 yield key, value, self.suggest(_Corner(self.params, cfg, {key: value}), cfg)
+
+    def edge_points(self, cfg: Any) -> tuple[bool, list[tuple[dict[str, Any], dict[str, Any]]]]:
+        """``(all, [(picked, point), ...])``: the points the gate must pass for no trial to fail on the space itself.
+        Every combination of the plain parameters' edges (a range's ends, each choice) where there are at most
+        ``EDGE_COMBINATIONS`` (``all``: the verdict then depends on no choice's order: two values that fail only
+        together are found whichever comes first); beyond, ``corners``: each edge with the others at their base."""
+        # a config group's choices are composed and checked choice by choice by the sweeper
+        edges = {key: _edges(spec) for key, spec in self.params.items() if key not in self.groups}
+        if math.prod(len(values) for values in edges.values()) > EDGE_COMBINATIONS:
+            return False, [({key: value}, point) for key, value, point in self.corners(cfg)]
+        points = []
+        for values in itertools.product(*edges.values()):
+            picked = dict(zip(edges, values))
+            points.append((picked, self.suggest(_Corner(self.params, cfg, picked), cfg)))
+        return True, points
 
 
 class _Corner:
@@ -235,6 +261,11 @@ class _Corner:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _edges(spec: dict) -> list:
+    """The values at the edge of what a parameter samples: each choice, or a range's two ends."""
+    return list(dict.fromkeys(spec["choices"] if spec["type"] == "categorical" else [spec["low"], _high_end(spec)]))
 
 
 def _high_end(spec: dict) -> Any:
@@ -311,6 +342,12 @@ def stick_breaking(u: list[float]) -> list[float]:
 
 
 _MISSING = object()
+
+
+def _plain(params: Any) -> Any:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) else params
 
 
 def _select(cfg: Any, key: str):

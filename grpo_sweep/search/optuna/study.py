@@ -12,12 +12,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
+    from .config import StudyFileError
     from .report import study_report
+    from .storage import StudyUnreadable
 
     try:
         print(study_report(args.sweep_dir, plots=not args.no_plots))
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (FileNotFoundError, NotADirectoryError, StudyFileError, StudyUnreadable) as exc:
+        print(f"grpo-sweep: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -16,9 +16,17 @@ from omegaconf import DictConfig, OmegaConf
 from ...config.grpo_fields import check_args
 from ...config.show import first_line
 from ...run.context import OPTUNA_WORKER, ROLE_ENV
+from ...run.files import check_path_name
+from ...run.results import check_metric_name
 from ..base import StrategySweeper, merge_overrides
-from .config import check_replicas, check_sampler_and_pruner, objectives_and_directions, write_study_file
-from .space import PASSTHROUGH, SearchSpace, SearchSpaceError
+from .config import (
+    check_counts,
+    check_replicas,
+    check_sampler_and_pruner,
+    objectives_and_directions,
+    write_study_file,
+)
+from .space import EDGE_COMBINATIONS, MIX, PASSTHROUGH, SearchSpace, SearchSpaceError
 from .storage import check_no_password, check_storage_url, open_storage, resolve_url, saved, shown
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,9 @@ class OptunaSweeperImpl(StrategySweeper):
         # told, not guessed: each worker job knows from its environment (Hydra's env_set) that it trains trials
         worker_job = [*arguments, f"+hydra.job.env_set.{ROLE_ENV}={OPTUNA_WORKER}"]
         with self._refusals("no worker was started"):
+            # the study's name is its directory's (hparams_search/common/study_dir.yaml): one directory, under its root
+            check_path_name("hydra.sweeper.study_name", s.study_name)
+            check_counts(s)
             check_no_password(given)
             check_study_engine(job_cfg, s.n_trials, s.seeds_per_trial)
             check_study_processes(job_cfg, self.launcher)
@@ -64,6 +75,7 @@ class OptunaSweeperImpl(StrategySweeper):
                     "not a whole number (the first replica's seed)"
                 )
             objectives, directions = objectives_and_directions(s, job_cfg.optimized_metric)
+            self._check_objectives(objectives, job_cfg, space, arguments)
             url = resolve_url(s.storage, sweep_dir)
             check_storage_url(url)  # last: the default SQLite file is made in the study's directory
         # the study is made after the dry run, which writes nothing
@@ -122,6 +134,17 @@ class OptunaSweeperImpl(StrategySweeper):
             log.info("study %r already has %d trials (budget %d): nothing to run", s.study_name, done, s.n_trials)
         return returns
 
+    def _check_objectives(self, objectives: list[str], job_cfg: DictConfig, space: SearchSpace, arguments) -> None:
+        """Each objective names a figure a trial's run reports (a reward term of any mix the space chooses among):
+        else every trial would train and then have no value."""
+        setting = "hydra.sweeper.objectives" if self.settings.objectives else "optimized_metric"
+        terms = list(job_cfg.reward_mix)
+        mixes = space.params[MIX]["choices"] if MIX in space.groups else []
+        for mix in mixes:  # composed for their terms' names only where searched (each composition ~0.3 s)
+            terms += [str(t) for t in self._compose(merge_overrides(arguments, [f"{MIX}={mix}"])).reward_mix]
+        for metric in objectives:
+            check_metric_name(metric, list(dict.fromkeys(terms)), setting)
+
     def _check_space(self, arguments: list[str], job_cfg: DictConfig) -> SearchSpace:
         """Build the space as the workers will, and compose and validate the config of every combination of
         config-group choices, so that no trial fails because of the space itself."""
@@ -162,13 +185,20 @@ class OptunaSweeperImpl(StrategySweeper):
                 check_study_engine(cfg, s.n_trials, s.seeds_per_trial)
             except Exception as exc:  # composition errors (Hydra's) as well as ConfigError: each would fail trials
                 raise _refused(label, exc) from None
-        # each plain parameter's ends and choices, the others at their base values: a value no run can take
-        # (learning_rate=-1) would fail every trial that samples it
-        for key, value, point in space.corners(job_cfg):
+        # the plain parameters' ends and choices, in every combination (a value no run can take, learning_rate=-1,
+        # or two that no run can take together, would fail every trial that samples them)
+        every, points = space.edge_points(job_cfg)
+        if not every:
+            log.warning(
+                "hydra.sweeper.params: over %d combinations of the parameters' ends and choices; each is checked "
+                "with the others at their base values only",
+                EDGE_COMBINATIONS,
+            )
+        for picked, point in points:
             try:
                 check_config(space.apply(job_cfg, point), self._trains_here())
             except Exception as exc:
-                raise _refused([f"{key}={value}"], exc) from None
+                raise _refused([f"{key}={value}" for key, value in picked.items()], exc) from None
         return space
 
 
