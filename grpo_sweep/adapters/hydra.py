@@ -4,7 +4,6 @@
   (``ConfigLoaderImpl._apply_overrides_to_config``), so that runs differing only in values are composed once.
 - ``overrides_dirname``: Hydra's ``override_dirname`` for a list of overrides.
 - ``BasicLauncher``/``BasicSweeper`` (and their configs): the stock launcher and sweeper that the gated ones extend.
-- ``joblib_execute_job``: the joblib launcher's per-job function, which the pool runs in its workers.
 - ``is_config_group``: whether a name is a config group, asked of the config loader's repository.
 - ``sweep_jobs``: every job of a BasicSweeper's sweep, as its ``sweep()`` will split the sweep into batches (it
   writes the sweep's ``multirun.yaml`` before it checks a batch); ``grid_jobs``: the grid its ``split_arguments``
@@ -17,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from typing import Any, Iterator
 
@@ -25,7 +25,6 @@ __all__ = [
     "compose_error_line",
     "grid_jobs",
     "is_config_group",
-    "joblib_execute_job",
     "one_line_errors",
     "overrides_dirname",
     "store_over_plugin",
@@ -61,12 +60,6 @@ def overrides_dirname(overrides: list, exclude_keys: list, item_sep: str, kv_sep
     from hydra._internal.config_loader_impl import get_overrides_dirname
 
     return get_overrides_dirname(overrides=overrides, exclude_keys=exclude_keys, item_sep=item_sep, kv_sep=kv_sep)
-
-
-def joblib_execute_job(*args: Any) -> Any:
-    from hydra_plugins.hydra_joblib_launcher._core import execute_job
-
-    return execute_job(*args)
 
 
 def is_config_group(loader: Any, name: str) -> bool:
@@ -128,6 +121,16 @@ def compose_error_line(exc: BaseException) -> str:
     return "; ".join([head, *rest])
 
 
+def name_too_long(path: Any) -> str:
+    """The line for a path the file system refused as too long: the value that made it named, cut short."""
+    parent, name = os.path.split(str(path))
+    cut = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
+    return (
+        f"{os.path.basename(parent)}/{cut}: a value makes a file name longer than the file system allows "
+        "(255 bytes); give a shorter one"
+    )
+
+
 @contextlib.contextmanager
 def one_line_errors(prefix: str) -> Iterator[None]:
     """While it lasts, a composition error (any HydraException) that Hydra's ``run_and_report`` would print in 5
@@ -148,6 +151,10 @@ def one_line_errors(prefix: str) -> Iterator[None]:
                     raise
                 line = compose_error_line(exc)
                 raise SystemExit(line if line.startswith(prefix) else prefix + line) from None
+            except OSError as exc:  # a value that names a file (a config group's choice) too long for the file system
+                if exc.errno != errno.ENAMETOOLONG or os.environ.get("HYDRA_FULL_ERROR") == "1":
+                    raise
+                raise SystemExit(prefix + name_too_long(exc.filename)) from None
 
         return report(compact)
 

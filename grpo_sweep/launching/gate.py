@@ -32,6 +32,7 @@ from omegaconf import OmegaConf, open_dict
 
 from ..adapters.hydra import is_config_group
 from ..backends.gpu_stack import engine_in_process
+from ..config.schema import Config
 from ..config.show import first_line
 from ..models import warn_tiny_on_other_data
 from ..run.distributed import check_world
@@ -281,6 +282,13 @@ def _launcher_name(cfg: Any, launcher: Any) -> str:
     return str(choice.get("hydra/launcher")) if choice and choice.get("hydra/launcher") else type(launcher).__name__
 
 
+def is_grpo_sweep_config(config: Any) -> bool:
+    """Whether ``config`` is a grpo-sweep app's: Hydra offers this project's launchers to every app in the
+    environment (hydra_plugins/), and their checks read grpo-sweep's keys."""
+    kind = OmegaConf.get_type(config) if OmegaConf.is_config(config) else None
+    return isinstance(kind, type) and issubclass(kind, Config)
+
+
 def _key(num: int, overrides: Sequence[str]) -> tuple:
     return num, tuple(overrides)
 
@@ -305,6 +313,12 @@ def plan_runs(
         return [planned[k] for k in keys]
     config = launcher.config if config is None else config
     loader = launcher.hydra_context.config_loader if loader is None else loader
+    if gated and not is_grpo_sweep_config(config):
+        raise Refused(
+            f"grpo-sweep: hydra/launcher={_launcher_name(config, launcher)} runs grpo-sweep's runs (python launch.py), "
+            f"and this app is not grpo-sweep (its config is not grpo-sweep's schema); launch it with hydra/launcher="
+            "basic, joblib or submitit_local/submitit_slurm of their own plugins"
+        )
     if gated:
         launcher.check_resources()
     trains_here = gated and launcher.trains_here
@@ -414,7 +428,10 @@ def numbered_run_dir(cfg: Any, num: int, memo: dict | None = None) -> Path:
     whole sweep: Hydra copies the master config's resolver cache into each run's config).
     """
     with open_dict(cfg.hydra.job):
+        # every grpo-sweep launcher gives a job its number as its id too (Hydra's basic launcher does; joblib's and
+        # submitit's ids are known only once the job runs), so hydra.sweep.subdir=j${hydra.job.id} is planned here
         cfg.hydra.job.num = num
+        cfg.hydra.job.id = num
     sweep = cfg.hydra.sweep
     unresolved = OmegaConf.to_container(sweep, resolve=False)
     subdir = str(num) if unresolved["subdir"] == "${hydra.job.num}" else str(sweep.subdir)

@@ -2,7 +2,8 @@
 
 A fresh process spends ~6 s starting (interpreter, torch/trl imports) before a short CPU run trains for ~2 s;
 a worker pays that once. The workers are loky's (the process pool joblib uses, vendored by joblib), and each run
-goes through hydra-joblib-launcher's job code, so a run is the same Hydra job as under any other launcher.
+is a Hydra job as hydra-joblib-launcher's job code makes it (``execute_job``), so a run is the same Hydra job as
+under any other launcher.
 
 Not joblib.Parallel as the stock joblib launcher does it: when a worker process dies (killed for memory, a
 segfault in native code), Parallel abandons the whole sweep. Here at most one run per worker is in flight; the
@@ -111,6 +112,33 @@ class _Drain:
         return self.results, self.lost
 
 
+def execute_job(
+    idx: int, overrides: Sequence[str], hydra_context: Any, config: Any, task_function: Any, singleton_state: Any
+) -> Any:
+    """One run in a worker: hydra-joblib-launcher's job code, except that the job's id is its number, as the gate
+    planned its run directory (joblib's is ``<job name>_<number>``: hydra.sweep.subdir=j${hydra.job.id} would land
+    elsewhere than planned)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import run_job, setup_globals
+    from omegaconf import open_dict
+
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = idx
+        sweep_config.hydra.job.num = idx
+    HydraConfig.instance().set_config(sweep_config)
+    return run_job(
+        hydra_context=hydra_context,
+        config=sweep_config,
+        task_function=task_function,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     return start(launcher, job_overrides, initial_job_idx).results()
 
@@ -120,7 +148,6 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
 
-    from ..adapters.hydra import joblib_execute_job
     from ..adapters.loky import get_reusable_executor, worker_exit_codes
     from .gate import Started
     from .submit import lost_run_return
@@ -158,7 +185,7 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
                 max_workers=max_workers, timeout=300, env={WORKERS_ENV: str(workers)}, **pinning
             )
             return executor.submit(
-                joblib_execute_job,
+                execute_job,
                 initial_job_idx + index,
                 job_overrides[index],
                 launcher.hydra_context,

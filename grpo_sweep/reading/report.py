@@ -303,12 +303,16 @@ def _flatten(node: Any, prefix: str, out: dict) -> None:
             out[name] = value
 
 
-def _plot_section(results: SweepResults, names: list[str], options: dict) -> list[str]:
+def _plot_section(results: SweepResults, names: list[str], options: dict, unwritten: list[str]) -> list[str]:
     try:
         images = write_plots(results, names, results.sweep_dir / PLOTS, FOREST_OPTIONS, options.get("scales"))
     except ImportError as exc:  # matplotlib is optional for the table
         images = []
         lines = ["", f"(no plots: {exc})"]
+    except OSError as exc:  # a read-only sweep directory
+        images = []
+        unwritten.append(f"{PLOTS}/ ({exc.strerror or exc})")
+        lines = ["", f"(no plots: {PLOTS}/ could not be written: {exc.strerror or exc})"]
     else:
         lines = []
     lines += ["", "## Plots", ""]
@@ -411,10 +415,15 @@ def write_report(
         f"Every run — its overrides as columns, every summary value, its state — is in [{RUNS_CSV}]({RUNS_CSV}) "
         "(`pandas.read_csv`)."
     )
-    write_runs_csv(ranked, sweep_dir / RUNS_CSV)
+    damaged_at = len(lines)  # the damaged files section goes here, once everything has been read
+    unwritten: list[str] = []
+    try:
+        write_runs_csv(ranked, sweep_dir / RUNS_CSV)
+    except OSError as exc:  # a read-only sweep directory: the report is still made
+        unwritten.append(f"{RUNS_CSV} ({exc.strerror or exc})")
     # the plots first: they read each run's metrics.jsonl, which also gives the runs table the steps of a run that
     # did not finish (one read per file); the report shows them last
-    plot_lines = _plot_section(results, names, plot_options or {}) if plots else []
+    plot_lines = _plot_section(results, names, plot_options or {}, unwritten) if plots else []
     per_config = seeds_table(results, names)
     if per_config and seeds_heading:
         lines += ["", *seeds_heading, ""] + per_config
@@ -459,6 +468,31 @@ def write_report(
         if len(failed) > TOP_FAILURES:
             lines.append(f"- ... and {len(failed) - TOP_FAILURES} more: [{RUNS_CSV}]({RUNS_CSV}), column `error`")
     lines += wandb_section(sweep_dir)
+    if results.problems:
+        lines[damaged_at:damaged_at] = [
+            "",
+            "## Damaged or missing files",
+            "",
+            "Files the report met damaged or missing, each with what was done instead (the figures above are "
+            "what is left):",
+            "",
+            *(f"- {line}" for line in results.problems),
+        ]
     path = sweep_dir / REPORT
-    write_text_atomic(path, "\n".join(lines).rstrip() + "\n")
+    text = "\n".join(lines).rstrip() + "\n"
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise ReportNotWritten(path, text, [f"{REPORT} ({exc.strerror or exc})", *unwritten]) from None
+    if unwritten:
+        raise ReportNotWritten(path, text, unwritten)
     return path
+
+
+class ReportNotWritten(OSError):
+    """The report was made but some of its files could not be written (a read-only sweep directory): ``text`` is
+    report.md's, ``unwritten`` each file not written with why; report.md itself was written if it is not among them."""
+
+    def __init__(self, path: Path, text: str, unwritten: list[str]) -> None:
+        super().__init__(f"could not write into {path.parent}: {', '.join(unwritten)}")
+        self.path, self.text, self.unwritten = path, text, unwritten

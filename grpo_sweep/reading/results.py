@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..run.record import OUTCOME_FIELDS, RunSummary
-from ..run.results import METRICS, lookup, read_outcomes, read_run_summary
+from ..run.results import METRICS, OutcomesDamaged, lookup, outcomes_path, read_outcomes, read_run_summary
 from . import stats
 
 # The end of a sweep writes its verdicts here (sweep_end.py): the comparisons as JSON, for W&B and other readers.
@@ -27,6 +27,8 @@ VERDICTS_FILE = "verdicts.json"
 # A run whose summary.json exists but cannot be read: its status, the reason its ``error``.
 UNREADABLE = "unreadable"
 NO_CONFIGURATION = "(defaults)"
+# what the notes on damaged or missing files say a damaged outcomes file changed
+NOT_PAIRED = "left out: the comparisons with this run use each run's {split} figure, not its per-question outcomes"
 
 
 def run_name(run_dir: Path, sweep_dir: Path) -> str:
@@ -49,6 +51,8 @@ def last_step(run_dir: Path, tail_bytes: int = 16384) -> int | None:
             lines = f.read().decode(errors="replace").splitlines()
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a directory in its place, no permission: the caller names it
+        raise OSError(f"{METRICS} cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
     for line in reversed(lines):
         try:
             return json.loads(line)["step"]
@@ -81,14 +85,19 @@ def _is_seed(override: str) -> bool:
     return stats.is_seed(override.partition("=")[0])
 
 
-def _hydra_overrides(run_dir: Path) -> list[str]:
-    from omegaconf import OmegaConf
+def _hydra_overrides(run_dir: Path) -> tuple[list[str], str | None]:
+    """The overrides Hydra wrote when the run started, and why they could not be read (None: they could)."""
+    from omegaconf import ListConfig, OmegaConf
 
     path = run_dir / ".hydra" / "overrides.yaml"
     try:
-        return [str(o) for o in OmegaConf.load(path)] if path.exists() else []
-    except Exception:  # a half-written overrides.yaml: the run is still listed, without its overrides
-        return []
+        loaded = OmegaConf.load(path) if path.exists() else []
+        if not isinstance(loaded, (list, ListConfig)):
+            raise ValueError(f"a {type(loaded).__name__}, not a list")
+        return [str(o) for o in loaded], None
+    except Exception as exc:  # a half-written overrides.yaml: the run is still listed, without its overrides
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [], f".hydra/overrides.yaml cannot be read ({why}): listed without its overrides, as (defaults)"
 
 
 def _order(name: str):
@@ -145,6 +154,9 @@ class SweepResults:
         self._outcomes: dict = {}
         self._last_steps: dict = {}
         self._derived: dict = {}
+        # the damaged or missing files met while reading, each naming its file and what was done instead: every
+        # output shows them (``problems``); some are met only when asked for (outcomes, metrics)
+        self.notes: list[str] = []
 
     @classmethod
     def read(
@@ -162,9 +174,28 @@ class SweepResults:
         verdicts; ``not_runs``: files that mark a Hydra job directory holding no run (an Optuna worker's); ``verdicts``:
         strict or moderated (default: the sweep's hydra.sweeper.verdicts, verdicts_of)."""
         sweep_dir = Path(sweep_dir)
+        notes: list[str] = []  # every damaged or missing file met, named, with what was done instead
         run_dirs = [config.parent.parent for config in sorted(sweep_dir.glob("**/.hydra/config.yaml"))]
         seen = {run_dir.resolve() for run_dir in run_dirs}
-        run_dirs += [Path(d) for d in also if Path(d).is_dir() and Path(d).resolve() not in seen]
+        # a job (multiruns/<time>/<n>) whose .hydra is gone still has its summary, with its overrides: read, and named
+        for path in sorted(sweep_dir.glob("*/summary.json")):
+            if path.parent.resolve() not in seen and not (path.parent / ".hydra").is_dir():
+                notes.append(
+                    f"{run_name(path.parent, sweep_dir)}: .hydra/config.yaml is missing; read from its summary"
+                )
+                run_dirs.append(path.parent)
+                seen.add(path.parent.resolve())
+        for d in also:
+            if Path(d).resolve() in seen:
+                continue
+            if Path(d).is_dir():
+                run_dirs.append(Path(d))
+            elif Path(d).exists():
+                notes.append(f"{run_name(Path(d), sweep_dir)}: the run's directory is a file; not read")
+        for entry in sorted(sweep_dir.iterdir()) if sweep_dir.is_dir() else []:
+            numbered = entry.name.isdigit() and Path(entry).resolve() not in {Path(d).resolve() for d in also}
+            if numbered and not entry.is_dir():  # a job's directory (multiruns/<time>/<n>) replaced by a file
+                notes.append(f"{entry.name}: a run's directory is a file; not read")
         found = []
         for run_dir in run_dirs:
             if any((run_dir / marker).exists() for marker in not_runs):
@@ -174,7 +205,10 @@ class SweepResults:
                 summary = RunSummary(status=UNREADABLE, error=problem)
             summary = summary or RunSummary(status="running")
             if summary.overrides is None:  # still running (or killed): Hydra wrote its overrides when it started
-                summary = replace(summary, overrides=_hydra_overrides(run_dir))
+                overrides, why = _hydra_overrides(run_dir)
+                if why:
+                    notes.append(f"{run_name(run_dir, sweep_dir)}: {why}")
+                summary = replace(summary, overrides=overrides)
             found.append((run_dir, summary))
         found.sort(key=lambda item: _order(item[0].name))
         swept = varying_overrides([summary.overrides for _, summary in found])
@@ -182,7 +216,12 @@ class SweepResults:
             _sweep_run(run_dir, summary, overrides, sweep_dir) for (run_dir, summary), overrides in zip(found, swept)
         ]
         direction = direction or _direction([summary for _, summary in found])
-        return cls(sweep_dir, runs, direction, judge, verdicts or verdicts_of(sweep_dir))
+        if verdicts is None:
+            verdicts, why = _verdicts_of(sweep_dir)
+            notes += [why] if why else []
+        results = cls(sweep_dir, runs, direction, judge, verdicts)
+        results.notes[:0] = notes
+        return results
 
     def derived(self, key: str, make: Callable[[], Any]) -> Any:
         """What a strategy derives from these runs (a seeds sweep's replayed design), made once."""
@@ -277,28 +316,66 @@ class SweepResults:
         )
 
     def outcomes(self, run: SweepRun, field: str, split: str = "test") -> dict | None:
-        """read_outcomes of ``run``, read once per (split, field)."""
+        """read_outcomes of ``run``, read once per (split, field). A damaged file is left out (None, as for a run
+        that has none) and named in ``notes``; so is a missing one where other runs of the sweep have theirs."""
         key = (run.dir, split, field)
         if key not in self._outcomes:
-            self._outcomes[key] = read_outcomes(run.dir, split, field=field)
+            expected = run.summary.test_samples if split == "test" else run.summary.val_samples
+            try:
+                self._outcomes[key] = read_outcomes(run.dir, split, field=field, expected=expected)
+            except OutcomesDamaged as exc:
+                self._outcomes[key] = None
+                self.note(f"{run.name}: {exc}; {NOT_PAIRED.format(split=split)}")
+            else:
+                if self._outcomes[key] is None and run.summary.status == "completed" and self._others_have(split):
+                    path = outcomes_path(run.dir, split)
+                    self.note(
+                        f"{run.name}: {path.parent.name}/{path.name} is missing; {NOT_PAIRED.format(split=split)}"
+                    )
         return self._outcomes[key]
+
+    def _others_have(self, split: str) -> bool:
+        return self.derived(f"outcomes:{split}", lambda: any(outcomes_path(r.dir, split).exists() for r in self.runs))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    @property
+    def problems(self) -> list[str]:
+        """The damaged or missing files met so far, each with what was done instead (``notes``): a renderer shows
+        them after what it read (the verdicts read the outcomes, the plots and steps the metrics)."""
+        return list(self.notes)
 
     def series(self, run_dir: Path, keys: Sequence[str]) -> tuple[dict[str, dict], int | None]:
         """plots.read_series of a run's metrics.jsonl, its last step kept for ``steps``: the file is opened once
         for both (the report draws its plots before it writes its runs table)."""
         from .plots import read_series
 
-        series, last = read_series(run_dir, keys)
+        try:
+            series, last = read_series(run_dir, keys)
+        except OSError as exc:  # a directory in its place, no permission
+            self.note(f"{run_name(Path(run_dir), self.sweep_dir)}: {METRICS} cannot be read ({exc}); no curves")
+            series, last = {key: {} for key in keys}, None
         self._last_steps[Path(run_dir)] = last
         return series, last
+
+    def last_logged(self, run_dir: Path) -> int | None:
+        """The last step a run logged (metrics.jsonl), read once; an unreadable file is named in ``notes``."""
+        run_dir = Path(run_dir)
+        if run_dir not in self._last_steps:
+            try:
+                self._last_steps[run_dir] = last_step(run_dir)
+            except OSError as exc:
+                self.note(f"{run_name(run_dir, self.sweep_dir)}: {exc}; its step is not shown")
+                self._last_steps[run_dir] = None
+        return self._last_steps[run_dir]
 
     def steps(self, run: SweepRun) -> int | None:
         """Its steps: the summary's, else the last logged one."""
         if run.summary.steps is not None:
             return run.summary.steps
-        if run.dir not in self._last_steps:
-            self._last_steps[run.dir] = last_step(run.dir)
-        return self._last_steps[run.dir]
+        return self.last_logged(run.dir)
 
     def verdict_records(self) -> list[dict]:
         """The comparisons as JSON rows (verdicts.json, which W&B and other readers take without this package)."""
@@ -337,17 +414,25 @@ class SweepResults:
 def verdicts_of(sweep_dir: Path) -> str:
     """The verdict mode a sweep asked for: hydra.sweeper.verdicts of its multirun.yaml, or of the sweep it lies in
     (a PBT's head_to_head/), else stats.DEFAULT_VERDICTS."""
+    return _verdicts_of(sweep_dir)[0]
+
+
+def _verdicts_of(sweep_dir: Path) -> tuple[str, str | None]:
+    """``verdicts_of``, and the note naming a multirun.yaml that cannot be read (None: none)."""
     from omegaconf import OmegaConf
 
     for folder in [Path(sweep_dir), *list(Path(sweep_dir).parents)[:2]]:
         path = folder / "multirun.yaml"
-        if path.is_file():
+        if path.exists():
             try:
                 mode = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.verdicts")
-            except Exception:  # a half-written multirun.yaml: the default, as for a sweep that names none
-                mode = None
-            return str(mode) if mode is not None else stats.DEFAULT_VERDICTS
-    return stats.DEFAULT_VERDICTS
+            except Exception as exc:  # a half-written multirun.yaml: the default, as for a sweep that names none
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                return stats.DEFAULT_VERDICTS, (
+                    f"{path} cannot be read ({why}): read as a grid, with {stats.DEFAULT_VERDICTS} verdicts"
+                )
+            return (str(mode) if mode is not None else stats.DEFAULT_VERDICTS), None
+    return stats.DEFAULT_VERDICTS, None
 
 
 def _sweep_run(run_dir: Path, summary: RunSummary, overrides: list[str], sweep_dir: Path) -> SweepRun:

@@ -144,4 +144,15 @@ def sweep_table(results: SweepResults, top: int = TOP_RUNS) -> str:
         notes.append(f"... and {len(bad) - TOP_NOTES} more failed or unreadable runs (report.md lists them all)")
     per_config = seed_block(results)
     cost = cost_line(summaries)
-    return "\n".join(table + notes + ([""] + per_config if per_config else []) + ([cost] if cost else []))
+    damaged = problem_lines(results)  # after the verdicts: they read the outcomes
+    return "\n".join(table + notes + ([""] + per_config if per_config else []) + ([cost] if cost else []) + damaged)
+
+
+def problem_lines(results: SweepResults) -> list[str]:
+    """The damaged or missing files the reading met (``SweepResults.problems``), one line each, headed."""
+    found = results.problems
+    if not found:
+        return []
+    return ["", f"Damaged or missing files ({len(found)}), each with what was done instead:"] + [
+        f"  {line}" for line in found
+    ]

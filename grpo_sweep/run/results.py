@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from .files import iter_jsonl, write_json_atomic, write_jsonl_atomic
+from .files import write_json_atomic, write_jsonl_atomic
 from .record import SUMMARY_NAME, VAL_ACCURACY, VAL_ACCURACY_LENIENT, VAL_REWARDS, RunFailed, RunSummary
 
 SUMMARY = SUMMARY_NAME
@@ -74,16 +74,44 @@ def write_outcomes(run_dir: Path, name: str, rows: Iterable[dict]) -> None:
     write_jsonl_atomic(outcomes_path(run_dir, name), rows)
 
 
-def read_outcomes(run_dir: Path, name: str, field: str = "accuracy") -> dict[str, float | None] | None:
+class OutcomesDamaged(ValueError):
+    """An outcomes file that is there but cannot be what its run wrote (written whole, atomically): its reason, one
+    line, naming the file."""
+
+
+def read_outcomes(
+    run_dir: Path, name: str, field: str = "accuracy", expected: int | None = None
+) -> dict[str, float | None] | None:
     """{question key: that question's ``field``} of one outcomes file; None when the run has no such file (an
-    older run, a pruned or failed one). A question judged None (no usable ground truth) stays None."""
+    older run, a pruned or failed one). A question judged None (no usable ground truth) stays None.
+
+    OutcomesDamaged when the file is there but damaged: not a file, unreadable, empty, a line that is not a question's
+    row, or fewer rows than the ``expected`` questions (the summary's ``<split>_samples``)."""
     path = outcomes_path(run_dir, name)
-    if not path.is_file():
+    shown = f"{OUTCOMES}/{path.name}"
+    if not path.exists():
         return None
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:  # a directory in its place, no permission, binary junk
+        why = getattr(exc, "strerror", None) or exc
+        raise OutcomesDamaged(f"{shown} cannot be read ({type(exc).__name__}: {why})") from None
     out: dict[str, float | None] = {}
-    for row in iter_jsonl(path):
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if not isinstance(row, dict) or "key" not in row:
+            raise OutcomesDamaged(f"{shown} line {number} is not a question's row (cut short or edited?)")
         value = row.get(field)
         out[str(row["key"])] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    if not out:
+        raise OutcomesDamaged(f"{shown} is empty")
+    if isinstance(expected, int) and len(out) < expected:
+        raise OutcomesDamaged(f"{shown} holds {len(out)} of the run's {expected} questions")
     return out
 
 
@@ -134,6 +162,26 @@ def without_best(metric: str) -> str:
 def measured_periodically(metric: str) -> bool:
     base = without_best(metric)
     return base in PERIODIC_METRICS[:2] or base.startswith(PERIODIC_METRICS[2])
+
+
+# the figures summary.json holds under these names, per reward term (``val_rewards.<term>``), that an objective may be
+FIGURES = (VAL_ACCURACY, VAL_ACCURACY_LENIENT, "reward")
+TERM_FIGURES = (VAL_REWARDS, "train_rewards")
+
+
+def check_metric_name(metric: str, terms: Any, setting: str = "optimized_metric") -> None:
+    """Refuse, in one line, an objective that names no figure a run reports (every trial or member would train and
+    then have no value): ``terms``, the mix's reward names. The test split's figures are validate's to refuse.
+    ValueError."""
+    base = without_best(str(metric))
+    known = {*FIGURES, *(f"{group}.{t}" for group in TERM_FIGURES for t in terms)}
+    if base in known or base.startswith("test_"):
+        return
+    raise ValueError(
+        f"{setting}={metric!r} is no figure a run reports; use one of {', '.join(FIGURES)}, "
+        f"{VAL_REWARDS}.<term> or train_rewards.<term> (terms: {', '.join(map(str, terms)) or 'none'}), "
+        "or best.<a val_ figure>"
+    )
 
 
 def lookup(summary: dict, dotted: str) -> Any:

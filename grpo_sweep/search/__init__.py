@@ -51,4 +51,8 @@ def of_sweep(sweep_dir: Path) -> Strategy:
         return strategies()[0]
     from omegaconf import OmegaConf
 
-    return for_sweeper(OmegaConf.select(OmegaConf.load(path), "hydra.sweeper._target_"))
+    try:
+        target = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper._target_")
+    except Exception:  # a half-written multirun.yaml: a grid, as without one; the sweep's reader names the file
+        return strategies()[0]
+    return for_sweeper(target)

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..reading.report import write_report
+from ..reading.report import ReportNotWritten, write_report
 from ..reading.stats import VERDICT_MODES
 from ..search import of_sweep
 from ..search.base import Strategy
@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ReportNotWritten as exc:  # a read-only sweep: reading it is still this command's job
+        printed = any(item.startswith(exc.path.name) for item in exc.unwritten)
+        if printed:
+            print(exc.text, end="")
+        print(f"note: {exc}; " + ("the report is printed above" if printed else f"report: {exc.path}"), file=sys.stderr)
+        return 0
     print(f"report: {path} ({time.perf_counter() - started:.1f} s)")
     return 0
 

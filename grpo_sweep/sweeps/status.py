@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from ..launching.jobs import JOBS, SLURM_ENDED, slurm_jobs
-from ..reading.results import UNREADABLE, SweepResults, last_step, varying_overrides
-from ..reading.tables import aligned_columns, sweep_table
+from ..reading.results import UNREADABLE, SweepResults, varying_overrides
+from ..reading.tables import aligned_columns, problem_lines, sweep_table
 from ..run.files import read_jsonl, write_text_atomic
 from ..run.results import METRICS
 from ..run.resume import RESUMES
@@ -32,15 +32,36 @@ def _job_log_tail(sweep_dir: Path, job_id: str, lines: int = 8) -> str:
 
 
 def _jobs(sweep_dir: Path) -> list[dict] | None:
-    """jobs.json's runs (a submitted sweep), None without one."""
+    """jobs.json's runs (a submitted sweep), None without one; ValueError naming it when it cannot be read."""
     jobs_file = Path(sweep_dir) / JOBS
-    return json.loads(jobs_file.read_text())["jobs"] if jobs_file.exists() else None
+    if not jobs_file.exists():
+        return None
+    try:
+        jobs = json.loads(jobs_file.read_text())["jobs"]
+        if not all(isinstance(job, dict) and "run_dir" in job for job in jobs):
+            raise ValueError("a job without its run_dir")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{JOBS} cannot be read ({type(exc).__name__}: {exc})") from None
+    return jobs
+
+
+def _readable_jobs(sweep_dir: Path, results: SweepResults | None = None) -> list[dict] | None:
+    """``_jobs``; a damaged jobs.json is named in the reading's notes and the run directories are read instead."""
+    try:
+        return _jobs(sweep_dir)
+    except ValueError as exc:
+        if results is not None:
+            results.note(f"{exc}: the job ids and the runs not started are not shown; the run directories are")
+        return None
 
 
 def read_sweep(sweep_dir: Path) -> SweepResults:
     """The sweep's runs, read once by the strategy that ran it: its run directories and those jobs.json lists
     (started or not)."""
-    return of_sweep(sweep_dir).read(sweep_dir, also=[Path(job["run_dir"]) for job in _jobs(sweep_dir) or []])
+    jobs = _readable_jobs(sweep_dir)
+    results = of_sweep(sweep_dir).read(sweep_dir, also=[Path(job["run_dir"]) for job in jobs or []])
+    _readable_jobs(sweep_dir, results)  # named in the reading's notes
+    return results
 
 
 def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dict]:
@@ -48,7 +69,7 @@ def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dic
     sweep as read_sweep read it, when the caller has it."""
     sweep_dir = Path(sweep_dir)
     results = results or read_sweep(sweep_dir)
-    runs = _jobs(sweep_dir)
+    runs = _readable_jobs(sweep_dir)
     if runs is None:  # a local sweep or a study: the run directories are all there is (trials/5/seed44 in a study)
         runs = [
             {"num": run.name, "run_dir": str(run.dir), "job_id": None, "overrides": list(run.summary.overrides)}
@@ -63,7 +84,13 @@ def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dic
         unreadable = found.summary.error if found is not None and found.summary.status == UNREADABLE else None
         status = summary.status if summary else None
         slurm_state, requeues = slurm.get(run.get("job_id") or "", (None, 0))
-        resumes = len(read_jsonl(run_dir / RESUMES))
+        try:
+            resumes = len(read_jsonl(run_dir / RESUMES))
+        except OSError as exc:  # a directory in its place: the count is not known
+            results.note(
+                f"{found.name if found else run_dir}: {RESUMES} cannot be read ({exc.strerror}); requeues not counted"
+            )
+            resumes = 0
         error = ""
         if unreadable:  # reported with its reason; the other runs' states still count
             state, error = "unreadable", unreadable
@@ -94,7 +121,7 @@ def run_states(sweep_dir: Path, results: SweepResults | None = None) -> list[dic
                 "job_id": run.get("job_id"),
                 "state": state,
                 "requeues": max(requeues, resumes),
-                "step": last_step(run_dir),
+                "step": results.last_logged(run_dir),
                 "objective": summary.objective if summary else None,
                 "error": error.strip(),
             }
@@ -124,7 +151,8 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
     states = run_states(sweep_dir, results)
     if not states:
         due = round_due(results)
-        return (due or f"no runs under {sweep_dir} (no {JOBS}, no run directories)"), False
+        text = due or f"no runs under {sweep_dir} (no {JOBS}, no run directories)"
+        return "\n".join([text, *problem_lines(results)]), False
     lines = [summary_line(sweep_dir, states)]
     swept = varying_overrides([s["overrides"] for s in states])
     listed = list(zip(states, swept))
@@ -166,9 +194,14 @@ def report(sweep_dir: Path, show_all: bool = False) -> tuple[str, bool]:
         lines.append(f"\n{due}")
         finished = False
     elif finished:
-        table = sweep_table(results)
-        write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
+        table = sweep_table(results)  # with the damaged files it met
         lines.append(f"\nAll runs ended.\n{table}\nReport with plots: python -m grpo_sweep.sweeps.report {sweep_dir}")
+        try:
+            write_text_atomic(Path(sweep_dir) / "sweep_table.md", table + "\n")
+        except OSError as exc:  # a read-only sweep: the status is still printed
+            lines.append(f"(sweep_table.md not saved in {sweep_dir}: {exc.strerror or exc})")
+    if not finished:
+        lines += problem_lines(results)
     return "\n".join(lines), finished
 
 

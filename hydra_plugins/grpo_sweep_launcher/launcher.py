@@ -61,6 +61,29 @@ class _SubmitLaunch(GatedLauncher):
 
     process_per_run = True  # a submitit job per run: a subprocess here, a SLURM job on a cluster
 
+    def __call__(
+        self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: dict
+    ) -> JobReturn:
+        """The job: the stock launcher's, except that the job's id is its number, as the gate planned its run
+        directory (the stock one takes submitit's job id, known only once the job runs)."""
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import run_job, setup_globals
+        from omegaconf import open_dict
+
+        Singleton.set_state(singleton_state)
+        setup_globals()
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, sweep_overrides)
+        with open_dict(sweep_config.hydra.job) as job:
+            job.id = job_num
+            job.num = job_num
+        return run_job(
+            hydra_context=self.hydra_context,
+            task_function=self.task_function,
+            config=sweep_config,
+            job_dir_key=job_dir_key,
+            job_subdir_key="hydra.sweep.subdir",
+        )
+
     def check_resources(self) -> None:
         from grpo_sweep.launching import submit
 

@@ -84,9 +84,31 @@ class Adaptive:
             sequential.ALL_DECIDED: f"every comparison decided after {state.seeds} seeds",
             sequential.MAX_SEEDS: f"reached max_seeds={s.max_seeds}",
             sequential.BUDGET: f"budget: max_runs={s.max_runs} spent ({self.plan.runs} runs)",
-            sequential.FAILED: f"a run failed (of seeds 1..{state.seeds}); to try it again remove its directory "
-            "and run the same command",
+            sequential.FAILED: self._failed_text(c, state.seeds),
         }.get(state.stop, f"running ({state.seeds} seeds)")
+
+    def _failed_text(self, c: int, seeds: int) -> str:
+        """Why configuration c stopped at a failed run: that run (its configuration's own, or the run of another
+        configuration that stopped the look c was in), what it is (failed, or its summary unreadable) and why."""
+        ended = ("completed", "running", "paused")
+        bad = [
+            (k, run)
+            for k in range(len(self.configs))
+            for i in range(seeds)
+            if (run := self.run(k, i)) is not None and run.summary.status not in ended
+        ]
+        own = [(k, run) for k, run in bad if k == c]
+        if not bad:
+            return f"a run failed (of seeds 1..{seeds}); to try it again remove its directory and run the same command"
+        named = "; ".join(
+            f"run {run.name} ({self.labels[k]}) {run.summary.status}: {(run.summary.error or '?').splitlines()[0]}"
+            for k, run in (own or bad)
+        )
+        fix = "to try it again remove its directory and run the same command"
+        if not own:
+            return f"stopped with its look at {named}; {fix}"
+        failed = any(run.summary.status == "failed" for _, run in own)
+        return f"{'a run failed' if failed else 'a run cannot be read'}: {named}; {fix}"
 
     def comparisons(self) -> list[stats.Comparison]:
         """One row per configuration, as stats.compare's: the reference (the last look's leader) first, then the

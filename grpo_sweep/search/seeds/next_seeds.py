@@ -191,6 +191,7 @@ def next_seeds(sweep_dir: Path, given: dict | None = None) -> dict:
         "message": _message(reason, todo, sweep_dir, grid),
         "configurations": configurations,
         "todo": todo,
+        "problems": adaptive.results.problems,
     }
 
 
@@ -265,6 +266,8 @@ def text(out: dict) -> str:
         rows.append([c["config"], f"seeds {seeds}", where, verdict])
     lines = [head, *aligned_columns(rows, indent="  "), out["message"]]
     lines += [c["line"] for c in out["configurations"] if c["line"]]
+    if out.get("problems"):
+        lines += ["Damaged or missing files, each with what was done instead:", *(f"  {p}" for p in out["problems"])]
     return "\n".join(lines)
 
 
