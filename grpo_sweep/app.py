@@ -110,6 +110,13 @@ def _optuna_worker(cfg: Any, context: RunContext) -> float | None:
     return run_worker(cfg, HydraConfig.get(), context)
 
 
+def chosen(s: RunSummary) -> str:
+    """How the reported step was chosen: the best validation step, or the last one and which step was best."""
+    if s.best_step is None or s.reported_step == s.best_step:
+        return f"chosen on {s.best_metric} among steps {s.eval_steps}"
+    return f"the last step; step {s.best_step} was best on {s.best_metric} among steps {s.eval_steps}"
+
+
 def format_summary(summary: RunSummary | dict) -> str:
     """The end-of-run lines on the terminal."""
     s = summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)
@@ -138,8 +145,7 @@ def format_summary(summary: RunSummary | dict) -> str:
     held = ", ".join(f"{n} {v(x)}" for n, x in (s.test_rewards or {}).items())
     lines.append(
         f"  validation ({s.val_samples} prompts): accuracy {v(s.val_accuracy_before)} -> "
-        f"{v(s.val_accuracy)} at step {s.reported_step}"
-        + (f" (chosen on {s.best_metric} among steps {s.eval_steps})" if s.eval_steps else "")
+        f"{v(s.val_accuracy)} at step {s.reported_step}" + (f" ({chosen(s)})" if s.eval_steps else "")
     )
     if s.status == "paused":
         lines.append("  test: not measured yet (it is measured once, on the weights the run reports when it ends)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from omegaconf import OmegaConf
+
 from .grpo_fields import OPTIMIZER_FIELDS, TRAINER_FIELDS, check_args, check_values
 
 # model.dtype (models.check_model), a reward model's model_args.dtype
@@ -24,6 +26,40 @@ DEEPSPEED = ("zero2",)
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names it."""
+
+
+# A reward weight multiplies scores of about 1 that are summed in float32 and squared in their spread: a nonzero
+# weight above 1e6 overflows float32 or bf16 on the way (1e39 is inf: every advantage nan, a loss of 0), one below
+# 1e-6 leaves a spread under GRPO's 1e-4 in the advantage's denominator, so it learns nothing
+WEIGHTS = (1e-6, 1e6)
+WEIGHTS_WHY = "a weight multiplies the reward in float32/bf16; beyond these it overflows or vanishes; 0 turns it off"
+
+
+# numpy's seeder (transformers.set_seed, the data's shuffles) takes 0 .. 2**32 - 1 and raises on anything else when
+# the run starts, on the compute node
+SEED_MAX = 2**32 - 1
+
+
+def seed_error(key: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the seed ``key``; None when it can."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        return f"{key}={value!r}: a seed must be a whole number in 0..{SEED_MAX} (numpy's seeder takes no other)"
+    return None
+
+
+def check_seeds(cfg: Any) -> None:
+    """Every ``seed`` of the run's config (trainer.seed, data.seed, the tiny model's ...), Hydra's own node aside."""
+
+    def walk(node: Any, prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            elif key == "seed" and seed_error(f"{prefix}{key}", value):
+                raise ConfigError(seed_error(f"{prefix}{key}", value))
+
+    for group in cfg:
+        if group != "hydra" and OmegaConf.is_dict(cfg[group]):
+            walk(OmegaConf.to_container(cfg[group], resolve=True), f"{group}.")
 
 
 def updates_weights_in_place(cfg: Any) -> bool:

@@ -162,6 +162,28 @@ DOMAINS: dict[str, Domain] = {
 }
 
 
+# Fields that multiply (or divide) the float32/bf16 numbers a step computes: beyond these bounds the product overflows
+# (inf, then nan: a loss and grad norm of 0, and the run "finishes") or vanishes (no step changes anything), whatever
+# the field's DOMAINS allow. (low, high, why); a value of 0 stays DOMAINS' to judge.
+SCALES: dict[str, tuple[float, float, str]] = {
+    "learning_rate": (
+        1e-9,
+        1.0,
+        "Adam moves each weight by about the learning rate a step: above 1 the weights overflow to inf/nan, below "
+        "1e-9 a step is under float32's resolution of a weight",
+    ),
+    "beta": (1e-6, 1e6, "it multiplies the KL term; 0 turns it off"),
+    "temperature": (1e-6, 1e6, "it divides the logits"),
+}
+
+
+def scale_error(where: str, value: float, low: float, high: float, why: str) -> str | None:
+    """The one line for a nonzero multiplier ``value`` (set as ``where``) outside ``[low, high]``; None inside."""
+    if value == 0 or low <= abs(value) <= high:
+        return None
+    return f"{where}={value:g}: a nonzero value must be in [{low:g}, {high:g}] ({why})"
+
+
 def kinds_of(annotation: Any) -> list[str]:
     """The kinds of config value (`KINDS`) a field's type annotation accepts: ``int | None`` -> int, none."""
     origin = typing.get_origin(annotation)
@@ -275,6 +297,10 @@ def check_value(name: str, value: Any, where: str) -> None:
     domain = DOMAINS.get(name)
     if domain is not None and not domain.holds(value):
         raise ValueError(f"{where}={value}: {domain.text()}" + (f" ({domain.what})" if domain.what else ""))
+    if name in SCALES:
+        error = scale_error(where, value, *SCALES[name])
+        if error:
+            raise ValueError(error)
 
 
 def check_values(values: Mapping[str, Any], where: str) -> None:

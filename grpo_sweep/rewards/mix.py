@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..config.checks import WEIGHTS, WEIGHTS_WHY
+from ..config.grpo_fields import scale_error
 from . import (
     REWARDS,
     RewardError,
@@ -307,6 +309,9 @@ def check_mix(
         check_arguments(fn, term.params, f"reward_mix.{term.name}.params", f"reward {term.target}")
         if term.weight < 0:
             raise RewardError(f"reward_mix.{term.name}.weight={term.weight}: weights must be >= 0")
+        error = scale_error(f"reward_mix.{term.name}.weight", term.weight, *WEIGHTS, WEIGHTS_WHY)
+        if error:
+            raise RewardError(error)
         for column in _term_needs(term):
             if column in WITHHELD_COLUMNS:
                 raise RewardError(

@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..config.checks import WEIGHTS, WEIGHTS_WHY
+from ..config.grpo_fields import scale_error
 from . import RewardError
 
 KINDS = ("linear", "cosine", "step", "piecewise")
@@ -77,6 +79,9 @@ def _number(value: Any, where: str, low: float | None = None, high: float | None
     if (low is not None and value < low) or (high is not None and value > high):
         what = "a weight >= 0" if high is None else f"progress in [{low:g}, {high:g}] (a fraction of the run)"
         raise RewardError(f"{where}={value!r}: must be {what}")
+    error = scale_error(where, value, *WEIGHTS, WEIGHTS_WHY) if high is None else None  # a weight
+    if error:
+        raise RewardError(error)
     return float(value)
 
 

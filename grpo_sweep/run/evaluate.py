@@ -296,6 +296,21 @@ def load_trainable(model, state: dict) -> None:
             params[name].copy_(value.to(params[name].device))
 
 
+def saved_trainable(model, saved: Path) -> dict | None:
+    """The trainable weights of the LoRA adapter saved in ``saved`` (``backend.save``), as ``trainable_state`` gives
+    them; ``model`` keeps its own. None for a full fine-tune (its saved model is not read back here)."""
+    if not hasattr(model, "peft_config"):
+        return None
+    from peft import load_peft_weights, set_peft_model_state_dict
+
+    now = trainable_state(model)
+    try:
+        set_peft_model_state_dict(model, load_peft_weights(str(saved), device="cpu"))
+        return trainable_state(model)
+    finally:
+        load_trainable(model, now)
+
+
 class PeriodicEval(TrainerCallback):
     """Greedy validation at step 0 and every ``every`` steps; keeps the best step's adapter (on disk, and its
     weights in memory so the run can report it) and the weights before training (for the test split's "before").
@@ -412,11 +427,17 @@ class PeriodicEval(TrainerCallback):
         """The most recent validation (the progress bar shows it)."""
         return self.results[max(self.results)] if self.results else None
 
-    def reported_step(self, final_step: int, report: str) -> int:
+    def reported_step(self, final_step: int, report: str, model=None) -> int:
         """The step whose weights the run reports: the best validation step (``report=best``), or the last. A best
-        step whose weights were in a process that died (a resume after it) cannot be reported: the last is."""
+        step of an earlier attempt (a resume after it, each phase of trainer.phases) is read back from its adapter
+        on disk into ``model``'s form; one that cannot be (a full fine-tune's) cannot be reported: the last is."""
         if report != "best" or self.best_step is None or self.best_step == final_step:
             return final_step
+        if self._best_state is None and model is not None and self.best_adapter:
+            try:
+                self._best_state = saved_trainable(model, self.run_dir / self.best_adapter)
+            except Exception as exc:  # noqa: BLE001 - an unreadable adapter: the last step is reported, and said so
+                log.warning("the best step's adapter %s cannot be read back: %s", self.best_adapter, exc)
         if self._best_state is None:
             log.warning(
                 "the best validation step %d's weights are not in memory after a resume: reporting step %d",
@@ -481,7 +502,7 @@ def final_evaluations(
     before training. Nothing here feeds back into a choice. Writes samples.jsonl, outcomes/ and a ``test/`` row
     in metrics.jsonl; returns the validation and test reports and the reported adapter's directory."""
     periodic.final(step, model, saved=adapter)
-    reported = periodic.reported_step(step, cfg.trainer.eval.report)
+    reported = periodic.reported_step(step, cfg.trainer.eval.report, model)
     reported_adapter = adapter
     if reported != step:
         load_trainable(model, periodic.weights(reported))

@@ -17,6 +17,8 @@ from typing import Any
 
 from omegaconf import OmegaConf, read_write
 
+from ..config.show import first_line, shown
+
 
 class PhaseError(ValueError):
     """A phase that cannot work; the message names it (validate reports it as the config's error)."""
@@ -50,9 +52,21 @@ FIXED: tuple[tuple[str, str], ...] = (
 )
 
 
+# what the one line of a refused phase key says a phase may set instead
+MAY_SET = (
+    "a phase may set single values a checkpoint does not hold, such as optimizer.learning_rate, trainer.beta, "
+    "trainer.temperature, trainer.seed or reward_mix.<name>.weight"
+)
+
+
 def why_fixed(key: str) -> str | None:
-    """Why a run continued from its checkpoint cannot change ``key``; None where it can."""
-    return next((why for prefix, why in FIXED if key == prefix or key.startswith(prefix)), None) or None
+    """Why a run continued from its checkpoint cannot change ``key``; None where it can. A whole group (``model``,
+    ``trainer``) cannot change where anything in it cannot."""
+    for prefix, why in FIXED:
+        if key == prefix.rstrip(".") or key.startswith(prefix):
+            return why or None
+    inside = next((prefix.rstrip(".") for prefix, why in FIXED if why and prefix.startswith(f"{key}.")), None)
+    return f"it is a group holding {inside}" if inside else None
 
 
 def phases_of(cfg: Any) -> list[dict]:
@@ -83,12 +97,21 @@ def check_phases(cfg: Any) -> None:
         before = step
         if not isinstance(phase["set"], dict) or not phase["set"]:
             raise PhaseError(f"{where}.set={phase['set']!r}: give the values the phase sets, {{key: value}}")
-        for key in phase["set"]:
+        for key, value in phase["set"].items():
             why = why_fixed(str(key))
             if why:
-                raise PhaseError(f"{where}.set.{key}: a run cannot change {key} from a step on ({why})")
-            if OmegaConf.select(cfg, str(key), default=_ABSENT) is _ABSENT:
+                raise PhaseError(f"{where}.set.{key}: a run cannot change {key} from a step on ({why}); {MAY_SET}")
+            node = OmegaConf.select(cfg, str(key), default=_ABSENT)
+            if node is _ABSENT:
                 raise PhaseError(f"{where}.set.{key}: not a config key of this run")
+            if OmegaConf.is_config(node) or isinstance(value, (dict, list)):
+                raise PhaseError(f"{where}.set.{key}: {key} is not a single value; {MAY_SET}")
+            probe = copy.deepcopy(cfg)
+            try:  # the schema's type: each phase's config is built so (phase_configs)
+                with read_write(probe):
+                    OmegaConf.update(probe, str(key), value, merge=False)
+            except Exception as exc:  # noqa: BLE001 - OmegaConf's ValidationError and its kin: one line naming it
+                raise PhaseError(f"{where}.set.{key}={shown(value)}: {first_line(exc)}") from None
 
 
 _ABSENT = object()
@@ -129,14 +152,27 @@ def config_at(cfg: Any, step: int) -> Any:
 
 
 def check_resumable(run_dir: Path, cfg: Any) -> None:
-    """``resume.check_same_run`` for a run with phases too: its last checkpoint against the phase that saved it."""
-    from .resume import check_same_run, last_checkpoint
+    """``resume.check_same_run`` for a run with phases too: its last checkpoint against the phase that saved it,
+    or, for a checkpoint at a phase's last step, the next phase's, which ``run_phases`` records as the directory's
+    config before it trains: a kill inside that phase before its first checkpoint leaves that record."""
+    from .resume import ResumeError, check_same_run, last_checkpoint
 
     if not phases_of(cfg):
         check_same_run(run_dir, cfg)
         return
     found = last_checkpoint(run_dir)
-    check_same_run(run_dir, config_at(cfg, found[1] if found else 0))
+    step = found[1] if found else 0
+    starts, _ = _bounds(cfg)
+    configs = phase_configs(cfg)
+    try:
+        check_same_run(run_dir, config_at(cfg, step))
+    except ResumeError as saved_by:
+        if step not in starts[1:]:
+            raise
+        try:
+            check_same_run(run_dir, configs[starts.index(step)])
+        except ResumeError:
+            raise saved_by from None
 
 
 def run_phases(cfg: Any, run_dir: Path, train: Callable[[Any], Any], main: bool = True) -> Any:

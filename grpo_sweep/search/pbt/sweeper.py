@@ -18,7 +18,9 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ...run.files import write_json_atomic
+from ...config.checks import SEED_MAX, seed_error
+from ...run.files import check_path_name, write_json_atomic
+from ...run.phases import phases_of
 from ...run.resume import CHECKPOINTS, remember_config
 from ..base import StrategySweeper, merge_overrides, quoted, read_json, same_design
 from .population import (
@@ -67,8 +69,21 @@ class PBTSweeperImpl(StrategySweeper):
                     "hydra.launcher.detach=true: a PBT's driver ranks each round's members before the next "
                     "round starts, so it stays; run it where it may (tmux, a login session, a small job)"
                 )
+            check_path_name("hydra.sweeper.name", self.settings.name)  # the PBT's directory, under output_root
+            if phases_of(job_cfg):
+                raise PBTError(
+                    "trainer.phases: a PBT changes its members' values itself, round by round (each member is a run "
+                    "paused and continued); drop trainer.phases, or let PBT move those values (hydra.sweeper.params)"
+                )
             settings = check_settings(self.settings, job_cfg.trainer.max_steps)
             check_head_to_head(self.settings.get("head_to_head_seeds"))
+            # each member's seed is trainer.seed + member, the head-to-head's the ones after: the last must be a seed
+            last_seed = job_cfg.trainer.seed + settings.population + int(self.settings.get("head_to_head_seeds")) - 1
+            if seed_error("trainer.seed", last_seed):
+                raise PBTError(
+                    f"trainer.seed={job_cfg.trainer.seed}: a PBT's seeds run to trainer.seed + population + "
+                    f"head_to_head_seeds - 1 = {last_seed}, beyond the last seed, {SEED_MAX}"
+                )
             # GRPO divides each group's weighted reward by its spread unless scale_rewards is none: then the
             # weights' total is a step size of its own, and each weight moves alone
             scale = OmegaConf.select(job_cfg, "trainer.args.scale_rewards", default="group")

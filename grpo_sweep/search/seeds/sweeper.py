@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ...config.checks import SEED_MAX, seed_error
 from ...reading.stats import is_seed
 from ...run.files import write_json_atomic
 from ..base import StrategySweeper, read_json, same_design
@@ -55,6 +56,13 @@ class SeedsSweeperImpl(StrategySweeper):
                 )
             if isinstance(s.first_seed, bool) or not isinstance(s.first_seed, int):
                 raise ValueError(f"hydra.sweeper.first_seed={s.first_seed!r}: use a whole number")
+            # the last seed a configuration can reach, too: a later round's runs would fail when they start
+            for seed in (s.first_seed, s.first_seed + max(int(s.max_seeds or 1), 1) - 1):
+                if seed_error("hydra.sweeper.first_seed", seed):
+                    raise ValueError(
+                        f"hydra.sweeper.first_seed={s.first_seed}: the seeds {s.first_seed}..{seed} "
+                        f"(hydra.sweeper.max_seeds={s.max_seeds}) must be in 0..{SEED_MAX}"
+                    )
             configs = grid_jobs(self.hydra_context.config_loader, list(arguments))
             settings = Settings(
                 min_seeds=s.min_seeds, max_seeds=s.max_seeds, max_runs=s.max_runs, alpha=s.alpha, verdicts=s.verdicts
