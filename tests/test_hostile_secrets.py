@@ -10,7 +10,7 @@ import pytest
 from grpo_sweep.run.redact import credential_in, redact
 from grpo_sweep.search.optuna.storage import check_no_password, shown
 
-from .test_hostile_input import Failed, Refused, args, gate_refusal, judge, run_case
+from .hostile import Failed, Refused, args, gate_refusal, judge, run_case
 
 PW = "secretpw"  # one of test_hostile_input.TYPED_SECRETS: check() fails any case that prints it
 
@@ -93,7 +93,22 @@ def test_the_storage_check_refuses_a_query_secret_and_keeps_an_interpolation():
     assert shown(f"postgresql://u:{PW}@h/db?sslpassword={PW}") == "postgresql://u:***@h/db?sslpassword=***"
 
 
+def test_the_storage_check_reads_what_is_typed_around_an_interpolation():
+    """An interpolation stays unresolved in what is saved, but the text typed around it is saved as typed."""
+    with pytest.raises(ValueError, match=r"x\.db\?password=\*\*\*': a secret in the URL would be saved"):
+        check_no_password(f"sqlite:///${{oc.env:DIR}}/x.db?password={PW}")
+    check_no_password("postgresql://u:${oc.env:PW}@h/db")
+    check_no_password("postgresql://u@h/db?password=${oc.env:PW}")
+
+
 STORE = "hydra.sweeper.storage"
+
+
+def no_storage_made(inputs) -> None:
+    assert not list(inputs.iterdir()), "a refused study made its storage"
+
+
+# tests/test_hostile_input.py runs this table ("URL secrets") with the others
 CASES = [
     # the reproductions
     (
@@ -101,7 +116,7 @@ CASES = [
         args(
             "-m", "hparams_search=lr", "hydra.sweeper.n_trials=2", f'{STORE}="sqlite:///{{inputs}}/x.db?password={PW}"'
         ),
-        Refused("x.db?password=***': a secret in the URL would be saved with the study's config"),
+        Refused("x.db?password=***': a secret in the URL would be saved with the study's config", also=no_storage_made),
     ),
     (
         "an api_key in a judge's base_url query",
@@ -168,12 +183,6 @@ CASES = [
         Refused("logger.notes=http://h/x?token=***: a secret in a URL is written into the run's files"),
     ),
 ]
-
-
-@pytest.mark.parametrize("name, setup, expected", CASES, ids=[c[0] for c in CASES])
-def test_case(name, setup, expected, tmp_path):
-    run_case("Secrets", setup, expected, tmp_path)
-    assert not list((tmp_path / "inputs").iterdir()), "a refused study made its storage"
 
 
 def test_an_ordinary_query_string_passes_the_gate(tmp_path):

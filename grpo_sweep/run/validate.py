@@ -23,6 +23,7 @@ from ..config.checks import (
     check_logger,
     check_lora,
     check_optimizer,
+    check_seeds,
     check_trainer,
     updates_weights_in_place,
 )
@@ -35,7 +36,7 @@ from .distributed import DEEPSPEED, check_world, from_env, in_slurm_job_of_many_
 from .phases import check_phases, phase_configs
 from .record import VAL_ACCURACY
 from .redact import credential_in, is_secret_key, redact
-from .results import BEST_PREFIX, measured_periodically, without_best
+from .results import BEST_PREFIX, check_metric_name, measured_periodically, without_best
 from .vllm_serving import check_server_settings, server_gpus
 
 __all__ = ["ConfigError", "check_across", "check_machine", "validate"]
@@ -54,6 +55,7 @@ def validate(cfg: Any) -> None:
         check_backend(cfg)
         mix_terms = check_mix(mix, cfg.reward_errors, args)  # before trainer.args: it names the mix's rewards
         check_trainer(cfg.trainer, args, cfg.backend.name)
+        check_seeds(cfg)
         # the processes, when the config says (null: the launcher's tasks, or the GPUs: checked where they are known)
         check_world(cfg, cfg.distributed.nproc_per_node)
         check_server_settings(cfg)
@@ -85,7 +87,7 @@ def check_across(cfg: Any, mix_terms: list[Term], columns: list[str] | None, tra
             f"trainer.max_prompt_length + trainer.max_completion_length = {prompt_budget} + "
             f"{trainer.max_completion_length} exceeds model.max_seq_length={cfg.model.max_seq_length}"
         )
-    _check_objective(str(cfg.optimized_metric))
+    _check_objective(str(cfg.optimized_metric), [t.name for t in mix_terms])
     _check_accuracy_reward(cfg, mix_terms, columns)
     _check_prompt_asks_for_tags(cfg, mix_terms)
     _check_train_split_fills_a_generation(cfg, train_rows)
@@ -180,7 +182,7 @@ def _check_prompt_asks_for_tags(cfg: Any, mix_terms: list[Term]) -> None:
         )
 
 
-def _check_objective(metric: str) -> None:
+def _check_objective(metric: str, term_names: list[str]) -> None:
     base = without_best(metric)
     if base.startswith("test_"):
         raise ConfigError(
@@ -192,6 +194,11 @@ def _check_objective(metric: str) -> None:
             f"optimized_metric={metric}: the best step is chosen among the validation evaluations, which measure "
             "best.val_accuracy, best.val_accuracy_lenient, best.val_rewards.<reward>"
         )
+    # a name no run reports: every run of a sweep would train and have nothing to rank by
+    try:
+        check_metric_name(metric, term_names)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_accuracy_reward(cfg: Any, mix_terms: list[Term], columns: list[str] | None) -> None:
