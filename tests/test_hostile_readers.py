@@ -56,6 +56,7 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("launcher", ["submitit_local", "slurm"])
 def test_the_job_id_names_the_planned_run_dirs_of_the_submitit_launchers(launcher, tmp_path):
     """The dry run prints the directories the gate planned: each job's number as its id, as the job then uses."""
     out = launch_here(

@@ -34,8 +34,13 @@ def gate_set_aside(monkeypatch, hydra_restore_singletons):
     gate numbers them, nothing checked. Also makes hydra/launcher=submitit_local grpo-sweep's (register_configs, as
     launch.py does) inside the suite's save and restore of Hydra's global state, and records that the batches went
     through grpo-sweep's launchers."""
+    from hydra.version import _UNSPECIFIED_, VersionBase
+
     from grpo_sweep.configstore import register_configs
 
+    # Hydra's version base as a fresh process has it (the suite's apps name none): a grpo-sweep launch earlier in
+    # this process set it to 1.3, where a job no longer changes its working directory (restored after the test)
+    monkeypatch.setattr(VersionBase.instance(), "version_base", _UNSPECIFIED_)
     register_configs()
     planned: list[int] = []
 

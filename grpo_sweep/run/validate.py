@@ -194,9 +194,12 @@ def _check_objective(metric: str, term_names: list[str]) -> None:
             f"optimized_metric={metric}: the best step is chosen among the validation evaluations, which measure "
             "best.val_accuracy, best.val_accuracy_lenient, best.val_rewards.<reward>"
         )
-    # a name no run reports: every run of a sweep would train and have nothing to rank by
+    # a name no run reports: every run of a sweep would train and have nothing to rank by. The term's own name is
+    # not held to this config's mix: a study checks its objectives against every mix its space chooses among
+    # (search/optuna), and checks its space's values on the base config, whose mix a trial may replace
+    term = without_best(metric).partition(".")[2]
     try:
-        check_metric_name(metric, term_names)
+        check_metric_name(metric, [*term_names, term] if term else term_names)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
