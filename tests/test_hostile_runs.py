@@ -13,7 +13,7 @@ from grpo_sweep.launching.gate import check_run
 from grpo_sweep.run.phases import check_resumable, run_phases
 from grpo_sweep.run.resume import last_checkpoint, remember_config
 
-from .conftest import compose
+from .conftest import ROOT, compose, launch_here
 from .hostile import Refused, args
 
 LONG = "a" * 10_000
@@ -136,6 +136,16 @@ CASES = [
         args(f"model={LONG}"),
         Refused("model/aaaa"),
     ),
+    (
+        "reward_mix=../model/tiny (an option with a path)",
+        args("reward_mix=../model/tiny"),
+        Refused("reward_mix=../model/tiny: an option of reward_mix is a file in the group's own folder"),
+    ),
+    (
+        "-m reward_mix=format,../model/tiny (a swept option with a path)",
+        args("-m", "reward_mix=format,../model/tiny"),
+        Refused("job 1 (reward_mix=../model/tiny): reward_mix=../model/tiny: an option of reward_mix is a file"),
+    ),
 ]
 
 
@@ -243,3 +253,24 @@ def test_a_summary_that_reports_the_last_step_does_not_say_it_was_chosen():
     chose, last = SimpleNamespace(reported_step=20, **evaluated), SimpleNamespace(reported_step=40, **evaluated)
     assert chosen(chose) == "chosen on val_accuracy among steps [0, 20, 40]"
     assert chosen(last) == "the last step; step 20 was best on val_accuracy among steps [0, 20, 40]"
+
+
+def test_a_pbt_takes_the_dotted_spelling_its_config_file_shows(tmp_path):
+    """`+hydra.sweeper.params.trainer.beta={low:0,high:0.1}` (Hydra nests it) moves trainer.beta, as
+    conf/hparams_search/pbt.yaml's comment says (it was refused: "PBT cannot move trainer")."""
+    out = launch_here(
+        [
+            "-m",
+            "hparams_search=pbt",
+            "+hydra.sweeper.params.trainer.beta={low:0,high:0.1}",
+            "hydra/launcher=submitit_local",
+            "hydra.launcher.dry_run=true",
+        ],
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    jobs = [line for line in out.stdout.splitlines() if line.startswith("job ")]
+    assert len(jobs) == 4 and all(" trainer.beta=0.0" in job for job in jobs), out.stdout
+    assert (
+        "'+hydra.sweeper.params.trainer.beta={low:0,high:0.1}'" in (ROOT / "conf/hparams_search/pbt.yaml").read_text()
+    )

@@ -47,9 +47,24 @@ class Refused(ConfigError, CompactHydraException):
     """A run that cannot work, found before any run started; Hydra prints it as one line, without a traceback."""
 
 
+def check_choices(cfg: Any) -> None:
+    """A config group's option is a file of the group's own folder (``reward_mix=format`` is conf/reward_mix/format.yaml
+    or the user's): one with a ``..`` reaches into another folder, and Hydra loads it (``reward_mix=../model/tiny``
+    makes a model's config a mix). ``cfg`` with its hydra node (the choices Hydra made); without one, nothing to
+    check. Raises ConfigError."""
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) if OmegaConf.is_config(cfg) else None
+    for group, choice in (choices or {}).items():
+        if choice is not None and ".." in str(choice).replace("\\", "/").split("/"):
+            raise ConfigError(
+                f"{group}={choice}: an option of {group} is a file in the group's own folder (conf/{group}/ or "
+                f"your config directory's), named without a path; give one of its options"
+            )
+
+
 def check_config(cfg: Any, trains_here: bool) -> None:
     """The config's own values and the hub models and datasets it names (``hub.py``); with ``trains_here``, also
     what this machine must have to train it (GPU, packages, the code reward's sandbox)."""
+    check_choices(cfg)
     validate(cfg)
     warn_tiny_on_other_data(cfg)  # once per launch, before anything runs or the hub is asked
     resolve_hub(cfg)  # on the launching machine, before any job needs the hub (compute nodes rarely reach it)

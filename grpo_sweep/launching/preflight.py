@@ -18,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..run.redact import redact
 from ..run.validate import ConfigError
-from .gate import check_config, check_run, stop, telling_interrupts_apart, unexpected
+from .gate import check_choices, check_config, check_run, stop, telling_interrupts_apart, unexpected
 
 
 def _job_config(config: DictConfig) -> DictConfig:
@@ -52,6 +52,7 @@ class Preflight(Callback):
                 "hydra/launcher to train it here"
             )
         job = _job_config(config)
+        _gate(lambda: check_choices(config), job)
         _gate(lambda: check_run(job, Path(config.hydra.run.dir), trains_here=True), job)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:

@@ -22,7 +22,7 @@ from ...config.checks import SEED_MAX, seed_error
 from ...run.files import check_path_name, write_json_atomic
 from ...run.phases import phases_of
 from ...run.resume import CHECKPOINTS, remember_config
-from ..base import StrategySweeper, merge_overrides, quoted, read_json, same_design
+from ..base import StrategySweeper, dotted_params, merge_overrides, quoted, read_json, same_design
 from .population import (
     BEST_SCHEDULE,
     HEAD_TO_HEAD,
@@ -89,7 +89,9 @@ class PBTSweeperImpl(StrategySweeper):
             scale = OmegaConf.select(job_cfg, "trainer.args.scale_rewards", default="group")
             settings = replace(settings, weights_by_ratio=scale not in ("none", False))
             mix = OmegaConf.to_container(job_cfg.reward_mix, resolve=True)
-            params = parse_params(OmegaConf.to_container(self.settings.params, resolve=True), mix, job_cfg)
+            # a dotted key on the command line arrives nested (+hydra.sweeper.params.trainer.beta={low:0,high:0.1})
+            given = dotted_params(OmegaConf.to_container(self.settings.params, resolve=True), ("low", "high", "log"))
+            params = parse_params(given, mix, job_cfg)
             lineage = Lineage.read(sweep_dir / LINEAGE)
             start = self._start_row(settings, params, job_cfg)
             same_design(
