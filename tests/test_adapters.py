@@ -451,3 +451,49 @@ def test_trl_vllm_generation_keeps_what_an_evaluation_through_it_reads():
         "and self._llm_weights_sleeping:",
     ):
         assert read in handle, f"{where}: VLLMGeneration no longer has {read!r}"
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_http_client_reads_a_body_a_response_hook_bounded(library):
+    """A response hook swaps the body for the judge's bounded stream (adapters/httpx.py): the body read after the
+    hook is the bounded one, cut past the size cap and at the wall clock with the client's own ReadTimeout."""
+    import asyncio
+
+    from grpo_sweep.adapters.httpx import bound_reply
+
+    http = pytest.importorskip(library, reason=f"{library}: the client openai uses, installed with it")
+    where = f"{_version(library)} (adapters/httpx.py)"
+
+    class TooLarge(Exception):
+        pass
+
+    async def body(pause_s: float):
+        for _ in range(3):
+            await asyncio.sleep(pause_s)
+            yield b"x" * 10
+
+    async def read(max_bytes: int, pause_s: float, timeout_s: float) -> bytes:
+        async def hook(response):
+            bound_reply(response, asyncio.get_running_loop().time() + timeout_s, max_bytes, TooLarge)
+
+        transport = http.MockTransport(lambda request: http.Response(200, content=body(pause_s)))
+        async with http.AsyncClient(transport=transport, event_hooks={"response": [hook]}) as client:
+            return (await client.get("http://judge.invalid/")).content
+
+    assert asyncio.run(read(30, 0.0, 5.0)) == b"x" * 30, where
+    with pytest.raises(TooLarge):
+        asyncio.run(read(25, 0.0, 5.0))
+    with pytest.raises(http.ReadTimeout):
+        asyncio.run(read(30, 0.2, 0.3))
+
+
+def test_math_verify_tells_a_bare_variable_from_a_value():
+    """adapters/math_verify.py: the left side of ``x = 12`` is a name, the left side of ``2 + 10 = 12`` a value."""
+    from sympy import Integer, Symbol
+
+    from grpo_sweep.adapters.math_verify import only_symbols
+
+    where = f"{_version('math-verify')} (adapters/math_verify.py: math_verify.grader.is_expr_of_only_symbols)"
+    x, y = Symbol("x"), Symbol("y")
+    assert only_symbols(x) and only_symbols(x * y), where
+    assert not only_symbols(Integer(2)) and not only_symbols(x + 1), where

@@ -27,7 +27,6 @@ judge could not score (timeout, error, a reply with no score or a score outside 
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib.util
 import inspect
 import logging
@@ -35,7 +34,6 @@ import math
 import os
 import re
 import string
-import sys
 import threading
 import time
 import urllib.parse
@@ -43,6 +41,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..adapters.httpx import bound_reply
 from . import RewardError
 from ._text import completion_text
 from .args import flag, non_negative, seconds, whole_number
@@ -457,7 +456,7 @@ class LLMJudge:
         and then resets it) and the size cap."""
         now = asyncio.get_running_loop().time()
         ends = self._sent.get(response.request, now) + self.settings.timeout
-        response.stream = _bounded(response, ends, self.settings.max_reply_bytes)
+        bound_reply(response, ends, self.settings.max_reply_bytes, ReplyTooLarge)
 
     async def _ask(self, prompts: list[str]) -> tuple[list[str | _Failure], CallStats]:
         """The reply to each prompt, or why there is none."""
@@ -594,44 +593,6 @@ class LLMJudge:
             metrics["latency_max_s"] = max(stats.latencies)
         for name, value in metrics.items():
             log_metric(prefix + name, float(value))
-
-
-def _bounded(response, ends: float, max_bytes: int):
-    """``response``'s body as a stream that raises the HTTP library's ReadTimeout at loop time ``ends`` (the client
-    retries it as it does any timeout) and ReplyTooLarge past ``max_bytes``."""
-    http = sys.modules[type(response).__module__.partition(".")[0]]  # the client's own: httpx2 (openai 3) or httpx
-    return _bounded_stream_type(http.AsyncByteStream)(response.stream, ends, max_bytes, http.ReadTimeout)
-
-
-@functools.cache
-def _bounded_stream_type(base: type) -> type:
-    class BoundedStream(base):
-        def __init__(self, inner, ends: float, max_bytes: int, timeout_error: type[Exception]):
-            self.inner, self.ends, self.max_bytes, self.timeout_error = inner, ends, max_bytes, timeout_error
-
-        async def __aiter__(self):
-            loop = asyncio.get_running_loop()
-            chunks, received = self.inner.__aiter__(), 0
-            try:
-                while True:
-                    try:
-                        chunk = await asyncio.wait_for(chunks.__anext__(), max(0.0, self.ends - loop.time()))
-                    except StopAsyncIteration:
-                        return
-                    except TimeoutError:
-                        raise self.timeout_error("the reply was not complete within timeout") from None
-                    received += len(chunk)
-                    if received > self.max_bytes:
-                        raise ReplyTooLarge(f"the reply is longer than max_reply_bytes={self.max_bytes}")
-                    yield chunk
-            finally:
-                if hasattr(chunks, "aclose"):
-                    await chunks.aclose()
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    return BoundedStream
 
 
 class _OwnRequests(logging.Filter):

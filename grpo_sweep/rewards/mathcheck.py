@@ -686,11 +686,11 @@ def _all_matched(golds: list, answers: list) -> bool:
 def _value_sides(gold, answer) -> list | None:
     """The sides of an equation ``answer`` that must each equal a value ``gold``; None when not that case,
     [] when ``answer`` is a relation that cannot state a value (an inequality)."""
-    from math_verify.grader import is_expr_of_only_symbols
     from sympy import And, Eq
     from sympy.core.relational import Relational
 
     from ..adapters.latex2sympy import conjuncts_in_order
+    from ..adapters.math_verify import only_symbols
 
     if isinstance(gold, (Relational, And)) or not isinstance(answer, (Relational, And)):
         return None
@@ -699,7 +699,7 @@ def _value_sides(gold, answer) -> list | None:
     for link in links:
         if not isinstance(link, Eq):
             return []
-        if not is_expr_of_only_symbols(link.lhs):
+        if not only_symbols(link.lhs):
             sides.append(link.lhs)
         sides.append(link.rhs)
     return sides
