@@ -39,7 +39,7 @@ from .evaluate import (
     selection_metric,
     write_val_outcomes,
 )
-from .files import append_jsonl, read_jsonl
+from .files import append_jsonl, read_jsonl, write_text_atomic
 from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport, trained_summary, training_failure
 from .redact import redact
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
@@ -220,9 +220,7 @@ def write_grpo_config(run_dir: Path, args) -> Path:
     import json
 
     out = run_dir / GRPO_CONFIG
-    staging = out.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(redact(args.to_dict()), indent=2, sort_keys=True, default=str) + "\n")
-    staging.replace(out)
+    write_text_atomic(out, json.dumps(redact(args.to_dict()), indent=2, sort_keys=True, default=str) + "\n")
     return out
 
 

@@ -14,7 +14,6 @@ fallback, redaction, the held-out rows and the summary).
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -125,9 +124,7 @@ def read_or_create_run_id(run_dir: Path) -> tuple[str, bool]:
     if path.exists() and path.read_text().strip():
         return path.read_text().strip(), True
     run_id = uuid.uuid4().hex[:12]  # W&B ids are any unique [a-z0-9] string
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(run_id + "\n")
-    os.replace(tmp, path)  # a run killed here leaves no half-written id
+    write_text_atomic(path, run_id + "\n")  # a run killed here leaves no half-written id
     return run_id, False
 
 

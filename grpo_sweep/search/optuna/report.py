@@ -287,17 +287,15 @@ def _write_best(sweep_dir: Path, info: dict, best: Configuration, command: str, 
         ),
         **outcome,
     }
-    tmp = sweep_dir / "best.yaml.tmp"
-    OmegaConf.save(OmegaConf.create(_plain(data)), tmp)
-    tmp.replace(sweep_dir / "best.yaml")
+    write_text_atomic(sweep_dir / "best.yaml", OmegaConf.to_yaml(OmegaConf.create(_yaml_safe(data))))
 
 
-def _plain(value):
+def _yaml_safe(value):
     """YAML-safe: dict keys as strings (OmegaConf refuses int keys), floats as floats."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _yaml_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_yaml_safe(v) for v in value]
     return value
 
 
