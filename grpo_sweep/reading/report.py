@@ -25,7 +25,7 @@ from ..run.results import lookup
 from . import plots as figures
 from .results import UNREADABLE, SweepResults, SweepRun
 from .stats import Comparison, is_seed
-from .tables import best_cell, markdown_table, number, objective_is_val
+from .tables import TOP_RUNS, best_cell, markdown_table, number, objective_is_val
 from .wording import ci_text, signed
 
 REPORT = "report.md"
@@ -161,7 +161,6 @@ def _test_cell(row: Comparison) -> str:
     return f"{row.mean:.3f}" + ("" if row.std is None else f" ± {row.std:.3f}")
 
 
-TOP_RUNS = 20  # runs listed in report.md (every run is in runs.csv)
 TOP_FAILURES = 20
 
 

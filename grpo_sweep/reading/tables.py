@@ -93,7 +93,7 @@ def seed_block(results: SweepResults, shown: Callable[[Comparison], bool] = lamb
     )
 
 
-# The end-of-sweep table shows at most this many runs (the best by objective); every run is in runs.csv.
+# The end-of-sweep table and report.md show at most this many runs (the best by objective); every run is in runs.csv.
 TOP_RUNS = 20
 TOP_NOTES = 10
 

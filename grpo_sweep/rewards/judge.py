@@ -247,13 +247,15 @@ def _range(value: Any) -> tuple[float, float]:
     try:
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
-        raise RewardError(f"factory_args.score_range={_plain(value)!r}: give [lowest, highest], e.g. [0, 10]") from None
+        raise RewardError(
+            f"factory_args.score_range={_as_list(value)!r}: give [lowest, highest], e.g. [0, 10]"
+        ) from None
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise RewardError(f"factory_args.score_range={_plain(value)!r}: the lowest score must be below the highest")
+        raise RewardError(f"factory_args.score_range={_as_list(value)!r}: the lowest score must be below the highest")
     return low, high
 
 
-def _plain(value: Any) -> Any:
+def _as_list(value: Any) -> Any:
     return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
 
 

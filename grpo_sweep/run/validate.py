@@ -42,7 +42,7 @@ from .vllm_serving import check_server_settings, server_gpus
 __all__ = ["ConfigError", "check_across", "check_machine", "validate"]
 
 
-def _plain(node: Any) -> Any:
+def _as_container(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
@@ -50,7 +50,7 @@ def validate(cfg: Any) -> None:
     """Every group's check, in order, then the checks across groups; the first failure raises ConfigError."""
     # read as plain dicts: the mix is read several times, and each absent optional key of a DictConfig costs an
     # exception inside OmegaConf, which a large sweep pays once per run
-    mix, args = _plain(cfg.reward_mix), dict(_plain(cfg.trainer.args))
+    mix, args = _as_container(cfg.reward_mix), dict(_as_container(cfg.trainer.args))
     try:
         check_backend(cfg)
         mix_terms = check_mix(mix, cfg.reward_errors, args)  # before trainer.args: it names the mix's rewards

@@ -58,7 +58,7 @@ class SearchSpace:
         from ..base import dotted_params
 
         settings = {key for keys in RANGE_KEYS.values() for key in keys}
-        params = dotted_params(_plain(params or {}), settings)
+        params = dotted_params(_as_container(params or {}), settings)
         for key, spec in params.items():
             if not isinstance(spec, Mapping):
                 raise SearchSpaceError(f"hydra.sweeper.params.{key}={spec!r}: give {{type: ..., ...}}, e.g. {EXAMPLE}")
@@ -344,7 +344,7 @@ def stick_breaking(u: list[float]) -> list[float]:
 _MISSING = object()
 
 
-def _plain(params: Any) -> Any:
+def _as_container(params: Any) -> Any:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) else params

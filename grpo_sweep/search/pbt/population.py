@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from omegaconf import OmegaConf
 
+from ...reading.stats import DIRECTIONS
 from ...run.files import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
 from ...run.phases import why_fixed
 from ...run.record import SUMMARY_NAME, row_scores, val_figures
@@ -54,7 +55,6 @@ MEMBERS_DIR = "members"
 BEST_SCHEDULE = Path("conf") / "reward_mix" / "best_schedule.yaml"
 LEARNING_RATE = "optimizer.learning_rate"
 WEIGHT_KEY = re.compile(r"reward_mix\.([A-Za-z_][\w-]*)\.weight")
-DIRECTIONS = ("maximize", "minimize")
 EXPLORES = ("perturb", "pb2")
 # where a take-over assembles the donor's state before it replaces the recipient's
 TAKEOVER_STAGING = "checkpoints.taking-over"

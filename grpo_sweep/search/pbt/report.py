@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ...reading.report import REPORT
 from ...reading.tables import markdown_table
 from .plot import look_se
 from .population import LINEAGE, PLOT, Lineage, Param
-
-REPORT = "report.md"
 
 
 def short_names(params: Sequence[Param]) -> dict[str, str]:
