@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
+import numpy as np
+
 from ..run.files import iter_jsonl
 from ..run.record import VAL_ACCURACY, VAL_ACCURACY_LOGGED, WEIGHT_PREFIX
 from ..run.results import METRICS
@@ -82,15 +84,15 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
     averages of what exists around them, not of padding)."""
     if window < 1:
         raise ValueError(f"smooth: window={window!r} must be >= 1")
+    if not values:
+        return []
     half = window // 2
-    n = len(values)
-    prefix = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-    return [
-        (prefix[min(n, i + half + 1)] - prefix[max(0, i - half)]) / (min(n, i + half + 1) - max(0, i - half))
-        for i in range(n)
-    ]
+    kernel = np.ones(2 * half + 1)
+    # the full convolution, cut to the points' own positions: at the ends the sum and the count both cover only
+    # the points that exist
+    sums = np.convolve(np.asarray(values, dtype=float), kernel)[half : half + len(values)]
+    counts = np.convolve(np.ones(len(values)), kernel)[half : half + len(values)]
+    return (sums / counts).tolist()
 
 
 def smoothing_window(points: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import pkgutil
 from typing import Any, Mapping
 
 from . import answer, code, format, length  # noqa: F401  (importing registers the built-ins)
@@ -71,14 +72,20 @@ def resolve_reward(target: str) -> RewardFn:
 
 
 def import_callable(path: str, where: str):
-    """The function an import path (``pkg.mod.fn`` or ``pkg.mod:fn``) names; a one-line RewardError starting with
-    ``where`` when the module cannot be imported or has no such function (a reward's path, a factory's path)."""
+    """The function an import path (``pkg.mod.fn``, ``pkg.mod:fn``, ``pkg.mod:Class.fn``) names; a one-line RewardError
+    starting with ``where`` when the module cannot be imported or has no such function (a reward's path, a factory's
+    path)."""
     module_name, _, attr = path.rpartition(":") if ":" in path else path.rpartition(".")
     try:
-        module = importlib.import_module(module_name)
+        # imported here first, not by resolve_name alone: its errors name the module (resolve_name's own say
+        # "invalid format" for a name that is no module, and read pkg.nosuch.fn as pkg lacking nosuch)
+        importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or the module raising while imported
         raise RewardError(f"{where}: {unimportable(module_name, exc)}") from None
-    fn = getattr(module, attr, None)
+    try:
+        fn = pkgutil.resolve_name(f"{module_name}:{attr}")  # the attribute path too: pkg.mod:Class.method
+    except (AttributeError, ValueError):
+        fn = None
     if not callable(fn):
         raise RewardError(f"{where}: module {module_name!r} has no function {attr!r}")
     return fn

@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
 from omegaconf import OmegaConf
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
@@ -250,12 +251,10 @@ def filter_long_prompts(dataset, tokenizer, max_prompt_length: int | None, which
 
 
 def process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc), or None elsewhere."""
+    """Seconds since this process started, or None where the system will not say."""
     try:
-        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except psutil.Error:
         return None
 
 
