@@ -4,7 +4,8 @@
 - ``seeds/``: a grid whose seeds go where a comparison is still open (``hydra/sweeper=seeds``).
 - ``optuna/``: an Optuna study over reward weights, num_generations, learning rate, any config value
   (``hparams_search=...``: ``hydra/sweeper=grpo_optuna`` with a search space).
-- ``pbt/``: population-based training over reward weights and the learning rate (``hparams_search=pbt``).
+- ``pbt/``: population-based training over reward weights, the learning rate and any number a round can change
+  (``hparams_search=pbt``).
 
 Each package holds everything of its strategy: its sweeper, its state on disk, its part of the end-of-sweep table
 and report, its plot, and ``STRATEGY`` (a ``base.Strategy``). ``base.py`` is what they share. Adding a strategy is

@@ -1,4 +1,5 @@
-"""The tracker behind `logger=`, opened for one training run.
+"""The tracker behind `logger=`, opened for one training run (wandb_logger.py, its set-up in wandb_setup.py), and a
+sweep's verdicts as a W&B run of their own (sweep_verdicts.py).
 
 Light on purpose: `wandb` is imported only when `logger=wandb` trains, so `logger=none` works without it.
 """
