@@ -521,3 +521,137 @@ def test_no_test_skips_by_importing_our_own_modules():
         if 'importorskip("grpo_sweep' in line.replace(" ", "") and path.name != "test_architecture.py"
     ]
     assert found == []
+
+
+# -- rules the code states -------------------------------------------------------------------------------------
+
+# Another library's internals are reached from grpo_sweep/adapters/ only (adapters/__init__.py), beside the
+# underscored names tests/test_adapters.py already holds: the modules a library does not export (math-verify exports
+# parse and verify from its top), the HTTP client itself (the judge gets it through openai), and the client's stream
+# class and the response attribute the judge's bound swaps.
+EXPORTED_ONLY = ("math_verify",)
+NOT_IMPORTED = ("httpx", "httpx2")
+INTERNAL_NAMES = {"AsyncByteStream"}
+INTERNAL_ATTRIBUTES_SET = {"stream"}
+ADAPTERS = "grpo_sweep.adapters"
+
+
+def internals_reached(name: str, source: str) -> list[str]:
+    if name == ADAPTERS or name.startswith(ADAPTERS + "."):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module or ""]
+        for module in modules:
+            top, _, rest = module.partition(".")
+            if (top in EXPORTED_ONLY and rest) or top in NOT_IMPORTED:
+                found.append(f"{name}:{node.lineno} imports {module}")
+        if isinstance(node, ast.Name) and node.id in INTERNAL_NAMES:
+            found.append(f"{name}:{node.lineno} uses {node.id}")
+        elif isinstance(node, ast.Attribute):
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")  # our object's attribute
+            swapped = node.attr in INTERNAL_ATTRIBUTES_SET and isinstance(node.ctx, ast.Store) and not own
+            if node.attr in INTERNAL_NAMES or swapped:
+                found.append(f"{name}:{node.lineno} uses .{node.attr}")
+    return found
+
+
+def test_the_internals_check_finds_a_library_reached_into():
+    source = (
+        "import httpx\nfrom math_verify.grader import is_expr_of_only_symbols\nfrom math_verify import parse\n"
+        "def hook(response, http):\n    response.stream = http.AsyncByteStream()\n"
+    )
+    assert internals_reached("grpo_sweep.rewards.judge", source) == [
+        "grpo_sweep.rewards.judge:1 imports httpx",
+        "grpo_sweep.rewards.judge:2 imports math_verify.grader",
+        "grpo_sweep.rewards.judge:5 uses .stream",
+        "grpo_sweep.rewards.judge:5 uses .AsyncByteStream",
+    ]
+    assert internals_reached("grpo_sweep.adapters.httpx", source) == []
+
+
+def test_no_module_outside_adapters_reaches_into_a_librarys_internals():
+    found = [p for name, path in module_files(ROOT).items() for p in internals_reached(name, path.read_text())]
+    assert found == [], "put it behind an adapter (grpo_sweep/adapters/) with a guard test"
+
+
+# One atomic writer: a file is written to a temporary name and moved into place only by run/files.py
+# (write_text_atomic, write_json_atomic, write_jsonl_atomic). Moving a directory built aside is not writing a file:
+MOVES_INTO_PLACE = {
+    "grpo_sweep.run.files",
+    # the tiny model's build directory, renamed into the cache when complete
+    "grpo_sweep.models.tiny",
+    # a take-over: the donor's checkpoint and metrics (written atomically) staged beside the recipient, then moved in
+    "grpo_sweep.search.pbt.population",
+}
+
+
+def moves_into_place(name: str, source: str) -> list[str]:
+    """``os.replace``/``os.rename``, ``Path.replace``/``Path.rename`` (one argument: str.replace takes two) and
+    ``tempfile.mkstemp``/``NamedTemporaryFile``: the pieces of a write-then-rename."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+        attr = node.func.attr
+        if (owner == "os" and attr in ("replace", "rename")) or (
+            owner == "tempfile" and attr in ("mkstemp", "NamedTemporaryFile")
+        ):
+            found.append(f"{name}:{node.lineno} calls {owner}.{attr}")
+        elif owner not in ("os", "tempfile") and attr in ("replace", "rename") and len(node.args) == 1:
+            if not node.keywords:
+                found.append(f"{name}:{node.lineno} calls .{attr}(...)")
+    return found
+
+
+def test_the_atomic_write_check_finds_a_second_writer():
+    source = (
+        "import os, tempfile\ndef w(p, t):\n    tmp = p.with_suffix('.tmp')\n    tmp.write_text(t)\n"
+        "    tmp.replace(p)\n    os.replace(tmp, p)\n    tempfile.mkstemp()\n    'a'.replace('a', 'b')\n"
+    )
+    assert moves_into_place("grpo_sweep.run.train", source) == [
+        "grpo_sweep.run.train:5 calls .replace(...)",
+        "grpo_sweep.run.train:6 calls os.replace",
+        "grpo_sweep.run.train:7 calls tempfile.mkstemp",
+    ]
+
+
+def test_one_atomic_writer():
+    found = [
+        p
+        for name, path in module_files(ROOT).items()
+        if name not in MOVES_INTO_PLACE
+        for p in moves_into_place(name, path.read_text())
+    ]
+    assert found == [], "write through grpo_sweep/run/files.py (write_text_atomic, write_json_atomic)"
+
+
+# A public constant is defined once: the same name with the same value in two modules is one constant twice, and
+# the two drift. Where two siblings share a file's name neither may import from the other, the name is the seam:
+SHARED_SEAMS = {"VERDICTS_FILE"}  # reading/results.py and tracking/sweep_verdicts.py: siblings
+
+
+def constants_defined_twice(sources: dict[str, str]) -> list[str]:
+    where: dict[tuple[str, str], list[str]] = {}
+    for name, source in sorted(sources.items()):
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_"):
+                    where.setdefault((target.id, ast.dump(node.value)), []).append(name)
+    return [
+        f"{constant} is defined in {', '.join(names)}"
+        for (constant, _), names in sorted(where.items())
+        if len(names) > 1 and constant not in SHARED_SEAMS
+    ]
+
+
+def test_a_constant_is_defined_once():
+    assert constants_defined_twice({"a": "X = (1, 2)\nY = 1\n", "b": "X = (1, 2)\nY = 2\n"}) == ["X is defined in a, b"]
+    sources = {name: path.read_text() for name, path in module_files(ROOT).items()}
+    assert constants_defined_twice(sources) == []
