@@ -572,7 +572,7 @@ def _set_up(
     )
     if schedule is not None:
         schedule.bind(trainer)
-    if context.main:  # one writer: each rank's replace of the same staging file would find it gone
+    if context.main:  # one writer: every rank holds the same config, and the run dir is shared
         write_grpo_config(context.run_dir, trainer.args)
     tracker.watch(trainer)
     trainer.remove_callback(ProgressCallback)
