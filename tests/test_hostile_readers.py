@@ -25,6 +25,7 @@ from grpo_sweep.sweeps import report, status
 
 from .conftest import FAST, launch_here
 from .hostile import Trains, args, slow
+from .test_launchers import fake_sbatch  # noqa: F401 (a fixture)
 from .test_next_seeds import write_run
 
 # --- launches ----------------------------------------------------------------------------------------------------
@@ -57,12 +58,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("launcher", ["submitit_local", "slurm"])
-def test_the_job_id_names_the_planned_run_dirs_of_the_submitit_launchers(launcher, tmp_path):
-    """The dry run prints the directories the gate planned: each job's number as its id, as the job then uses."""
+def test_the_job_id_names_the_planned_run_dirs_of_the_submitit_launchers(launcher, tmp_path, request):
+    """The dry run prints the directories the gate planned: each job's number as its id, as the job then uses. The
+    SLURM launcher's, on a machine without SLURM, with a stand-in sbatch on PATH (its gate asks for one)."""
+    env = request.getfixturevalue("fake_sbatch")[0] if launcher == "slurm" else None
     out = launch_here(
         ["-m", f"hydra/launcher={launcher}", "hydra.launcher.dry_run=true", "hydra.sweep.subdir=j${hydra.job.id}"]
         + ["lora.r=8,16"],
         tmp_path,
+        env=env,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     dirs = [line.rsplit("run dir ", 1)[1] for line in out.stdout.splitlines() if "run dir " in line]
