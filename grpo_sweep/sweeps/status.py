@@ -45,22 +45,24 @@ def _jobs(sweep_dir: Path) -> list[dict] | None:
     return jobs
 
 
-def _readable_jobs(sweep_dir: Path, results: SweepResults | None = None) -> list[dict] | None:
-    """``_jobs``; a damaged jobs.json is named in the reading's notes and the run directories are read instead."""
+def _readable_jobs(sweep_dir: Path) -> list[dict] | None:
+    """``_jobs``, None where jobs.json is damaged (read_sweep names it): the run directories are read instead."""
     try:
         return _jobs(sweep_dir)
-    except ValueError as exc:
-        if results is not None:
-            results.note(f"{exc}: the job ids and the runs not started are not shown; the run directories are")
+    except ValueError:
         return None
 
 
 def read_sweep(sweep_dir: Path) -> SweepResults:
     """The sweep's runs, read once by the strategy that ran it: its run directories and those jobs.json lists
-    (started or not)."""
-    jobs = _readable_jobs(sweep_dir)
+    (started or not); a damaged jobs.json is named in the reading's notes."""
+    try:
+        jobs, damaged = _jobs(sweep_dir), None
+    except ValueError as exc:
+        jobs, damaged = None, exc
     results = of_sweep(sweep_dir).read(sweep_dir, also=[Path(job["run_dir"]) for job in jobs or []])
-    _readable_jobs(sweep_dir, results)  # named in the reading's notes
+    if damaged:
+        results.note(f"{damaged}: the job ids and the runs not started are not shown; the run directories are")
     return results
 
 
