@@ -221,6 +221,19 @@ def test_a_damaged_outcomes_file_says_what_the_verdicts_used_instead(tmp_path, c
     assert "## Damaged or missing files" in shown["report.md"]
 
 
+def test_verdicts_json_names_the_damaged_files_it_was_read_past(tmp_path):
+    from grpo_sweep.sweeps.sweep_end import write_verdicts
+
+    for damaged in (False, True):
+        sweep = two_configs(tmp_path / f"sweep{int(damaged)}")
+        if damaged:
+            damage("3/outcomes/test.jsonl", "empty")(sweep)
+        write_verdicts(SweepResults.read(sweep))
+        record = json.loads((sweep / "verdicts.json").read_text())
+        named = [text for text in record["damaged_files"] if "outcomes/test.jsonl is empty" in text]
+        assert len(named) == damaged and len(record["damaged_files"]) == damaged, record["damaged_files"]
+
+
 def test_a_sweep_of_sound_files_has_no_notes(tmp_path, capsys):
     sweep = two_configs(tmp_path / "sweep")
     shown = every_reader(sweep, capsys)

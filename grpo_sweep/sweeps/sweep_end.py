@@ -63,13 +63,16 @@ class SweepTable(Callback):
 
 
 def write_verdicts(results: SweepResults, mode: str | None = None) -> None:
-    """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B run)."""
+    """verdicts.json: the same comparisons as the table's, for readers without this package (the W&B run), and the
+    damaged or missing files they were read past, each with what was used instead."""
+    comparisons = results.verdict_records()  # reading the outcomes is what meets a damaged file
     write_json_atomic(
         results.sweep_dir / VERDICTS_FILE,
         {
             "direction": results.direction,
             "verdicts": mode or results.verdicts,
             "why_none": results.why_none,
-            "comparisons": results.verdict_records(),
+            "comparisons": comparisons,
+            "damaged_files": results.problems,
         },
     )
