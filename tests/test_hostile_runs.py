@@ -14,7 +14,7 @@ from grpo_sweep.run.phases import check_resumable, run_phases
 from grpo_sweep.run.resume import last_checkpoint, remember_config
 
 from .conftest import ROOT, compose, launch_here
-from .hostile import Refused, args
+from .hostile import Refused, args, slow
 
 LONG = "a" * 10_000
 PBT = ("-m", "hparams_search=pbt", "trainer.max_steps=6")
@@ -23,7 +23,8 @@ WEIGHT_BOUND = "a nonzero value must be in [1e-06, 1e+06]"
 SEED_BOUND = "a seed must be a whole number in 0..4294967295"
 MAY_SET = "a phase may set single values a checkpoint does not hold"
 
-# tests/test_hostile_input.py runs this table ("Runs, phases and PBT") with the others
+# tests/test_hostile_input.py runs this table ("Runs, phases and PBT") with the others; a sweep's refusal costs ~1 s
+# (Hydra composes it again per run), so beyond one of each kind they are the slow stage's
 CASES = [
     # reported
     (
@@ -66,15 +67,19 @@ CASES = [
         args(*PBT, "hydra.sweeper.name=../../escaped"),
         Refused("hydra.sweeper.name='../../escaped': it names a directory"),
     ),
-    (
-        "PBT name of 10,000 characters",
-        args(*PBT, f"hydra.sweeper.name={LONG}"),
-        Refused("(10000 characters)': longer than a file name may be (255 bytes)"),
+    slow(
+        (
+            "PBT name of 10,000 characters",
+            args(*PBT, f"hydra.sweeper.name={LONG}"),
+            Refused("(10000 characters)': longer than a file name may be (255 bytes)"),
+        )
     ),
-    (
-        "PBT reward_mix= of 10,000 characters",
-        args(*PBT, f"reward_mix={LONG}"),
-        Refused("(10005 characters): a value makes a file name longer than the file system allows"),
+    slow(
+        (
+            "PBT reward_mix= of 10,000 characters",
+            args(*PBT, f"reward_mix={LONG}"),
+            Refused("(10005 characters): a value makes a file name longer than the file system allows"),
+        )
     ),
     # the second batch: the same classes, inputs not reported
     (
@@ -119,18 +124,32 @@ CASES = [
         Refused("trainer.phases[0].set.trainer: a run cannot change trainer from a step on (it is a group holding"),
     ),
     ("data.seed=-3", args("data.seed=-3"), Refused(f"data.seed=-3: {SEED_BOUND}")),
-    (
-        "seeds sweep whose seeds run past 2**32-1",
-        args(*SEEDS, "hydra.sweeper.first_seed=4294967295"),
-        Refused("hydra.sweeper.first_seed=4294967295: the seeds 4294967295..4294967302 (hydra.sweeper.max_seeds=8)"),
+    slow(
+        (
+            "seeds sweep whose seeds run past 2**32-1",
+            args(*SEEDS, "hydra.sweeper.first_seed=4294967295"),
+            Refused(
+                "hydra.sweeper.first_seed=4294967295: the seeds 4294967295..4294967302 (hydra.sweeper.max_seeds=8)"
+            ),
+        )
     ),
-    (
-        "PBT whose members' seeds run past 2**32-1",
-        args(*PBT, "trainer.seed=4294967294"),
-        Refused("trainer.seed=4294967294: a PBT's seeds run to trainer.seed + population + head_to_head_seeds - 1"),
+    slow(
+        (
+            "PBT whose members' seeds run past 2**32-1",
+            args(*PBT, "trainer.seed=4294967294"),
+            Refused("trainer.seed=4294967294: a PBT's seeds run to trainer.seed + population + head_to_head_seeds - 1"),
+        )
     ),
-    ("PBT name=a/b", args(*PBT, "hydra.sweeper.name=a/b"), Refused("hydra.sweeper.name='a/b': it names a directory")),
-    ("PBT name=..", args(*PBT, "hydra.sweeper.name=.."), Refused("hydra.sweeper.name='..': it names no directory")),
+    slow(
+        (
+            "PBT name=a/b",
+            args(*PBT, "hydra.sweeper.name=a/b"),
+            Refused("hydra.sweeper.name='a/b': it names a directory"),
+        )
+    ),
+    slow(
+        ("PBT name=..", args(*PBT, "hydra.sweeper.name=.."), Refused("hydra.sweeper.name='..': it names no directory"))
+    ),
     (
         "model= of 10,000 characters",
         args(f"model={LONG}"),
@@ -216,6 +235,7 @@ def _lora_model():
     return get_peft_model(LlamaForCausalLM(config), LoraConfig(r=2, target_modules=["q_proj"]))
 
 
+@pytest.mark.slow  # it trains (~5 s): the slow stage's, as the tables' cases that train
 def test_a_resumed_run_reports_its_best_step_from_the_adapter_on_disk(tmp_path):
     """Each phase of a phased run is a resume: the best step's weights are not in memory, only its adapter on disk
     (best/lora). The run reports that step, with those weights, as its summary says it chose."""

@@ -10,7 +10,7 @@ import pytest
 from grpo_sweep.run.redact import credential_in, redact
 from grpo_sweep.search.optuna.storage import check_no_password, shown
 
-from .hostile import Failed, Refused, args, gate_refusal, judge, run_case
+from .hostile import Failed, Refused, args, gate_refusal, judge, run_case, slow
 
 PW = "secretpw"  # one of test_hostile_input.TYPED_SECRETS: check() fails any case that prints it
 
@@ -108,7 +108,8 @@ def no_storage_made(inputs) -> None:
     assert not list(inputs.iterdir()), "a refused study made its storage"
 
 
-# tests/test_hostile_input.py runs this table ("URL secrets") with the others
+# tests/test_hostile_input.py runs this table ("URL secrets") with the others; a study's refusal costs ~1.5 s, so
+# beyond the first (SQLite) the storage cases are the slow stage's
 CASES = [
     # the reproductions
     (
@@ -126,10 +127,12 @@ CASES = [
             "into the run's files; put the URL in an environment variable and write ${oc.env:JUDGE_URL}"
         ),
     ),
-    (
-        "a password in a PostgreSQL storage URL's query",
-        args("-m", "hparams_search=lr", f'{STORE}="postgresql://u@127.0.0.1:1/optuna?password={PW}"'),
-        Refused("hydra.sweeper.storage='postgresql://u@127.0.0.1:1/optuna?password=***': a secret in the URL"),
+    slow(
+        (
+            "a password in a PostgreSQL storage URL's query",
+            args("-m", "hparams_search=lr", f'{STORE}="postgresql://u@127.0.0.1:1/optuna?password={PW}"'),
+            Refused("hydra.sweeper.storage='postgresql://u@127.0.0.1:1/optuna?password=***': a secret in the URL"),
+        )
     ),
     (
         "a URL's password in an override Hydra cannot parse",
@@ -152,10 +155,12 @@ CASES = [
         args(f'logger.tags=[run-a,"https://api.wandb.ai/x?sig={PW}"]'),
         Refused("logger.tags.1=https://api.wandb.ai/x?sig=***: a secret in a URL is written into the run's files"),
     ),
-    (
-        "a passwd in a MySQL storage URL's query",
-        args("-m", "hparams_search=lr", f'{STORE}="mysql://u@127.0.0.1:1/x?passwd={PW}"'),
-        Refused("hydra.sweeper.storage='mysql://u@127.0.0.1:1/x?passwd=***': a secret in the URL would be saved"),
+    slow(
+        (
+            "a passwd in a MySQL storage URL's query",
+            args("-m", "hparams_search=lr", f'{STORE}="mysql://u@127.0.0.1:1/x?passwd={PW}"'),
+            Refused("hydra.sweeper.storage='mysql://u@127.0.0.1:1/x?passwd=***': a secret in the URL would be saved"),
+        )
     ),
     (
         "a password in a Redis URL's query",
