@@ -114,7 +114,8 @@ def kill_pbt_driver_when(args: list[str], cwd: Path, ready, env: dict | None = N
     import subprocess
     import time
 
-    from grpo_sweep.search.pbt.population import LINEAGE, Lineage
+    from grpo_sweep.search.pbt.lineage import Lineage
+    from grpo_sweep.search.pbt.members import LINEAGE
 
     lineage_path = cwd / "grpo" / "pbt" / "pbt" / LINEAGE
     log = cwd / "killed-driver.log"

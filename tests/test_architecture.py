@@ -586,7 +586,7 @@ MOVES_INTO_PLACE = {
     # the tiny model's build directory, renamed into the cache when complete
     "grpo_sweep.models.tiny",
     # a take-over: the donor's checkpoint and metrics (written atomically) staged beside the recipient, then moved in
-    "grpo_sweep.search.pbt.population",
+    "grpo_sweep.search.pbt.members",
 }
 
 

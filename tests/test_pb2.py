@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from grpo_sweep.search.pbt.pb2 import INERT, fit_gp, pb2_explore, tv_se_kernel
-from grpo_sweep.search.pbt.population import Param
+from grpo_sweep.search.pbt.settings import Param
 
 LR = Param("optimizer.learning_rate", 1e-4, 1e-2, log=True)
 

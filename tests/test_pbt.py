@@ -1,4 +1,4 @@
-"""Population-based training over reward weights and the learning rate (search/pbt/population.py, search/pbt/sweeper.py)
+"""Population-based training over reward weights and the learning rate (search/pbt/)
 and what it stands on: a run that pauses and goes on (trainer.pause_at_step), a resume that takes the config's
 learning rate, a run whose last step is in its checkpoint that does not train again."""
 
@@ -12,31 +12,17 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
 
 from grpo_sweep.rewards.schedule import parse_schedule, progress_of
-from grpo_sweep.search.pbt.population import (
-    BEST_SCHEDULE,
-    LINEAGE,
-    Lineage,
-    Param,
-    PBTError,
-    check_settings,
-    decide,
-    explore,
-    initial_population,
-    member_dir,
-    member_overrides,
-    parse_params,
-    ranked,
-    ranking_gap,
-    round_score,
-    take_over,
-    weight_schedule,
-)
+from grpo_sweep.search.pbt.decisions import decide, explore, initial_population, ranked, ranking_gap
+from grpo_sweep.search.pbt.lineage import Due, Lineage
+from grpo_sweep.search.pbt.members import BEST_SCHEDULE, LINEAGE, member_dir, round_score, take_over
+from grpo_sweep.search.pbt.overrides import member_overrides, weight_schedule
+from grpo_sweep.search.pbt.rounds import PBTRun
+from grpo_sweep.search.pbt.settings import Param, PBTError, Settings, check_settings, parse_params
 
 from .conftest import FAST, ROOT, kill_pbt_driver_when, launch_here
 
@@ -64,7 +50,7 @@ SETTINGS = dict(
 
 
 def settings(**changes):
-    return check_settings(SimpleNamespace(**{**SETTINGS, **changes}), 120)
+    return check_settings(Settings(**{**SETTINGS, **changes}), 120)
 
 
 @pytest.mark.parametrize(
@@ -198,16 +184,10 @@ def test_pb2_proposes_from_every_rounds_improvement_and_spreads_over_what_goes_o
 
     s = settings(population=4, explore="pb2")
     lr = Param("optimizer.learning_rate", 1e-4, 1e-2, log=True)
-    rows = [
-        {"event": "start", "population": [{lr.key: v} for v in (1e-4, 1e-3, 3e-3, 1e-2)]},
-        {
-            "event": "round",
-            "round": 0,
-            "scores": [0.2, 0.6, 0.5, None],
-            "start": [0.1, 0.1, 0.1, 0.1],
-            "values": [{lr.key: v} for v in (1e-4, 1e-3, 3e-3, 1e-2)],
-        },
-    ]
+    first = [{lr.key: v} for v in (1e-4, 1e-3, 3e-3, 1e-2)]
+    rows = synchronous_rows(first, [([0.2, 0.6, 0.5, None], []), ([None] * 4, [])])[:5]
+    for row in rows[1:]:
+        row["start"] = 0.1
     (tmp_path / LINEAGE).write_text("".join(json.dumps(r) + "\n" for r in rows))
     lineage = Lineage.read(tmp_path / LINEAGE)
     seen = []
@@ -216,8 +196,8 @@ def test_pb2_proposes_from_every_rounds_improvement_and_spreads_over_what_goes_o
         seen.append([dict(v) for v in going_on])
         return propose(donor, going_on, rng)
 
-    propose = _pb2(lineage, [lr], s, 0)
-    moves, _ = decide(lineage.scores[0], rows[1]["values"], [lr], s, 0, None, spy)
+    propose = _pb2(PBTRun(tmp_path, lineage, [lr], s, "val_accuracy", 42), 0)
+    moves, _ = decide(lineage.scores[0], first, [lr], s, 0, None, spy)
     # the failed member 3 and the bottom member 0 both move; the second proposal sees the first as going on
     assert [t["member"] for t in moves] == [3, 0]
     assert all(t["how"][lr.key].startswith("pb2 (") and 1e-4 <= t["values"][lr.key] <= 1e-2 for t in moves)
@@ -387,23 +367,60 @@ def test_take_over_makes_the_recipient_the_donor_at_the_step(tmp_path):
         take_over(tmp_path, 0, 1, 80)
 
 
+def synchronous_rows(first: list[dict], rounds: list[tuple[list, list]], steps: int = 40) -> list[dict]:
+    """pbt.jsonl as the driver writes a synchronous PBT: the start, then each round's reports, each member's
+    decision (``rounds[r]``: its scores and its take-overs, each taken and carried out) and each take-over carried
+    out."""
+    values = [[dict(v)] for v in first]
+    rows = [{"event": "start", "settings": {"rounds": len(rounds), "steps_per_round": steps}, "population": first}]
+    for r, (scores, take_overs) in enumerate(rounds):
+        step = (r + 1) * steps
+        rows += [
+            {
+                "event": "report",
+                "member": m,
+                "round": r,
+                "step": step,
+                "score": x,
+                "start": None,
+                "values": values[m][r],
+            }
+            for m, x in enumerate(scores)
+        ]
+        if r == len(rounds) - 1:
+            break
+        takes = {t["member"]: {**t, "donor_round": r} for t in take_overs}
+        before = [list(v) for v in values]
+        for m in range(len(first)):
+            t = takes.get(m)
+            rows.append({"event": "decide", "member": m, "round": r, "take_over": t, "archive": f"step-{step}"})
+            values[m] = [*before[t["donor"]][: r + 1], t["values"]] if t else [*before[m], dict(before[m][r])]
+        rows += [{"event": "carried_out", "member": m, "round": r, "bytes": 10} for m in sorted(takes)]
+    return rows
+
+
 def test_the_lineage_is_read_back_with_each_members_values(tmp_path):
     path = tmp_path / LINEAGE
     first = [{"k": 1.0}, {"k": 2.0}, {"k": 3.0}]
-    rows = [
-        {"event": "start", "population": first},
-        {"event": "round", "round": 0, "scores": [0.1, 0.9, 0.5]},
-        {"event": "decide", "round": 0, "take_overs": [{"member": 0, "donor": 1, "values": {"k": 2.5}, "how": {}}]},
-        {"event": "carried_out", "round": 0, "bytes": 10},
-        {"event": "round", "round": 1, "scores": [0.8, 0.2, 0.5]},
-        {"event": "decide", "round": 1, "take_overs": [{"member": 1, "donor": 0, "values": {"k": 3.1}, "how": {}}]},
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"event": "carried_o')  # a line a kill cut short
+    rows = synchronous_rows(
+        first,
+        [
+            ([0.1, 0.9, 0.5], [{"member": 0, "donor": 1, "values": {"k": 2.5}, "how": {}}]),
+            ([0.8, 0.2, 0.5], [{"member": 1, "donor": 0, "values": {"k": 3.1}, "how": {}}]),
+            ([0.7, 0.6, 0.5], []),
+        ],
+    )
+    rows = [row for row in rows if row["event"] != "report" or row["round"] < 2]
+    last_carried = max(i for i, row in enumerate(rows) if row["event"] == "carried_out")
+    text = "".join(json.dumps(r) + "\n" for r in rows[:last_carried])
+    path.write_text(text + '{"event": "carried_o')  # a line a kill cut short
     lineage = Lineage.read(path)
     assert lineage.history(0, 1) == [{"k": 2.0}, {"k": 2.5}]  # member 1's round 0, then its own move
     assert lineage.history(1, 2) == [{"k": 2.0}, {"k": 2.5}, {"k": 3.1}]  # member 0's lineage, taken over again
     assert lineage.history(2, 2) == [{"k": 3.0}] * 3
-    assert lineage.carried_out == {0} and set(lineage.decisions) == {0, 1}
+    assert set(lineage.decisions) == {0, 1} and sorted(lineage.scores) == [0, 1]
+    # member 1's take-over after round 2 was decided, not carried out: the same command carries it out
+    assert lineage.due == {0: Due.TRAIN, 1: Due.CARRY, 2: Due.TRAIN}
     # whose job trained each round of a lineage: its seed and data order are that member's
     assert lineage.trained_by == [[1, 0, 0], [1, 0, 1], [2, 2, 2]]
 
@@ -412,20 +429,20 @@ def test_the_plot_draws_scores_with_their_noise_and_every_moved_value(tmp_path):
     from grpo_sweep.search.pbt.plot import look_se, plot_pbt
 
     path = tmp_path / LINEAGE
-    rows = [
-        {"event": "start", "population": [{"k": 1.0}, {"k": 2.0}, {"k": 3.0}]},
-        {"event": "round", "round": 0, "scores": [0.5, 0.9, None]},
-        {"event": "decide", "round": 0, "take_overs": [{"member": 2, "donor": 1, "values": {"k": 2.5}, "how": {}}]},
-        {"event": "round", "round": 1, "scores": [0.6, 0.8, 0.7]},
-        {"event": "decide", "round": 1, "take_overs": [{"member": 1, "donor": 2, "values": {"k": 3.1}, "how": {}}]},
-        {"event": "round", "round": 2, "scores": [0.7, None, 0.75]},
-        {"event": "best", "member": 2, "score": 0.75, "values": []},
-    ]
+    rows = synchronous_rows(
+        [{"k": 1.0}, {"k": 2.0}, {"k": 3.0}],
+        [
+            ([0.5, 0.9, None], [{"member": 2, "donor": 1, "values": {"k": 2.5}, "how": {}}]),
+            ([0.6, 0.8, 0.7], [{"member": 1, "donor": 2, "values": {"k": 3.1}, "how": {}}]),
+            ([0.7, None, 0.75], []),
+        ],
+    )
+    rows.append({"event": "best", "member": 2, "score": 0.75, "values": []})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     looks = {0: [_look(32), _look(58), None], 1: [None, None, None], 2: [_look(45), None, _look(48)]}
     assert look_se(_look(32)) == pytest.approx(statistics.stdev([1.0] * 32 + [0.0] * 32) / 8)
     assert look_se(None) is None
-    plot_pbt(Lineage.read(path), [Param("k", 0.1, 10, log=True)], 40, "val_accuracy", tmp_path / "pbt.png", looks)
+    plot_pbt(Lineage.read(path), [Param("k", 0.1, 10, log=True)], "val_accuracy", tmp_path / "pbt.png", looks)
     assert (tmp_path / "pbt.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -504,7 +521,7 @@ PBT = [
 
 
 def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_replays(tmp_path, monkeypatch):
-    import grpo_sweep.search.pbt.sweeper as driver
+    import grpo_sweep.search.pbt.rounds as driver
 
     # the random tiny model scores 0 on every member, and a tie takes nothing over: the ranking is the test's own
     # (each member's real score says whether its round is done; the value ranks it)
@@ -520,8 +537,10 @@ def test_pbt_trains_rounds_takes_over_tests_the_best_once_and_its_schedule_repla
     assert out.returncode == 0, out.stderr[-3000:]
     sweep = tmp_path / "grpo" / "pbt" / "small"
     lineage = Lineage.read(sweep / LINEAGE)
-    assert sorted(lineage.scores) == [0, 1] and lineage.carried_out == {0}
+    assert sorted(lineage.scores) == [0, 1] and all(due is Due.FINISHED for due in lineage.due.values())
     [move] = lineage.decisions[0]
+    carried = [row for row in lineage.timeline if row["event"] == "carried_out"]
+    assert [(row["member"], row["round"]) for row in carried] == [(0, 0)] and carried[0]["bytes"] > 0
     assert (move["member"], move["donor"]) == (0, 1) and lineage.best["member"] == 1
     # the recipient went on from the donor's step 3: its first three steps are the donor's
     donor_steps = [r for r in _rows(member_dir(sweep, move["donor"])) if "reward" in r and r["step"] <= 3]
@@ -679,14 +698,19 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
         f"output_root={tmp_path}",
     ]
     lineage_path = tmp_path / "grpo" / "pbt" / "pbt" / LINEAGE
-    kill_pbt_driver_when(args, tmp_path, lambda lineage: 0 in lineage.carried_out)
+    kill_pbt_driver_when(args, tmp_path, lambda lineage: any(r["event"] == "carried_out" for r in lineage.timeline))
     out = subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in lineage_path.read_text().splitlines()]
-    assert [r["round"] for r in rows if r["event"] == "round"] == [0, 1, 2]
-    assert [r["round"] for r in rows if r["event"] == "carried_out"] == [0, 1]
+    # every member reported each round once (a synchronous round is not trained again after the kill)
+    reports = sorted((r["member"], r["round"]) for r in rows if r["event"] == "report")
+    assert reports == [(m, r) for m in range(4) for r in range(3)]
+    decided = [(r["member"], r["round"]) for r in rows if r["event"] == "decide"]
+    assert sorted(decided) == [(m, r) for m in range(4) for r in range(2)]  # each member's decision once a round
+    takes = [(r["member"], r["round"]) for r in rows if r["event"] == "decide" and r["take_over"]]
+    assert sorted((r["member"], r["round"]) for r in rows if r["event"] == "carried_out") == sorted(takes)
     assert [r["event"] for r in rows].count("test") == 1
     lineage = Lineage.read(lineage_path)
     best = member_dir(lineage_path.parent, lineage.best["member"])
@@ -699,7 +723,7 @@ def test_pbt_on_the_pool_survives_a_killed_driver(tmp_path, explore):
         assert "Per configuration over seeds" in report.split("## Does the schedule beat a fixed mix?")[1]
         assert set(lineage.head_to_head["verdicts"]) == {"schedule", "fixed"}
     else:
-        moves = [t for r in rows if r["event"] == "decide" for t in r["take_overs"]]
+        moves = [r["take_over"] for r in rows if r["event"] == "decide" and r["take_over"]]
         assert all(h.startswith("pb2 (") for t in moves for h in t["how"].values())
 
 
@@ -729,10 +753,10 @@ def test_asynchronous_pbt_on_the_pool_survives_a_killed_driver(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     lineage = Lineage.read(lineage_path)
     assert lineage.reports[: len(before)] == before
-    assert all(due == "finished" for due in lineage.due.values()), lineage.due
+    assert all(due is Due.FINISHED for due in lineage.due.values()), lineage.due
     assert {(row["member"], row["round"]) for row in lineage.reports} == {(m, r) for m in range(4) for r in range(3)}
-    takes = [row for row in lineage.timeline if row["event"] == "member_decide" and row["take_over"]]
-    carried = [row for row in lineage.timeline if row["event"] == "member_carried_out"]
+    takes = [row for row in lineage.timeline if row["event"] == "decide" and row["take_over"]]
+    carried = [row for row in lineage.timeline if row["event"] == "carried_out"]
     assert len(carried) == len(takes)
     trained = [(row["member"], row["round"]) for row in lineage.reports if row["trained"] is not False]
     went_back = {(row["member"], row["take_over"]["donor_round"] + 1) for row in takes}

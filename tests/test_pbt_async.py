@@ -1,7 +1,8 @@
-"""Asynchronous PBT rounds (hydra.sweeper.synchronous=false, search/pbt/asynchronous.py), driven by a stand-in
-launcher whose jobs take uneven times (counted in the driver's polls, so the tests do not depend on the machine's
-speed): a slow member holds no one, a member ranks against the others' latest looks, takes its donor's latest
-look's checkpoint and goes on from the donor's step, and a killed driver continues with nothing trained twice."""
+"""A PBT's rounds (search/pbt/rounds.py), asynchronous (hydra.sweeper.synchronous=false) and synchronous (the
+same driver with a barrier), driven by a stand-in launcher whose jobs take uneven times (counted in the driver's
+polls, so the tests do not depend on the machine's speed): a slow member holds no one, a member ranks against the
+others' latest looks, takes its donor's latest look's checkpoint and goes on from the donor's step, a synchronous
+round decides once all have reported, and a killed driver continues with nothing trained twice."""
 
 from __future__ import annotations
 
@@ -13,16 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_sweep.run.files import read_jsonl
-from grpo_sweep.search.pbt import asynchronous
-from grpo_sweep.search.pbt.asynchronous import AsyncRounds
-from grpo_sweep.search.pbt.population import (
-    LINEAGE,
-    Lineage,
-    Param,
-    check_settings,
-    member_dir,
-    start_row,
-)
+from grpo_sweep.search.pbt import rounds as driving
+from grpo_sweep.search.pbt.decisions import start_row
+from grpo_sweep.search.pbt.lineage import Due, Lineage
+from grpo_sweep.search.pbt.members import LINEAGE, member_dir
+from grpo_sweep.search.pbt.rounds import PBTRun, Rounds
+from grpo_sweep.search.pbt.settings import Param, Settings, check_settings
 
 from .conftest import launch_here
 
@@ -43,7 +40,7 @@ def async_settings(population=4, rounds=3, **changes):
         seed=0,
         synchronous=False,
     )
-    return check_settings(SimpleNamespace(**{**raw, **changes}), population * STEPS)
+    return check_settings(Settings(**{**raw, **changes}), population * STEPS)
 
 
 def gain(values: dict) -> float:
@@ -116,16 +113,12 @@ def begin(sweep: Path, settings) -> Lineage:
 
 def decided(lineage: Lineage, member: int) -> list[dict]:
     """``member``'s decisions, in order."""
-    return [row for row in lineage.timeline if row["event"] == "member_decide" and row["member"] == member]
+    return [row for row in lineage.timeline if row["event"] == "decide" and row["member"] == member]
 
 
-def driver(sweep: Path, lineage: Lineage, settings, cluster: StandIn, capacity: int | None = None) -> AsyncRounds:
-    return AsyncRounds(
-        sweep,
-        lineage,
-        [LR],
-        settings,
-        "val_accuracy",
+def driver(sweep: Path, lineage: Lineage, settings, cluster: StandIn, capacity: int | None = None) -> Rounds:
+    return Rounds(
+        PBTRun(sweep, lineage, [LR], settings, "val_accuracy", 42),
         cluster.start_job,
         cluster.look,
         cluster.kept_look,
@@ -145,8 +138,8 @@ def test_a_slow_member_holds_no_one(tmp_path):
     first_of_3 = reports.index((3, 0))
     assert {(m, 2) for m in (0, 1, 2)} <= set(reports[:first_of_3]), reports
     before = [row for row in lineage.timeline[: lineage.timeline.index(lineage.reports[first_of_3])]]
-    assert all("3" not in row["ranked"] for row in before if row["event"] == "member_decide")
-    assert all(due == "finished" for due in lineage.due.values())
+    assert all("3" not in row["ranked"] for row in before if row["event"] == "decide")
+    assert all(due is Due.FINISHED for due in lineage.due.values())
     assert set(lineage.scores) == {0, 1, 2} and None not in lineage.scores[2]
 
 
@@ -172,7 +165,7 @@ def test_a_member_takes_its_donors_latest_look_and_goes_on_from_the_donors_step(
     ranked_finished = [
         j
         for row in lineage.timeline
-        if row["event"] == "member_decide"
+        if row["event"] == "decide"
         for j, (r, _) in row["ranked"].items()
         if int(j) != row["member"] and r == settings.rounds - 1
     ]
@@ -186,9 +179,9 @@ def test_on_a_one_at_a_time_launcher_a_donor_trains_before_its_recipient_goes_ag
     look and is as far behind as member 1; the one that has waited longer (member 1) starts first, so member 1
     moves on and the PBT ends, in few jobs, where starting member 0 first would copy the same look forever."""
     fixed = {0: 0.1, 1: 0.9, 2: 0.5}
-    real = asynchronous.round_score
+    real = driving.round_score
     monkeypatch.setattr(
-        asynchronous,
+        driving,
         "round_score",
         lambda run_dir, step, metric: None if real(run_dir, step, metric) is None else fixed[int(Path(run_dir).name)],
     )
@@ -203,7 +196,7 @@ def test_on_a_one_at_a_time_launcher_a_donor_trains_before_its_recipient_goes_ag
 
     cluster.start_job = bounded
     driver(tmp_path, lineage, settings, cluster, capacity=1).run()
-    assert all(due == "finished" for due in lineage.due.values()), lineage.due
+    assert all(due is Due.FINISHED for due in lineage.due.values()), lineage.due
     first = decided(lineage, 0)[1]
     assert first["take_over"]["donor"] == 1
     order = [(m, r) for m, r, _ in cluster.started]
@@ -247,7 +240,7 @@ def test_a_killed_driver_continues_with_nothing_trained_twice(tmp_path, monkeypa
     cluster.train(*away, Lineage.read(tmp_path / LINEAGE).history(*away)[-1])
     started_before = list(cluster.started)
 
-    real_take_over = asynchronous.take_over
+    real_take_over = driving.take_over
     calls = []
 
     def dies_before_copying(*args, **kwargs):
@@ -256,7 +249,7 @@ def test_a_killed_driver_continues_with_nothing_trained_twice(tmp_path, monkeypa
             raise Killed
         return real_take_over(*args, **kwargs)
 
-    monkeypatch.setattr(asynchronous, "take_over", dies_before_copying)
+    monkeypatch.setattr(driving, "take_over", dies_before_copying)
     for _ in range(3):
         lineage = Lineage.read(tmp_path / LINEAGE)
         cluster = StandIn(tmp_path, lineage, lambda m, r: 1 + m)
@@ -269,13 +262,13 @@ def test_a_killed_driver_continues_with_nothing_trained_twice(tmp_path, monkeypa
             continue
     started_before += cluster.started
     lineage = Lineage.read(tmp_path / LINEAGE)
-    assert all(due == "finished" for due in lineage.due.values()), lineage.due
+    assert all(due is Due.FINISHED for due in lineage.due.values()), lineage.due
     [report] = [row for row in lineage.reports if (row["member"], row["round"]) == away]
     assert report["trained"] is False  # reported from its directory, not trained again
     assert started_before.count((*away, report["values"][LR.key])) == 1
     # every decision is carried out once: one carried-out row per take-over, the archive made once
-    takes = [row for row in lineage.timeline if row["event"] == "member_decide" and row["take_over"]]
-    carried = [row for row in lineage.timeline if row["event"] == "member_carried_out"]
+    takes = [row for row in lineage.timeline if row["event"] == "decide" and row["take_over"]]
+    carried = [row for row in lineage.timeline if row["event"] == "carried_out"]
     assert takes and len(carried) == len(takes)
     # a round is trained again only by a member that went back to it after a take-over
     trained = [(row["member"], row["round"]) for row in lineage.reports if row["trained"]]
@@ -311,7 +304,7 @@ def test_a_donor_whose_checkpoint_is_gone_is_not_ranked(tmp_path, kept):
 
 
 def _report(lineage: Lineage, m: int, r: int) -> dict:
-    from grpo_sweep.search.pbt.population import round_score
+    from grpo_sweep.search.pbt.members import round_score
 
     step = (r + 1) * STEPS
     score = round_score(member_dir(lineage.path.parent, m), step, "val_accuracy")
@@ -325,9 +318,9 @@ def test_asynchronous_rounds_on_the_local_launcher_take_over_and_continue(tmp_pa
     step, the best member's test runs once, report.md tells it as it happened; the same command trains nothing."""
     from .test_pbt import PBT, _rows
 
-    real, fixed = asynchronous.round_score, {0: 0.1, 1: 0.9}
+    real, fixed = driving.round_score, {0: 0.1, 1: 0.9}
     monkeypatch.setattr(
-        asynchronous,
+        driving,
         "round_score",
         lambda run_dir, step, metric: (
             None if real(run_dir, step, metric) is None else fixed[int(Path(run_dir).name)] + step / 1000
@@ -345,8 +338,8 @@ def test_asynchronous_rounds_on_the_local_launcher_take_over_and_continue(tmp_pa
     assert out.returncode == 0, out.stderr[-3000:]
     sweep = tmp_path / "grpo" / "pbt" / "small"
     lineage = Lineage.read(sweep / LINEAGE)
-    assert all(due == "finished" for due in lineage.due.values()), lineage.due
-    first = next(row for row in lineage.timeline if row["event"] == "member_decide" and row["take_over"])
+    assert all(due is Due.FINISHED for due in lineage.due.values()), lineage.due
+    first = next(row for row in lineage.timeline if row["event"] == "decide" and row["take_over"])
     t = first["take_over"]
     assert (first["member"], t["donor"]) == (0, 1)
     # the recipient went on from the donor's step: its steps up to it are the donor's
@@ -357,7 +350,7 @@ def test_asynchronous_rounds_on_the_local_launcher_take_over_and_continue(tmp_pa
     assert [row["event"] for row in read_jsonl(sweep / LINEAGE)].count("test") == 1
     report = (sweep / "report.md").read_text()
     assert "Asynchronous (`hydra.sweeper.synchronous=false`)" in report and "takes m1's checkpoint" in report
-    assert "asynchronous: each member ranked as its round ended" in out.stdout
+    assert "asynchronous (hydra.sweeper.synchronous=false): each member was ranked as its own round ended" in out.stdout
 
     again = launch_here(args, tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]

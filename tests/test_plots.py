@@ -11,6 +11,7 @@ import pytest
 
 from grpo_sweep.reading import plots
 from grpo_sweep.reading.plots import ConfigRuns, ForestRow, RunPoint
+from grpo_sweep.reading.stats import mean_interval
 
 
 @pytest.fixture
@@ -36,9 +37,9 @@ def test_smooth_interval_and_seed_band():
     with pytest.raises(ValueError, match="window=0"):
         plots.smooth([1.0], 0)
     assert plots.smoothing_window(plots.SMOOTH_ABOVE) == 1 and plots.smoothing_window(120) == 11
-    assert plots.interval([0.4]) == (0.4, 0.4, 0.4)
-    assert plots.interval([0.4, 0.6]) == (0.5, 0.4, 0.6)  # two seeds: their range
-    mean, low, high = plots.interval([0.5, 0.6, 0.7])  # t_{0.975,2} = 4.303, sd 0.1
+    assert mean_interval([0.4]) == (0.4, 0.4, 0.4)
+    assert mean_interval([0.4, 0.6]) == (0.5, 0.4, 0.6)  # two seeds: their range
+    mean, low, high = mean_interval([0.5, 0.6, 0.7])  # t_{0.975,2} = 4.303, sd 0.1
     assert mean == pytest.approx(0.6) and high - mean == pytest.approx(4.3027 * 0.1 / math.sqrt(3), abs=1e-4)
     assert low == pytest.approx(2 * mean - high)
     steps, mean, low, high = plots.seed_band([{0: 0.2, 10: 0.4}, {0: 0.4, 10: 0.6, 20: 0.9}])

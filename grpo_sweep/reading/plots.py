@@ -32,7 +32,7 @@ import numpy as np
 from ..run.files import iter_jsonl
 from ..run.record import VAL_ACCURACY, VAL_ACCURACY_LOGGED, WEIGHT_PREFIX
 from ..run.results import METRICS
-from .stats import t_quantile
+from .stats import mean_interval
 
 TOP_CONFIGS = 6
 # a parameter with more distinct values than this is drawn against its values (a scatter), not one slot per value
@@ -102,22 +102,6 @@ def smoothing_window(points: int) -> int:
     return max(3, (points // SMOOTH_FRACTION) // 2 * 2 + 1)
 
 
-def interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """(mean, low, high) over seeds: a 95 % t interval of the mean with >= 3 values, min-max with 2, none with 1."""
-    if not values:
-        raise ValueError("interval: no values")
-    n = len(values)
-    mean = math.fsum(values) / n
-    if n == 1:
-        return mean, mean, mean
-    if n == 2:
-        return mean, min(values), max(values)
-    # float arithmetic: statistics.stdev is exact (fractions) and ~20x slower, at tens of thousands of steps a sweep
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
-
-
 def seed_band(series: Iterable[dict]) -> tuple[list, list, list, list]:
     """Steps, mean, low and high over several runs' ``{step: value}``: at each step, over the runs that logged it."""
     by_step: dict[Any, list[float]] = {}
@@ -125,7 +109,7 @@ def seed_band(series: Iterable[dict]) -> tuple[list, list, list, list]:
         for step, value in one.items():
             by_step.setdefault(step, []).append(value)
     steps = sorted(by_step)
-    rows = [interval(by_step[s]) for s in steps]
+    rows = [mean_interval(by_step[s]) for s in steps]
     return steps, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
@@ -543,7 +527,7 @@ def plot_by_parameter(
         ax.scatter(xs, ys, s=12, alpha=max(0.15, min(0.6, 30 / per_slot)), color="tab:blue", linewidths=0, label="runs")
         if slots:
             present = [k for k, v in enumerate(values) if by_value.get(v)]
-            stats = [interval(by_value[values[k]]) for k in present]
+            stats = [mean_interval(by_value[values[k]]) for k in present]
             if present:
                 ax.errorbar(
                     [k + 0.32 for k in present],

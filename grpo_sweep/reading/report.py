@@ -24,7 +24,7 @@ from ..run.record import VAL_ACCURACY, RunSummary, test_counterpart
 from ..run.results import lookup
 from . import plots as figures
 from .results import UNREADABLE, SweepResults, SweepRun
-from .stats import Comparison, is_seed
+from .stats import Comparison, is_seed, sd
 from .tables import TOP_RUNS, best_cell, markdown_table, number, objective_is_val
 from .wording import ci_text, signed
 
@@ -92,7 +92,7 @@ def _mean_std(values: list) -> str:
         return "-"
     if len(values) == 1:
         return number(float(values[0]))
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+    return f"{statistics.mean(values):.3f} ± {sd(values):.3f}"
 
 
 def seeds_table(results: SweepResults, names: list[str]) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .population import Param
+from .settings import Param
 
 # Ray starts epsilon at 0.1 and caps it at 0.5 (TV_SquaredExp.K); the floor only keeps the time length finite
 EPSILON_START = 0.1

@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 from ...reading.plots import palette, pyplot, save_figure
-from .population import Lineage, Param
+from ...reading.stats import standard_error
+from .lineage import Lineage
+from .settings import Param
 
 
 def look_se(look: dict | None) -> float | None:
     """The standard error of a member's ranking look: its per-question values' sd over the square root of their
     number (None without per-question outcomes)."""
-    values = [v for v in (look or {}).values() if v is not None]
-    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+    return standard_error([v for v in (look or {}).values() if v is not None])
 
 
 def plot_pbt(
     lineage: Lineage,
     params: Sequence[Param],
-    steps_per_round: int,
     metric: str,
     out_path: Path,
     looks: dict[int, Sequence[dict | None]] | None = None,
-    noise_z: float = 1.645,
 ) -> None:
     """Top: each member's score at the end of each round with the ranking look's noise band (± ``noise_z``
     standard errors, from ``looks[round][member]``), a solid line where it went on from its own weights, a dotted
@@ -34,7 +31,8 @@ def plot_pbt(
     best member's lineage is black and thick in every panel."""
     plt = pyplot()
     colors = palette(plt)
-    scores, take_overs = lineage.scores, lineage.decisions
+    scores = lineage.scores
+    steps_per_round, noise_z = lineage.settings.steps_per_round, lineage.settings.noise_z
     fig, axes = plt.subplots(1 + len(params), 1, figsize=(7, 3 + 2 * len(params)), sharex=True, squeeze=False)
     axes = [row[0] for row in axes]
     ax = axes[0]
@@ -49,21 +47,8 @@ def plot_pbt(
             se = [look_se(((looks or {}).get(r) or [None] * members)[m]) for r in rs]
             err = [noise_z * e if e is not None else 0.0 for e in se]
             ax.errorbar(xs, ys, yerr=err, linestyle="none", marker="o", color=color, capsize=3, label=f"member {m}")
-        for x0, y0, x1, y1, took in _async_segments(lineage, m, steps_per_round):
+        for x0, y0, x1, y1, took in _segments(lineage, m, steps_per_round):
             ax.plot([x0, x1], [y0, y1], color=color, linestyle=":" if took else "-")
-        for r in rounds if not lineage.reports else ():
-            after = scores.get(r + 1)
-            if not after or after[m] is None:
-                continue
-            moved = {t["member"]: t["donor"] for t in take_overs.get(r, [])}
-            start = scores[r][moved.get(m, m)]
-            if start is not None:
-                ax.plot(
-                    [(r + 1) * steps_per_round, (r + 2) * steps_per_round],
-                    [start, after[m]],
-                    color=color,
-                    linestyle=":" if m in moved else "-",
-                )
     if best is not None and lineage.trained_by:
         path = lineage.trained_by[best]
         # the best lineage's scores: the member that trained each round, at that round's end
@@ -92,16 +77,16 @@ def plot_pbt(
     save_figure(fig, out_path)
 
 
-def _async_segments(lineage: Lineage, member: int, steps_per_round: int) -> list[tuple]:
-    """An asynchronous PBT's segments of ``member``: each round it trained, from the score its round started from
-    (its own last look, or its donor's, at the round's first step) to its report; whether it took over to start it."""
+def _segments(lineage: Lineage, member: int, steps_per_round: int) -> list[tuple]:
+    """``member``'s segments: each round it trained, from the score its round started from (its own last look, or
+    its donor's, at the round's first step) to its report; whether it took over to start it."""
     out, took = [], False
     for row in lineage.timeline:
         if row["member"] != member:
             continue
-        if row["event"] == "member_decide":
+        if row["event"] == "decide":
             took = row.get("take_over") is not None
-        elif row["event"] == "member_carried_out" and row.get("abandoned"):
+        elif row["event"] == "carried_out" and row.get("abandoned"):
             took = False
         elif row["event"] == "report":
             if row["round"] > 0 and row.get("start") is not None and row["score"] is not None:

@@ -9,8 +9,18 @@ from pathlib import Path
 
 from ...reading.report import REPORT
 from ...reading.tables import markdown_table
+from .lineage import Lineage
+from .members import BEST_SCHEDULE, LINEAGE, PLOT
 from .plot import look_se
-from .population import LINEAGE, PLOT, Lineage, Param
+from .settings import Param, Settings
+
+# when a member's decision was made, as report.md and the terminal say it
+RANKED = {
+    True: "synchronous (`hydra.sweeper.synchronous=true`): a round's decisions were made once every member had "
+    "reported it, the population ranked together",
+    False: "asynchronous (`hydra.sweeper.synchronous=false`): each member was ranked as its own round ended, against "
+    "the others' latest looks, and went on at once; the table holds each member's latest look of each round",
+}
 
 
 def short_names(params: Sequence[Param]) -> dict[str, str]:
@@ -43,10 +53,10 @@ def exploits_text(counts: dict[str, int]) -> str:
     )
 
 
-def guard_text(settings: dict) -> str:
-    if settings.get("noise_guard"):
+def guard_text(settings: Settings) -> str:
+    if settings.noise_guard:
         return (
-            f"on: a member copies a donor only when the donor's lead is more than {settings.get('noise_z', 1.645):g} "
+            f"on: a member copies a donor only when the donor's lead is more than {settings.noise_z:g} "
             "standard errors of the ranking look, paired by question"
         )
     return "off (plain PBT: the bottom copies the top whatever the gap)"
@@ -72,33 +82,36 @@ def lineage_tree(lineage: Lineage, params: Sequence[Param], steps_per_round: int
     return lines
 
 
-def timeline(lineage: Lineage, params: Sequence[Param], z: float, bullet: str = "- ") -> list[str]:
-    """An asynchronous PBT as it happened: each member's report of a round, in the order they came, and what the
-    member did then (took over whom, went on, finished)."""
+def timeline(lineage: Lineage, params: Sequence[Param], bullet: str = "- ") -> list[str]:
+    """The PBT as it happened: each member's report of a round, in the order they came, and what the member did
+    then (took over whom, went on, was held back, finished), said on its report's line."""
     short = short_names(params)
-    spr = lineage.start["settings"]["steps_per_round"]
+    z, spr = lineage.settings.noise_z, lineage.settings.steps_per_round
     lines: list[str] = []
+    line_of: dict[int, int] = {}  # member -> the line of its latest report
     for row in lineage.timeline:
         m, r = row["member"], row["round"]
         if row["event"] == "report":
             away = "" if row.get("trained", True) else " (trained while the driver was away)"
+            line_of[m] = len(lines)
             lines.append(f"{bullet}m{m} round {r + 1} (step {row['step']}): {_score(row['score'])}{away}")
             if r == lineage.rounds_total - 1 and row["score"] is not None:
                 lines[-1] += "; finished"
-        elif row["event"] == "member_decide":
+        elif row["event"] == "decide":
             t, held = row.get("take_over"), row.get("held_back")
             if t is not None:
                 how = "; ".join(f"{short.get(k, k)} {h}" for k, h in t["how"].items())
-                lines[-1] += (
+                said = (
                     f"; takes m{t['donor']}'s checkpoint of step {(t['donor_round'] + 1) * spr}{lead_text(t, z)}, "
                     f"then {_values(t['values'], short)} ({how})"
                 )
             elif row.get("out"):
-                lines[-1] += "; out (no member could give it a checkpoint)"
+                said = "; out (no member could give it a checkpoint)"
             elif held:
-                lines[-1] += f"; goes on from its own weights: its nearest donor m{held['donor']}{lead_text(held, z)}"
+                said = f"; goes on from its own weights: its nearest donor m{held['donor']}{lead_text(held, z)}"
             else:
-                lines[-1] += "; goes on"
+                said = "; goes on"
+            lines[line_of[m]] += said
         elif row.get("abandoned"):
             lines.append(f"{bullet}m{m}: the take-over was abandoned ({row['abandoned']}); it goes on from its own")
     return lines
@@ -114,10 +127,11 @@ def write_report(
     looks: dict[int, Sequence[dict | None]],
 ) -> Path:
     """``<sweep>/report.md``; returns its path."""
-    s = lineage.start["settings"]
-    spr, z = s["steps_per_round"], s.get("noise_z", 1.645)
-    counts = lineage.exploits()
-    members = len(lineage.values)
+    from ...run.files import write_text_atomic
+
+    s = lineage.settings
+    spr = s.steps_per_round
+    members = lineage.population
     rows = []
     for r, scores in sorted(lineage.scores.items()):
         cells = []
@@ -125,37 +139,14 @@ def write_report(
             se = look_se((looks.get(r) or [None] * members)[m])
             cells.append(_score(x) + (f" ± {se:.3f}" if se is not None and x is not None else ""))
         rows.append([str(r + 1), str((r + 1) * spr), *cells])
-    short = short_names(params)
-    moves = []
-    for r, decided in sorted(lineage.decisions.items()):
-        for t in decided:
-            how = "; ".join(f"{short.get(k, k)} {h}" for k, h in t["how"].items())
-            moves.append(
-                f"- after round {r + 1}: member {t['member']} took member {t['donor']}'s checkpoint"
-                f"{lead_text(t, z)}, then {_values(t['values'], short)} ({how})"
-            )
-        for t in lineage.held_back.get(r, []):
-            moves.append(
-                f"- after round {r + 1}: member {t['member']} went on from its own weights: its nearest donor, member "
-                f"{t['donor']}{lead_text(t, z)}"
-            )
-    if lineage.reports:
-        moves = [
-            "Asynchronous (`hydra.sweeper.synchronous=false`): each member was ranked as its own round ended, "
-            "against the others' latest looks, and went on at once; the table holds each member's latest look of "
-            "each round. As it happened:",
-            "",
-            *timeline(lineage, params, z),
-        ]
     test = lineage.test or {}
     best = lineage.best or {}
     text = [
         f"# PBT {lineage.start['name']!r}",
         "",
-        f"{s['population']} members × {s['rounds']} rounds of {spr} steps, ranked on `{metric}` ({s['direction']}) "
-        + ("after each round" if s.get("synchronous", True) else "as each member's round ended (asynchronous)")
-        + f"; the bottom {s['exploit_fraction']:g} (rounded up, at most half) may take over the top's "
-        f"checkpoint, then explore ({s.get('explore', 'perturb')}). Noise guard {guard_text(s)}. The lineage: "
+        f"{s.population} members × {s.rounds} rounds of {spr} steps, ranked on `{metric}` ({s.direction}), "
+        f"{RANKED[s.synchronous].split(':', 1)[0]}; the bottom {s.exploit_fraction:g} (rounded up, at most half) may "
+        f"take over the top's checkpoint, then explore ({s.explore}). Noise guard {guard_text(s)}. The lineage: "
         f"`{LINEAGE}`.",
         "",
         "## Rounds",
@@ -165,9 +156,11 @@ def write_report(
         "",
         *markdown_table(["round", "step", *(f"member {m}" for m in range(members))], rows),
         "",
-        *(moves or ["No member took over another."]),
+        f"{RANKED[s.synchronous][0].upper()}{RANKED[s.synchronous][1:]}. As it happened:",
         "",
-        f"**Exploits against the look's noise:** {exploits_text(counts)}.",
+        *timeline(lineage, params),
+        "",
+        f"**Exploits against the look's noise:** {exploits_text(lineage.exploits())}.",
         "",
         "## Lineage tree",
         "",
@@ -182,7 +175,7 @@ def write_report(
         "",
         "## The best member",
         "",
-        f"Member {best.get('member')}: `{metric}` {_score(best.get('score'))} at step {s['rounds'] * spr}. "
+        f"Member {best.get('member')}: `{metric}` {_score(best.get('score'))} at step {s.rounds * spr}. "
         + (
             f"Test ({test.get('test_samples')} prompts, measured once, on this member only): accuracy "
             f"{_score(test.get('test_accuracy_before'))} → {_score(test.get('test_accuracy'))}."
@@ -204,7 +197,48 @@ def write_report(
         "",
     ]
     path = Path(sweep_dir) / REPORT
-    from ...run.files import write_text_atomic
-
     write_text_atomic(path, "\n".join(text))
     return path
+
+
+def shell_line(overrides: list[str]) -> str:
+    """The overrides as one shell command line's arguments (a list's commas and braces quoted from the shell)."""
+    import shlex
+
+    return " ".join(shlex.quote(o) for o in overrides)
+
+
+def terminal_report(lineage: Lineage, params: list[Param], sweep_dir: Path, metric: str, replay: list[str]) -> str:
+    """The PBT's end on the terminal: its rounds as they happened, the best member, its test, the replay."""
+    s = lineage.settings
+    short = short_names(params)
+
+    def values(v: dict) -> str:
+        return " ".join(f"{short.get(k, k)}={x:.3g}" for k, x in v.items())
+
+    lines = [
+        f"PBT {lineage.start['name']!r}: {s.population} members x {s.rounds} rounds of {s.steps_per_round} steps, "
+        f"ranked on {metric} ({s.direction}) -> {sweep_dir}",
+        f"  {RANKED[s.synchronous].replace('`', '')}",
+        *timeline(lineage, params, bullet="    "),
+        f"  exploits: {exploits_text(lineage.exploits())}; noise guard {guard_text(s)}",
+    ]
+    best, test = lineage.best, lineage.test or {}
+    lines.append(
+        f"  best: m{best['member']} ({metric} {_score(best['score'])} at step {s.rounds * s.steps_per_round}); "
+        f"its lineage: " + " | ".join(values(v) for v in best["values"])
+    )
+    if test:
+        k = (
+            f", pass@{test['test_k']} {_score(test['test_pass_at_k'])}, "
+            f"maj@{test['test_k']} {_score(test['test_maj_at_k'])}"
+            if test.get("test_k")
+            else ""
+        )
+        lines.append(
+            f"  test ({test.get('test_samples')} prompts, measured once, on the best member only): accuracy "
+            f"{_score(test.get('test_accuracy_before'))} -> {_score(test.get('test_accuracy'))}{k}"
+        )
+    lines.append(f"  lineage: {sweep_dir / LINEAGE}, {sweep_dir / PLOT}; best mix: {sweep_dir / BEST_SCHEDULE}")
+    lines.append(f"  replay as a plain run: python launch.py {shell_line(replay)}")
+    return "\n".join(lines)
