@@ -2,11 +2,11 @@
 
     python -m bench.pbt_async [--sims 200] [--slow-share 0.25] [--slow-factor 5] [--real-seeds 3]
 
-1. **A cluster with a slow node, simulated.** The asynchronous driver itself (search/pbt/asynchronous.py, the
-   code a sweep runs) drives a stand-in cluster on a simulated clock: each job (a member's round) takes 100 s, or
-   ``--slow-factor`` times that when it lands on a slow node (each job with probability ``--slow-share``). A
-   synchronous PBT's round ends with its slowest member, so its wall time is the sum over rounds of that round's
-   makespan on the same slots, with the same draws for each member's first run of each round. The members learn
+1. **A cluster with a slow node, simulated.** The PBT's driver itself (search/pbt/rounds.py, the code a sweep runs,
+   synchronous or not) drives a stand-in cluster on a simulated clock: each job (a member's round) takes 100 s, or
+   ``--slow-factor`` times that when it lands on a slow node (each job with probability ``--slow-share``), the same
+   draws for the same job in both modes. A synchronous PBT's decisions wait for a round's slowest member (the
+   barrier). The members learn
    as in a real PBT (a round adds most near lr 1e-3; a look of 64 questions, binomial), so the driver exploits,
    holds back and goes back as it would. For 4 members x 3 rounds, with a slot per member (a cluster) and with 2
    slots (a pool on 2 cores): the wall time of each, their ratio, and the jobs the asynchronous one adds (a
@@ -71,7 +71,7 @@ class Cluster:
         return Job(self, m, r, values, self.clock.now + seconds)
 
     def train(self, m: int, r: int, values: dict) -> None:
-        from grpo_sweep.search.pbt.population import member_dir
+        from grpo_sweep.search.pbt.members import member_dir
 
         run = member_dir(self.sweep, m)
         before = run / "checkpoints" / f"checkpoint-{r * STEPS}" / "trainer_state.json"
@@ -110,19 +110,7 @@ class Job:
         return [SimpleNamespace(return_value=0.0)]
 
 
-def makespan(durations: list[float], slots: int) -> float:
-    """The pool's order: the jobs in member order, each taken by the first free slot."""
-    free = [0.0] * slots
-    for seconds in durations:
-        free.sort()
-        free[0] += seconds
-    return max(free)
-
-
 def simulate(sim: int, population: int, rounds: int, slots: int, slow_share: float, slow_factor: float) -> dict:
-    from grpo_sweep.search.pbt import asynchronous
-    from grpo_sweep.search.pbt.population import LINEAGE, Lineage, Param, check_settings, start_row
-
     draws: dict[tuple[int, int, int], float] = {}
     rng = random.Random(sim)
 
@@ -131,51 +119,47 @@ def simulate(sim: int, population: int, rounds: int, slots: int, slow_share: flo
             draws[(m, r, again)] = BASE_S * (slow_factor if rng.random() < slow_share else 1.0)
         return draws[(m, r, again)]
 
-    # the synchronous PBT's jobs: each member's first run of each round, the same draws
-    first = [[duration(m, r, 0) for m in range(population)] for r in range(rounds)]
-    sync_wall = sum(makespan(row, slots) for row in first)
+    # each member's first run of each round drawn first, in one order, whichever mode asks for it first
+    for r in range(rounds):
+        for m in range(population):
+            duration(m, r, 0)
+    out = {}
+    for mode, synchronous in (("sync", True), ("async", False)):
+        ran = drive(sim, population, rounds, slots, duration, synchronous)
+        out[f"{mode}_s"], out[f"jobs_{mode}"] = ran["wall_s"], ran["jobs"]
+        if not synchronous:
+            out["take_overs"], out["went_back"] = ran["take_overs"], ran["went_back"]
+    return out
+
+
+def drive(sim: int, population: int, rounds: int, slots: int, duration, synchronous: bool) -> dict:
+    """One PBT through the real driver on the simulated cluster: its wall time, jobs and take-overs."""
+    from grpo_sweep.search.pbt import rounds as driving
+    from grpo_sweep.search.pbt.decisions import start_row
+    from grpo_sweep.search.pbt.lineage import Lineage
+    from grpo_sweep.search.pbt.members import LINEAGE
+    from grpo_sweep.search.pbt.rounds import PBTRun, Rounds
+    from grpo_sweep.search.pbt.settings import Param, Settings, check_settings
 
     param = Param(LR, 1e-4, 3e-3, log=True)
-    raw = dict(
-        population=population,
-        rounds=rounds,
-        steps_per_round=STEPS,
-        exploit_fraction=0.25,
-        perturb_factors=[0.8, 1.25],
-        resample_probability=0.25,
-        direction="maximize",
-        seed=sim,
-        synchronous=False,
-    )
-    settings = check_settings(SimpleNamespace(**raw), rounds * STEPS)
+    raw = Settings(population=population, rounds=rounds, steps_per_round=STEPS, seed=sim, synchronous=synchronous)
+    settings = check_settings(raw, rounds * STEPS)
     clock = Clock()
     with tempfile.TemporaryDirectory(prefix="pbt-async-sim-") as tmp:
         sweep = Path(tmp)
         lineage = Lineage.read(sweep / LINEAGE)
         lineage.write(start_row("sim", settings, [param], "val_accuracy", 42))
         cluster = Cluster(sweep, lineage, clock, duration, random.Random(sim + 10_000))
-        real_time, asynchronous.time = asynchronous.time, clock
+        real_time, driving.time = driving.time, clock
         try:
-            asynchronous.AsyncRounds(
-                sweep,
-                lineage,
-                [param],
-                settings,
-                "val_accuracy",
-                cluster.start_job,
-                cluster.look,
-                cluster.kept_look,
-                slots,
-                poll_s=1.0,
-            ).run()
+            run = PBTRun(sweep, lineage, [param], settings, "val_accuracy", 42)
+            Rounds(run, cluster.start_job, cluster.look, cluster.kept_look, slots, poll_s=1.0).run()
         finally:
-            asynchronous.time = real_time
-        takes = [row for row in lineage.timeline if row["event"] == "member_decide" and row["take_over"]]
+            driving.time = real_time
+        takes = [row for row in lineage.timeline if row["event"] == "decide" and row["take_over"]]
         return {
-            "sync_s": sync_wall,
-            "async_s": clock.now,
-            "jobs_sync": population * rounds,
-            "jobs_async": len(cluster.started),
+            "wall_s": clock.now,
+            "jobs": len(cluster.started),
             "take_overs": len(takes),
             "went_back": sum(1 for t in takes if t["take_over"]["donor_round"] < t["round"]),
         }
@@ -195,7 +179,10 @@ def simulated(sims: int, slots: int, slow_share: float, slow_factor: float) -> d
         ),
         "async faster in": f"{sum(x < 1 for x in ratio)} of {sims}",
         "async slower in (the slowest)": f"{sum(x > 1 for x in ratio)} of {sims} ({max(ratio):.2f})",
-        "jobs async / sync (mean)": f"{statistics.mean(r['jobs_async'] for r in runs):.2f} / {runs[0]['jobs_sync']}",
+        "jobs async / sync (mean)": (
+            f"{statistics.mean(r['jobs_async'] for r in runs):.2f} / "
+            f"{statistics.mean(r['jobs_sync'] for r in runs):.2f}"
+        ),
         "take-overs a PBT (mean), of which went back": (
             f"{statistics.mean(r['take_overs'] for r in runs):.2f}, {statistics.mean(r['went_back'] for r in runs):.2f}"
         ),
@@ -206,18 +193,16 @@ def real(seed: int, synchronous: bool, out: Path) -> dict:
     from bench.pbt_explore import launch_pbt
 
     name = f"{'sync' if synchronous else 'async'}-{seed}"
-    wall, rows = launch_pbt(
+    wall, lineage = launch_pbt(
         name, [f"hydra.sweeper.synchronous={str(synchronous).lower()}", f"hydra.sweeper.seed={seed}"], out
     )
-    best = next(r for r in rows if r["event"] == "best")
-    test = next(r for r in rows if r["event"] == "test")
-    reports = [r for r in rows if r["event"] == "report"]
+    best, test = lineage.best, lineage.test
     return {
         "synchronous": synchronous,
         "seed": seed,
         "best_val": best["score"],
         "test": test["test_accuracy"],
-        "jobs": len(reports) if reports else sum(len(r["scores"]) for r in rows if r["event"] == "round"),
+        "jobs": len(lineage.reports),
         "wall_s": round(wall, 1),
     }
 

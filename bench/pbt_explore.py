@@ -25,8 +25,11 @@ from pathlib import Path
 from bench._common import command, launch, machine, parser, record
 
 
-def launch_pbt(name: str, overrides: list[str], out: Path) -> tuple[float, list[dict]]:
-    """The issue's PBT on the pool, without its head-to-head, with ``overrides``: its wall seconds and pbt.jsonl."""
+def launch_pbt(name: str, overrides: list[str], out: Path):
+    """The issue's PBT on the pool, without its head-to-head, with ``overrides``: its wall seconds and its lineage
+    (pbt.jsonl read back)."""
+    from grpo_sweep.search.pbt.lineage import Lineage
+
     wall, _ = launch(
         [
             "-m",
@@ -39,12 +42,12 @@ def launch_pbt(name: str, overrides: list[str], out: Path) -> tuple[float, list[
         ],
         out,
     )
-    return wall, [json.loads(line) for line in (out / "grpo" / "pbt" / name / "pbt.jsonl").read_text().splitlines()]
+    return wall, Lineage.read(out / "grpo" / "pbt" / name / "pbt.jsonl")
 
 
 def one(explore: str, guard: bool, seed: int, out: Path) -> dict:
     name = f"{explore}-{'guard' if guard else 'plain'}-{seed}"
-    wall, rows = launch_pbt(
+    wall, lineage = launch_pbt(
         name,
         [
             f"hydra.sweeper.explore={explore}",
@@ -53,10 +56,8 @@ def one(explore: str, guard: bool, seed: int, out: Path) -> dict:
         ],
         out,
     )
-    best = next(r for r in rows if r["event"] == "best")
-    test = next(r for r in rows if r["event"] == "test")
-    decided = [r for r in rows if r["event"] == "decide"]
-    moves = [t for r in decided for t in r["take_overs"]]
+    best, test = lineage.best, lineage.test
+    moves = [t for r in sorted(lineage.decisions) for t in lineage.decisions[r]]
     return {
         "explore": explore,
         "noise_guard": guard,
@@ -65,7 +66,7 @@ def one(explore: str, guard: bool, seed: int, out: Path) -> dict:
         "test": test["test_accuracy"],
         "exploits_beyond_noise": sum(1 for t in moves if t.get("beyond_noise") is True),
         "exploits_within_noise": sum(1 for t in moves if t.get("beyond_noise") is False),
-        "held_back": sum(len(r.get("held_back", [])) for r in decided),
+        "held_back": sum(len(held) for held in lineage.held_back.values()),
         "wall_s": round(wall, 1),
     }
 

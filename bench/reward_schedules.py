@@ -169,7 +169,9 @@ def main() -> int:
         tmp / "pbt",
     )
     pbt_dir = tmp / "pbt" / "grpo" / "pbt" / "bench"
-    lineage = [json.loads(line) for line in (pbt_dir / "pbt.jsonl").read_text().splitlines()]
+    from grpo_sweep.search.pbt.lineage import Lineage
+
+    lineage = Lineage.read(pbt_dir / "pbt.jsonl")
     const_best, sched_best = best(const), best(sched)
     weight = float(const_best["config"].split("=")[-1])
     until = float(sched_best["config"].split("=")[-1])
@@ -190,8 +192,11 @@ def main() -> int:
     def row(c: dict) -> dict:
         return {k: c[k] for k in ("config", "rank_mean", "mean", "delta", "low", "high", "verdict", "note")}
 
-    events = lambda kind: [r for r in lineage if r["event"] == kind]  # noqa: E731
-    [test] = events("test")
+    test = lineage.test
+    copied: dict[int, int] = {}
+    for r in lineage.timeline:
+        if r["event"] == "carried_out":
+            copied[r["round"]] = copied.get(r["round"], 0) + (r.get("bytes") or 0)
     record(
         "reward_schedules_built_in" if options.built_in else "reward_schedules",
         {
@@ -202,12 +207,10 @@ def main() -> int:
             "stage_1_constant": [row(c) for c in const["comparisons"]],
             "stage_1_scheduled": [row(c) for c in sched["comparisons"]],
             "stage_1_pbt": {
-                "rounds": [
-                    {"round": r["round"], "scores": r["scores"], "seconds": r["seconds"]} for r in events("round")
-                ],
-                "take_overs": [t for r in events("decide") for t in r["take_overs"]],
-                "copied_bytes_per_round": [r["bytes"] for r in events("carried_out")],
-                "best": events("best")[0],
+                "rounds": [{"round": r, "scores": scores} for r, scores in lineage.scores.items()],
+                "take_overs": [t for r in sorted(lineage.decisions) for t in lineage.decisions[r]],
+                "copied_bytes_per_round": [copied[r] for r in sorted(copied)],
+                "best": lineage.best,
                 "best_member_test_accuracy": test["test_accuracy"],
                 "replayed_mix": (conf / "reward_mix" / "pbt_schedule.yaml").read_text(),
             },

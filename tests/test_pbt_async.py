@@ -52,8 +52,8 @@ class StandIn:
     """A launcher whose job trains a member's round by writing what a paused run leaves (its checkpoint of the
     round's last step, its metrics with the validation there), once the driver has polled it ``ticks`` times."""
 
-    def __init__(self, sweep: Path, lineage: Lineage, ticks):
-        self.sweep, self.lineage, self.ticks = sweep, lineage, ticks
+    def __init__(self, sweep: Path, lineage: Lineage, ticks, steps: int = STEPS):
+        self.sweep, self.lineage, self.ticks, self.steps = sweep, lineage, ticks, steps
         self.started: list[tuple[int, int, float]] = []  # (member, round, lr)
         self.polls = 0
         self.looks: dict[tuple[int, int], dict] = {}
@@ -66,11 +66,11 @@ class StandIn:
     def train(self, m: int, r: int, values: dict) -> None:
         run = member_dir(self.sweep, m)
         rows = list(read_jsonl(run / "metrics.jsonl")) or [{"step": 0, "val/accuracy": 0.25}]
-        rows = [row for row in rows if row["step"] <= r * STEPS]
+        rows = [row for row in rows if row["step"] <= r * self.steps]
         before = [row["val/accuracy"] for row in rows if "val/accuracy" in row][-1]
         score = round(min(1.0, before + gain(values)) * QUESTIONS) / QUESTIONS
-        step = (r + 1) * STEPS
-        rows += [{"step": s, "reward": 0.1} for s in range(r * STEPS + 1, step + 1)]
+        step = (r + 1) * self.steps
+        rows += [{"step": s, "reward": 0.1} for s in range(r * self.steps + 1, step + 1)]
         rows.append({"step": step, "val/accuracy": score})
         run.mkdir(parents=True, exist_ok=True)
         (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -360,3 +360,69 @@ def test_asynchronous_rounds_on_the_local_launcher_take_over_and_continue(tmp_pa
 def test_synchronous_must_be_a_boolean():
     with pytest.raises(ValueError, match=r"hydra.sweeper.synchronous='no': must be true or false"):
         async_settings(synchronous="no")
+
+
+# -- synchronous: the same driver with a barrier -------------------------------------------------------------
+def _without_seconds(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+
+def test_a_synchronous_round_decides_once_every_member_has_reported_it(tmp_path):
+    """Member 3 is four times slower: with synchronous=true no member decides a round before member 3 has reported
+    it, every member trains each round once, and each round's decisions are the population ranked together (the
+    same decide() over the round's reports as a whole)."""
+    from grpo_sweep.search.pbt.decisions import decide
+
+    settings = async_settings(synchronous=True, noise_guard=False)
+    lineage = begin(tmp_path, settings)
+    cluster = StandIn(tmp_path, lineage, lambda m, r: 1 + 3 * (m == 3))
+    driver(tmp_path, lineage, settings, cluster).run()
+    assert all(due is Due.FINISHED for due in lineage.due.values()), lineage.due
+    rows = lineage.timeline
+    for r in range(settings.rounds - 1):
+        last_report = max(i for i, row in enumerate(rows) if row["event"] == "report" and row["round"] == r)
+        first_decision = min(i for i, row in enumerate(rows) if row["event"] == "decide" and row["round"] == r)
+        assert first_decision > last_report, r  # the barrier: no decision before the round's last report
+        reports = [lineage.report_of(m, r) for m in range(4)]
+        looks = [cluster.looks[(m, r)] for m in range(4)]
+        expected, _ = decide([x["score"] for x in reports], [x["values"] for x in reports], [LR], settings, r, looks)
+        made = [row["take_over"] for row in rows if row["event"] == "decide" and row["round"] == r and row["take_over"]]
+        assert [{k: v for k, v in t.items() if k != "donor_round"} for t in made] == expected
+        assert all(t["donor_round"] == r for t in made)
+    assert sorted((m, r) for m, r, _ in cluster.started) == [(m, r) for m in range(4) for r in range(3)]
+
+
+def test_a_synchronous_round_half_decided_at_a_kill_is_completed_with_the_same_decisions(tmp_path, monkeypatch):
+    """The driver is killed after writing the second of round 1's four decisions: the same driver started anew
+    writes the other two as the first would have (the round's draws), carries out the take-overs, and the PBT's
+    record is the one a driver never killed writes."""
+    settings = async_settings(synchronous=True, noise_guard=False)
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    lineage = begin(whole, settings)
+    driver(whole, lineage, settings, StandIn(whole, lineage, lambda m, r: 1 + m)).run()
+
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    lineage = begin(killed, settings)
+    write, decisions = Lineage.write, []
+
+    def dies_at_the_second_decision(self, row):
+        write(self, row)
+        if row["event"] == "decide":
+            decisions.append(row)
+            if len(decisions) == 2:
+                raise Killed
+
+    monkeypatch.setattr(Lineage, "write", dies_at_the_second_decision)
+    cluster = StandIn(killed, lineage, lambda m, r: 1 + m)
+    with pytest.raises(Killed):
+        driver(killed, lineage, settings, cluster).run()
+    monkeypatch.setattr(Lineage, "write", write)
+    lineage = Lineage.read(killed / LINEAGE)
+    assert [due for due in lineage.due.values()].count(Due.DECIDE) == 2
+    again = StandIn(killed, lineage, lambda m, r: 1 + m)
+    again.looks = dict(cluster.looks)
+    driver(killed, lineage, settings, again).run()
+    assert not [(m, r) for m, r, _ in again.started if r == 0]  # round 1 is not trained again
+    assert _without_seconds(read_jsonl(killed / LINEAGE)) == _without_seconds(read_jsonl(whole / LINEAGE))

@@ -129,14 +129,20 @@ class Rounds:
     def _settle(self, m: int) -> None:
         """What follows member ``m``'s report: its decision (synchronous: the round's, once every member has
         reported it), then carrying out each take-over decided."""
-        if self.lineage.due.get(m) is Due.DECIDE:
-            if not self.settings.synchronous:
+        due = self.lineage.due
+        if not self.settings.synchronous:
+            if due.get(m) is Due.DECIDE:
                 self._decide(m)
-            elif (round_ := self._round_reported()) is not None:
-                self._decide_round(round_)
-        for j in range(self.settings.population) if self.settings.synchronous else (m,):
-            if self.lineage.due.get(j) is Due.CARRY:
-                self._carry_out(j)
+            if due.get(m) is Due.CARRY:
+                self._carry_out(m)
+            return
+        if due.get(m) is Due.DECIDE and (round_ := self._round_reported()) is not None:
+            self._decide_round(round_)
+        # a round's take-overs once all its decisions are written (a driver killed between them: once completed)
+        if not any(state is Due.DECIDE for state in due.values()):
+            for j in range(self.settings.population):
+                if due.get(j) is Due.CARRY:
+                    self._carry_out(j)
 
     # -- a member's round ended ----------------------------------------------------------------------------------
     def _reported(self, m: int, r: int, seconds: float | None, trained: bool) -> None:
