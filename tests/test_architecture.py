@@ -655,3 +655,145 @@ def test_a_constant_is_defined_once():
     assert constants_defined_twice({"a": "X = (1, 2)\nY = 1\n", "b": "X = (1, 2)\nY = 2\n"}) == ["X is defined in a, b"]
     sources = {name: path.read_text() for name, path in module_files(ROOT).items()}
     assert constants_defined_twice(sources) == []
+
+
+# Every standard deviation and interval is computed in reading/ (stats.py, and moderation.py for the moderated
+# verdicts' variances): the same figure one way everywhere. PB2 standardises its GP's targets as Ray Tune's PB2 does
+# (population sd, ddof=0): a model's input scaling, not a figure anyone reads.
+COMPUTES_SPREAD = {"grpo_sweep.reading.stats", "grpo_sweep.reading.moderation", "grpo_sweep.search.pbt.pb2"}
+SPREAD_CALLS = {"stdev", "pstdev", "variance", "pvariance", "std", "var", "nanstd", "nanvar"}
+
+
+def spreads_computed(name: str, source: str) -> list[str]:
+    """Calls of a library's sd or variance (statistics.stdev, numpy's std/var, an array's .std()), and a sum of
+    squared deviations divided by n - 1 written out."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in SPREAD_CALLS:
+                found.append(f"{name}:{node.lineno} calls {called}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.left, ast.BinOp):
+            if isinstance(node.left.op, ast.Sub) and isinstance(node.right, ast.Constant) and node.right.value == 2:
+                found.append(f"{name}:{node.lineno} squares a deviation")
+    return found
+
+
+def test_the_spread_check_finds_a_second_sd():
+    source = (
+        "import statistics, math\nimport numpy as np\ndef f(v, a):\n    s = statistics.stdev(v)\n    a.std()\n"
+        "    m = sum(v) / len(v)\n    return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))\n"
+    )
+    assert spreads_computed("grpo_sweep.reading.plots", source) == [
+        "grpo_sweep.reading.plots:4 calls stdev",
+        "grpo_sweep.reading.plots:5 calls std",
+        "grpo_sweep.reading.plots:7 squares a deviation",
+    ]
+
+
+def test_every_sd_and_interval_is_computed_in_reading():
+    found = [
+        p
+        for name, path in module_files(ROOT).items()
+        if name not in COMPUTES_SPREAD
+        for p in spreads_computed(name, path.read_text())
+    ]
+    assert found == [], "use reading/stats.py (sd, standard_error, mean_interval)"
+
+
+# PBT is one machine: pbt.jsonl has one event vocabulary (search/pbt/lineage.EVENTS; lineage.py alone reads the
+# names a PBT written before it used), plot.py and report.py read one lineage shape with no branch on the mode, and
+# every PBT setting's default is said once (settings.Settings; config.py's dataclass takes it, the preset sets only
+# the keys it moves, and no code reads a setting with a fallback default).
+PBT = ROOT / "grpo_sweep" / "search" / "pbt"
+BEFORE_ONE_VOCABULARY = {"member_decide", "member_carried_out"}
+
+
+def events_written(source: str) -> list[str]:
+    """The values of every ``"event"`` key a dict literal or a comparison names."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant):
+                    found.append(value.value)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Subscript):
+            index = node.left.slice
+            if isinstance(index, ast.Constant) and index.value == "event":
+                for right in node.comparators:
+                    items = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
+                    found += [item.value for item in items if isinstance(item, ast.Constant)]
+    return found
+
+
+def test_pbt_writes_and_reads_one_event_vocabulary():
+    from grpo_sweep.search.pbt.lineage import EVENTS
+
+    assert events_written('r = {"event": "round"}\nif r["event"] in ("report", "x"): pass\n') == [
+        "round",
+        "report",
+        "x",
+    ]
+    for path in sorted(PBT.glob("*.py")):
+        source = path.read_text()
+        if path.name == "lineage.py":  # it reads a PBT written before (_today) into the one vocabulary
+            source = source.split("    # -- a PBT written before one vocabulary", 1)[0]
+        assert set(events_written(source)) <= set(EVENTS), path.name
+        assert not BEFORE_ONE_VOCABULARY & strings_in_code(source), path.name
+
+
+def strings_in_code(source: str) -> set[str]:
+    """The string constants of ``source``'s code (its docstrings left out)."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    }
+
+
+def test_pbts_plot_and_report_do_not_branch_on_the_mode():
+    for name in ("plot.py", "report.py"):
+        tree = ast.parse((PBT / name).read_text())
+        branches = [node.test for node in ast.walk(tree) if isinstance(node, (ast.If, ast.IfExp, ast.While))]
+        branches += [cond for node in ast.walk(tree) if isinstance(node, ast.comprehension) for cond in node.ifs]
+        for test in branches:
+            assert not {"synchronous", "reports"} & {
+                n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None) for n in ast.walk(test)
+            }, f"{name}:{test.lineno} branches on the PBT's mode"
+
+
+def test_pbts_defaults_live_in_settings_only():
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from grpo_sweep.search.pbt.config import GRPOPBTSweeperConf
+    from grpo_sweep.search.pbt.settings import Settings
+
+    defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+    conf = GRPOPBTSweeperConf()
+    for f in dataclasses.fields(GRPOPBTSweeperConf):
+        if f.name in ("_target_", "params"):
+            continue
+        assert f.name in defaults, f"hydra.sweeper.{f.name} is no Settings field"
+        value = getattr(conf, f.name)
+        assert (tuple(value) if isinstance(value, list) else value) == defaults[f.name], f.name
+    preset = OmegaConf.load(ROOT / "conf" / "hparams_search" / "pbt.yaml").hydra.sweeper
+    assert set(preset) == {"params"}, "the preset sets only the keys it moves; defaults are Settings'"
+    for path in sorted(PBT.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) == 3:
+                target = node.args[1]
+                assert not (isinstance(target, ast.Constant) and target.value in defaults), (
+                    f"{path.name}:{node.lineno} reads hydra.sweeper.{target.value} with a fallback default"
+                )
