@@ -1,9 +1,9 @@
 """Every third-party package the tests import is declared: in pyproject's main dependencies or its dev extra.
 
 A package that only arrives with another one (aiohttp came with datasets 4's fsspec extras) goes when that one
-changes, and the test files importing it then fail to import. This reads tests/ and the repository's own modules
-they import (bench/, tests/'s helpers), following those imports; grpo_sweep/ and our Hydra plugins are the package
-itself, whose imports its dependencies cover. Each top-level import name is mapped to its distribution with
+changes, and the test files importing it then fail to import. This reads tests/ (tests/support/ too) and the
+repository's own modules they import (scripts/, bench/), following those imports; grpo_sweep/ and our Hydra plugins are
+the package itself, whose imports its dependencies cover. Each top-level import name is mapped to its distribution with
 importlib.metadata.packages_distributions(), so it runs in the environment the tests run in. An import guarded by
 ``except ImportError`` (or ModuleNotFoundError) is optional and not counted; neither is a package a test skips
 without (``pytest.importorskip("x")``, ``find_spec("x")``) in the file that imports it.

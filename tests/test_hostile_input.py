@@ -24,8 +24,6 @@ from typing import Callable
 
 import pytest
 
-from bench.judge_servers import free_port
-
 from . import test_hostile_readers, test_hostile_runs, test_hostile_secrets, test_hostile_studies
 from .conftest import ROOT
 from .hostile import (
@@ -40,6 +38,7 @@ from .hostile import (
     slow,
     with_file,
 )
+from .support.judge_servers import free_port
 
 
 def more_processes_than_cores(inputs: Path) -> list[str]:

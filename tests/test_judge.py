@@ -18,7 +18,15 @@ import pytest
 
 pytest.importorskip("openai", reason="the judge's client: pip install -e '.[dev]'")
 
-from bench.judge_servers import (  # noqa: E402
+from grpo_sweep.rewards import RewardError  # noqa: E402
+from grpo_sweep.rewards import judge as judge_module  # noqa: E402
+from grpo_sweep.rewards.guard import guarded  # noqa: E402
+from grpo_sweep.rewards.judge import llm_judge  # noqa: E402
+from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns  # noqa: E402
+from grpo_sweep.run.files import read_jsonl as read_json_lines  # noqa: E402
+
+from .conftest import FAST, ROOT, launch_here, run_launch  # noqa: E402
+from .support.judge_servers import (  # noqa: E402
     TINY_MODEL,
     JudgeServer,
     chat_reply,
@@ -26,18 +34,10 @@ from bench.judge_servers import (  # noqa: E402
     hang,
     huge,
     rate_limited,
-    read_json_lines,
     scored,
     tiny_model_server,
     trickle,
 )
-from grpo_sweep.rewards import RewardError  # noqa: E402
-from grpo_sweep.rewards import judge as judge_module  # noqa: E402
-from grpo_sweep.rewards.guard import guarded  # noqa: E402
-from grpo_sweep.rewards.judge import llm_judge  # noqa: E402
-from grpo_sweep.rewards.mix import build_mix, check_mix, data_columns  # noqa: E402
-
-from .conftest import FAST, ROOT, launch_here, run_launch  # noqa: E402
 
 FACTORY = "grpo_sweep.rewards.judge.llm_judge"
 KEY_ENV = "GRPO_SWEEP_TEST_JUDGE_KEY"

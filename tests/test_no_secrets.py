@@ -132,7 +132,7 @@ def test_a_refused_sweep_does_not_echo_the_credential(tmp_path):
 def test_real_runs_write_no_secrets(tmp_path):
     """Two real tiny runs of a sweep, W&B offline, a judge whose URL (with a password) comes from the environment,
     and rewards that log, print, warn and raise quoting the secrets: no file under the output root holds one."""
-    from bench.judge_servers import JudgeServer, scored
+    from .support.judge_servers import JudgeServer, scored
 
     # run 0: a reward that logs a token and raises quoting a key; run 1: one that prints, warns and logs them
     leaky = [

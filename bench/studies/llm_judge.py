@@ -1,25 +1,97 @@
 """What an LLM-judge term costs in a short training run: per-step judge latency, cache hits, share of training time.
 
-    python -m bench.llm_judge            # prints a markdown table (bench/results/llm_judge.md)
+    python -m bench.studies.llm_judge            # prints a markdown table (bench/results/llm_judge.md)
 
 The main job (`python launch.py`: the warm-started tiny model, `correct` trained, 120 steps, 16 completions a step)
 with a judge term riding along at weight 0, so every run trains the same way and only the judge differs:
-- `transformers serve` with the tiny model (bench/judge_servers.tiny_model_server), one request per completion;
+- `transformers serve` with the tiny model, one request per completion;
 - the same, `group=true`: one request per prompt, its 8 completions scored together (RULER-style);
-- an aiohttp endpoint that answers at once (bench/judge_servers.JudgeServer): the client's own cost.
+- an endpoint that answers at once (a standard-library server here; an aiohttp one when this was measured): the
+  client's own cost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
+import os
 import re
 import sys
 import tempfile
+import threading
 
-from bench._common import launch, parser, read_jsonl, run_dirs
-from bench.judge_servers import TINY_MODEL, JudgeServer, scored, tiny_model_server
+from bench._common import ROOT, launch, parser, read_jsonl, run_dirs
 
 FACTORY = "grpo_sweep.rewards.judge.llm_judge"
+TINY_MODEL = ROOT / "grpo_sweep" / "models" / "prebuilt"
+
+
+@contextlib.contextmanager
+def tiny_model_server():
+    """`transformers serve` with the tiny model on CPU, through the package's server lifecycle (the one a run's
+    vLLM server goes through: ports claimed, /health awaited, the process group stopped); yields the base URL."""
+    from grpo_sweep.backends.vllm_server import ServerSpec, serving
+
+    def command(spec, port):
+        cli = "transformers.cli.transformers"
+        return [
+            sys.executable,
+            "-m",
+            cli,
+            "serve",
+            spec.model,
+            "--device",
+            "cpu",
+            "--host",
+            spec.host,
+            "--port",
+            str(port),
+        ]
+
+    with tempfile.TemporaryDirectory() as logs:
+        with serving(ServerSpec(model=str(TINY_MODEL), startup_timeout_s=90), logs, command=command) as server:
+            yield server.url + "/v1"
+
+
+class _Instant(http.server.BaseHTTPRequestHandler):
+    """A chat completion scoring every prompt 7, at once."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Score: 7"}}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # a line per request would swamp the benchmark's output
+        pass
+
+
+@contextlib.contextmanager
+def instant_server():
+    """The endpoint that answers at once, in a thread; yields its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Instant)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def judge_args(base_url: str, model: str, *extra: str) -> list[str]:
@@ -73,6 +145,7 @@ def main() -> None:
     cli = parser(__doc__)
     cli.add_argument("--steps", type=int, default=120)
     args = cli.parse_args()
+    os.environ["OMP_NUM_THREADS"] = "1"  # the server's threads, as when this was measured (the runs' too)
     results = []
     with tiny_model_server() as base_url:
         model = str(TINY_MODEL)
@@ -84,8 +157,8 @@ def main() -> None:
                 args.steps,
             )
         )
-    with JudgeServer(scored(lambda prompt: "Score: 7")) as server:
-        results.append(run("instant aiohttp endpoint", judge_args(server.base_url, "m"), args.steps))
+    with instant_server() as base_url:
+        results.append(run("instant endpoint", judge_args(base_url, "m"), args.steps))
     keys = list(results[0])
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))

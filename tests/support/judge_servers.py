@@ -1,12 +1,11 @@
-"""OpenAI-compatible chat endpoints on loopback for the judge tests and bench/llm_judge.py, started by the caller
-and stopped after.
+"""OpenAI-compatible chat endpoints on loopback for the judge tests, started by the caller and stopped after.
 
 `tiny_model_server`: transformers' own server (`transformers serve`, FastAPI + uvicorn) serving the shipped tiny
-model on CPU, the library's real endpoint rather than one written here. `JudgeServer`: a small aiohttp app
-(aiohttp is already installed with datasets) whose replies the test chooses (a score computed from the
-completion, a hang, garbage, 429s, a reply of many megabytes, one that trickles in a byte at a time); it counts
-requests and the most it had in flight, and keeps each request's Authorization header and prompt. `free_port()`
-with nothing started on it is a judge that is down.
+model on CPU, the library's real endpoint rather than one written here. `JudgeServer`: a small aiohttp app (aiohttp
+is declared in the dev extra) whose replies the test chooses (a score computed from the completion, a hang, garbage,
+429s, a reply of many megabytes, one that trickles in a byte at a time); it counts requests and the most it had in
+flight, and keeps each request's Authorization header and prompt. `free_port()` with nothing started on it is a
+judge that is down.
 """
 
 from __future__ import annotations
@@ -26,9 +25,7 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from bench._common import read_jsonl as read_json_lines  # noqa: F401  (the judge tests read a run's files with it)
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY_MODEL = ROOT / "grpo_sweep" / "models" / "prebuilt"
 
 
