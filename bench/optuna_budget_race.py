@@ -1,11 +1,11 @@
 """Workers racing for a study's last trials: how many trials Optuna's MaxTrialsCallback makes against grpo-sweep's
 budget lock (adapters/optuna.load_budgeted_study), over repeats.
 
-    python -m bench.optuna_budget_race [--repeats 10] [--workers 4] [--trials 60]
+    python -m bench.optuna_budget_race [--repeats 10] [--workers 4] [--trials 60] [--arms callback,lock]
 
-Each repeat: a fresh SQLite study, ``--workers`` processes whose trials end at once (the set-up of the guard test
-tests/test_adapters.py::test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget, which runs the
-lock's arm once). Prints the trial counts of each arm.
+Each repeat: a fresh SQLite study, ``--workers`` processes whose trials end at once. Prints the trial counts of each
+arm. The guard test tests/test_adapters.py::test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget
+runs this command with ``--repeats 1 --arms lock`` on each new Optuna.
 """
 
 from __future__ import annotations
@@ -57,8 +57,14 @@ def main() -> None:
     cli.add_argument("--repeats", type=int, default=10)
     cli.add_argument("--workers", type=int, default=4)
     cli.add_argument("--trials", type=int, default=60)
+    cli.add_argument("--arms", default="callback,lock", help="comma-separated: callback (Optuna's), lock (ours)")
     args = cli.parse_args()
+    arms = args.arms.split(",")
+    if not arms or set(arms) - {"callback", "lock"}:
+        cli.error(f"--arms: {args.arms!r}; use callback, lock or callback,lock")
     for budgeted, name in ((False, "MaxTrialsCallback"), (True, "budget lock")):
+        if ("lock" if budgeted else "callback") not in arms:
+            continue
         counts = []
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as tmp:

@@ -278,11 +278,25 @@ def engine_info() -> dict:
 
 def fixed_verdicts(regime: Regime, val: np.ndarray, test: np.ndarray):
     """What stats.compare decides for each sweep of the batch (simulate.batch_verdicts, in old and new alike)."""
-    from bench.simulate import batch_verdicts
-
+    batch_verdicts = _simulator().batch_verdicts
     if regime.per_run:
         return batch_verdicts(val.mean(-1), test, ALPHA, questions=False, n_questions=QUESTIONS, mode=VERDICTS)
     return batch_verdicts(val, test, ALPHA, mode=VERDICTS)
+
+
+@functools.cache
+def _simulator():
+    """grpo_sweep.search.simulate: the engine's own, or this checkout's file where an older engine (--engine) has
+    none; either way it judges with the engine's stats."""
+    try:
+        from grpo_sweep.search import simulate
+    except ImportError:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("simulate", ROOT / "grpo_sweep" / "search" / "simulate.py")
+        simulate = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(simulate)
+    return simulate
 
 
 def printed_mde(val: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -343,7 +357,10 @@ def fixed_cell(part: str, regime: Regime, sweeps: int, seed: int, mde: bool = Fa
     equal = regime.equal()
     false = worse = 0
     mdes, sds, gaps = [], [], []
+    correct, answered = np.zeros(regime.k), 0
     for val, test in batches(regime, sweeps, rng):
+        correct += test.sum((0, 2, 3))
+        answered += test.shape[0] * test.shape[2] * test.shape[3]
         verdicts = fixed_verdicts(regime, val, test)
         false += int(verdicts.any_false(equal).sum())
         worse += int((verdicts.calls[:, 0] == -1).sum())
@@ -354,6 +371,7 @@ def fixed_cell(part: str, regime: Regime, sweeps: int, seed: int, mde: bool = Fa
     extra = {
         "per_run_sd": [round(float(x), 4) for x in np.mean(sds, 0)[[0, -1]]],
         "p_worse_0": round(worse / sweeps, 4),
+        "test_accuracy": [round(float(x), 4) for x in correct / answered],
     }
     if mde:
         found = np.concatenate(mdes)
@@ -483,6 +501,26 @@ def power_rows(mdes: dict, args) -> list[dict]:
         row["plantable"] = planted(r) == mdes[design_cell(r)]
         row["power_pass"] = bool(row["p_worse_0"] >= POWER_GOAL) if row["plantable"] else None
     return found
+
+
+def cell_tasks(cells: list, args) -> list:
+    """--cells: each {"part", "regime": Regime's fields, "mde" (optional), "settings": [min, max] (adaptive only)}
+    as a task of run_cells, fixed cells at --sweeps and adaptive ones at --adaptive-sweeps."""
+    tasks = []
+    for cell in cells:
+        if not isinstance(cell, dict) or not isinstance(cell.get("regime"), dict) or "part" not in cell:
+            raise SystemExit(f"verdict_battery: --cells: {cell!r} is not {{'part': ..., 'regime': {{...}}}}")
+        try:
+            regime = Regime(**cell["regime"])
+        except TypeError as exc:
+            raise SystemExit(f"verdict_battery: --cells: regime {cell['regime']!r}: {exc}") from None
+        if regime.spread not in ALL_SPREADS:
+            raise SystemExit(f"verdict_battery: --cells: spread {regime.spread!r}; use one of {', '.join(ALL_SPREADS)}")
+        if "settings" in cell:
+            tasks.append(("adaptive", (cell["part"], regime, tuple(cell["settings"]), args.adaptive_sweeps, args.seed)))
+        else:
+            tasks.append(("fixed", (cell["part"], regime, args.sweeps, args.seed, bool(cell.get("mde")))))
+    return tasks
 
 
 def battery(args) -> dict:
@@ -804,6 +842,13 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--adaptive-sweeps", type=int, default=1000, help="sweeps per adaptive cell")
     cli.add_argument("--quick", action="store_true", help="200 / 200 / 100 sweeps: a minute's smoke run")
     cli.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    cli.add_argument(
+        "--cells",
+        type=json.loads,
+        default=None,
+        help="these cells alone, instead of --parts, each row printed as JSON (tests/test_verdict_battery.py): a JSON "
+        'list of {"part": NAME, "regime": {Regime\'s fields}, "mde": true, "settings": [MIN, MAX] (adaptive)}',
+    )
     cli.add_argument("--label", default=None, help="the key of this run in the JSON (default: new or old)")
     cli.add_argument("--json", type=Path, default=DEFAULT_JSON, help="results file (labels side by side)")
     cli.add_argument("--markdown", type=Path, default=None, help="also write the printed tables here")
@@ -829,6 +874,12 @@ def main(argv: list[str] | None = None) -> None:
     label = args.label or args.verdicts or ("new" if info["mde"] else "old")
     print(f"engine: {info['grpo_sweep']} (sha256 {info['sweeps_sha256']}), label {label}", flush=True)
     started = time.perf_counter()
+    if args.cells is not None:
+        rows = run_cells(cell_tasks(args.cells, args), args.jobs)
+        for row in rows:
+            print(json.dumps(row))
+        print(f"wall: {round(time.perf_counter() - started, 1)} s")
+        return
     entry = battery(args)
     entry.update(
         {

@@ -4,6 +4,8 @@ upgrade takes away what the adapter relies on."""
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from importlib import metadata
 
 import pytest
@@ -281,18 +283,34 @@ def test_optuna_trial_rebuilt_from_its_id_reports_to_the_same_trial(tmp_path):
     assert study.trials[trial.number].intermediate_values == {4: 0.5}, where
 
 
-def test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget(tmp_path):
+def test_optuna_workers_racing_for_the_last_trials_make_exactly_the_budget():
     """Study.optimize makes each trial through Study.ask (what load_budgeted_study overrides): four processes whose
-    trials end at once, the race that gave a two-worker SLURM study 7 trials for 6, make exactly the budget."""
+    trials end at once, the race that gave a two-worker SLURM study 7 trials for 6, make exactly the budget. The race
+    is the benchmark's (its lock arm, once), run as the command a user reruns."""
+    from .conftest import ROOT
+
+    cmd = [sys.executable, "-m", "bench.optuna_budget_race", "--repeats", "1", "--workers", "4", "--trials", "60"]
+    done = subprocess.run([*cmd, "--arms", "lock"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    where = f"{_version('optuna')} (adapters/optuna.py)"
+    assert done.returncode == 0, f"{where}: {done.stderr[-2000:]}"
+    assert "budget lock: [60] (0 of 1 over the budget of 60)" in done.stdout, f"{where}: {done.stdout}"
+
+
+def test_a_study_has_the_trial_numbers_it_made_and_none_beyond(tmp_path):
+    """has_trial_number, the lock's test of a spent budget, on a study whose trials one process made."""
     import optuna
 
-    from bench.optuna_budget_race import study_trials_made_by_racing_workers
-    from grpo_sweep.adapters.optuna import has_trial_number
+    from grpo_sweep.adapters.optuna import TrialBudgetSpent, has_trial_number, load_budgeted_study
+    from grpo_sweep.search.optuna.storage import open_storage
 
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    optuna.create_study(study_name="s", storage=url)
+    study = load_budgeted_study("s", open_storage(url), None, None, 6, str(tmp_path / "budget"))
+    with pytest.raises(TrialBudgetSpent):
+        study.optimize(lambda t: t.suggest_float("x", 0, 1))
     where = f"{_version('optuna')} (adapters/optuna.py)"
-    assert study_trials_made_by_racing_workers(tmp_path, workers=4, n_trials=60) == 60, where
-    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'o.db'}")
-    assert has_trial_number(study, 59) and not has_trial_number(study, 60), where
+    assert len(study.trials) == 6, where
+    assert has_trial_number(study, 5) and not has_trial_number(study, 6), where
 
 
 def test_hydra_composition_errors_are_one_line_while_it_lasts(tmp_path, monkeypatch, capsys):

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bench.simulate import Noise, simulate
 from grpo_sweep.reading.results import SweepResults
 from grpo_sweep.run.results import question_key, write_outcomes
 from grpo_sweep.search import of_sweep
 from grpo_sweep.search.seeds import STRATEGY as SEEDS
 from grpo_sweep.search.seeds import next_seeds, sequential
 from grpo_sweep.search.seeds.design import SEEDS_FILE, seeds_run_dir
+from grpo_sweep.search.simulate import Noise, simulate
 
 from .conftest import declare_sweeper
 from .test_report import make_run

@@ -396,7 +396,7 @@ def verdicts_of(table: str) -> dict[str, str]:
 
 
 def test_ten_by_three_sweep_from_files_null_and_a_quarter_lower(tmp_path):
-    from bench.simulate import simulate
+    from grpo_sweep.search.simulate import simulate
 
     rng = np.random.default_rng(21)
     val, test = simulate(rng, 1, 10, 3)
@@ -484,7 +484,7 @@ def multirun_end(sweep_dir: Path, logger: dict | None = None, strategy: str = "g
 def test_the_end_of_a_sweep_reads_each_run_once_and_compares_once(tmp_path, monkeypatch, capsys):
     """What the multirun-end callbacks do (the table, verdicts.json, report.md with its plots, W&B's verdicts): every
     run's summary.json, metrics.jsonl and outcomes opened once at most, the comparisons computed once."""
-    from bench.simulate import simulate
+    from grpo_sweep.search.simulate import simulate
 
     val, test = simulate(np.random.default_rng(0), 1, 3, 3, shifts={0: -0.2})
     make_outcome_sweep(tmp_path, val[0], test[0])

@@ -1,6 +1,6 @@
-"""hydra/sweeper=seeds: seeds only where a comparison is open (search/seeds/sequential.py, search/seeds/sweeper.py), its
-family-wise error under the adaptivity (a small simulation; bench/seed_allocation.py is the full one), the sweeper
-end to end on real runs, and a killed sweep that continues."""
+"""hydra/sweeper=seeds: seeds only where a comparison is open (search/seeds/sequential.py, search/seeds/sweeper.py),
+its family-wise error under the adaptivity (a small simulation; bench/studies/seed_allocation.py is the full one), the
+sweeper end to end on real runs, and a killed sweep that continues."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.simulate import Noise, adaptive_sweeps, simulate
 from grpo_sweep.search.seeds import sequential
 from grpo_sweep.search.seeds.sequential import RUN_FAILED, Settings, budgets, check_settings, plan
+from grpo_sweep.search.simulate import Noise, adaptive_sweeps, simulate
 
 from .conftest import ROOT, launch_here
 
@@ -86,7 +86,7 @@ def test_the_budget_stops_the_sweep_and_a_failed_run_stops_its_configuration():
 def test_null_sweeps_keep_the_family_wise_error_under_the_adaptivity(k):
     """The whole procedure on 300 null sweeps a cell with the stress noise (a run's own luck most of its variance,
     so its validation and test agree most) and half the configurations twice as noisy: the share with any false
-    better/worse stays under 0.05 (Monte Carlo sd ~0.013). bench/seed_allocation.py: 2,000 a cell, 3/5/10."""
+    better/worse stays under 0.05 (Monte Carlo sd ~0.013). bench/studies/seed_allocation.py: 2,000 a cell, 3/5/10."""
     rng = np.random.default_rng(100 + k)
     a = adaptive_sweeps(rng, 300, k, Settings(2, 8), Noise(question_sd=16.0, run_sd=1.2, seed_sd=0.0), noisy=2.0)
     assert a.any_false(np.zeros(k)).mean() <= 0.05

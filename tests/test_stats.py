@@ -4,12 +4,12 @@ error must stay at 5 %) and what a run cost."""
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from bench.simulate import QUESTIONS, SEEDS, batch_verdicts, rounded_objectives, simulate, uncorrected_verdicts
 from grpo_sweep.reading import stats
 from grpo_sweep.reading.stats import (
     RunRecord,
@@ -23,6 +23,15 @@ from grpo_sweep.reading.stats import (
 from grpo_sweep.reading.wording import describe, verdict_text
 from grpo_sweep.run.cost import cost_line, cost_totals, generated_tokens, run_cost
 from grpo_sweep.run.record import RunSummary
+from grpo_sweep.search.simulate import (
+    QUESTIONS,
+    SEEDS,
+    Noise,
+    batch_verdicts,
+    rounded_objectives,
+    simulate,
+    uncorrected_verdicts,
+)
 
 
 def compare(groups, *args, **kwargs):
@@ -297,6 +306,23 @@ def test_the_batch_simulation_decides_what_compare_decides():
             assert rows[0].config == batch.reference[i]
             calls = {r.config: {"better": 1, "worse": -1}.get(r.verdict, 0) for r in rows}
             assert [calls[c] for c in range(5)] == batch.calls[i].tolist()
+
+
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        (lambda: Noise(run_sd=-0.1), "run_sd=-0.1"),
+        (lambda: Noise(question_sd=float("nan")), "question_sd=nan"),
+        (lambda: Noise(accuracy=1.0), "accuracy=1.0"),
+        (lambda: Noise(questions=0), "questions=0"),
+        (lambda: simulate(np.random.default_rng(0), 10, 3, 0), "seeds=0"),
+        (lambda: simulate(np.random.default_rng(0), 10, 2.5, 3), "k=2.5"),
+    ],
+)
+def test_a_simulation_refuses_a_noise_or_a_design_it_cannot_draw_naming_the_value(make, named):
+    with pytest.raises(ValueError, match=re.escape(named)) as caught:
+        make()
+    assert "\n" not in str(caught.value)
 
 
 def test_is_seed():

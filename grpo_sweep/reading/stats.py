@@ -5,7 +5,7 @@ values; any leading batch axes) and returns a typed ``Judgement``: each configur
 difference, standard error, family-wise critical value, the difference it detects with 80 % power and the call.
 Everything that prints or stores a verdict goes through it: ``compare`` below (a grid's runs), the seeds sweeper's
 looks and verdicts (search/seeds/sequential.py: this engine with a budget over its looks), the batch simulations
-(bench/simulate.py, bench/verdict_battery.py). Words are made from its results in reading/wording.py.
+(search/simulate.py, bench/verdict_battery.py). Words are made from its results in reading/wording.py.
 
 - **Ranking and reference** come from validation (``rank_value``, normally ``summary.objective`` = val_accuracy);
   the reference is the best complete configuration (of configurations tied on it, the first in the sweep's order).

@@ -8,7 +8,8 @@
   (``hparams_search=pbt``).
 
 Each package holds everything of its strategy: its sweeper, its state on disk, its part of the end-of-sweep table
-and report, its plot, and ``STRATEGY`` (a ``base.Strategy``). ``base.py`` is what they share. Adding a strategy is
+and report, its plot, and ``STRATEGY`` (a ``base.Strategy``). ``base.py`` is what they share; ``simulate.py`` makes up
+sweeps with a known truth and judges them as the grid and the seeds strategy do. Adding a strategy is
 one new package and its name in ``STRATEGIES``; its sweeper class goes in ``hydra_plugins/`` (Hydra instantiates
 sweepers from that namespace only). Launching runs is ``launching/``'s trade, reading them back ``reading/``'s.
 """

@@ -1,5 +1,7 @@
-"""Sweeps made up with a known truth, to measure the verdicts' error rate and power (tests/test_stats.py,
-bench/null_sweeps.py).
+"""Sweeps made up with a known truth: how often the verdicts call a difference that is not there, and how often
+they see one that is, at a noise you choose (before spending the GPU hours: how many seeds does a difference of
+0.05 need?). tests/test_stats.py, tests/test_sequential.py and the verdict benchmarks (bench/verdict_battery.py,
+bench/studies/null_sweeps.py, bench/studies/seed_allocation.py) measure the engine with it.
 
 A sweep of k configurations x S seeds is evaluated on 64 validation and 64 test questions. Each question has its own
 difficulty (a logit, shared by every configuration and seed of the sweep); each run (configuration, seed) has its own
@@ -9,15 +11,16 @@ configuration. Outcomes are Bernoulli. ``QUESTIONS`` is calibrated so a run's te
 seeds at accuracy 0.6, like the built-in task's runs.
 
 ``batch_verdicts`` is ``stats.compare`` over many sweeps at once (stats.judge takes a batch; a test checks they
-agree), and ``uncorrected_verdicts`` the naive procedure (a paired t
-of each configuration against the best, no correction for choosing the best or for the number of pairs), the
-baseline the benchmark measures against.
+agree), ``adaptive_sweeps`` the seeds strategy's whole procedure (search/seeds/sequential.py), and
+``uncorrected_verdicts`` the naive procedure (a paired t of each configuration against the best, no correction for
+choosing the best or for the number of pairs), the baseline the benchmarks measure against.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +37,15 @@ class Noise:
     seed_sd: float = 0.2  # a seed's luck shared by every configuration (cancels in a paired comparison)
     accuracy: float = 0.6
     questions: int = 64
+
+    def __post_init__(self):
+        for name in ("question_sd", "run_sd", "seed_sd"):
+            if not getattr(self, name) >= 0:  # not >=: NaN too
+                raise ValueError(f"Noise: {name}={getattr(self, name)!r} must be a standard deviation >= 0")
+        if not 0.0 < self.accuracy < 1.0:
+            raise ValueError(f"Noise: accuracy={self.accuracy!r} must be in (0, 1)")
+        if isinstance(self.questions, bool) or not isinstance(self.questions, numbers.Integral) or self.questions < 1:
+            raise ValueError(f"Noise: questions={self.questions!r} must be a whole number >= 1")
 
 
 QUESTIONS = Noise()  # per-run test accuracy sd ~0.030 over seeds
@@ -78,6 +90,9 @@ def simulate(
     """(validation, test) outcomes, each (sweeps, k, seeds, questions) of 0.0/1.0. ``shifts``: {configuration
     index: true difference in mean accuracy from the others} (0.25 lower: ``{0: -0.25}``). ``noisy``: the last
     k // 2 configurations' own run luck is this many times the others' (a noisier recipe)."""
+    for name, value in (("sweeps", sweeps), ("k", k), ("seeds", seeds)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"simulate: {name}={value!r} must be a whole number >= 1")
     base = _centre(noise)
     offset = np.zeros(k)
     for c, shift in (shifts or {}).items():

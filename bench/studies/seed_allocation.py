@@ -1,10 +1,10 @@
 """Seeds where the answer is open (hydra/sweeper=seeds): does the family-wise error survive the adaptivity, and what
 does it save against a fixed number of seeds?
 
-    python -m bench.seed_allocation [--sweeps 2000]   # -> bench/results/seed_allocation.json (+ .md)
+    python -m bench.studies.seed_allocation [--sweeps 2000]   # -> bench/results/seed_allocation.json (+ .md)
 
 The whole adaptive procedure (grpo_sweep/search/seeds/sequential.py: the design replayed on validation, the verdicts on
-test) is simulated with grpo_sweep/bench/simulate.py: 64 validation and 64 test questions with their own
+test) is simulated with grpo_sweep/search/simulate.py: 64 validation and 64 test questions with their own
 difficulty; each run's own luck shared by its validation and test answers (so a configuration stopped because its
 first seeds were unlucky carries that luck into its test); no seed effect shared across configurations; the last
 k // 2 configurations noisier (their run luck ``--noisy`` times the others'); every configuration's seeds 1..8 drawn
@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 from bench._common import command, machine, parser, record, write
-from bench.simulate import Noise, adaptive_sweeps, batch_verdicts, simulate
 from grpo_sweep.search.seeds import sequential
+from grpo_sweep.search.simulate import Noise, adaptive_sweeps, batch_verdicts, simulate
 
 CONFIGS = (3, 5, 10)
 SETTINGS = sequential.Settings(min_seeds=2, max_seeds=8, max_runs=None, alpha=0.05)
@@ -82,7 +82,7 @@ def main() -> None:
         saving.append(row)
         print(row, flush=True)
     result = {
-        "command": command("bench.seed_allocation"),
+        "command": command("bench.studies.seed_allocation"),
         "sweeps_per_cell": n,
         "seed": args.seed,
         "noisy": args.noisy,

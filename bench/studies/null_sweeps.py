@@ -1,9 +1,9 @@
 """How often do a sweep's verdicts lie? Null sweeps (every configuration truly the same) and the power to see a real
 difference, for the verdicts before issue 21 and now.
 
-    python -m bench.null_sweeps [--sweeps 1000] [--check 50]   # -> bench/results/null_sweeps.json (+ .md)
+    python -m bench.studies.null_sweeps [--sweeps 1000] [--check 50]   # -> bench/results/null_sweeps.json (+ .md)
 
-Simulated with grpo_sweep/bench/simulate.py (64 validation and 64 test questions, each with its own difficulty;
+Simulated with grpo_sweep/search/simulate.py (64 validation and 64 test questions, each with its own difficulty;
 a run's own luck shared by its validation and test answers; a seed effect shared by configurations; Bernoulli
 outcomes; a run's test accuracy varies by ~0.03 over seeds), for 3, 5 and 10 configurations x 3 and 5 seeds:
 
@@ -29,8 +29,15 @@ import time
 import numpy as np
 
 from bench._common import command, machine, parser, record, write
-from bench.simulate import QUESTIONS, SEEDS, batch_verdicts, rounded_objectives, simulate, uncorrected_verdicts
 from grpo_sweep.reading.stats import RunRecord, compare
+from grpo_sweep.search.simulate import (
+    QUESTIONS,
+    SEEDS,
+    batch_verdicts,
+    rounded_objectives,
+    simulate,
+    uncorrected_verdicts,
+)
 
 CONFIGS = (3, 5, 10)
 SEED_COUNTS = (3, 5)
@@ -138,7 +145,7 @@ def main() -> None:
         for r in null
     )
     result = {
-        "command": command("bench.null_sweeps"),
+        "command": command("bench.studies.null_sweeps"),
         "sweeps_per_cell": n,
         "seed": args.seed,
         "mc_error_at_0.05": round(mc_error(0.05, n), 4),
