@@ -1,11 +1,13 @@
-"""The benchmarks stay runnable: each one's command line answers `--help` without measuring anything, and every name
-a benchmark takes from grpo_sweep still exists there (a rename elsewhere is caught here, not at the next
-measurement). Cheap: one process for every `--help`, and the names are checked on the source, importing nothing."""
+"""The benchmarks and the finished studies (bench/studies/) stay runnable: each one's command line answers `--help`
+without measuring anything, every name one takes from grpo_sweep still exists there (a rename elsewhere is caught
+here, not at the next measurement), bench/README.md lists each where it is, and a study's replay runs as a command.
+Cheap: one process for every `--help`, and the names are checked on the source, importing nothing."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,34 +15,45 @@ from pathlib import Path
 from .conftest import ROOT
 
 BENCH = ROOT / "bench"
+STUDIES = BENCH / "studies"
 PACKAGE = "grpo_sweep"
 
 HELP_EACH = """
 import contextlib, importlib, io, json, pkgutil, sys
-import bench
+import bench, bench.studies
 answers = {}
-for info in pkgutil.iter_modules(bench.__path__):
-    module = importlib.import_module("bench." + info.name)
-    if not hasattr(module, "main"):
-        continue  # bench._common, bench.judge_servers: what the benchmarks share
-    sys.argv, out = [info.name, "--help"], io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            module.main()
-        answers[info.name] = [None, out.getvalue()]
-    except SystemExit as exc:
-        answers[info.name] = [exc.code, out.getvalue()]
+for package in (bench, bench.studies):
+    for info in pkgutil.iter_modules(package.__path__):
+        name = package.__name__ + "." + info.name
+        module = importlib.import_module(name)
+        if info.ispkg or not hasattr(module, "main"):
+            continue  # bench._common: what they share
+        sys.argv, out = [name, "--help"], io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                module.main()
+            answers[name] = [None, out.getvalue()]
+        except SystemExit as exc:
+            answers[name] = [exc.code, out.getvalue()]
 heavy = [m for m in ("torch", "trl", "transformers", "datasets") if m in sys.modules]
 print(json.dumps({"answers": answers, "heavy": heavy}))
 """
+
+
+def runnable() -> list[tuple[str, Path]]:
+    """(dotted name, file) of every benchmark and study: a module with a main()."""
+    return [
+        (".".join(p.relative_to(ROOT).with_suffix("").parts), p)
+        for p in sorted([*BENCH.glob("*.py"), *STUDIES.glob("*.py")])
+        if not p.stem.startswith("_") and "def main(" in p.read_text()
+    ]
 
 
 def test_every_benchmark_answers_help_and_measures_nothing():
     done = subprocess.run([sys.executable, "-c", HELP_EACH], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
-    benchmarks = {p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_") and "def main(" in p.read_text()}
-    assert set(found["answers"]) == benchmarks
+    assert set(found["answers"]) == {name for name, _ in runnable()}
     wrong = {name: code for name, (code, text) in found["answers"].items() if code != 0 or "usage:" not in text}
     assert not wrong, f"these did not stop at --help (exit code, None: main returned): {wrong}"
     assert found["heavy"] == [], "--help of a benchmark imported the training stack"
@@ -110,7 +123,8 @@ def missing_names(source: str) -> list[str]:
 
 
 def test_every_name_a_benchmark_takes_from_grpo_sweep_exists():
-    missing = {p.name: found for p in sorted(BENCH.glob("*.py")) if (found := missing_names(p.read_text()))}
+    sources = sorted([*BENCH.glob("*.py"), *STUDIES.glob("*.py")])
+    missing = {p.name: found for p in sources if (found := missing_names(p.read_text()))}
     assert not missing, f"renamed or removed in grpo_sweep, still used by bench/: {missing}"
 
 
@@ -127,13 +141,57 @@ def test_the_name_check_sees_a_renamed_function_and_a_removed_module():
     ]
 
 
-def test_benchmarks_import_no_test_code():
-    """What a benchmark shares with the tests lives in bench/ (the tests may import it), not the other way round."""
-    found = [
-        f"{p.name}: {node.module or node.names[0].name}"
-        for p in sorted(BENCH.glob("*.py"))
-        for node in ast.walk(ast.parse(p.read_text()))
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        and ((node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0] == "tests"
-    ]
-    assert found == []
+def test_the_readme_lists_each_benchmark_and_each_study_where_it_is():
+    """bench/README.md's two tables: the benchmarks a user reruns (bench/) and the finished studies (bench/studies/)."""
+    text = (BENCH / "README.md").read_text()
+    studies_at = text.index("## Finished studies")
+    listed = {m: "bench.studies." + m if at > studies_at else "bench." + m for m, at in _listed(text)}
+    assert sorted(listed.values()) == sorted(name for name, _ in runnable())
+
+
+def _listed(text: str) -> list[tuple[str, int]]:
+    """(module, where) of each table row's first cell, `name`."""
+    return [(m.group(1), m.start()) for m in re.finditer(r"^\| `(\w+)` \|", text, re.M)]
+
+
+def test_search_efficiency_replays_searches_from_a_cached_grid_without_training(tmp_path):
+    """The study's replay, run as its command on a made-up grid whose one good configuration is visibly good."""
+    axes = ("optimizer.learning_rate", "trainer.num_generations")
+    lrs, generations = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2), (4, 8)
+    runs = []
+    for lr in lrs:
+        for g in generations:
+            final = 0.6 if (lr, g) == (3e-4, 4) else 0.3 if lr < 3e-3 else 0.05
+            for seed in (42, 43, 44):
+                value = final + (seed - 43) / 100
+                # validation curves: the bad configurations are visibly bad from step 30 on
+                curve = {str(step): value * step / 40 for step in (10, 20, 30, 40)}
+                config = f"{axes[0]}={lr} {axes[1]}={g}"
+                runs.append({"config": config, "seed": seed, "value": value, "steps": 40, "curve": curve})
+
+    def replay(cache: dict, trials: int, seeds_per_trial: int) -> dict:
+        results = tmp_path / "search_efficiency.json"
+        results.write_text(json.dumps(cache))
+        cmd = [sys.executable, "-m", "bench.studies.search_efficiency", "--results", str(results)]
+        cmd += ["--sampler-seeds", "20", "--trials", str(trials), "--seeds-per-trial", str(seeds_per_trial)]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(results.read_text())["replay"]
+
+    out = replay({"grid": {"objective": "val_accuracy", "runs": runs}, "replay": {}}, trials=12, seeds_per_trial=2)
+    assert out["configurations"] == 10 and out["configurations_within_target"] == 1 and "caveat" not in out
+    assert out["tpe"]["pruning"] and out["tpe"]["pruned_trials_mean"] > 0 and not out["random"]["pruning"]
+    for sampler in ("tpe", "random"):
+        q = out[sampler]["steps_to_target"]
+        assert q["of"] == 20 and len(out[sampler]["per_seed"]) == 20
+        reached = sorted(v for v in out[sampler]["per_seed"] if v is not None)
+        assert q["not_reached"] == 20 - len(reached)
+        if q["median"] is not None:
+            # two seeds of 40 steps per trial that ran to the end: whole trials, or pruned ones after 30 steps
+            assert q["q25"] <= q["median"] <= (q["q75"] or float("inf")) and q["median"] % 10 == 0
+    # the first version's cache (one seed, final held-out values, no curves) still replays, with its caveat
+    legacy = {f"{axes[0]}={lr} {axes[1]}={g}": 0.5 for lr in lrs for g in generations}
+    out = replay({"objective": "eval_accuracy", "grid": {"objectives": legacy}}, trials=4, seeds_per_trial=1)
+    assert "regenerate it with" in out["caveat"] and not out["tpe"]["pruning"]
+    # every configuration is within target: the first trial reaches it, in every search
+    assert out["random"]["steps_to_target"] == {"median": 40.0, "q25": 40.0, "q75": 40.0, "not_reached": 0, "of": 20}

@@ -2,7 +2,7 @@
 trains here a small model of the same architecture (Qwen2ForCausalLM) from a local directory, with every setting of
 the preset but the model's size, the steps and the split sizes; and the launch without the model in the cache is
 refused in one line naming it (what a user without hub access sees). Its cost on the real shape:
-bench/cpu_small_model.py."""
+bench/studies/cpu_small_model.py."""
 
 from __future__ import annotations
 

@@ -774,61 +774,6 @@ def test_an_objective_on_the_test_split_is_refused():
         objectives_and_directions(sweeper, "test_accuracy")
 
 
-def load_bench_search():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("search_efficiency", ROOT / "bench" / "search_efficiency.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_search_efficiency_replays_searches_from_a_cached_grid_without_training():
-    bench = load_bench_search()
-    runs = []
-    for lr in bench.LRS:
-        for g in bench.GENERATIONS:
-            final = 0.6 if (lr, g) == (3e-4, 4) else 0.3 if lr < 3e-3 else 0.05
-            for seed in (42, 43, 44):
-                value = final + (seed - 43) / 100
-                # validation curves: the bad configurations are visibly bad from step 30 on
-                curve = {str(step): value * step / 40 for step in (10, 20, 30, 40)}
-                runs.append(
-                    {
-                        "config": bench.config_key({bench.AXES[0]: lr, bench.AXES[1]: g}),
-                        "seed": seed,
-                        "value": value,
-                        "steps": 40,
-                        "curve": curve,
-                    }
-                )
-    grid = {"objective": "val_accuracy", "runs": runs}
-    out = bench.compare(grid, sampler_seeds=20, n_trials=12, seeds_per_trial=2)
-    assert out["configurations"] == 10 and out["configurations_within_target"] == 1 and "caveat" not in out
-    assert out["tpe"]["pruning"] and out["tpe"]["pruned_trials_mean"] > 0 and not out["random"]["pruning"]
-    for sampler in ("tpe", "random"):
-        q = out[sampler]["steps_to_target"]
-        assert q["of"] == 20 and len(out[sampler]["per_seed"]) == 20
-        reached = sorted(v for v in out[sampler]["per_seed"] if v is not None)
-        assert q["not_reached"] == 20 - len(reached)
-        if q["median"] is not None:
-            # two seeds of 40 steps per trial that ran to the end: whole trials, or pruned ones after 30 steps
-            assert q["q25"] <= q["median"] <= (q["q75"] or float("inf")) and q["median"] % 10 == 0
-    # the first version's cache (one seed, final held-out values, no curves) still replays, with its caveat
-    legacy = {
-        "objective": "eval_accuracy",
-        "objectives": {
-            f"optimizer.learning_rate={lr} trainer.num_generations={g}": 0.5
-            for lr in bench.LRS
-            for g in bench.GENERATIONS
-        },
-    }
-    out = bench.compare(legacy, sampler_seeds=20, n_trials=4, seeds_per_trial=1)
-    assert "regenerate it with" in out["caveat"] and not out["tpe"]["pruning"]
-    # every configuration is within target: the first trial reaches it, in every search
-    assert out["random"]["steps_to_target"] == {"median": 40.0, "q25": 40.0, "q75": 40.0, "not_reached": 0, "of": 20}
-
-
 # the refusals below come after the sweeper has composed every choice of the space: one mix (of two rewards, so that
 # the weights' simplex is still searched) instead of four halves their time
 REFUSED_ARGS = [*DESIGN_ARGS, "hydra.sweeper.params.reward_mix.choices=[smoke]"]

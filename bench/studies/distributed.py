@@ -2,7 +2,7 @@
 (1 x 16 and 2 x 8 prompts' completions a step), over several training seeds: optimizer steps, samples seen, wall
 time, held-out accuracy. With --slurm, the two-process run also as a 2-task job on the local SLURM.
 
-    python -m bench.distributed --seeds 1 2 3 4 5 [--slurm]
+    python -m bench.studies.distributed --seeds 1 2 3 4 5 [--slurm]
 
 Rows and the table go to bench/results/distributed.{json,md}.
 """
@@ -92,7 +92,7 @@ def main() -> None:
     rows, commands = kept.get("rows", []), kept.get("commands", [])
     commands.append(
         command(
-            "bench.distributed",
+            "bench.studies.distributed",
             ["--seeds", *map(str, args.seeds), *(["--slurm"] if args.slurm else []), *(["--add"] if args.add else [])],
         )
     )

@@ -1,7 +1,7 @@
 """Does a reward-weight schedule, or population-based training, beat the best constant weight? Validation chooses,
 test measures once.
 
-    python -m bench.reward_schedules [--seeds 5]
+    python -m bench.studies.reward_schedules [--seeds 5]
 
 The protocol was fixed before any of its runs (issue 33 §3):
 
@@ -200,7 +200,7 @@ def main() -> int:
     record(
         "reward_schedules_built_in" if options.built_in else "reward_schedules",
         {
-            "command": command("bench.reward_schedules"),
+            "command": command("bench.studies.reward_schedules"),
             "machine": machine("at the end"),
             "stage_0_task": stage_0,
             "task": task,

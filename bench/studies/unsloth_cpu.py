@@ -1,6 +1,6 @@
 """What backend=unsloth costs on a CPU machine (Unsloth's CPU fallback), next to backend=trl.
 
-    PYTHONPATH=<dir with unsloth + unsloth_zoo> python -m bench.unsloth_cpu
+    PYTHONPATH=<dir with unsloth + unsloth_zoo> python -m bench.studies.unsloth_cpu
 
 Prints and writes bench/results/unsloth_cpu.json: the size of the two packages, `import unsloth` time, the
 wall time of the same short GRPO run (bench._common.SHORT_RUN, the tests' settings then) with each backend,

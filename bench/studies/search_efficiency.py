@@ -1,7 +1,7 @@
 """Pruned TPE search vs random search, replayed from a grid's cached results (tiny model, CPU).
 
-    python -m bench.search_efficiency --grid [--steps 40] [--seeds 3]   # train the grid once, cache it (minutes)
-    python -m bench.search_efficiency [--sampler-seeds 20]             # replay from the cache (seconds, no training)
+    python -m bench.studies.search_efficiency --grid [--steps 40] [--seeds 3]  # train the grid once, cache it (min)
+    python -m bench.studies.search_efficiency [--sampler-seeds 20]   # replay from the cache (seconds, no training)
     # both -> bench/results/search_efficiency.json ("grid": the cache, "replay": the comparison)
 
 Space: learning rate in {1e-4, 3e-4, 1e-3, 3e-3, 1e-2} x num_generations in {4, 8} (10 configurations).
@@ -109,7 +109,7 @@ def train_grid(steps: int, seeds: list[int], every: int, objective: str, extra: 
         "wall_seconds": round(wall, 1),
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
-        "command": command("bench.search_efficiency"),
+        "command": command("bench.studies.search_efficiency"),
     }
 
 
@@ -142,7 +142,7 @@ def cached_runs(grid: dict) -> tuple[dict[str, list[dict]], str | None]:
     return by_config, (
         f"the cached grid holds {grid.get('objective', 'eval_accuracy')!r} on the old held-out set "
         "(one seed, no validation curves: no pruning in the replay); regenerate it with "
-        "`python -m bench.search_efficiency --grid` once runs report val_accuracy"
+        "`python -m bench.studies.search_efficiency --grid` once runs report val_accuracy"
     )
 
 
@@ -286,13 +286,14 @@ def main() -> None:
     cli.add_argument("--sampler-seeds", type=int, default=20)
     cli.add_argument("--trials", type=int, default=16, help="trials per replayed search")
     cli.add_argument("--seeds-per-trial", type=int, default=1)
+    cli.add_argument("--results", type=Path, default=DEST, help="the file holding the grid, where the replay goes")
     cli.add_argument("overrides", nargs="*", help="more overrides for every grid run")
     args = cli.parse_args()
     if args.sampler_seeds < 1 or args.trials < 1 or args.seeds_per_trial < 1:
         raise SystemExit("--sampler-seeds, --trials and --seeds-per-trial must be >= 1")
     if args.objective.startswith("test_"):
         raise SystemExit(f"--objective {args.objective}: a search selects on validation, not on the test split")
-    previous = json.loads(DEST.read_text()) if DEST.exists() else {}
+    previous = json.loads(args.results.read_text()) if args.results.exists() else {}
     if args.grid:
         grid = train_grid(args.steps, [42 + i for i in range(args.seeds)], args.every, args.objective, args.overrides)
     elif "replay" in previous:
@@ -306,16 +307,20 @@ def main() -> None:
             "command": previous.get("command"),
         }
     else:
-        raise SystemExit(f"no cached grid in {DEST}: run with --grid first")
+        raise SystemExit(f"no cached grid in {args.results}: run with --grid first")
     start = time.perf_counter()
     result = {"grid": grid, "replay": compare(grid, args.sampler_seeds, args.trials, args.seeds_per_trial)}
     result["replay"].update(
         seconds=round(time.perf_counter() - start, 1),
         date=time.strftime("%Y-%m-%d"),
-        command=command("bench.search_efficiency"),
+        command=command("bench.studies.search_efficiency"),
     )
     print(json.dumps(result["replay"], indent=2))
-    write(DEST.name, result)
+    if args.results == DEST:
+        write(DEST.name, result)
+    else:
+        args.results.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.results}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What experiment=cpu_qwen0_5b costs on this CPU, measured without the hub.
 
-    python -m bench.cpu_small_model [--steps 2] [--threads N]
+    python -m bench.studies.cpu_small_model [--steps 2] [--threads N]
 
 This machine cannot download Qwen2.5-0.5B-Instruct, so the run trains a model of the same shape (Qwen2ForCausalLM:
 hidden 896, 24 layers, 14 heads, 2 KV heads, MLP 4,864, vocabulary 151,936, tied embeddings; 494M parameters),
@@ -147,7 +147,7 @@ def main() -> int:
         + summary["timings_s"]["setup"]
     )
     result = {
-        "command": command("bench.cpu_small_model"),
+        "command": command("bench.studies.cpu_small_model"),
         "machine": machine("at the end"),
         "parameters": parameters,
         "launch": "python launch.py " + " ".join(o.replace(str(tmp), "$TMP") for o in overrides),

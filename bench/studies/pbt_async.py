@@ -1,6 +1,6 @@
 """Synchronous against asynchronous PBT rounds (``hydra.sweeper.synchronous``), in two parts.
 
-    python -m bench.pbt_async [--sims 200] [--slow-share 0.25] [--slow-factor 5] [--real-seeds 3]
+    python -m bench.studies.pbt_async [--sims 200] [--slow-share 0.25] [--slow-factor 5] [--real-seeds 3]
 
 1. **A cluster with a slow node, simulated.** The PBT's driver itself (search/pbt/rounds.py, the code a sweep runs,
    synchronous or not) drives a stand-in cluster on a simulated clock: each job (a member's round) takes 100 s, or
@@ -190,7 +190,7 @@ def simulated(sims: int, slots: int, slow_share: float, slow_factor: float) -> d
 
 
 def real(seed: int, synchronous: bool, out: Path) -> dict:
-    from bench.pbt_explore import launch_pbt
+    from bench.studies.pbt_explore import launch_pbt
 
     name = f"{'sync' if synchronous else 'async'}-{seed}"
     wall, lineage = launch_pbt(
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     args.add_argument("--slow-factor", type=float, default=5.0)
     args.add_argument("--real-seeds", type=int, default=3, help="0: simulate only, keep the real runs on file")
     ns = args.parse_args(argv)
-    result: dict = {"command": command("bench.pbt_async", argv)}
+    result: dict = {"command": command("bench.studies.pbt_async", argv)}
     for slots in (4, 2):
         result[f"simulated, {slots} slots"] = simulated(ns.sims, slots, ns.slow_share, ns.slow_factor)
         print(json.dumps(result[f"simulated, {slots} slots"]))

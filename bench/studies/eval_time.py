@@ -1,7 +1,7 @@
 """How long each GPU recipe's held-out evaluations take, estimated from their token counts, on the engine that
 generates them (``grpo_sweep.backends.decoding.evaluation_engine``) and on rank 0's HF ``generate``.
 
-    python -m bench.eval_time      # -> bench/results/eval_time.json (+ .md); composes configs, runs nothing
+    python -m bench.studies.eval_time      # -> bench/results/eval_time.json (+ .md); composes configs, runs nothing
 
 An estimate, not a measurement (no GPU lent here); the assumptions are stated in the output:
 - the prompts each run generates for: validation at step 0, every ``trainer.eval.every_steps`` and the last step;
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     record(
         "eval_time",
         {
-            "command": command("bench.eval_time", argv),
+            "command": command("bench.studies.eval_time", argv),
             "machine": machine(),
             "recipes": rows,
             "assumptions": {

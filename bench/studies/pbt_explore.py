@@ -2,7 +2,7 @@
 PB2's GP bandit (``hydra.sweeper.explore=pb2``), each over several PBT seeds (``hydra.sweeper.seed``: the first
 population, who takes over from whom, the moves), with the noise guard on and off.
 
-    python -m bench.pbt_explore [--seeds 5] [--explores perturb,pb2] [--guards on] [--out pbt_explore]
+    python -m bench.studies.pbt_explore [--seeds 5] [--explores perturb,pb2] [--guards on] [--out pbt_explore]
 
 Each PBT is the issue's command, ``python launch.py -m hparams_search=pbt hydra/launcher=pool`` (4 members, 3 rounds of
 40 steps, the preset's space: the two weights and the learning rate), without its head-to-head (measured elsewhere).
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
                 for guard in guards:
                     runs.append(one(explore, guard, seed, Path(tmp)))
                     print(json.dumps(runs[-1]))
-    result = {"command": command("bench.pbt_explore", argv), "machine": machine("at the end"), "runs": runs}
+    result = {"command": command("bench.studies.pbt_explore", argv), "machine": machine("at the end"), "runs": runs}
     arms = {(e, g): [r for r in runs if r["explore"] == e and r["noise_guard"] == g] for e in explores for g in guards}
     for (e, g), group in arms.items():
         result[f"{e}, guard {'on' if g else 'off'}"] = summary(group)

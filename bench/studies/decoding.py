@@ -1,6 +1,6 @@
 """Does an evaluation decode as the config says, whatever the model's generation_config.json holds?
 
-    python -m bench.decoding      # -> bench/results/decoding.json
+    python -m bench.studies.decoding      # -> bench/results/decoding.json
 
 The main job's warm-started tiny model, as a local directory whose generation_config.json adds what Qwen2.5-Instruct's
 sets, harder (``repetition_penalty: 1.3, top_k: 2``): its greedy test accuracy before training, evaluated the way
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     record(
         "decoding",
         {
-            "command": command("bench.decoding", argv),
+            "command": command("bench.studies.decoding", argv),
             "machine": machine(),
             "greedy_test_accuracy_before_training": results,
         },
