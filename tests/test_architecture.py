@@ -659,8 +659,14 @@ def test_a_constant_is_defined_once():
 
 # Every standard deviation and interval is computed in reading/ (stats.py, and moderation.py for the moderated
 # verdicts' variances): the same figure one way everywhere. PB2 standardises its GP's targets as Ray Tune's PB2 does
-# (population sd, ddof=0): a model's input scaling, not a figure anyone reads.
-COMPUTES_SPREAD = {"grpo_sweep.reading.stats", "grpo_sweep.reading.moderation", "grpo_sweep.search.pbt.pb2"}
+# (population sd, ddof=0): a model's input scaling, not a figure anyone reads. The simulator's uncorrected_verdicts is
+# the naive paired t the benchmarks measure the engine against: not the engine, on purpose.
+COMPUTES_SPREAD = {
+    "grpo_sweep.reading.stats",
+    "grpo_sweep.reading.moderation",
+    "grpo_sweep.search.pbt.pb2",
+    "grpo_sweep.search.simulate",
+}
 SPREAD_CALLS = {"stdev", "pstdev", "variance", "pvariance", "std", "var", "nanstd", "nanvar"}
 
 
@@ -797,3 +803,60 @@ def test_pbts_defaults_live_in_settings_only():
                 assert not (isinstance(target, ast.Constant) and target.value in defaults), (
                     f"{path.name}:{node.lineno} reads hydra.sweeper.{target.value} with a fallback default"
                 )
+
+
+# The tests stand on their own: no test module imports bench/ (a benchmark is run as the command a user runs,
+# `python -m bench.<name>`, by the tests that test it), and bench/ never imports tests/ (what both need is in the
+# package; what only the tests need is in tests/support/).
+def imports_of_top(source: str, top: str) -> list[str]:
+    """``line: what`` for each import of package ``top`` in ``source``: ``import``/``from`` statements (at any
+    depth), ``importlib.import_module``/``__import__`` of a literal name, and a module loaded from a file under
+    ``top/`` (``spec_from_file_location`` or ``runpy.run_path`` with ``"top"`` among its literal arguments)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == top]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == top:
+            found.append(f"{node.lineno}: from {node.module} import")
+        elif isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            literals = [a.value for a in ast.walk(node) if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if func in ("import_module", "__import__") and any(s.split(".")[0] == top for s in literals[:1]):
+                found.append(f"{node.lineno}: {func}({literals[0]!r})")
+            elif func in ("spec_from_file_location", "run_path") and any(
+                s == top or s.startswith(top + "/") for s in literals
+            ):
+                found.append(f"{node.lineno}: {func} of a file under {top}/")
+    return found
+
+
+def test_the_bench_check_finds_each_way_of_importing_a_benchmark():
+    source = (
+        "import subprocess, importlib\nimport bench.simulate\nfrom bench.judge_servers import free_port\n"
+        "def t():\n    from bench import verdict_battery\n    importlib.import_module('bench.report')\n"
+        "    importlib.util.spec_from_file_location('s', ROOT / 'bench' / 'search_efficiency.py')\n"
+        "    subprocess.run([sys.executable, '-m', 'bench.rewards', '--help'])\n"
+        "    from .support.judge_servers import free_port\n    import benchmarks\n"
+    )
+    assert imports_of_top(source, "bench") == [
+        "2: import bench.simulate",
+        "3: from bench.judge_servers import",
+        "5: from bench import",
+        "6: import_module('bench.report')",
+        "7: spec_from_file_location of a file under bench/",
+    ]
+
+
+def test_no_test_imports_bench_and_bench_imports_no_test():
+    tests = [
+        f"{path.relative_to(ROOT)}:{where}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for where in imports_of_top(path.read_text(), "bench")
+    ]
+    assert tests == [], "run the benchmark as a command (python -m bench.<name>), or move what the test needs"
+    benches = [
+        f"{path.relative_to(ROOT)}:{where}"
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        for where in imports_of_top(path.read_text(), "tests")
+    ]
+    assert benches == [], "what a benchmark shares with the tests belongs in grpo_sweep/, not tests/"
