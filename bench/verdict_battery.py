@@ -294,7 +294,7 @@ def _simulator():
         import importlib.util
 
         spec = importlib.util.spec_from_file_location("simulate", ROOT / "grpo_sweep" / "search" / "simulate.py")
-        simulate = importlib.util.module_from_spec(spec)
+        simulate = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up there
         spec.loader.exec_module(simulate)
     return simulate
 
