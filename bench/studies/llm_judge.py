@@ -34,20 +34,8 @@ def tiny_model_server():
     from grpo_sweep.backends.vllm_server import ServerSpec, serving
 
     def command(spec, port):
-        cli = "transformers.cli.transformers"
-        return [
-            sys.executable,
-            "-m",
-            cli,
-            "serve",
-            spec.model,
-            "--device",
-            "cpu",
-            "--host",
-            spec.host,
-            "--port",
-            str(port),
-        ]
+        flags = ["--device", "cpu", "--host", spec.host, "--port", str(port)]
+        return [sys.executable, "-m", "transformers.cli.transformers", "serve", spec.model, *flags]
 
     with tempfile.TemporaryDirectory() as logs:
         with serving(ServerSpec(model=str(TINY_MODEL), startup_timeout_s=90), logs, command=command) as server:
