@@ -41,6 +41,7 @@ from ..run.redact import redact
 from ..run.resume import ResumeError
 from ..run.validate import ConfigError, check_machine, validate
 from .hub import resolve_hub
+from .memory import start_plan
 
 
 class Refused(ConfigError, CompactHydraException):
@@ -337,6 +338,10 @@ def plan_runs(
     if gated:
         launcher.check_resources()
     trains_here = gated and launcher.trains_here
+    try:  # several runs a GPU (hydra.launcher.runs_per_gpu): their memory planned before any starts
+        memory_plan = start_plan(launcher, trains_here) if gated else None
+    except ConfigError as exc:
+        raise Refused(f"grpo-sweep: {one_line(exc)}; no run was started") from None
     # the runs that may share a process: this batch, and the batches this launcher planned before (they ran in
     # this process, or in the pool's workers)
     runs = len(planned.keys() | set(keys))
@@ -357,6 +362,8 @@ def plan_runs(
                 check_run(cfg, run_dir, trains_here)
                 if gated:
                     check_world(cfg, *launcher.run_world(cfg))
+                if memory_plan is not None:
+                    memory_plan.add(where, cfg)
             except (ConfigError, ValueError) as exc:  # OmegaConf's errors in a value are ValueErrors too
                 raise Refused(f"grpo-sweep: {where}: {one_line(exc)}; no run was started") from None
             except BaseException as exc:
@@ -365,8 +372,14 @@ def plan_runs(
                     raise
                 raise Refused(f"{failure}; no run was started") from None
             run_dirs.append(run_dir)
+    if memory_plan is not None:
+        try:
+            memory_plan.check()
+        except ConfigError as exc:
+            raise Refused(f"grpo-sweep: {one_line(exc)}; no run was started") from None
     if gated:
         launcher._gate_planned = {**planned, **dict(zip(keys, run_dirs))}
+        launcher._memory_plan = memory_plan
     return run_dirs
 
 

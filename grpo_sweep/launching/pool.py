@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..backends.gpu_stack import visible_gpu_ids
 from ..run.context import WORKERS_ENV
+from ..run.sharing import SHARE_ENV, share_env
 
 log = logging.getLogger(__name__)
 
@@ -42,34 +43,59 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(len(list(nvidia.iterdir())))] if nvidia.is_dir() else []
 
 
-def claim_gpu(lock_dir: str, gpus: list[str]) -> None:
-    """Worker initializer: pin this worker to a GPU no other live worker holds, before anything imports torch.
-    One lock file per GPU, held while the worker lives: when a worker dies the OS releases its lock, and the
-    worker that replaces it takes that GPU."""
+def slots(gpus: list[str], runs_per_gpu: int = 1) -> list[tuple[str, int]]:
+    """(GPU, slot) in the order workers take them: every GPU's first slot before any GPU's second, so that fewer
+    runs than slots spread over the GPUs."""
+    return [(gpu, slot) for slot in range(runs_per_gpu) for gpu in gpus]
+
+
+def claim_gpu(lock_dir: str, gpus: list[str], runs_per_gpu: int = 1, wait_s: float = 0.0) -> str:
+    """Worker initializer (and a submitit_local job's first step): pin this process to a GPU slot no other live
+    process holds, before anything initializes CUDA. One lock file per slot (``runs_per_gpu`` a GPU), held while the
+    process lives: when it dies the OS releases its lock, and the process that replaces it takes that slot.
+    ``wait_s``: how long to wait for a slot to free. With several runs a GPU, the run is told its GPU's ledger
+    (run/sharing.py). Returns the GPU."""
     import fcntl
+    import time
 
-    for gpu in gpus:
-        handle = open(os.path.join(lock_dir, f"gpu-{gpu}.lock"), "w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        _held_locks.append(handle)
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-        return
-    raise RuntimeError(f"pool worker {os.getpid()}: every GPU of {gpus} is held by another worker")
+    deadline = time.monotonic() + wait_s
+    while True:
+        for gpu, slot in slots(gpus, runs_per_gpu):
+            name = f"gpu-{gpu}.lock" if slot == 0 else f"gpu-{gpu}.{slot}.lock"
+            handle = open(os.path.join(lock_dir, name), "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            _held_locks.append(handle)
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+            if runs_per_gpu > 1:
+                os.environ[SHARE_ENV] = share_env(Path(lock_dir), gpu, runs_per_gpu)
+            return gpu
+        if time.monotonic() >= deadline:
+            raise RuntimeError(
+                f"process {os.getpid()}: every slot of {gpus} ({runs_per_gpu} a GPU) is held by another process"
+            )
+        time.sleep(0.5)
 
 
-def pool_size(n_jobs: int, runs: int, gpus: list[str]) -> int:
-    """Workers: n_jobs as joblib counts it (-1 all cores, -2 all but one), one per GPU at most where there are
-    GPUs (n_jobs=-1 there: one per GPU), never more than the runs."""
+def pool_size(n_jobs: int, runs: int, gpus: list[str], runs_per_gpu: int = 1) -> int:
+    """Workers: n_jobs as joblib counts it (-1 all cores, -2 all but one), ``runs_per_gpu`` per GPU at most where
+    there are GPUs (n_jobs=-1 there: that many per GPU), never more than the runs."""
     from joblib import effective_n_jobs
 
-    wanted = len(gpus) if gpus and n_jobs < 0 else effective_n_jobs(n_jobs)
-    if gpus and wanted > len(gpus):
-        log.warning("hydra.launcher.n_jobs=%d: %d GPUs, so %d workers (one per GPU)", n_jobs, len(gpus), len(gpus))
-        wanted = len(gpus)
+    capacity = len(gpus) * runs_per_gpu
+    wanted = capacity if gpus and n_jobs < 0 else effective_n_jobs(n_jobs)
+    if gpus and wanted > capacity:
+        log.warning(
+            "hydra.launcher.n_jobs=%d: %d GPUs x runs_per_gpu=%d, so %d workers",
+            n_jobs,
+            len(gpus),
+            runs_per_gpu,
+            capacity,
+        )
+        wanted = capacity
     return max(1, min(wanted, runs))
 
 
@@ -150,9 +176,15 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
 
     from ..adapters.loky import get_reusable_executor, worker_exit_codes
     from .gate import Started
+    from .memory import write_estimates
     from .submit import lost_run_return
 
     run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: every run passes, or none starts
+    k = getattr(launcher, "runs_per_gpu", 1)
+    memory_plan = getattr(launcher, "_memory_plan", None)
+    if getattr(launcher, "dry_run", False):
+        print(describe_pool(launcher, job_overrides, run_dirs, visible_gpus()), flush=True)
+        raise SystemExit(0)
     setup_globals()
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
@@ -160,8 +192,13 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
     gpus = visible_gpus()
     # batches kept in flight side by side (runs_at_once) share one executor of that size: a batch of one sized to
     # itself would shrink the others' to one worker
-    workers = pool_size(launcher.n_jobs, max(len(job_overrides), launcher.runs_at_once or 0), gpus)
-    where = f"each on its own GPU of {', '.join(gpus)}" if gpus else "on the CPUs"
+    workers = pool_size(launcher.n_jobs, max(len(job_overrides), launcher.runs_at_once or 0), gpus, k)
+    if not gpus:
+        where = "on the CPUs"
+    elif k == 1:
+        where = f"each on its own GPU of {', '.join(gpus)}"
+    else:
+        where = f"{k} a GPU on GPUs {', '.join(gpus)}"
     log.info(
         "Launching %d runs on %d worker processes %s, sweep output dir: %s",
         len(job_overrides),
@@ -175,7 +212,8 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
     lock_dir = sweep_dir / ".gpu_locks"  # the sweep's own: nothing left behind elsewhere
     if gpus:
         lock_dir.mkdir(exist_ok=True)
-    pinning = {"initializer": claim_gpu, "initargs": (str(lock_dir), gpus)} if gpus else {}
+        write_estimates(lock_dir, run_dirs, memory_plan)
+    pinning = {"initializer": claim_gpu, "initargs": (str(lock_dir), gpus, k)} if gpus else {}
 
     def submitter(max_workers: int) -> Callable[[int], Any]:
         def submit(index: int):
@@ -222,3 +260,32 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
         return [done[i] for i in range(len(job_overrides))]
 
     return Started(batch.done, results)
+
+
+def describe_pool(launcher: Any, job_overrides: Sequence[Sequence[str]], run_dirs: list[Path], gpus: list[str]) -> str:
+    """hydra.launcher.dry_run=true on the pool: its workers, where each would train, and the memory plan."""
+    from ..reading.results import varying_overrides
+
+    k = getattr(launcher, "runs_per_gpu", 1)
+    workers = pool_size(launcher.n_jobs, len(job_overrides), gpus, k)
+    order = slots(gpus, k) if gpus else []
+    lines = [
+        f"dry run (pool): {len(run_dirs)} run(s) on {workers} worker(s)"
+        + (f", {k} a GPU on GPUs {', '.join(gpus)}" if gpus else " on the CPUs")
+        + "; nothing is started"
+    ]
+    shown = varying_overrides([list(o) for o in job_overrides])
+    for i, (swept, run_dir) in enumerate(zip(shown, run_dirs)):
+        where = f"GPU {order[i][0]} (slot {order[i][1]})" if i < min(workers, len(order)) else "the first slot freed"
+        lines.append(f"run {i} ({' '.join(swept) or 'defaults'}): {where if gpus else 'the CPUs'}; run dir {run_dir}")
+    memory_plan = getattr(launcher, "_memory_plan", None)
+    if memory_plan is not None:
+        first = min(workers, len(order), len(run_dirs))
+        groups = [(f"GPU {gpu}", [i for i in range(first) if order[i][0] == gpu]) for gpu in gpus] or [
+            ("the CPUs", list(range(len(run_dirs))))
+        ]
+        later = "runs " + ", ".join(str(i) for i in range(first, len(run_dirs))) if first < len(run_dirs) else ""
+        lines += memory_plan.placement(
+            groups, f"{later}: each in the first GPU slot a finished run frees" if later else ""
+        )
+    return "\n".join(lines)

@@ -32,6 +32,7 @@ from .distributed import RankFailed, launch_here, peer_failure, record_rank_fail
 from .phases import phases_of, run_phases
 from .record import TRIAL_STATES, RunFailed, RunSummary
 from .results import record_failure, write_summary
+from .sharing import began, from_env, is_out_of_memory, out_of_memory_line
 from .validate import ConfigError, gpu_count, machine_world
 
 
@@ -52,13 +53,22 @@ def run_one(
     ``trial``: the Optuna trial's block for summary.json (its ``state`` is how the run ended).
     ``train_fn``: ``run.train.train`` unless a test gives a stand-in with its signature."""
     started = time.time()
+    # a GPU shared with other runs (hydra.launcher.runs_per_gpu): its ledger says who trained beside whom
+    share = from_env() if context.world_size == 1 and not context.parent_records else None
+    if share is not None:
+        began(share, context.run_dir, started)
     try:
         if gate is not None:
             gate(cfg)
         summary = _train(cfg, context, open_tracker, monitor, train_fn)
     except Exception as exc:  # not BaseException: a requeue (SystemExit) is no failure
+        if share is not None and is_out_of_memory(exc):
+            exc = MemoryError(out_of_memory_line(share, context.run_dir, started))
         _record_end(context, exc, time.time() - started, trial)
         raise
+    finally:
+        if share is not None:
+            share.end(context.run_dir)
     if summary is not None and trial is not None:
         summary = _with_trial(context, summary, trial)
     return summary

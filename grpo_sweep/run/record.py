@@ -81,6 +81,9 @@ class RunSummary(Mapping):
     device: dict | None = None
     # a run over several processes: {strategy, world_size, nodes} (distributed=none: 1 process, 1 node)
     distributed: dict | None = None
+    # a GPU shared with other runs (hydra.launcher.runs_per_gpu=K): {runs_per_gpu, gpu, neighbours (their run dirs),
+    # share (of the GPU over the run's time; device_seconds is already split by it)} (run/sharing.py)
+    gpu_sharing: dict | None = None
     # a run that did not finish (results.record_failure) and an Optuna trial's block (search/optuna/worker.py)
     error: str | None = None
     traceback: str | None = None

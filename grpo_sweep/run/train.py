@@ -45,6 +45,7 @@ from .record import WEIGHT_PREFIX, RunFailed, RunSummary, TestReport, ValReport,
 from .redact import redact
 from .results import METRICS, EvaluationFailed, lookup, reward_trajectory, write_summary
 from .resume import last_checkpoint, record_resume, remember_config, trim_metrics
+from .sharing import sharing_record
 from .tracker import RunLogger
 from .vllm_serving import run_server, server_gpus
 
@@ -638,6 +639,23 @@ def _periodic_eval(
     )
 
 
+def _shared_cost(cost: dict, sharing: dict | None) -> dict:
+    """A run that shared its GPU costs its share of the GPU's time (run/sharing.py), not the whole of it: the K
+    runs of a GPU then sum to the GPU's time, not K times it."""
+    if sharing is None:
+        return cost
+    seconds = cost["device_seconds"]
+    if seconds is not None:
+        seconds = round(seconds * sharing["share"], 3)
+        tokens = cost["generated_tokens"]
+        cost = {
+            **cost,
+            "device_seconds": seconds,
+            "tokens_per_s": round(tokens / seconds, 1) if tokens and seconds else None,
+        }
+    return {**cost, "gpu_sharing": sharing}
+
+
 def _record(
     cfg: Any,
     context: RunContext,
@@ -674,7 +692,10 @@ def _record(
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         },
         distributed={"strategy": cfg.distributed.strategy, "world_size": context.world_size, "nodes": context.nodes},
-        **run_cost(timings, metrics, run.trainer.args, devices=context.world_size + server_gpus(cfg)),
+        **_shared_cost(
+            run_cost(timings, metrics, run.trainer.args, devices=context.world_size + server_gpus(cfg)),
+            sharing_record(run_dir),
+        ),
         **(monitor.record() if monitor is not None else {}),
         **extra,
     )

@@ -40,6 +40,10 @@ class GrpoSlurmQueueConf(SlurmQueueConf):
     detach: bool = False
     # pass the gate, print what each job would run (resources, processes and their GPUs, batch), submit nothing
     dry_run: bool = False
+    # runs that share one GPU (docs/launchers.md, "Several runs on one GPU"); 1: a GPU per run
+    runs_per_gpu: Any = 1
+    # one GPU's memory in GB, for the memory plan of runs_per_gpu; null: nvidia-smi's where the runs train here
+    gpu_memory_gb: Any = None
 
 
 @dataclass
@@ -114,9 +118,17 @@ class _SubmitLaunch(GatedLauncher):
 class GrpoSlurmLauncher(_SubmitLaunch, SlurmLauncher):
     trains_here = False  # a compute node trains: its machine checks run there (app.run_task)
 
-    def __init__(self, detach: bool = False, dry_run: bool = False, **params: Any) -> None:
+    def __init__(
+        self,
+        detach: bool = False,
+        dry_run: bool = False,
+        runs_per_gpu: Any = 1,
+        gpu_memory_gb: Any = None,
+        **params: Any,
+    ) -> None:
         super().__init__(**params)
         self.detach, self.dry_run = detach, dry_run
+        self.runs_per_gpu, self.gpu_memory_gb = runs_per_gpu, gpu_memory_gb
 
 
 @dataclass
@@ -126,12 +138,24 @@ class GrpoLocalQueueConf(LocalQueueConf):
     array_parallelism: int | None = None
     # pass the gate, print what each job would run, start nothing
     dry_run: bool = False
+    # runs that share one GPU (docs/launchers.md, "Several runs on one GPU"); 1: a GPU per run
+    runs_per_gpu: Any = 1
+    # one GPU's memory in GB, for the memory plan of runs_per_gpu; null: nvidia-smi's where the runs train here
+    gpu_memory_gb: Any = None
 
 
 class GrpoLocalLauncher(_SubmitLaunch, LocalLauncher):
-    def __init__(self, array_parallelism: int | None = None, dry_run: bool = False, **params: Any) -> None:
+    def __init__(
+        self,
+        array_parallelism: int | None = None,
+        dry_run: bool = False,
+        runs_per_gpu: Any = 1,
+        gpu_memory_gb: Any = None,
+        **params: Any,
+    ) -> None:
         super().__init__(**params)
         self.array_parallelism, self.dry_run = array_parallelism, dry_run
+        self.runs_per_gpu, self.gpu_memory_gb = runs_per_gpu, gpu_memory_gb
 
 
 @dataclass
@@ -139,15 +163,24 @@ class GrpoPoolConf:
     _target_: str = "hydra_plugins.grpo_sweep_launcher.launcher.GrpoPoolLauncher"
     # worker processes; -1: one per CPU core, -2: all but one (joblib's convention)
     n_jobs: int = -1
+    # pass the gate, print which runs share which GPU with their memory estimates, start nothing
+    dry_run: bool = False
+    # runs that share one GPU (docs/launchers.md, "Several runs on one GPU"); 1: a GPU per run
+    runs_per_gpu: Any = 1
+    # one GPU's memory in GB, for the memory plan of runs_per_gpu; null: nvidia-smi's where the runs train here
+    gpu_memory_gb: Any = None
 
 
 class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
     """hydra/launcher=pool: worker processes that run several runs each; a worker that dies costs one run, not
     the sweep (grpo_sweep/launching/pool.py)."""
 
-    def __init__(self, n_jobs: int = -1) -> None:
+    def __init__(
+        self, n_jobs: int = -1, dry_run: bool = False, runs_per_gpu: Any = 1, gpu_memory_gb: Any = None
+    ) -> None:
         super().__init__(n_jobs=n_jobs)
-        self.n_jobs = n_jobs
+        self.n_jobs, self.dry_run = n_jobs, dry_run
+        self.runs_per_gpu, self.gpu_memory_gb = runs_per_gpu, gpu_memory_gb
 
     def run_world(self, cfg: Any) -> tuple:
         from grpo_sweep.launching import pool
@@ -175,7 +208,8 @@ class GrpoPoolLauncher(GatedLauncher, JoblibLauncher):
     def concurrent_runs(self, wanted: int) -> int:
         from grpo_sweep.launching import pool
 
-        return pool.pool_size(self.n_jobs, wanted, pool.visible_gpus())
+        k = self.runs_per_gpu if isinstance(self.runs_per_gpu, int) and self.runs_per_gpu > 0 else 1  # gated later
+        return pool.pool_size(self.n_jobs, wanted, pool.visible_gpus(), k)
 
 
 ConfigStore.instance().store(
