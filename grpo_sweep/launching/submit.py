@@ -23,8 +23,11 @@ from ..adapters.submitit import executor_kind, job_arguments, make_executor, req
 from ..run.context import launch_import_path, use_import_path
 from ..run.files import write_json_atomic
 from ..run.results import record_failure
+from ..run.sharing import SHARE_ENV, share_env
 from .gate import Refused
-from .resubmit import JOBS, describe, skipped_runs
+from .memory import write_estimates
+from .pool import slots, visible_gpus
+from .resubmit import JOBS, describe, left_by_earlier_job, skipped_runs
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +241,25 @@ def _job_entries(jobs: list, run_dirs: list[Path], job_params: list[tuple]) -> l
     ]
 
 
+def _packed_entries(jobs: list, packs: list[list[int]], run_dirs: list[Path], job_params: list[tuple]) -> list[dict]:
+    """jobs.json's entries of packed jobs: one a run, as for one-run jobs, each with its job's id and the runs its
+    GPU holds (``packed_with``: their numbers)."""
+    entries = []
+    for job, pack in zip(jobs, packs):
+        nums = [job_params[i][2] for i in pack]
+        for i in pack:
+            entries.append(
+                {
+                    "num": job_params[i][2],
+                    "job_id": job.job_id,
+                    "run_dir": str(run_dirs[i]),
+                    "overrides": job_params[i][0],
+                    "packed_with": [n for n in nums if n != job_params[i][2]],
+                }
+            )
+    return entries
+
+
 def _start_throttled(executor, job_fn, job_params: list[tuple], limit: int, sweep_dir: Path, run_dirs: list[Path]):
     """Start each run when one of the ``limit`` before it has finished: submitit's local executor has no array
     throttle and would start them all at once, each then fighting the others for the cores while importing torch."""
@@ -279,6 +301,88 @@ class _BatchJob:
         return requeue(launcher, args, state)
 
 
+class _PackedJob(_BatchJob):
+    """A SLURM job that holds one GPU and trains ``runs_per_gpu`` runs on it side by side (``hydra.launcher.
+    runs_per_gpu=K``): each run in a process of its own (spawned: a fresh interpreter, whose CUDA and vLLM state is
+    its own), each the same Hydra job a one-run job is (its own run directory, resume, and skip when completed).
+    One run that dies (out of memory, a crash in native code) is that run's failure; the others go on. A preemption
+    or a time limit requeues the whole job, and each of its runs resumes from its own checkpoint."""
+
+    def __init__(self, blob: bytes, import_path: list[str], ledger: str, runs_per_gpu: int) -> None:
+        super().__init__(blob, import_path)
+        self.ledger, self.runs_per_gpu = ledger, runs_per_gpu
+        self._children: list = []
+
+    def __call__(self, pack: list) -> list:  # type: ignore[override]
+        """``pack``: (the one-run job's arguments, its run dir) of each run; returns their JobReturns in order."""
+        import multiprocessing
+        import tempfile
+
+        # the job's GPU is the GPU the runs share: one ledger of neighbours a job (an array task has its own id)
+        job = os.environ.get("SLURM_ARRAY_JOB_ID")
+        job = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job else os.environ.get("SLURM_JOB_ID", str(os.getpid()))
+        env = share_env(Path(self.ledger), f"slurm-{job}", self.runs_per_gpu)
+        context = multiprocessing.get_context("spawn")
+        with tempfile.TemporaryDirectory(prefix="grpo-pack-") as out:
+            outs = [Path(out) / f"{n}.pkl" for n in range(len(pack))]
+            self._children = [
+                context.Process(target=_packed_run, args=(self.blob, self.import_path, tuple(args), str(o), env))
+                for (args, _), o in zip(pack, outs)
+            ]
+            for child in self._children:
+                child.start()
+            for child in self._children:
+                child.join()
+            return [
+                _packed_return(args, Path(run_dir), o, child.exitcode)
+                for (args, run_dir), o, child in zip(pack, outs, self._children)
+            ]
+
+    def checkpoint(self, pack: list) -> Any:  # type: ignore[override]
+        """Preempted or timed out: stop the runs (each resumes from its checkpoint) and requeue the same pack."""
+        from submitit.helpers import DelayedSubmission
+
+        for child in self._children:
+            if child.is_alive():
+                child.terminate()
+        return DelayedSubmission(self, pack)
+
+
+def _packed_run(blob: bytes, import_path: list[str], args: tuple, out: str, share: str) -> None:
+    """One run of a packed job, in its own process: the one-run job's code, its JobReturn pickled to ``out``."""
+    import signal
+
+    import cloudpickle
+
+    # the job's own process takes SLURM's requeue signal and stops this one; alone, USR2 would kill it at once
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    os.environ[SHARE_ENV] = share
+    use_import_path(import_path)
+    launcher, state = pickle.loads(blob)
+    result = run_job(launcher, args, state)
+    Path(out).write_bytes(cloudpickle.dumps(result))
+
+
+def _packed_return(args: tuple, run_dir: Path, out: Path, exitcode: int | None) -> Any:
+    """A packed run's JobReturn; a run whose process died without one is recorded failed (as a one-run job's),
+    and its neighbours' runs are theirs."""
+    if out.is_file():
+        return pickle.loads(out.read_bytes())
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from ..run.results import read_run_summary
+
+    summary, _ = read_run_summary(run_dir)
+    if summary is not None and summary.status == "completed":  # it ended, then its process died on the way out
+        return JobReturn(overrides=list(args[0]), status=JobStatus.COMPLETED, _return_value=summary.objective)
+    how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit status {exitcode}"
+    error = (
+        f"its process in a packed job died ({how}) without a result; the other runs of its GPU went on "
+        "(killed for memory? a crash in native code?)"
+    )
+    return lost_run_return(list(args[0]), run_dir, error, "")
+
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
     return start(launcher, job_overrides, initial_job_idx).results()
 
@@ -297,11 +401,20 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
     run_dirs = launcher.plan(job_overrides, initial_job_idx)  # the gate: resources and every run, or nothing is queued
     log.info("validated %d runs in %.2f s", len(run_dirs), time.perf_counter() - started)
 
+    kind = executor_kind(launcher)
+    k = getattr(launcher, "runs_per_gpu", 1)
+    # submitit_local places its runs on this machine's GPUs as the pool does (K a GPU); SLURM gives each job its GPU
+    gpus = visible_gpus() if kind == "local" else []
     if getattr(launcher, "dry_run", False):
-        print(describe_plan(launcher, job_overrides, initial_job_idx, run_dirs), flush=True)
+        print(describe_plan(launcher, job_overrides, initial_job_idx, run_dirs, gpus), flush=True)
         raise SystemExit(0)
     executor = make_executor(launcher)
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    ledger = sweep_dir / ".gpu_locks"
+    if gpus or (kind == "slurm" and k > 1):
+        ledger.mkdir(exist_ok=True)
+        write_estimates(ledger, run_dirs, getattr(launcher, "_memory_plan", None))
+    launcher._gpu_slots = (str(ledger), gpus, k) if gpus else None  # claimed by each job as it starts (_SubmitLaunch)
     nums = list(range(initial_job_idx, initial_job_idx + len(job_overrides)))
     skipped = skipped_runs(sweep_dir, nums, run_dirs, slurm=executor_kind(launcher) == "slurm")
     if skipped:
@@ -315,8 +428,21 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
         job_params.append(job_arguments(job_overrides[i], nums[i]))
     queued_dirs = [run_dirs[i] for i in queued]
     limit = local_parallelism(launcher)
+    if gpus:  # no more runs at once than GPU slots: a job that finds none waits for one
+        limit = min(limit or len(gpus) * k, len(gpus) * k)
+    packs: list[list[int]] = []  # a SLURM job's runs (indices into job_params), K a job where runs_per_gpu=K
     if not job_params:
         jobs = []
+    elif kind == "slurm" and k > 1:
+        packs = [list(range(n, min(n + k, len(job_params)))) for n in range(0, len(job_params), k)]
+        log.info(
+            "%d runs in %d jobs of one GPU each, %d runs a job (hydra.launcher.runs_per_gpu)",
+            len(job_params),
+            len(packs),
+            k,
+        )
+        packed = _PackedJob(job_fn.blob, job_fn.import_path, str(ledger), k)
+        jobs = executor.map_array(packed, [[(job_params[i], str(queued_dirs[i])) for i in pack] for pack in packs])
     elif limit is not None and limit < len(job_params):
         log.info("%d runs, at most %d at a time (hydra.launcher.array_parallelism)", len(job_params), limit)
         jobs = _start_throttled(executor, job_fn, job_params, limit, sweep_dir, queued_dirs)
@@ -324,7 +450,7 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
         jobs = executor.map_array(job_fn, *zip(*job_params))
     record_jobs(
         sweep_dir,
-        _job_entries(jobs, queued_dirs, job_params),
+        _packed_entries(jobs, packs, queued_dirs, job_params) if packs else _job_entries(jobs, queued_dirs, job_params),
         [
             {"num": nums[i], "job_id": None, "run_dir": str(run_dirs[i]), "overrides": list(job_overrides[i])}
             for i, num in enumerate(nums)
@@ -356,7 +482,21 @@ def start(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx
     watched = _EarlierJobs({job_id for _, job_id in earlier.values()})
 
     def results() -> list:
-        for job, run_dir, i in zip(jobs, queued_dirs, queued):
+        for job, pack in zip(jobs, packs):
+            try:
+                returns = job.results()[0]
+            except Exception as exc:  # the whole job ended without a result (cancelled, node failure)
+                log.error("job %s (%d packed runs) ended without a result", job.job_id, len(pack))
+                error = f"job {job.job_id} ended without a result: {' '.join(str(exc).splitlines()[:2])}"
+                returns = [
+                    lost_run_return(job_params[i][0], queued_dirs[i], error, str(exc))
+                    if not left_by_earlier_job(queued_dirs[i])[0]
+                    else _earlier_return(job_params[i][0], queued_dirs[i], job.job_id)
+                    for i in pack
+                ]
+            for i, returned in zip(pack, returns):
+                done[nums[queued[i]]] = returned
+        for job, run_dir, i in zip([] if packs else jobs, queued_dirs, queued):
             overrides = job_overrides[i]
             try:
                 done[nums[i]] = job.results()[0]
@@ -407,7 +547,11 @@ def _earlier_return(overrides: Sequence[str], run_dir: Path, job_id: str):
 
 
 def describe_plan(
-    launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, run_dirs: list[Path]
+    launcher: Any,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+    run_dirs: list[Path],
+    local_gpus: Sequence[str] = (),
 ) -> str:
     """What each job of the batch would run, after the gate passed it (``hydra.launcher.dry_run=true``): its
     resources, its processes and where each trains, the vLLM server's GPUs, the generation batch."""
@@ -446,7 +590,29 @@ def describe_plan(
             f" x {steps} = {batch} = {batch // trainer.num_generations} groups of {trainer.num_generations}; "
             f"{trainer.max_steps} steps; run dir {run_dir}"
         )
+    memory_plan = getattr(launcher, "_memory_plan", None)
+    if memory_plan is not None:
+        lines += placement_lines(memory_plan, len(run_dirs), executor_kind(launcher), list(local_gpus), initial_job_idx)
     return "\n".join(lines)
+
+
+def placement_lines(memory_plan: Any, runs: int, kind: str, gpus: list[str], first: int) -> list[str]:
+    """Which runs share which GPU: a SLURM job's K runs in the batch's order; on submitit_local, the runs that start
+    first in the GPU slots (``pool.slots``), each later one in the first slot a finished run frees."""
+    k = memory_plan.runs_per_gpu
+    if kind == "slurm":
+        groups = [
+            (f"SLURM job {n} (one GPU)", list(range(i, min(i + k, runs)))) for n, i in enumerate(range(0, runs, k))
+        ]
+        return memory_plan.placement(groups)
+    order = slots(gpus, k)
+    head = min(len(order), runs)
+    groups = [(f"GPU {gpu}", [i for i in range(head) if order[i][0] == gpu]) for gpu in gpus]
+    later = ", ".join(str(first + i) for i in range(head, runs))
+    return memory_plan.placement(
+        groups or [("the CPUs", list(range(runs)))],
+        f"runs {later}: each in the first GPU slot a finished run frees" if gpus and later else "",
+    )
 
 
 def job_ids(jobs: list, shown: int = 10) -> str:
