@@ -246,6 +246,8 @@ def test_two_runs_sharing_a_stand_in_gpu_record_each_other_and_split_their_cost(
     """The pool with runs_per_gpu=2 on one stand-in GPU id: both runs train side by side, each names the other as its
     neighbour, their shares of the GPU sum to about its time, and their results are those of the runs alone."""
     args = ["-m", "hydra/launcher=pool", "lora.r=16,32", *FAST, "trainer.torch_threads=1"]
+    (tmp_path / "packed").mkdir()
+    (tmp_path / "alone").mkdir()
     out = run_launch([*args, "hydra.launcher.runs_per_gpu=2"], tmp_path / "packed", env={"CUDA_VISIBLE_DEVICES": "0"})
     assert out.returncode == 0, out.stderr[-3000:]
     alone = run_launch([*args, "hydra.launcher.n_jobs=1"], tmp_path / "alone")

@@ -434,3 +434,79 @@ def test_a_detached_seeds_sweep_submits_each_next_round_from_a_job_after_the_las
     runs = sorted(p.parent.relative_to(sweep_dir).as_posix() for p in sweep_dir.glob("*/seed*/summary.json"))
     assert {"0/seed1", "0/seed2", "1/seed1", "1/seed2"} <= set(runs)
     assert ("reached max_seeds=3" in table and len(runs) == 6) or ("decided after 2 seeds" in table and len(runs) == 4)
+
+
+def _rewards(run_dir: Path) -> list:
+    return [
+        (row["step"], row["reward"], row.get("loss"))
+        for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+        if "reward" in row
+    ]
+
+
+def test_a_packed_grid_runs_two_runs_a_job_each_as_an_unpacked_run_would(tmp_path):
+    """The issue's grid, runs_per_gpu=2: 4 runs in 2 jobs (one GPU each on a cluster; CPUs here), each run in its own
+    directory, jobs.json and status one run a line, each run's training the same as the same run in a job of its own."""
+    grid = ["reward_mix=format,correct", "lora.r=16,32", *FAST, "trainer.torch_threads=1"]
+    (tmp_path / "packed").mkdir()
+    (tmp_path / "alone").mkdir()
+    out = run_launch(["-m", *SLURM, "hydra.launcher.runs_per_gpu=2", *grid], tmp_path / "packed", env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "4 runs in 2 jobs of one GPU each, 2 runs a job (hydra.launcher.runs_per_gpu)" in out.stderr + out.stdout
+    sweep_dir = _sweep_dir(tmp_path / "packed")
+    jobs = _jobs(sweep_dir)
+    assert [j["num"] for j in jobs] == [0, 1, 2, 3] and [j["packed_with"] for j in jobs] == [[1], [0], [3], [2]]
+    assert jobs[0]["job_id"] == jobs[1]["job_id"] != jobs[2]["job_id"] == jobs[3]["job_id"]
+    states = _final_slurm_states(sorted({j["job_id"] for j in jobs}))
+    assert {s for s, _ in states.values()} == {"COMPLETED"}, states
+    text, finished = report(sweep_dir)
+    assert finished and all(f"| {n} " in text for n in range(4))
+    alone = run_launch(["-m", *SLURM, *grid], tmp_path / "alone", env=ENV)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    alone_dir = _sweep_dir(tmp_path / "alone")
+    for n in "0123":
+        packed = json.loads((sweep_dir / n / "summary.json").read_text())
+        single = json.loads((alone_dir / n / "summary.json").read_text())
+        assert packed["status"] == single["status"] == "completed"
+        neighbour = {"0": "1", "1": "0", "2": "3", "3": "2"}[n]
+        assert packed["gpu_sharing"]["neighbours"] == [str((sweep_dir / neighbour).resolve())]
+        assert packed["gpu_sharing"]["gpu"] == f"slurm-{jobs[int(n)]['job_id']}" and "gpu_sharing" not in single
+        assert _rewards(sweep_dir / n) == _rewards(alone_dir / n)
+        for key in ("steps", "val_accuracy", "test_accuracy", "train_rewards"):
+            assert packed[key] == single[key], key
+
+
+def test_a_requeued_packed_job_resumes_both_its_runs_and_a_killed_neighbour_fails_alone(tmp_path):
+    """Job 0 holds runs 0 and 1: `scontrol requeue` mid-run stops both, and the job runs again with each run resuming
+    from its own checkpoint. Job 1's run 2 kills its own process (as the OOM killer would): run 2 fails in one line,
+    its neighbour run 3 completes."""
+    killer = ["+reward_mix.k.fn=tests.failing_rewards.killer", "+reward_mix.k.weight=0.5"]
+    fast = [*FAST, "trainer.max_steps=100", "trainer.save_steps=4", "trainer.disable_tqdm=true"]
+    runs = ["+reward_mix.k.params.kill=false,false,true,false", "trainer.torch_threads=1"]
+    out = run_launch(
+        ["-m", *SLURM, "hydra.launcher.detach=true", "hydra.launcher.runs_per_gpu=2", *killer, *runs, *fast],
+        tmp_path,
+        env=ENV,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    sweep_dir = _sweep_dir(tmp_path)
+    jobs = _jobs(sweep_dir)
+    deadline = time.time() + 400
+    while min((last_checkpoint(sweep_dir / n) or (None, 0))[1] for n in "01") < 8:
+        assert time.time() < deadline, report(sweep_dir)[0]
+        time.sleep(0.3)
+    subprocess.run(["scontrol", "requeue", jobs[0]["job_id"]], check=True)
+
+    _wait_for(sweep_dir)
+    for n in "01":
+        summary = json.loads((sweep_dir / n / "summary.json").read_text())
+        assert summary["status"] == "completed", summary.get("error")
+        [resumed] = summary["resumed_from_steps"]
+        assert 8 <= resumed < 100 and resumed % 4 == 0
+        assert _steps(sweep_dir / n) == list(range(1, 101))  # no step lost, none repeated
+    killed = json.loads((sweep_dir / "2" / "summary.json").read_text())
+    assert killed["status"] == "failed"
+    assert killed["error"].startswith("its process in a packed job died (exit status 137) without a result; the other")
+    assert json.loads((sweep_dir / "3" / "summary.json").read_text())["status"] == "completed"
+    text, _ = report(sweep_dir)
+    assert "its process in a packed job died" in text

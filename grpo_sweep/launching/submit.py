@@ -301,6 +301,11 @@ class _BatchJob:
         return requeue(launcher, args, state)
 
 
+# how long a packed job's process waits, after one of its runs was killed by a signal, before it records that run
+# failed: where SLURM ends the whole job, its own SIGKILL comes first
+KILLED_GRACE_S = 10.0
+
+
 class _PackedJob(_BatchJob):
     """A SLURM job that holds one GPU and trains ``runs_per_gpu`` runs on it side by side (``hydra.launcher.
     runs_per_gpu=K``): each run in a process of its own (spawned: a fresh interpreter, whose CUDA and vLLM state is
@@ -333,6 +338,10 @@ class _PackedJob(_BatchJob):
                 child.start()
             for child in self._children:
                 child.join()
+            if any(child.exitcode is not None and child.exitcode < 0 for child in self._children):
+                # a run killed by a signal: where SLURM ends the job (a requeue, a cancel), this process gets the
+                # same SIGKILL at once; a run that is to resume must not be recorded failed first
+                time.sleep(KILLED_GRACE_S)
             return [
                 _packed_return(args, Path(run_dir), o, child.exitcode)
                 for (args, run_dir), o, child in zip(pack, outs, self._children)
@@ -344,7 +353,7 @@ class _PackedJob(_BatchJob):
 
         for child in self._children:
             if child.is_alive():
-                child.terminate()
+                child.kill()  # it ignores SIGTERM; each run resumes from its last checkpoint
         return DelayedSubmission(self, pack)
 
 
@@ -354,8 +363,11 @@ def _packed_run(blob: bytes, import_path: list[str], args: tuple, out: str, shar
 
     import cloudpickle
 
-    # the job's own process takes SLURM's requeue signal and stops this one; alone, USR2 would kill it at once
+    # as a one-run job's process (submitit's handlers): the job's own process takes SLURM's requeue signal (USR2),
+    # and a requeue's or cancel's SIGTERM is outlasted until the SIGKILL that ends every process of the job at once,
+    # so that the job's own process never outlives a run it would then record as failed
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.environ[SHARE_ENV] = share
     use_import_path(import_path)
     launcher, state = pickle.loads(blob)
