@@ -71,8 +71,16 @@ TINY_QWEN2 = dict(
     hidden_act="silu",
     tie_word_embeddings=True,
 )
-# gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth
-BACKEND_MODULES = {"trl": "trl", "trl-vllm": "trl", "unsloth": "unsloth", "trl-ddp": "trl", "trl-server": "trl"}
+# gpu_check's runs -> grpo-sweep backend; trl-vllm (TRL's colocated vLLM) is opt-in: --backends trl,trl-vllm,unsloth;
+# so is packing (several runs on one GPU, hydra.launcher.runs_per_gpu=K): --backends packing
+BACKEND_MODULES = {
+    "trl": "trl",
+    "trl-vllm": "trl",
+    "unsloth": "unsloth",
+    "trl-ddp": "trl",
+    "trl-server": "trl",
+    "packing": "trl",
+}
 DEFAULT_CHECKS = ["trl", "unsloth", "trl-ddp", "trl-server"]
 # one run over 2 GPUs: 2 DDP processes; 1 training process + 1 vLLM server GPU
 MULTI_GPU = {
@@ -113,6 +121,12 @@ WAITS = {
         "Unsloth import and patching": 25,
         "vLLM engine start (torch.compile, CUDA graphs)": 90,
         "one answer": 5,
+    },
+    # runs_per_gpu = 1, 2 and 4 on the first GPU (the pool launcher): 1 + 2 + 4 runs of PACKING_STEPS steps
+    "packing": {
+        "K=1: process and worker start, imports, 1 run": 60,
+        "K=2: 2 runs side by side": 60,
+        "K=4: 4 runs side by side": 90,
     },
     # 2 GPUs: two processes start, load the model and join NCCL, then 10 steps; a vLLM server's start, 10 steps
     # with a weight sync each, the final evaluation through the server, the stop
@@ -574,6 +588,101 @@ def run_app_child(name: str, model_dir: Path, out: Path, steps: int, dry_run: bo
     return result
 
 
+PACKING_KS = (1, 2, 4)
+PACKING_STEPS = 5
+
+
+def packing_overrides(model_dir: Path, k: int, sweep_dir: Path, dry_run: bool) -> list[str]:
+    """K runs (seeds 1..K) on one GPU through the pool with runs_per_gpu=K: the trl check's run, shorter, with its
+    evaluations cut to a few prompts (what is measured is training side by side)."""
+    run = [o for o in overrides("trl", model_dir, PACKING_STEPS, dry_run) if not o.startswith("trainer.seed")]
+    return [
+        "-m",
+        "hydra/launcher=pool",
+        f"hydra.launcher.runs_per_gpu={k}",
+        *(["hydra.launcher.gpu_memory_gb=80"] if dry_run else []),  # a stand-in GPU's memory on CPU
+        f"hydra.sweep.dir={sweep_dir}",
+        *run,
+        "data.max_val_samples=8",
+        "data.max_test_samples=8",
+        "trainer.eval.every_steps=0",
+        "trainer.eval.k=0",
+        f"trainer.seed={','.join(str(s) for s in range(1, k + 1))}",
+    ]
+
+
+def run_packing_child(model_dir: Path, out: Path, steps: int, dry_run: bool) -> dict:
+    """Sweeps of K runs sharing the first GPU, K = PACKING_KS: each sweep's wall time (runs per GPU-hour), the mean
+    step time of its runs, the GPU's peak memory (NVML, device-wide: every run's process) against the gate's plan for
+    K such runs (the sum of their estimates, <sweep>/.gpu_locks/estimates.json). On CPU (the dry run) a stand-in GPU
+    id and 80 GB figure: the placement, plan and records run as they would, the numbers are not a GPU's."""
+    import torch
+
+    from grpo_sweep.run.files import read_jsonl
+
+    out.mkdir(parents=True, exist_ok=True)
+    first = visible_gpu_ids()[0] if torch.cuda.is_available() else "0"
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": first,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "scripts"), os.environ.get("PYTHONPATH")])),
+    }
+    per_k: dict = {}
+    problems = []
+    for k in PACKING_KS:
+        sweep_dir = out / f"k{k}"
+        if sweep_dir.exists():
+            import shutil
+
+            shutil.rmtree(sweep_dir)
+        started = time.perf_counter()
+        with GpuMemoryPeak() as memory:
+            done = subprocess.run(
+                [sys.executable, str(ROOT / "launch.py"), *packing_overrides(model_dir, k, sweep_dir, dry_run)],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+        wall = time.perf_counter() - started
+        summaries = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))]
+        completed = [s for s in summaries if s.get("status") == "completed"]
+        if done.returncode != 0 or len(completed) != k:
+            problems.append(f"K={k}: {len(completed)} of {k} runs completed; {last_line(done.stderr or done.stdout)}")
+        steps_times = [
+            row["step_time"]
+            for n in range(k)
+            for row in read_jsonl(sweep_dir / str(n) / "metrics.jsonl")
+            if "step_time" in row
+        ]
+        estimates = sweep_dir / ".gpu_locks" / "estimates.json"
+        plan = sum(json.loads(estimates.read_text()).values()) if estimates.is_file() else None
+        per_k[k] = {
+            "runs": k,
+            "completed": len(completed),
+            "wall_s": round(wall, 1),
+            "runs_per_gpu_hour": round(len(completed) / wall * 3600, 1) if wall > 0 else None,
+            "step_time_s": round(sum(steps_times) / len(steps_times), 3) if steps_times else None,
+            "peak_gpu_memory_gib": round(memory.peak / 2**30, 2) if memory.cuda else None,
+            "plan_gib": None if plan is None else round(plan, 2),
+            "neighbours": [len((s.get("gpu_sharing") or {}).get("neighbours", [])) for s in completed],
+            "device_seconds": round(sum(s.get("device_seconds") or 0 for s in completed), 1),
+        }
+    result = {
+        "backend": "packing",
+        "status": "completed" if not problems else "failed",
+        "steps": PACKING_STEPS,
+        "per_k": per_k,
+        "packing_runs_per_gpu_hour": [per_k[k]["runs_per_gpu_hour"] for k in PACKING_KS],
+        "packing_step_time_s": [per_k[k]["step_time_s"] for k in PACKING_KS],
+        "packing_peak_gpu_memory_gib": [per_k[k]["peak_gpu_memory_gib"] for k in PACKING_KS],
+        "packing_plan_gib": [per_k[k]["plan_gib"] for k in PACKING_KS],
+    }
+    if problems:
+        result["error"] = "; ".join(problems)[:600]
+    return result
+
+
 def lora_round_trip(backend, cfg, run_dir: Path, trained) -> dict:
     """Reload the saved adapter (vLLM LoRA request / PEFT), generate greedily, and compare log-probabilities with
     the bare base model: greedy text of a barely trained random model rarely changes, its log-probs do."""
@@ -793,6 +902,10 @@ def report(results: list[dict], header: dict) -> str:
         ("server start->healthy (s)", "server_start_to_healthy_s"),
         ("weight sync to server (s)", "weight_sync_s"),
         ("server GPU freed at stop", "server_memory_freed"),
+        ("packing: runs/GPU-hour K=1,2,4", "packing_runs_per_gpu_hour"),
+        ("packing: step time (s)", "packing_step_time_s"),
+        ("packing: peak GiB (NVML)", "packing_peak_gpu_memory_gib"),
+        ("packing: plan's GiB", "packing_plan_gib"),
     ]
     for r in results:
         if "budget_s" in r:
@@ -834,6 +947,7 @@ STACKS = {
     "unsloth": ["unsloth", "unsloth_zoo", "vllm"],
     "trl-ddp": ["trl", "peft", "accelerate", "datasets", "hydra"],
     "trl-server": ["trl", "peft", "accelerate", "datasets", "hydra", "vllm"],
+    "packing": ["trl", "peft", "accelerate", "datasets", "hydra", "joblib"],
 }
 
 
@@ -868,7 +982,9 @@ def model_name(dry_run: bool) -> str:
 def budgets(backends: list[str], cli: bool) -> dict[str, int]:
     checks = {"model": CHECK_BUDGETS["model"], **{name: CHECK_BUDGETS[name] for name in backends}}
     if cli:
-        checks.update({f"cli-{name}": CHECK_BUDGETS[f"cli-{name}"] for name in backends if name not in MULTI_GPU})
+        checks.update(
+            {f"cli-{name}": CHECK_BUDGETS[f"cli-{name}"] for name in backends if name not in (*MULTI_GPU, "packing")}
+        )
     return checks
 
 
@@ -887,7 +1003,9 @@ def main(argv=None) -> int:
         from grpo_sweep.backends import get_backend
 
         get_backend(BACKEND_MODULES[args.child])  # before anything imports trl/transformers: unsloth first
-        if args.child in MULTI_GPU:
+        if args.child == "packing":
+            result = run_packing_child(args.model_dir, args.out, steps, dry_run)
+        elif args.child in MULTI_GPU:
             result = run_app_child(args.child, args.model_dir, args.out, steps, dry_run)
             args.out.mkdir(parents=True, exist_ok=True)
         else:
@@ -926,6 +1044,9 @@ def main(argv=None) -> int:
                 "trl-server": "one run with a vLLM server on the last GPU (python launch.py ... "
                 "trainer.vllm_mode=server): server start to healthy, tokens/s, each GPU's peak "
                 "memory, the server GPU's memory after the stop",
+                "packing": f"sweeps of K runs on one GPU at runs_per_gpu=K, K = {', '.join(map(str, PACKING_KS))} "
+                "(python launch.py -m hydra/launcher=pool ...): runs per GPU-hour, step time, peak memory against "
+                "the plan's estimate",
             }.get(check) or (
                 f"python -m grpo_sweep.run.generate on the {check[4:]} run"
                 if check.startswith("cli-")
@@ -933,7 +1054,7 @@ def main(argv=None) -> int:
                 "LoRA round trip"
             )
             print(f"gpu_check: would run {check} (budget {seconds} s): {what}")
-        for name in backends:
+        for name in [b for b in backends if b != "packing"]:
             print(
                 f"gpu_check:   {name} overrides: "
                 f"{' '.join(overrides(name, work / model_name(dry_run), steps, dry_run))}"
@@ -1011,7 +1132,7 @@ def main(argv=None) -> int:
         )
     # after every training run: a fresh process loading each run is worth less than the runs themselves
     for name, result in zip(backends, results):
-        if result.get("status") == "completed" and not args.skip_cli and name not in MULTI_GPU:
+        if result.get("status") == "completed" and not args.skip_cli and name not in (*MULTI_GPU, "packing"):
             if deadline - time.perf_counter() < 30:
                 result["cli"] = {"ok": None, "error": "skipped: --budget spent"}
                 continue

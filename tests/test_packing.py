@@ -53,7 +53,10 @@ def test_an_oversubscribed_plan_is_one_line_naming_the_run_its_estimate_and_the_
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("grpo-sweep: hydra.launcher.runs_per_gpu=3 does not fit: job "), last
     assert " needs ~1.0 GB (weights 0.00, trained+optimizer 0.00, activations 0.0" in last
-    assert "and 3 such runs ~3.1 GB > 2.4 GB usable of the GPU's 2.5 GB (hydra.launcher.gpu_memory_gb)" in last
+    assert (
+        "and the 3 largest runs together ~3.1 GB > 2.4 GB usable of the GPU's 2.5 GB (hydra.launcher.gpu_memory_gb)"
+        in last
+    )
     assert last.endswith("at most 2 fit (hydra.launcher.runs_per_gpu=2); no run was started")
     assert "Traceback" not in out.stderr and started_runs(tmp_path) == []
     # one run alone does not fit: said so, not "at most 0"

@@ -327,8 +327,8 @@ class Plan:
         )
         raise ConfigError(
             f"hydra.launcher.runs_per_gpu={k} does not fit: {name} needs ~{largest.total:.1f} GB ({largest.parts()}), "
-            f"and {len(together)} such runs ~{need:.1f} GB > {usable:.1f} GB usable of the GPU's {self.gpu_gb:g} GB "
-            f"({self.source}); {advice}"
+            f"and the {len(together)} largest runs together ~{need:.1f} GB > {usable:.1f} GB usable of the GPU's "
+            f"{self.gpu_gb:g} GB ({self.source}); {advice}"
         )
 
     def placement(self, groups: list[tuple[str, list[int]]], later: str = "") -> list[str]:
