@@ -246,13 +246,14 @@ GROUP_CHECKS = {
     "check_across": "grpo_sweep.run.validate",
 }
 # Where a ConfigError may be raised: the group checks, validate (across groups, and the training machine's own),
-# and the gate with its hub look-ups (what depends on the launcher, the sweep or the network).
+# and the gate with its hub look-ups and its memory plan (what depends on the launcher, the sweep or the network).
 RAISE_CONFIG_ERROR = {
     "grpo_sweep.config.checks",
     "grpo_sweep.models",
     "grpo_sweep.run.validate",
     "grpo_sweep.launching.gate",
     "grpo_sweep.launching.hub",
+    "grpo_sweep.launching.memory",
 }
 
 
@@ -463,11 +464,11 @@ def test_every_strategy_is_a_package_and_every_sweeper_finds_its_strategy():
 # The end of a sweep asks the strategy; it guesses nothing from files, and nothing of a sweep's trade keeps state in
 # a module (a list or dict at module level that calls fill, a `global`).
 STATELESS = ("grpo_sweep.sweeps", "grpo_sweep.search", "grpo_sweep.reading", "grpo_sweep.launching")
-# what is the process's own, not a sweep's: a pool worker's GPU lock lives as long as the worker process; the hub
-# checks ask the hub once per model in a process (and remember whether they, not the user, set HF_HUB_OFFLINE); the
-# forest plot's options are an empty constant
+# what is the process's own, not a sweep's: a pool worker's (or a job's) GPU slot lock lives as long as its process;
+# the hub checks ask the hub once per model in a process (and remember whether they, not the user, set
+# HF_HUB_OFFLINE); the forest plot's options are an empty constant
 PROCESS_STATE = {
-    "grpo_sweep.launching.pool._held_locks",
+    "grpo_sweep.launching.placement._held_locks",
     "grpo_sweep.launching.hub._resolved",
     "grpo_sweep.launching.hub._set_here",
     "grpo_sweep.reading.report.FOREST_OPTIONS",

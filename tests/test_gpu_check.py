@@ -206,6 +206,51 @@ def test_the_cpu_dry_run_trains_the_ddp_check_as_two_processes(tmp_path):
     assert server["status"] == "skipped"
 
 
+def test_the_packing_check_is_planned_with_its_budget_and_kept_out_of_the_default_checks():
+    import gpu_check
+
+    assert "packing" not in gpu_check.DEFAULT_CHECKS  # the 9.5 minutes of a lent device are the other checks'
+    assert gpu_check.CHECK_BUDGETS["packing"] >= sum(gpu_check.WAITS["packing"].values())
+    assert gpu_check.budgets(["packing"], cli=True) == {
+        "model": gpu_check.CHECK_BUDGETS["model"],
+        "packing": gpu_check.CHECK_BUDGETS["packing"],
+    }  # no generate CLI on a sweep
+    sweep = gpu_check.packing_overrides(Path("/m"), 4, Path("/s"), dry_run=True)
+    assert sweep[:4] == [
+        "-m",
+        "hydra/launcher=pool",
+        "hydra.launcher.runs_per_gpu=4",
+        "hydra.launcher.gpu_memory_gb=80",
+    ]
+    assert "trainer.seed=1,2,3,4" in sweep and "hydra.sweep.dir=/s" in sweep
+    assert not any(
+        o.startswith("hydra.launcher.gpu_memory_gb")
+        for o in gpu_check.packing_overrides(Path("/m"), 2, Path("/s"), False)
+    )
+
+
+# 1 + 2 + 4 runs of the tiny Qwen2 (151,936-token vocabulary) through the pool on 2 cores: minutes
+@pytest.mark.slow
+def test_the_cpu_dry_run_packs_1_2_and_4_runs_on_a_stand_in_gpu(tmp_path):
+    out = tmp_path / "check"
+    result = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--cpu-dry-run", "--backends", "packing", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    [packing] = json.loads((out / "gpu_check.json").read_text())["results"]
+    assert packing["status"] == "completed", packing
+    for k in ("1", "2", "4"):
+        measured = packing["per_k"][k]
+        assert measured["completed"] == int(k) and measured["runs_per_gpu_hour"] > 0 and measured["step_time_s"] > 0
+        assert measured["neighbours"] == [int(k) - 1] * int(k)  # every run saw the others of its sweep
+        assert measured["plan_gib"] > 1.0 * int(k) and measured["peak_gpu_memory_gib"] is None  # CPU: no GPU numbers
+    assert "packing: runs/GPU-hour K=1,2,4" in result.stdout
+
+
 def test_the_installer_takes_only_what_this_python_lacks(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_wheels, "installed", lambda name: None if name in ("hydra-core", "nvidia-ml-py") else "1")
     wheels = fake_wheelhouse(tmp_path / "wheels", ["hydra-core"])

@@ -142,6 +142,7 @@ def test_the_dry_run_prints_which_runs_share_which_gpu_with_their_estimates(tmp_
     slurm = ["-m", "hydra/launcher=slurm", *CPU_JOB, "hydra.launcher.dry_run=true", "hydra.launcher.runs_per_gpu=2"]
     out = launch_here([*slurm, "hydra.launcher.gpu_memory_gb=80", *GRID], tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
+    assert "dry run (slurm): 4 run(s) in 2 job(s) of up to 2 runs, each " in out.stdout
     assert "  SLURM job 0 (one GPU): job 0 (reward_mix=format lora.r=16) ~1.03 GB" in out.stdout
     assert "; job 3 (reward_mix=correct lora.r=32) ~1.03 GB" in out.stdout.split("SLURM job 1 (one GPU)")[1]
 
@@ -189,6 +190,7 @@ def test_pool_and_submitit_local_slots_spread_runs_over_the_gpus_k_a_gpu(tmp_pat
     assert waiting.stdout.readline().strip() in ("7", "9") and waiting.wait(timeout=30) == 0
     for h in holders[1:]:
         h.kill()
+        h.wait(timeout=30)
     os.environ.pop(SHARE_ENV, None)
     assert pool.claim_gpu(str(locks), ["7"], 2) == "7" and from_env().gpu == "7" and from_env().runs_per_gpu == 2
     os.environ.pop(SHARE_ENV)

@@ -80,6 +80,12 @@ def left_by_earlier_job(run_dir: Path) -> tuple[bool, float | None]:
     return True, summary.objective
 
 
+def completed_objective(run_dir: Path) -> tuple[bool, float | None]:
+    """(whether the run completed, its objective), from its summary.json."""
+    summary, _ = read_run_summary(run_dir)
+    return (True, summary.objective) if summary is not None and summary.status == "completed" else (False, None)
+
+
 def describe(skipped: dict[int, Skipped]) -> str:
     """One line: how many runs were left out, and why."""
     done = sum(s.why == "completed" for s in skipped.values())

@@ -26,8 +26,8 @@ from ..run.results import record_failure
 from ..run.sharing import SHARE_ENV, share_env
 from .gate import Refused
 from .memory import write_estimates
-from .pool import slots, visible_gpus
-from .resubmit import JOBS, describe, left_by_earlier_job, skipped_runs
+from .placement import slots, visible_gpus
+from .resubmit import JOBS, completed_objective, describe, left_by_earlier_job, skipped_runs
 
 log = logging.getLogger(__name__)
 
@@ -382,11 +382,9 @@ def _packed_return(args: tuple, run_dir: Path, out: Path, exitcode: int | None) 
         return pickle.loads(out.read_bytes())
     from hydra.core.utils import JobReturn, JobStatus
 
-    from ..run.results import read_run_summary
-
-    summary, _ = read_run_summary(run_dir)
-    if summary is not None and summary.status == "completed":  # it ended, then its process died on the way out
-        return JobReturn(overrides=list(args[0]), status=JobStatus.COMPLETED, _return_value=summary.objective)
+    completed, objective = completed_objective(run_dir)
+    if completed:  # it ended, then its process died on the way out
+        return JobReturn(overrides=list(args[0]), status=JobStatus.COMPLETED, _return_value=objective)
     how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit status {exitcode}"
     error = (
         f"its process in a packed job died ({how}) without a result; the other runs of its GPU went on "
@@ -576,7 +574,11 @@ def describe_plan(
         for key in ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min", "partition")
         if params.get(key) is not None
     )
-    lines = [f"dry run ({executor_kind(launcher)}): {len(run_dirs)} job(s), each {asks}; nothing is submitted"]
+    k = getattr(launcher, "runs_per_gpu", 1)
+    jobs = f"{len(run_dirs)} job(s)"
+    if executor_kind(launcher) == "slurm" and k > 1:
+        jobs = f"{len(run_dirs)} run(s) in {-(-len(run_dirs) // k)} job(s) of up to {k} runs"
+    lines = [f"dry run ({executor_kind(launcher)}): {jobs}, each {asks}; nothing is submitted"]
     loader = launcher.hydra_context.config_loader
     for num, (overrides, cfg, run_dir) in enumerate(
         zip(job_overrides, compose_runs(loader, launcher.config, job_overrides), run_dirs), start=initial_job_idx

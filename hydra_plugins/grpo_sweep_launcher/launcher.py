@@ -82,7 +82,7 @@ class _SubmitLaunch(GatedLauncher):
             job.num = job_num
         slots = getattr(self, "_gpu_slots", None)  # submitit_local on a machine with GPUs: the pool's placement
         if slots and sweep_config.distributed.strategy == "none":
-            from grpo_sweep.launching.pool import claim_gpu
+            from grpo_sweep.launching.placement import claim_gpu
 
             claim_gpu(*slots, wait_s=600.0)  # before the run initializes CUDA
         return run_job(
