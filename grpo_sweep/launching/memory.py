@@ -371,11 +371,12 @@ def check_packable(cfg: Any, k: int) -> None:
 
 def start_plan(launcher: Any, trains_here: bool) -> Plan | None:
     """The batch's plan, to ``add`` its runs to; None where there is nothing to plan (K=1 and no gpu_memory_gb:
-    one run a GPU, as before the key)."""
+    one run a GPU, as before the key). With gpu_memory_gb set, K=1 is planned too: a run that cannot fit its GPU
+    alone is refused before it is queued."""
     k = check_runs_per_gpu(getattr(launcher, "runs_per_gpu", 1))
+    if k == 1 and check_gpu_memory_gb(getattr(launcher, "gpu_memory_gb", None)) is None:
+        return None  # not even nvidia-smi is asked: K=1 launches as it did before the key
     gpu_gb, source = gpu_memory(launcher, trains_here)
-    if k == 1 and gpu_gb is None:
-        return None
     if gpu_gb is None:
         log.info(
             "runs_per_gpu=%d: no GPU memory to plan against (no hydra.launcher.gpu_memory_gb, no nvidia-smi here): "
