@@ -902,10 +902,10 @@ def report(results: list[dict], header: dict) -> str:
         ("server start->healthy (s)", "server_start_to_healthy_s"),
         ("weight sync to server (s)", "weight_sync_s"),
         ("server GPU freed at stop", "server_memory_freed"),
-        ("packing: runs/GPU-hour K=1,2,4", "packing_runs_per_gpu_hour"),
-        ("packing: step time (s)", "packing_step_time_s"),
-        ("packing: peak GiB (NVML)", "packing_peak_gpu_memory_gib"),
-        ("packing: plan's GiB", "packing_plan_gib"),
+        ("packing runs/GPU-h K=1,2,4", "packing_runs_per_gpu_hour"),
+        ("  packing step time (s)", "packing_step_time_s"),
+        ("  packing peak GiB (NVML)", "packing_peak_gpu_memory_gib"),
+        ("  packing plan's GiB", "packing_plan_gib"),
     ]
     for r in results:
         if "budget_s" in r:
