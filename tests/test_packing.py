@@ -102,12 +102,23 @@ def test_the_estimate_reads_size_dtype_lora_optimizer_kv_cache_checkpointing_and
 
 
 def test_a_model_of_unknown_size_is_refused_for_packing_naming_it(tmp_path):
-    from grpo_sweep.launching.memory import estimate
+    from grpo_sweep.launching.memory import Plan, estimate
     from grpo_sweep.run.validate import ConfigError
 
     cfg = compose(["model.name_or_path=someone/unheard-of-3b", "model.tiny=null"])
     with pytest.raises(ConfigError, match=r"^model.name_or_path=someone/unheard-of-3b: its size is unknown here"):
         estimate(cfg, 80)
+    # planned against a GPU's memory, a run of unknown size is refused; with no memory to plan against (a CPU
+    # machine, a SLURM profile without gpu_memory_gb) the plan is skipped and nothing is refused on its account
+    with pytest.raises(ConfigError, match="its size is unknown here"):
+        Plan(2, 80.0, "hydra.launcher.gpu_memory_gb").add("job 0", cfg)
+    skipped = Plan(2, None, "")
+    skipped.add("job 0", cfg)
+    skipped.check()
+    assert skipped.estimates == [("job 0", None)]
+    assert (
+        skipped.placement([("GPU 0", [0])])[1] == "  GPU 0: job 0: its model's size is unknown here; together ~0.00 GB"
+    )
     # a local model folder's config.json is read as it is (gpu_check's random-weight model)
     folder = tmp_path / "model"
     folder.mkdir()

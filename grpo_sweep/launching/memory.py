@@ -299,18 +299,25 @@ class Plan:
     runs_per_gpu: int
     gpu_gb: float | None
     source: str
-    # (the run as the gate names it, its estimate), in the batch's order
-    estimates: list[tuple[str, Estimate]] = field(default_factory=list)
+    # (the run as the gate names it, its estimate), in the batch's order; None: a model of unknown size where the
+    # GPU's memory is unknown too (the plan is skipped: only the dry run shows estimates then)
+    estimates: list[tuple[str, Estimate | None]] = field(default_factory=list)
 
     def add(self, name: str, cfg: Any) -> None:
         """Estimate one run (``cfg`` as the gate composed it: read now, it is reused for the next run)."""
         check_packable(cfg, self.runs_per_gpu)
-        self.estimates.append((name, estimate(cfg, self.gpu_gb if self.gpu_gb is not None else 80.0)))
+        try:
+            found = estimate(cfg, self.gpu_gb if self.gpu_gb is not None else 80.0)
+        except ConfigError:
+            if self.gpu_gb is not None:  # a plan to keep needs every run's size
+                raise
+            found = None
+        self.estimates.append((name, found))
 
     def check(self) -> None:
         """Raise ConfigError, one line, when the K largest runs of the batch would not fit one GPU together."""
         if self.gpu_gb is None or not self.estimates:
-            return
+            return  # skipped, with its one line (start_plan)
         usable = self.gpu_gb * USABLE
         ranked = sorted(self.estimates, key=lambda item: -item[1].total)
         together = ranked[: self.runs_per_gpu]
@@ -344,10 +351,13 @@ class Plan:
         ]
         for where, indices in groups:
             group = [self.estimates[i] for i in indices]
-            together = sum(e.total for _, e in group)
+            together = sum(e.total for _, e in group if e is not None)
             lines.append(
                 f"  {where}: "
-                + "; ".join(f"{name} ~{e.total:.2f} GB ({e.parts()})" for name, e in group)
+                + "; ".join(
+                    f"{name} ~{e.total:.2f} GB ({e.parts()})" if e else f"{name}: its model's size is unknown here"
+                    for name, e in group
+                )
                 + f"; together ~{together:.2f} GB"
             )
         if later:
