@@ -68,6 +68,10 @@ def fake_sbatch(tmp_path):
     # only the job script, never run here, calls it
     (bin_dir / "srun").write_text('#!/bin/sh\necho "fake srun: not for running" >&2\nexit 1\n')
     (bin_dir / "srun").chmod(0o755)
+    # the stand-in is the machine's whole SLURM: a real sinfo further down PATH (a machine running the local SLURM,
+    # no GPUs) would answer for a cluster the test is not about; this one cannot say, so nothing is refused on it
+    (bin_dir / "sinfo").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sinfo").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, scripts
 
 
