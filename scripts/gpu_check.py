@@ -44,19 +44,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# Qwen/Qwen2.5-0.5B-Instruct's config.json (architecture and size; the weights are random).
+from grpo_sweep.launching.memory import KNOWN_MODELS  # noqa: E402 - the checkout's package, put on the path above
+
+# Qwen/Qwen2.5-0.5B-Instruct's config.json (architecture and size; the weights are random): its shape as the memory
+# plan knows it, and the rest a model needs
 QWEN2_5_0_5B = dict(
-    vocab_size=151936,
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
+    **KNOWN_MODELS["qwen2.5-0.5b"],
     max_position_embeddings=32768,
     rope_theta=1000000.0,
     rms_norm_eps=1e-6,
     hidden_act="silu",
-    tie_word_embeddings=True,
     use_sliding_window=False,
 )
 TINY_QWEN2 = dict(
