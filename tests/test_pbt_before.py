@@ -95,7 +95,7 @@ def test_a_synchronous_pbt_killed_before_carrying_out_its_take_over_continues(tm
         cluster.train(m, 0, lineage.report_of(m, 0)["values"])
     donor_rows = read_jsonl(member_dir(sweep, 1) / "metrics.jsonl")
     run = driver(sweep, lineage, settings, cluster)
-    run.run_.params[:] = WEIGHTS
+    run.pbt.params[:] = WEIGHTS
     run.run()
     assert sorted((m, r) for m, r, _ in cluster.started) == [(0, 1), (1, 1), (2, 1)]
     assert all(due is Due.FINISHED for due in lineage.due.values()), lineage.due

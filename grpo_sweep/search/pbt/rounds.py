@@ -70,7 +70,7 @@ class Rounds:
         propose_for: Callable[[int], Any] | None = None,
         poll_s: float = 0.5,
     ) -> None:
-        self.run_, self.lineage, self.settings = run, run.lineage, run.settings
+        self.pbt, self.lineage, self.settings = run, run.lineage, run.settings
         self.start_job, self.capacity = start_job, max(1, capacity)
         self.look, self.kept_look = look, kept_look
         self.propose_for, self.poll_s = propose_for, poll_s
@@ -78,7 +78,7 @@ class Rounds:
         self.trained = 0  # jobs this driver started
 
     def step_of(self, round_: int) -> int:
-        return self.run_.step_of(round_)
+        return self.pbt.step_of(round_)
 
     # -- the loop ------------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -93,7 +93,7 @@ class Rounds:
                 if len(in_flight) >= self.capacity:
                     break
                 r = self.lineage.next_round(m)
-                if round_score(member_dir(self.run_.sweep_dir, m), self.step_of(r), self.run_.metric) is not None:
+                if round_score(member_dir(self.pbt.sweep_dir, m), self.step_of(r), self.pbt.metric) is not None:
                     self._reported(m, r, None, trained=False)  # trained while the driver was gone
                     continue
                 log.info("PBT member %d trains round %d to step %d", m, r + 1, self.step_of(r))
@@ -147,9 +147,9 @@ class Rounds:
     # -- a member's round ended ----------------------------------------------------------------------------------
     def _reported(self, m: int, r: int, seconds: float | None, trained: bool) -> None:
         step = self.step_of(r)
-        run_dir = member_dir(self.run_.sweep_dir, m)
-        score = round_score(run_dir, step, self.run_.metric)
-        start = logged_score(run_dir, 0, self.run_.metric) if r == 0 else self.lineage.from_score.get(m)
+        run_dir = member_dir(self.pbt.sweep_dir, m)
+        score = round_score(run_dir, step, self.pbt.metric)
+        start = logged_score(run_dir, 0, self.pbt.metric) if r == 0 else self.lineage.from_score.get(m)
         self.looks[(m, r)] = self.look(m, r, score)
         self.lineage.write(
             {
@@ -165,7 +165,7 @@ class Rounds:
             }
         )
         shown = "failed" if score is None else f"{score:.3f}"
-        log.info("PBT member %d, round %d: %s %s", m, r + 1, self.run_.metric, shown)
+        log.info("PBT member %d, round %d: %s %s", m, r + 1, self.pbt.metric, shown)
         self._settle(m)
 
     def _round_reported(self) -> int | None:
@@ -191,7 +191,7 @@ class Rounds:
         values = [reports[m]["values"] if m in reports else lineage.values[m][-1] for m in population]
         looks = [self._look(m, reports[m]) if m in reports else None for m in population]
         propose = self.propose_for(r) if self.propose_for is not None else None
-        take_overs, held_back = decide(scores, values, self.run_.params, self.settings, r, looks, propose)
+        take_overs, held_back = decide(scores, values, self.pbt.params, self.settings, r, looks, propose)
         takes = {t["member"]: {**t, "donor_round": r} for t in take_overs}
         held = {h["member"]: h for h in held_back}
         ranked = {str(m): [r, row["score"]] for m, row in sorted(reports.items())}
@@ -214,7 +214,7 @@ class Rounds:
         values = [self.lineage.values[j][rankable[j]["round"] if j in rankable else -1] for j in population]
         looks = [self._look(j, rankable[j]) if j in rankable else None for j in population]
         propose = self.propose_for(r) if self.propose_for is not None else None
-        take_overs, held_back = decide(scores, values, self.run_.params, self.settings, r, looks, propose, only=m)
+        take_overs, held_back = decide(scores, values, self.pbt.params, self.settings, r, looks, propose, only=m)
         take = {**take_overs[0], "donor_round": rankable[take_overs[0]["donor"]]["round"]} if take_overs else None
         ranked = {str(j): [row["round"], row["score"]] for j, row in sorted(rankable.items())}
         self._write_decision(m, r, ranked, take, held_back[0] if held_back else None, scores)
@@ -243,7 +243,7 @@ class Rounds:
         t = row["take_over"]
         try:
             copied = take_over(
-                self.run_.sweep_dir,
+                self.pbt.sweep_dir,
                 m,
                 t["donor"],
                 self.step_of(row["round"]),
@@ -260,7 +260,7 @@ class Rounds:
     def _checkpoint(self, m: int, r: int) -> Path:
         from ...run.resume import CHECKPOINTS
 
-        return member_dir(self.run_.sweep_dir, m) / CHECKPOINTS / f"checkpoint-{self.step_of(r)}"
+        return member_dir(self.pbt.sweep_dir, m) / CHECKPOINTS / f"checkpoint-{self.step_of(r)}"
 
     def _look(self, m: int, report: dict) -> dict | None:
         key = (m, report["round"])
