@@ -116,17 +116,9 @@ def model_shape(cfg: Any) -> dict | None:
     nor ``KNOWN_MODELS`` has them."""
     model = cfg.model
     if model.tiny is not None:
-        t = model.tiny
-        # the tiny tokenizer: bytes, its BPE merges and a few special tokens
-        return dict(
-            vocab_size=256 + t.bpe_merges + 8,
-            hidden_size=t.hidden_size,
-            intermediate_size=t.intermediate_size,
-            num_hidden_layers=t.num_hidden_layers,
-            num_attention_heads=t.num_attention_heads,
-            num_key_value_heads=t.num_attention_heads,
-            tie_word_embeddings=False,
-        )
+        from ..models.tiny import TinySpec
+
+        return TinySpec.from_config(model.tiny, model.max_seq_length).shape()
     name = str(model.name_or_path)
     local = Path(name).expanduser() / "config.json"
     text = None

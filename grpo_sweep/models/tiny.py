@@ -30,6 +30,8 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TAG_TOKENS = ["<think>", "</think>", "<answer>", "</answer>", "<reasoning>", "</reasoning>"]
+# the byte-level pre-tokenizer's alphabet: every byte one token
+BYTE_ALPHABET = 256
 
 
 @dataclass
@@ -77,6 +79,20 @@ class TinySpec:
         if isinstance(values.get("warm_start"), Mapping):
             values["warm_start"] = WarmStartSpec(**values["warm_start"])
         return cls(**values, max_position_embeddings=max_position_embeddings)
+
+    def shape(self) -> dict[str, Any]:
+        """The config.json values that size the model (the builder's LlamaConfig takes them; the gate's memory plan
+        reads them before anything is built). ``vocab_size`` is the tokenizer's at most: bytes, the special tokens,
+        the BPE merges asked for and the tags (a corpus may give fewer merges; the builder counts its own)."""
+        return dict(
+            vocab_size=BYTE_ALPHABET + len(SPECIAL_TOKENS) + self.bpe_merges + len(TAG_TOKENS),
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            tie_word_embeddings=True,
+        )
 
 
 def cache_root() -> Path:
@@ -190,15 +206,9 @@ def _build(spec: TinySpec, out: Path) -> None:
     )
 
     config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_attention_heads,
-        intermediate_size=spec.intermediate_size,
+        **{**spec.shape(), "vocab_size": len(tokenizer)},
         max_position_embeddings=spec.max_position_embeddings,
         initializer_range=spec.initializer_range,
-        tie_word_embeddings=True,
         bos_token_id=None,  # the chat template opens every turn itself
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
