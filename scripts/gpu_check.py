@@ -274,7 +274,7 @@ def overrides(backend: str, model_dir: Path, steps: int, dry_run: bool) -> list[
             "backend=trl",
             "trainer.use_vllm=true",
             "trainer.vllm_mode=colocate",
-            "+trainer.args.vllm_gpu_memory_utilization=0.3",
+            "trainer.vllm_gpu_memory_utilization=0.3",
         ]
     fast = "false" if dry_run else "true"
     return common + ["backend=unsloth", f"backend.fast_inference={fast}", "backend.gpu_memory_utilization=0.5"]

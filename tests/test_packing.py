@@ -98,6 +98,16 @@ def test_the_estimate_reads_size_dtype_lora_optimizer_kv_cache_checkpointing_and
         ["experiment=gpu", "model=qwen2_5_7b_instruct", "trainer.use_vllm=true", "trainer.vllm_mode=colocate"]
     )
     assert estimate(trl, 80).vllm_share == 0.3 and 14 < estimate(trl, 80).weights < 15  # 7.6 B in bf16
+    # the spelling of that share: trainer.vllm_gpu_memory_utilization, the planned share and the run's
+    shared = compose(
+        [
+            "experiment=gpu",
+            "model=qwen2_5_7b_instruct",
+            "trainer.use_vllm=true",
+            "trainer.vllm_gpu_memory_utilization=0.2",
+        ]
+    )
+    assert estimate(shared, 80).vllm_share == 0.2 and estimate(shared, 80).generation == pytest.approx(16.0)
     assert model_shape(compose(["model=llama3_1_8b_instruct"])) == KNOWN_MODELS["meta-llama-3.1-8b"]
 
 

@@ -60,6 +60,7 @@ TRAINER_FIELDS = (
     "gradient_checkpointing",
     "use_vllm",
     "vllm_mode",
+    "vllm_gpu_memory_utilization",
     "disable_tqdm",
 )
 # GRPOConfig fields a run sets itself, and where to set them instead.

@@ -231,6 +231,8 @@ class TrainerConfig:
     bf16: bool | None = None
     use_vllm: bool = MISSING
     vllm_mode: str = MISSING
+    # a colocated vLLM engine's share of the GPU (vllm_mode=colocate): with runs_per_gpu=K, each run's share
+    vllm_gpu_memory_utilization: float = MISSING
     vllm_server: VllmServerConfig = field(default_factory=VllmServerConfig)
     disable_tqdm: bool = MISSING
     # CPU threads for torch (null: torch's default, one per core). A tiny model gains nothing from more

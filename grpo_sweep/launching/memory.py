@@ -11,7 +11,7 @@ The estimate (GB) of one run, from its config:
   with gradient checkpointing, ~34 x hidden bytes a token a layer without (Korthikanti et al. 2022, flash attention),
   plus the completion tokens' logits in fp32 (vocabulary x 4 bytes a token);
 - generation: with a vLLM engine in the run's process (backend.fast_inference, or trainer.use_vllm in colocate mode)
-  its share of the GPU (backend.gpu_memory_utilization / trainer.args.vllm_gpu_memory_utilization, TRL's 0.3 by
+  its share of the GPU (backend.gpu_memory_utilization / trainer.vllm_gpu_memory_utilization, TRL's 0.3 by
   default) x the GPU's memory: vLLM takes that share whatever else is there; otherwise the KV cache of
   transformers' generate: 2 x generation batch x (prompt + completion) x layers x kv heads x head dim x 2 bytes;
 - the CUDA context and the allocator's slack: ``CONTEXT_GB`` a process.
@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 USABLE = 0.95
 # the CUDA context, cuBLAS/cuDNN workspaces and the caching allocator's slack, a process
 CONTEXT_GB = 1.0
-# TRL's GRPOConfig.vllm_gpu_memory_utilization default
-TRL_VLLM_SHARE = 0.3
 GB = 1024**3
 
 # config.json shapes of the models conf/model/ names (no download needed to plan them)
@@ -171,8 +169,7 @@ def _vllm_share(cfg: Any) -> float:
     if cfg.backend.name == "unsloth" and cfg.backend.fast_inference:
         return float(cfg.backend.gpu_memory_utilization)
     if cfg.trainer.use_vllm and cfg.trainer.vllm_mode == "colocate":
-        args = cfg.trainer.args or {}
-        return float(args.get("vllm_gpu_memory_utilization", TRL_VLLM_SHARE))
+        return float(cfg.trainer.vllm_gpu_memory_utilization)
     return 0.0
 
 
